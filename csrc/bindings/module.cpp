@@ -1,0 +1,14 @@
+// The extension module: one submodule per area, each filled by its own
+// register_<area>() in its own file.
+#include "bindings/pybind.hpp"
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "pyparbench native core (oneDNN + OpenMP kernels)";
+  ppb::bind::register_errors(m);
+  auto runtime = m.def_submodule("runtime", "Threads, topology and build information");
+  ppb::bind::register_runtime(runtime);
+  auto ops = m.def_submodule("ops", "Prepared operator kernels");
+  ppb::bind::register_dense_ops(ops);
+  ppb::bind::register_glue_ops(ops);
+  ppb::bind::register_embedding_ops(ops);
+}

@@ -1,0 +1,76 @@
+// EmbeddingBag: the recommendation models' heavy op.
+#include "bindings/pybind.hpp"
+#include "pyparbench/ops/embedding_bag.hpp"
+
+namespace ppb::bind {
+
+namespace {
+
+struct BagInputs {
+  ConstFloatView table, weights;
+  IndexView indices, offsets;
+  Shape out_shape;
+};
+
+BagInputs bag_inputs(const EmbeddingBag& e, py::handle table, py::handle indices,
+                     py::handle offsets, py::handle weights) {
+  BagInputs in{in_view(table, "table"), optional_in_view(weights, "per_sample_weights"),
+               index_view(indices, "indices"), index_view(offsets, "offsets"), {}};
+  if (!in.indices.present()) throw py::type_error("indices must be an int32 or int64 array, not None");
+  const int64_t bags = in.indices.shape.size() == 2 ? in.indices.shape[0]
+                       : in.offsets.present() && !in.offsets.shape.empty() ? in.offsets.shape[0]
+                                                                           : 0;
+  in.out_shape = {bags, e.dim()};
+  return in;
+}
+
+}  // namespace
+
+void register_embedding_ops(py::module_& m) {
+  py::class_<EmbeddingBag>(m, "EmbeddingBag", R"doc(
+Prepared embedding-bag lookup (sum or mean of table rows per bag), an OpenMP
+kernel parallel over bags. PyTorch's conventions: 1-D indices with offsets
+(offsets[i] is where bag i starts; offsets[0] must be 0), or 2-D indices
+(bags, bag_size) with offsets None. Empty bags give zeros. Indices and
+offsets are int32 or int64 (the same dtype); an index outside [0, rows)
+raises IndexError naming it and its position.
+)doc")
+      .def(py::init([](int64_t rows, int64_t dim, const std::string& mode,
+                       std::optional<int> threads) {
+             return new EmbeddingBag(rows, dim, parse_bag_mode(mode), threads);
+           }),
+           py::arg("rows"), py::arg("dim"), py::kw_only(), py::arg("mode") = "sum",
+           py::arg("threads") = py::none())
+      .def_property_readonly("threads", &EmbeddingBag::threads)
+      .def_property_readonly("rows", &EmbeddingBag::rows)
+      .def_property_readonly("dim", &EmbeddingBag::dim)
+      .def_property_readonly("mode", [](const EmbeddingBag& e) {
+        return e.mode() == BagMode::sum ? "sum" : "mean";
+      })
+      .def("bytes_moved", &EmbeddingBag::bytes_moved, py::arg("n_indices"), py::arg("bags"),
+           "Bytes one run reads and writes: gathered rows, indices and output.")
+      .def("run",
+           [](EmbeddingBag& e, py::handle table, py::handle indices, py::handle offsets,
+              py::handle weights, py::object out) {
+             auto in = bag_inputs(e, table, indices, offsets, weights);
+             return run_released(in.out_shape, out, [&](FloatView o) {
+               e.run(in.table, in.indices, in.offsets, in.weights, o);
+             });
+           },
+           py::arg("table"), py::arg("indices"), py::arg("offsets") = py::none(),
+           py::arg("per_sample_weights") = py::none(), py::arg("out") = py::none(),
+           "Compute into `out` (allocated when None) and return it.")
+      .def("timeit",
+           [](EmbeddingBag& e, py::handle table, py::handle indices, py::handle offsets,
+              py::handle weights, py::object out, int repeats, int warmup) {
+             auto in = bag_inputs(e, table, indices, offsets, weights);
+             return time_released(in.out_shape, out, [&](FloatView o) {
+               return e.timeit(in.table, in.indices, in.offsets, in.weights, o, repeats, warmup);
+             });
+           },
+           py::arg("table"), py::arg("indices"), py::arg("offsets") = py::none(),
+           py::arg("per_sample_weights") = py::none(), py::arg("out") = py::none(),
+           py::kw_only(), py::arg("repeats") = 100, py::arg("warmup") = 10, kTimeitDoc);
+}
+
+}  // namespace ppb::bind

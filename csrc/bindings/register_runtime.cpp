@@ -1,0 +1,50 @@
+// Threads, topology and build information.
+#include "bindings/pybind.hpp"
+#include "pyparbench/core/threads.hpp"
+#include "pyparbench/info/runtime_info.hpp"
+#include "pyparbench/threading/topology.hpp"
+
+namespace ppb::bind {
+
+void register_runtime(py::module_& m) {
+  m.def("get_default_threads", &default_threads,
+        "Intra-op threads a kernel gets when created with threads=None.");
+  m.def("set_default_threads", &set_default_threads, py::arg("threads"),
+        "Set the intra-op threads for kernels created from now on with threads=None.");
+  m.def("runtime_info", [] {
+    const RuntimeInfo r = runtime_info();
+    py::dict d;
+    d["onednn_version"] = r.onednn_version;
+    d["onednn_hash"] = r.onednn_hash;
+    d["onednn_cpu_runtime"] = r.onednn_cpu_runtime;
+    d["onednn_isa"] = r.onednn_isa;
+    d["onednn_api_major"] = r.onednn_api_major;
+    d["openmp_library"] = r.openmp_library;
+    d["openmp_spec"] = r.openmp_spec;
+    d["openmp_max_threads"] = r.openmp_max_threads;
+    d["openmp_num_procs"] = r.openmp_num_procs;
+    d["compiler"] = r.compiler;
+    return d;
+  });
+  m.def("topology_summary",
+        [](const std::string& synthetic) {
+          TopologySummary s;
+          {
+            py::gil_scoped_release nogil;
+            s = topology_summary(synthetic);
+          }
+          py::dict d;
+          d["packages"] = s.packages;
+          d["numa_nodes"] = s.numa_nodes;
+          d["cores"] = s.cores;
+          d["pus"] = s.pus;
+          d["allowed_cpus"] = s.allowed_cpus;
+          d["source"] = s.source;
+          return d;
+        },
+        py::arg("synthetic") = "",
+        "Sockets, NUMA nodes, cores and logical CPUs (hwloc); synthetic: an hwloc "
+        "synthetic description such as 'package:2 core:24 pu:2'.");
+}
+
+}  // namespace ppb::bind

@@ -1,0 +1,36 @@
+#include "pyparbench/core/checks.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace ppb {
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  if (s.size() == 1) os << ",";
+  os << ")";
+  return os.str();
+}
+
+void require_at_least(const std::string& what, int64_t v, int64_t lo) {
+  if (v < lo)
+    throw std::invalid_argument(what + " must be >= " + std::to_string(lo) + ", got " +
+                                std::to_string(v));
+}
+
+void require_shape(const std::string& what, const Shape& got, const Shape& expected) {
+  if (got != expected)
+    throw std::invalid_argument(what + " has shape " + shape_str(got) + ", expected " +
+                                shape_str(expected));
+}
+
+void require_positive_dims(const std::string& what, const Shape& s) {
+  for (auto d : s)
+    if (d < 1)
+      throw std::invalid_argument(what + " " + shape_str(s) +
+                                  " has a dimension < 1; every size must be >= 1");
+}
+
+}  // namespace ppb

@@ -1,0 +1,183 @@
+// The only place that knows the differences between the oneDNN v2 and v3 C++
+// APIs. v2 builds a primitive in two steps (an operation descriptor, then a
+// primitive descriptor); v3 builds the primitive descriptor directly from the
+// engine. Everything else in pyparbench calls these helpers.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+#include <vector>
+
+#if DNNL_VERSION_MAJOR >= 3
+#define PPB_DNNL_V3 1
+#else
+#define PPB_DNNL_V3 0
+#endif
+
+namespace ppb::compat {
+
+using dnnl::algorithm;
+using dnnl::engine;
+using dnnl::memory;
+using dnnl::primitive_attr;
+using dnnl::prop_kind;
+
+inline dnnl::matmul::primitive_desc matmul_pd(const engine& eng, const memory::desc& src,
+                                              const memory::desc& weights,
+                                              const memory::desc& bias,
+                                              const memory::desc& dst,
+                                              const primitive_attr& attr) {
+#if PPB_DNNL_V3
+  return {eng, src, weights, bias, dst, attr};
+#else
+  return {dnnl::matmul::desc(src, weights, bias, dst), attr, eng};
+#endif
+}
+
+inline dnnl::convolution_forward::primitive_desc conv_pd(
+    const engine& eng, const memory::desc& src, const memory::desc& weights,
+    const memory::desc& bias, const memory::desc& dst, const memory::dims& strides,
+    const memory::dims& dilates, const memory::dims& pad_l, const memory::dims& pad_r,
+    const primitive_attr& attr) {
+#if PPB_DNNL_V3
+  return {eng,   prop_kind::forward_inference, algorithm::convolution_direct, src, weights, bias, dst,
+          strides, dilates, pad_l, pad_r, attr};
+#else
+  return {dnnl::convolution_forward::desc(prop_kind::forward_inference,
+                                          algorithm::convolution_direct, src, weights, bias,
+                                          dst, strides, dilates, pad_l, pad_r),
+          attr, eng};
+#endif
+}
+
+inline dnnl::eltwise_forward::primitive_desc eltwise_pd(const engine& eng, algorithm alg,
+                                                        const memory::desc& data, float alpha,
+                                                        float beta) {
+#if PPB_DNNL_V3
+  return {eng, prop_kind::forward_inference, alg, data, data, alpha, beta};
+#else
+  return {dnnl::eltwise_forward::desc(prop_kind::forward_inference, alg, data, alpha, beta),
+          eng};
+#endif
+}
+
+inline dnnl::binary::primitive_desc binary_pd(const engine& eng, algorithm alg,
+                                              const memory::desc& src0,
+                                              const memory::desc& src1,
+                                              const memory::desc& dst,
+                                              const primitive_attr& attr) {
+#if PPB_DNNL_V3
+  return {eng, alg, src0, src1, dst, attr};
+#else
+  return {dnnl::binary::desc(alg, src0, src1, dst), attr, eng};
+#endif
+}
+
+inline dnnl::concat::primitive_desc concat_pd(const engine& eng, const memory::desc& dst,
+                                              int axis, const std::vector<memory::desc>& srcs) {
+#if PPB_DNNL_V3
+  return {eng, dst, axis, srcs};
+#else
+  return {dst, axis, srcs, eng};
+#endif
+}
+
+inline dnnl::pooling_forward::primitive_desc pooling_pd(
+    const engine& eng, algorithm alg, const memory::desc& src, const memory::desc& dst,
+    const memory::dims& strides, const memory::dims& kernel, const memory::dims& pad_l,
+    const memory::dims& pad_r) {
+  const memory::dims no_dilation(strides.size(), 0);
+#if PPB_DNNL_V3
+  return {eng,    prop_kind::forward_inference, alg, src, dst, strides, kernel, no_dilation,
+          pad_l, pad_r};
+#else
+  // v2's pooling_forward has no dilation argument; pooling_v2_forward does.
+  (void)no_dilation;
+  return {dnnl::pooling_forward::desc(prop_kind::forward_inference, alg, src, dst, strides,
+                                      kernel, pad_l, pad_r),
+          eng};
+#endif
+}
+
+inline dnnl::batch_normalization_forward::primitive_desc batch_norm_pd(
+    const engine& eng, const memory::desc& data, float eps) {
+  const auto flags = dnnl::normalization_flags::use_global_stats |
+                     dnnl::normalization_flags::use_scale |
+                     dnnl::normalization_flags::use_shift;
+#if PPB_DNNL_V3
+  return {eng, prop_kind::forward_inference, data, data, eps, flags};
+#else
+  return {dnnl::batch_normalization_forward::desc(prop_kind::forward_inference, data, eps,
+                                                  flags),
+          eng};
+#endif
+}
+
+inline dnnl::layer_normalization_forward::primitive_desc layer_norm_pd(
+    const engine& eng, const memory::desc& data, const memory::desc& stats, float eps) {
+  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+#if PPB_DNNL_V3
+  return {eng, prop_kind::forward_inference, data, data, stats, eps, flags};
+#else
+  return {dnnl::layer_normalization_forward::desc(prop_kind::forward_inference, data, stats,
+                                                  eps, flags),
+          eng};
+#endif
+}
+
+inline dnnl::softmax_forward::primitive_desc softmax_pd(const engine& eng,
+                                                        const memory::desc& data, int axis) {
+#if PPB_DNNL_V3
+  return {eng, prop_kind::forward_inference, algorithm::softmax_accurate, data, data, axis};
+#else
+  return {dnnl::softmax_forward::desc(prop_kind::forward_inference, data, axis), eng};
+#endif
+}
+
+// Post-op eltwise: v2 takes a leading output scale, v3 does not.
+inline void append_eltwise(dnnl::post_ops& ops, algorithm alg, float alpha, float beta) {
+#if PPB_DNNL_V3
+  ops.append_eltwise(alg, alpha, beta);
+#else
+  ops.append_eltwise(1.0f, alg, alpha, beta);
+#endif
+}
+
+// Name of the ISA oneDNN dispatches to. The enum grew between versions.
+inline std::string isa_name(dnnl::cpu_isa isa) {
+  using I = dnnl::cpu_isa;
+  switch (isa) {
+    case I::sse41: return "sse41";
+    case I::avx: return "avx";
+    case I::avx2: return "avx2";
+    case I::avx2_vnni: return "avx2_vnni";
+    case I::avx512_core: return "avx512_core";
+    case I::avx512_core_vnni: return "avx512_core_vnni";
+    case I::avx512_core_bf16: return "avx512_core_bf16";
+    case I::avx512_core_amx: return "avx512_core_amx";
+#if PPB_DNNL_V3
+    case I::avx2_vnni_2: return "avx2_vnni_2";
+    case I::avx512_core_fp16: return "avx512_core_fp16";
+    case I::avx512_core_amx_fp16: return "avx512_core_amx_fp16";
+#else
+    case I::avx512_mic: return "avx512_mic";
+    case I::avx512_mic_4ops: return "avx512_mic_4ops";
+#endif
+    default: return "isa_" + std::to_string(static_cast<int>(isa));
+  }
+}
+
+inline const char* status_name(dnnl_status_t s) {
+  switch (s) {
+    case dnnl_success: return "success";
+    case dnnl_out_of_memory: return "out_of_memory";
+    case dnnl_invalid_arguments: return "invalid_arguments";
+    case dnnl_unimplemented: return "unimplemented";
+    case dnnl_runtime_error: return "runtime_error";
+    case dnnl_not_required: return "not_required";
+    default: return "unknown";
+  }
+}
+
+}  // namespace ppb::compat

@@ -1,0 +1,55 @@
+#include "pyparbench/ops/binary.hpp"
+
+#include "pyparbench/core/checks.hpp"
+#include "pyparbench/dnnl_compat.hpp"
+
+#include <stdexcept>
+
+namespace ppb {
+
+Add::Add(Shape a, Shape b, bool relu, std::optional<int> threads)
+    : PrimitiveKernel(threads), a_(std::move(a)), b_(std::move(b)), relu_(relu) {
+  require_positive_dims("a", a_);
+  require_positive_dims("b", b_);
+  bool ok = a_.size() == b_.size() && !a_.empty();
+  for (size_t i = 0; ok && i < a_.size(); ++i) ok = b_[i] == a_[i] || b_[i] == 1;
+  if (!ok)
+    throw std::invalid_argument("add: b of shape " + shape_str(b_) +
+                                " does not broadcast to a of shape " + shape_str(a_) +
+                                " (same rank, each size equal or 1)");
+  ThreadsScope scope(threads_);
+  const auto a_md = plain_md(a_), b_md = plain_md(b_);
+  dnnl::primitive_attr attr;
+  if (relu) {
+    dnnl::post_ops ops;
+    compat::append_eltwise(ops, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(ops);
+  }
+  prim_ = dnnl::binary(
+      compat::binary_pd(cpu_engine(), dnnl::algorithm::binary_add, a_md, b_md, a_md, attr));
+  add_arg(DNNL_ARG_SRC_0, a_md);
+  add_arg(DNNL_ARG_SRC_1, b_md);
+  add_arg(DNNL_ARG_DST, a_md);
+}
+
+void Add::bind(ConstFloatView a, ConstFloatView b, FloatView out) {
+  require_shape("a", a.shape, a_);
+  require_shape("b", b.shape, b_);
+  require_shape("out", out.shape, a_);
+  require_no_partial_overlap("out", out, "a", a, true);
+  require_no_partial_overlap("out", out, "b", b, b_ == a_);
+  bind_arg(DNNL_ARG_SRC_0, a.data);
+  bind_arg(DNNL_ARG_SRC_1, b.data);
+  bind_arg(DNNL_ARG_DST, out.data);
+}
+
+void Add::run(ConstFloatView a, ConstFloatView b, FloatView out) {
+  run_with([&] { bind(a, b, out); });
+}
+
+std::vector<double> Add::timeit(ConstFloatView a, ConstFloatView b, FloatView out, int repeats,
+                                int warmup) {
+  return timed_with([&] { bind(a, b, out); }, repeats, warmup);
+}
+
+}  // namespace ppb

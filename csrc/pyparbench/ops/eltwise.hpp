@@ -1,0 +1,20 @@
+// Element-wise activations (oneDNN eltwise). In place is allowed.
+#pragma once
+
+#include "pyparbench/ops/unary_kernel.hpp"
+
+#include <string>
+
+namespace ppb {
+
+class Eltwise : public UnaryKernel {
+ public:
+  // kind: "relu", "relu6" (clip to [0, 6]), "sigmoid", "tanh", "gelu" (tanh form)
+  Eltwise(const std::string& kind, Shape shape, std::optional<int> threads);
+  const std::string& kind() const { return kind_; }
+
+ private:
+  std::string kind_;
+};
+
+}  // namespace ppb

@@ -1,0 +1,56 @@
+// EmbeddingBag: out[b] = reduce(table[indices[j]] (* weights[j])) over the
+// indices of bag b. oneDNN has no such primitive, so this is an OpenMP kernel:
+// parallel over bags, vectorised over the embedding dimension, rows
+// prefetched a few lookups ahead (the op is bound by random row reads).
+#pragma once
+
+#include "pyparbench/core/kernel.hpp"
+#include "pyparbench/core/tensor.hpp"
+
+#include <string>
+
+namespace ppb {
+
+enum class BagMode { sum, mean };
+BagMode parse_bag_mode(const std::string& mode);
+
+class EmbeddingBag : public Kernel {
+ public:
+  EmbeddingBag(int64_t rows, int64_t dim, BagMode mode, std::optional<int> threads);
+
+  int64_t rows() const { return rows_; }
+  int64_t dim() const { return dim_; }
+  BagMode mode() const { return mode_; }
+
+  // indices: 1-D with offsets (offsets[i] = start of bag i, PyTorch's
+  // convention), or 2-D (bags, bag_size) with no offsets. Empty bags give 0.
+  void run(ConstFloatView table, IndexView indices, IndexView offsets,
+           ConstFloatView per_sample_weights, FloatView out);
+  std::vector<double> timeit(ConstFloatView table, IndexView indices, IndexView offsets,
+                             ConstFloatView per_sample_weights, FloatView out, int repeats,
+                             int warmup);
+
+  // Bytes a run reads and writes (rows gathered, indices, output).
+  double bytes_moved(int64_t n_indices, int64_t bags) const;
+
+ protected:
+  void execute() override;
+
+ private:
+  void bind(ConstFloatView table, IndexView indices, IndexView offsets,
+            ConstFloatView per_sample_weights, FloatView out);
+  template <typename Idx>
+  void check_offsets() const;
+  template <typename Idx>
+  void report_bad_index() const;
+
+  int64_t rows_, dim_;
+  BagMode mode_;
+  // Bound by bind() for one run.
+  ConstFloatView table_, weights_;
+  IndexView indices_, offsets_;
+  FloatView out_;
+  int64_t bags_ = 0, bag_size_ = 0, n_indices_ = 0;
+};
+
+}  // namespace ppb

@@ -1,0 +1,97 @@
+#include "pyparbench/ops/gemm.hpp"
+
+#include "pyparbench/core/checks.hpp"
+#include "pyparbench/dnnl_compat.hpp"
+
+#include <stdexcept>
+
+namespace ppb {
+
+namespace {
+
+using dnnl::memory;
+
+// A (rows x cols) operand stored either row-major or transposed.
+memory::desc operand_md(int64_t batch, int64_t rows, int64_t cols, bool transposed) {
+  memory::dims strides = transposed ? memory::dims{rows * cols, 1, rows}
+                                    : memory::dims{rows * cols, cols, 1};
+  memory::dims dims{batch, rows, cols};
+  if (batch == 0) {
+    dims.erase(dims.begin());
+    strides.erase(strides.begin());
+  }
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+Shape with_batch(int64_t batch, Shape s) {
+  if (batch > 0) s.insert(s.begin(), batch);
+  return s;
+}
+
+}  // namespace
+
+Gemm::Gemm(const GemmConfig& cfg, std::optional<int> threads) : PrimitiveKernel(threads), cfg_(cfg) {
+  require_at_least("batch", cfg.batch, 0);
+  require_at_least("m", cfg.m, 1);
+  require_at_least("n", cfg.n, 1);
+  require_at_least("k", cfg.k, 1);
+  ThreadsScope scope(threads_);
+
+  const auto src = operand_md(cfg.batch, cfg.m, cfg.k, cfg.trans_a);
+  const auto wei = operand_md(cfg.batch, cfg.k, cfg.n, cfg.trans_b);
+  const auto dst = operand_md(cfg.batch, cfg.m, cfg.n, false);
+  const auto bias = cfg.bias ? plain_md(cfg.batch > 0 ? Shape{1, 1, cfg.n} : Shape{1, cfg.n})
+                             : memory::desc();
+  dnnl::primitive_attr attr;
+  if (cfg.relu) {
+    dnnl::post_ops ops;
+    compat::append_eltwise(ops, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(ops);
+  }
+  const auto pd = compat::matmul_pd(cpu_engine(), src, wei, bias, dst, attr);
+  prim_ = dnnl::matmul(pd);
+  add_arg(DNNL_ARG_SRC, src);
+  add_arg(DNNL_ARG_WEIGHTS, wei);
+  add_arg(DNNL_ARG_DST, dst);
+  if (cfg.bias) add_arg(DNNL_ARG_BIAS, bias);
+}
+
+Shape Gemm::a_shape() const {
+  return with_batch(cfg_.batch, cfg_.trans_a ? Shape{cfg_.k, cfg_.m} : Shape{cfg_.m, cfg_.k});
+}
+Shape Gemm::b_shape() const {
+  return with_batch(cfg_.batch, cfg_.trans_b ? Shape{cfg_.n, cfg_.k} : Shape{cfg_.k, cfg_.n});
+}
+Shape Gemm::out_shape() const { return with_batch(cfg_.batch, {cfg_.m, cfg_.n}); }
+
+double Gemm::flops() const {
+  return 2.0 * static_cast<double>(cfg_.batch > 0 ? cfg_.batch : 1) * cfg_.m * cfg_.n * cfg_.k;
+}
+
+void Gemm::bind(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out) {
+  require_shape("a", a.shape, a_shape());
+  require_shape("b", b.shape, b_shape());
+  require_shape("out", out.shape, out_shape());
+  if (cfg_.bias != bias.present())
+    throw std::invalid_argument(cfg_.bias ? "bias is required: this Gemm was prepared with bias"
+                                          : "bias was given but this Gemm was prepared "
+                                            "without bias");
+  if (bias.present()) require_shape("bias", bias.shape, bias_shape());
+  require_no_partial_overlap("out", out, "a", a, false);
+  require_no_partial_overlap("out", out, "b", b, false);
+  bind_arg(DNNL_ARG_SRC, a.data);
+  bind_arg(DNNL_ARG_WEIGHTS, b.data);
+  bind_arg(DNNL_ARG_DST, out.data);
+  if (bias.present()) bind_arg(DNNL_ARG_BIAS, bias.data);
+}
+
+void Gemm::run(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out) {
+  run_with([&] { bind(a, b, bias, out); });
+}
+
+std::vector<double> Gemm::timeit(ConstFloatView a, ConstFloatView b, ConstFloatView bias,
+                                 FloatView out, int repeats, int warmup) {
+  return timed_with([&] { bind(a, b, bias, out); }, repeats, warmup);
+}
+
+}  // namespace ppb

@@ -1,0 +1,89 @@
+#include "pyparbench/ops/pool.hpp"
+
+#include "pyparbench/core/checks.hpp"
+#include "pyparbench/dnnl_compat.hpp"
+
+#include <stdexcept>
+
+namespace ppb {
+
+namespace {
+
+using dnnl::memory;
+
+void require_nchw(const Shape& s) {
+  if (s.size() != 4)
+    throw std::invalid_argument("pooling expects a 4-D NCHW input, got shape " + shape_str(s));
+}
+
+// Output size; in ceil mode the last window must still start inside the
+// input or the left padding (PyTorch's rule).
+int64_t pooled_size(const char* axis, int64_t in, int64_t k, int64_t s, int64_t lo, int64_t hi,
+                    bool ceil_mode) {
+  const int64_t span = in + lo + hi - k;
+  if (span < 0)
+    throw std::invalid_argument(std::string("pooling: kernel ") + std::to_string(k) +
+                                " is larger than the padded input " + axis + " (" +
+                                std::to_string(in + lo + hi) + ")");
+  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + lo) --out;
+  return out;
+}
+
+}  // namespace
+
+Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> threads)
+    : UnaryKernel(threads, std::move(input_nchw), false), cfg_(cfg) {
+  const Shape& in = input_shape();
+  require_nchw(in);
+  require_positive_dims("kernel", {cfg.kh, cfg.kw});
+  require_positive_dims("stride", {cfg.stride_h, cfg.stride_w});
+  for (auto p : {cfg.pad_top, cfg.pad_bottom, cfg.pad_left, cfg.pad_right})
+    require_at_least("padding", p, 0);
+  if (cfg.pad_top >= cfg.kh || cfg.pad_bottom >= cfg.kh || cfg.pad_left >= cfg.kw ||
+      cfg.pad_right >= cfg.kw)
+    throw std::invalid_argument("pooling: padding must be smaller than the kernel");
+  dnnl::algorithm alg;
+  if (cfg.kind == "max")
+    alg = dnnl::algorithm::pooling_max;
+  else if (cfg.kind == "avg")
+    alg = cfg.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                : dnnl::algorithm::pooling_avg_exclude_padding;
+  else
+    throw std::invalid_argument("pooling kind must be 'max' or 'avg', got '" + cfg.kind + "'");
+
+  const int64_t oh = pooled_size("height", in[2], cfg.kh, cfg.stride_h, cfg.pad_top,
+                                 cfg.pad_bottom, cfg.ceil_mode);
+  const int64_t ow = pooled_size("width", in[3], cfg.kw, cfg.stride_w, cfg.pad_left,
+                                 cfg.pad_right, cfg.ceil_mode);
+  set_output_shape({in[0], in[1], oh, ow});
+  // oneDNN derives nothing from ceil mode: the extra windows are expressed as
+  // extra right/bottom padding.
+  const int64_t pb = (oh - 1) * cfg.stride_h + cfg.kh - in[2] - cfg.pad_top;
+  const int64_t pr = (ow - 1) * cfg.stride_w + cfg.kw - in[3] - cfg.pad_left;
+
+  ThreadsScope scope(threads_);
+  const auto src = plain_md(in), dst = plain_md(output_shape());
+  prim_ = dnnl::pooling_forward(compat::pooling_pd(cpu_engine(), alg, src, dst,
+                                                   {cfg.stride_h, cfg.stride_w},
+                                                   {cfg.kh, cfg.kw},
+                                                   {cfg.pad_top, cfg.pad_left}, {pb, pr}));
+  add_arg(DNNL_ARG_SRC, src);
+  add_arg(DNNL_ARG_DST, dst);
+}
+
+GlobalAvgPool::GlobalAvgPool(Shape input_nchw, std::optional<int> threads)
+    : UnaryKernel(threads, std::move(input_nchw), false) {
+  const Shape& in = input_shape();
+  require_nchw(in);
+  set_output_shape({in[0], in[1]});
+  ThreadsScope scope(threads_);
+  const auto src = plain_md(in), dst = plain_md({in[0], in[1], 1, 1});
+  prim_ = dnnl::pooling_forward(compat::pooling_pd(
+      cpu_engine(), dnnl::algorithm::pooling_avg_exclude_padding, src, dst, {1, 1},
+      {in[2], in[3]}, {0, 0}, {0, 0}));
+  add_arg(DNNL_ARG_SRC, src);
+  add_arg(DNNL_ARG_DST, dst);
+}
+
+}  // namespace ppb

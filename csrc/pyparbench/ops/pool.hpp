@@ -1,0 +1,34 @@
+// 2-D pooling over NCHW activations (oneDNN pooling).
+#pragma once
+
+#include "pyparbench/ops/unary_kernel.hpp"
+
+#include <string>
+
+namespace ppb {
+
+struct Pool2dConfig {
+  std::string kind = "max";  // "max" or "avg"
+  int64_t kh = 1, kw = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  bool ceil_mode = false;          // output size rounded up, as PyTorch's ceil_mode
+  bool count_include_pad = true;   // avg: divide by the full window, padding included
+};
+
+class Pool2d : public UnaryKernel {
+ public:
+  Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> threads);
+  const Pool2dConfig& config() const { return cfg_; }
+
+ private:
+  Pool2dConfig cfg_;
+};
+
+// Mean over H and W: (N, C, H, W) -> (N, C).
+class GlobalAvgPool : public UnaryKernel {
+ public:
+  GlobalAvgPool(Shape input_nchw, std::optional<int> threads);
+};
+
+}  // namespace ppb

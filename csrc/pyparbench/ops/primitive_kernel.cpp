@@ -1,0 +1,33 @@
+#include "pyparbench/ops/primitive_kernel.hpp"
+
+namespace ppb {
+
+dnnl::memory::desc plain_md(const Shape& shape) {
+  dnnl::memory::dims dims(shape.begin(), shape.end());
+  dnnl::memory::dims strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+void PrimitiveKernel::add_arg(int key, const dnnl::memory::desc& md) {
+  args_[key] = dnnl::memory(md, cpu_engine(), DNNL_MEMORY_NONE);
+}
+
+dnnl::memory& PrimitiveKernel::add_owned_arg(int key, const dnnl::memory::desc& md) {
+  args_[key] = dnnl::memory(md, cpu_engine());
+  return args_[key];
+}
+
+void PrimitiveKernel::bind_arg(int key, const void* ptr) {
+  args_.at(key).set_data_handle(const_cast<void*>(ptr));
+}
+
+void PrimitiveKernel::execute() {
+  ThreadsScope scope(threads_);
+  auto& s = thread_stream();
+  prim_.execute(s, args_);
+  s.wait();
+}
+
+}  // namespace ppb

@@ -1,0 +1,34 @@
+// A prepared kernel backed by one oneDNN primitive. Memory objects are made
+// once without a data handle; each run only points them at the caller's
+// buffers, so running creates nothing.
+#pragma once
+
+#include "pyparbench/core/engine.hpp"
+#include "pyparbench/core/kernel.hpp"
+#include "pyparbench/core/tensor.hpp"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <unordered_map>
+
+namespace ppb {
+
+// A plain (row-major, dense) fp32 descriptor of any rank.
+dnnl::memory::desc plain_md(const Shape& shape);
+
+class PrimitiveKernel : public Kernel {
+ protected:
+  using Kernel::Kernel;
+
+  // Creates the memory object for argument `key`, with no buffer yet.
+  void add_arg(int key, const dnnl::memory::desc& md);
+  // Adds an argument that owns its buffer (weights in the primitive's layout).
+  dnnl::memory& add_owned_arg(int key, const dnnl::memory::desc& md);
+  void bind_arg(int key, const void* ptr);
+  void execute() override;
+
+  dnnl::primitive prim_;
+  std::unordered_map<int, dnnl::memory> args_;
+};
+
+}  // namespace ppb

@@ -1,0 +1,3 @@
+from pyparbench.cli import main
+
+raise SystemExit(main())

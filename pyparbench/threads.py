@@ -1,0 +1,25 @@
+"""The default intra-op thread count of kernels created with ``threads=None``."""
+
+from __future__ import annotations
+
+from pyparbench._core import runtime as _rt
+
+
+def get_default_threads() -> int:
+    """Intra-op threads a kernel gets when created with ``threads=None``."""
+    return int(_rt.get_default_threads())
+
+
+def set_default_threads(threads: int) -> None:
+    """Set the intra-op threads for kernels created from now on with ``threads=None``.
+
+    Raises
+    ------
+    ValueError
+        If ``threads`` < 1.
+    TypeError
+        If ``threads`` is not an int.
+    """
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        raise TypeError(f"threads must be an int, got {threads!r}")
+    _rt.set_default_threads(threads)
