@@ -1,1 +1,520 @@
-# placeholder, replaced below
+"""Single operators on numpy arrays, run by the native oneDNN / OpenMP core.
+
+Two ways in:
+
+* Functions (``gemm``, ``conv2d``, ``embedding_bag``, ...) take any array-like
+  input and **convert** it to C-contiguous float32 (a copy only when needed;
+  indices to int64 unless already int32/int64). The prepared kernel behind a
+  call is cached per (shapes, attributes, threads), so repeated calls create
+  no primitive.
+* Prepared kernels (``Gemm``, ``Conv2d``, ``EmbeddingBag``, ...) are created
+  once for fixed shapes and a fixed thread count; their ``run()`` creates
+  nothing, and ``timeit()`` runs them in a C++ loop. They **do not convert**:
+  an input that is not float32 and C-contiguous raises TypeError saying how
+  to fix it, so a timing loop never hides a copy.
+
+Every op takes ``threads=`` (intra-op threads; None = the current default, see
+``pyparbench.set_default_threads``) and ``out=`` (a preallocated float32
+C-contiguous array of the output's shape, fully overwritten). The GIL is
+released while the kernel runs. Bad input raises ValueError (shapes, sizes,
+counts), TypeError (dtypes, non-arrays) or IndexError (embedding indices,
+axes), naming the bad value; oneDNN failures raise ``pyparbench.DnnlError``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from pyparbench._core import ops as _k
+from pyparbench.threads import get_default_threads
+
+__all__ = [
+    "Add",
+    "BatchNorm",
+    "Concat",
+    "Conv2d",
+    "EmbeddingBag",
+    "Eltwise",
+    "Gemm",
+    "GlobalAvgPool",
+    "LayerNorm",
+    "Pool2d",
+    "Softmax",
+    "add",
+    "avg_pool2d",
+    "batch_norm",
+    "clear_cache",
+    "concat",
+    "conv2d",
+    "embedding_bag",
+    "gemm",
+    "global_avg_pool2d",
+    "layer_norm",
+    "linear",
+    "max_pool2d",
+    "relu",
+    "softmax",
+]
+
+Array = npt.NDArray[np.float32]
+IntPair = int | tuple[int, int]
+Padding = int | tuple[int, int] | tuple[int, int, int, int]
+
+Gemm = _k.Gemm
+EmbeddingBag = _k.EmbeddingBag
+Eltwise = _k.Eltwise
+Softmax = _k.Softmax
+GlobalAvgPool = _k.GlobalAvgPool
+Add = _k.Add
+Concat = _k.Concat
+BatchNorm = _k.BatchNorm
+LayerNorm = _k.LayerNorm
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def _pair(name: str, v: IntPair) -> tuple[int, int]:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (int(v), int(v))
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(e) for e in v):
+        return (int(v[0]), int(v[1]))
+    raise TypeError(f"{name} must be an int or a pair of ints, got {v!r}")
+
+
+def _padding4(v: Padding) -> tuple[int, int, int, int]:
+    """int, (pad_h, pad_w) or (top, bottom, left, right)."""
+    if isinstance(v, (tuple, list)) and len(v) == 4 and all(_is_int(e) for e in v):
+        return (int(v[0]), int(v[1]), int(v[2]), int(v[3]))
+    ph, pw = _pair("padding", v)  # type: ignore[arg-type]
+    return (ph, ph, pw, pw)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _threads(threads: int | None) -> int:
+    if threads is None:
+        return get_default_threads()
+    if not _is_int(threads):
+        raise TypeError(f"threads must be an int or None, got {threads!r}")
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    return int(threads)
+
+
+def _f32(x: Any, name: str) -> Array:
+    """C-contiguous float32 view of x, copying only when needed."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "fiub":
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def _opt_f32(x: Any, name: str) -> Array | None:
+    return None if x is None else _f32(x, name)
+
+
+def _indices(x: Any, name: str) -> npt.NDArray[np.integer[Any]]:
+    arr = np.asarray(x)
+    if arr.dtype == np.int32 or arr.dtype == np.int64:
+        return np.ascontiguousarray(arr)
+    if arr.dtype.kind in "iu" or arr.size == 0:
+        return np.ascontiguousarray(arr, dtype=np.int64)
+    raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
+
+
+def _rank(x: npt.NDArray[Any], name: str, ranks: Sequence[int]) -> None:
+    if x.ndim not in ranks:
+        want = " or ".join(f"{r}-D" for r in ranks)
+        raise ValueError(f"{name} must be {want}, got shape {x.shape}")
+
+
+# ------------------------------------------------------------------ caching
+
+K = TypeVar("K")
+_CACHE: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_CACHE_SIZE = 128
+
+
+def _kernel(key: tuple[Any, ...], make: Callable[[], K]) -> K:
+    """The prepared kernel for `key`, created on first use (LRU of 128)."""
+    k = _CACHE.get(key)
+    if k is None:
+        k = make()
+        _CACHE[key] = k
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    return k  # type: ignore[no-any-return]
+
+
+def clear_cache() -> None:
+    """Drop every cached prepared kernel."""
+    _CACHE.clear()
+
+
+# ------------------------------------------------------- prepared wrappers
+
+
+class Conv2d(_k.Conv2d):
+    """Prepared 2-D convolution (see the native class for the full contract).
+
+    Parameters
+    ----------
+    input_shape
+        (N, C, H, W), or (N, H, W, C) with ``nhwc=True``.
+    out_channels, kernel_size
+        Output channels and (kh, kw) or one int.
+    stride, dilation
+        An int or a pair; dilation 1 is a dense kernel.
+    padding
+        An int, (pad_h, pad_w) or (top, bottom, left, right).
+    groups
+        Channel groups; ``groups == C == out_channels`` is depthwise.
+    """
+
+    def __init__(
+        self,
+        input_shape: Sequence[int],
+        out_channels: int,
+        kernel_size: IntPair,
+        *,
+        stride: IntPair = 1,
+        padding: Padding = 0,
+        dilation: IntPair = 1,
+        groups: int = 1,
+        bias: bool = False,
+        relu: bool = False,
+        nhwc: bool = False,
+        threads: int | None = None,
+    ) -> None:
+        if len(input_shape) != 4:
+            raise ValueError(f"input_shape must have 4 dimensions, got {tuple(input_shape)}")
+        super().__init__(
+            tuple(int(d) for d in input_shape),
+            out_channels,
+            _pair("kernel_size", kernel_size),
+            stride=_pair("stride", stride),
+            padding=_padding4(padding),
+            dilation=_pair("dilation", dilation),
+            groups=groups,
+            bias=bias,
+            relu=relu,
+            nhwc=nhwc,
+            threads=threads,
+        )
+
+
+class Pool2d(_k.Pool2d):
+    """Prepared max or average pooling over NCHW ("max" or "avg")."""
+
+    def __init__(
+        self,
+        kind: str,
+        input_shape: Sequence[int],
+        kernel_size: IntPair,
+        *,
+        stride: IntPair | None = None,
+        padding: Padding = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        threads: int | None = None,
+    ) -> None:
+        if len(input_shape) != 4:
+            raise ValueError(f"input_shape must have 4 dimensions, got {tuple(input_shape)}")
+        kernel = _pair("kernel_size", kernel_size)
+        super().__init__(
+            kind,
+            [int(d) for d in input_shape],
+            kernel,
+            stride=kernel if stride is None else _pair("stride", stride),
+            padding=_padding4(padding),
+            ceil_mode=ceil_mode,
+            count_include_pad=count_include_pad,
+            threads=threads,
+        )
+
+
+# ---------------------------------------------------------------- functions
+
+
+def gemm(
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    bias: npt.ArrayLike | None = None,
+    *,
+    relu: bool = False,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    threads: int | None = None,
+    out: Array | None = None,
+) -> Array:
+    """C = op(A)·op(B) (+ bias) (+ ReLU) in fp32 through a oneDNN matmul.
+
+    A is (m, k) — (k, m) with ``trans_a`` — and B is (k, n) — (n, k) with
+    ``trans_b``; both may carry the same leading batch dimension (3-D).
+    ``bias`` has length n and is added to every row.
+    """
+    a_, b_ = _f32(a, "a"), _f32(b, "b")
+    _rank(a_, "a", (2, 3))
+    _rank(b_, "b", (2, 3))
+    if a_.ndim != b_.ndim:
+        raise ValueError(f"a and b must have the same rank, got shapes {a_.shape} and {b_.shape}")
+    batch = a_.shape[0] if a_.ndim == 3 else 0
+    if a_.ndim == 3 and b_.shape[0] != batch:
+        raise ValueError(f"batch sizes differ: a {a_.shape} and b {b_.shape}")
+    m, k = a_.shape[-2:][::-1] if trans_a else a_.shape[-2:]
+    kb, n = b_.shape[-2:][::-1] if trans_b else b_.shape[-2:]
+    if k != kb:
+        raise ValueError(
+            f"inner dimensions differ: a {a_.shape} (trans_a={trans_a}) and "
+            f"b {b_.shape} (trans_b={trans_b}) give k={k} and k={kb}"
+        )
+    bias_ = _opt_f32(bias, "bias")
+    t = _threads(threads)
+    key = ("gemm", batch, m, n, k, trans_a, trans_b, bias_ is not None, relu, t)
+    g = _kernel(key, lambda: Gemm(m, n, k, batch=batch, trans_a=trans_a, trans_b=trans_b,
+                                  bias=bias_ is not None, relu=relu, threads=t))
+    return g.run(a_, b_, bias_, out)  # type: ignore[no-any-return]
+
+
+def linear(
+    x: npt.ArrayLike,
+    weight: npt.ArrayLike,
+    bias: npt.ArrayLike | None = None,
+    *,
+    relu: bool = False,
+    threads: int | None = None,
+    out: Array | None = None,
+) -> Array:
+    """y = x·weightᵀ (+ bias) (+ ReLU); weight is (out_features, in_features) as in PyTorch."""
+    return gemm(x, weight, bias, relu=relu, trans_b=True, threads=threads, out=out)
+
+
+def conv2d(
+    x: npt.ArrayLike,
+    weight: npt.ArrayLike,
+    bias: npt.ArrayLike | None = None,
+    *,
+    stride: IntPair = 1,
+    padding: Padding = 0,
+    dilation: IntPair = 1,
+    groups: int = 1,
+    relu: bool = False,
+    layout: str = "nchw",
+    threads: int | None = None,
+    out: Array | None = None,
+) -> Array:
+    """2-D convolution through oneDNN; x is NCHW (or NHWC with ``layout="nhwc"``).
+
+    weight is OIHW with I = C / groups (PyTorch's layout). ``padding`` is an
+    int, (pad_h, pad_w) or (top, bottom, left, right); dilation 1 is dense.
+    Each call reorders the weights into oneDNN's layout; a prepared
+    ``Conv2d`` does that once.
+    """
+    if layout not in ("nchw", "nhwc"):
+        raise ValueError(f"layout must be 'nchw' or 'nhwc', got {layout!r}")
+    x_, w_ = _f32(x, "x"), _f32(weight, "weight")
+    _rank(x_, "x", (4,))
+    _rank(w_, "weight", (4,))
+    if not _is_int(groups):
+        raise TypeError(f"groups must be an int, got {groups!r}")
+    nhwc = layout == "nhwc"
+    c = x_.shape[3] if nhwc else x_.shape[1]
+    if groups >= 1 and w_.shape[1] * groups != c:
+        raise ValueError(
+            f"weight {w_.shape} with groups={groups} expects {w_.shape[1] * groups} input "
+            f"channels, but x {x_.shape} ({layout}) has {c}"
+        )
+    bias_ = _opt_f32(bias, "bias")
+    st, dl, pad = _pair("stride", stride), _pair("dilation", dilation), _padding4(padding)
+    t = _threads(threads)
+    o, kh, kw = w_.shape[0], w_.shape[2], w_.shape[3]
+    key = ("conv2d", x_.shape, o, kh, kw, st, pad, dl, groups, bias_ is not None, relu, nhwc, t)
+    conv = _kernel(key, lambda: Conv2d(x_.shape, o, (kh, kw), stride=st, padding=pad,
+                                       dilation=dl, groups=groups, bias=bias_ is not None,
+                                       relu=relu, nhwc=nhwc, threads=t))
+    conv.set_weights(w_, bias_)
+    return conv.run(x_, out)  # type: ignore[no-any-return]
+
+
+def embedding_bag(
+    table: npt.ArrayLike,
+    indices: npt.ArrayLike,
+    offsets: npt.ArrayLike | None = None,
+    *,
+    mode: str = "sum",
+    per_sample_weights: npt.ArrayLike | None = None,
+    threads: int | None = None,
+    out: Array | None = None,
+) -> Array:
+    """Sum or mean of table rows per bag (PyTorch's ``embedding_bag`` conventions).
+
+    ``indices`` is 1-D with ``offsets`` (offsets[i] = start of bag i,
+    offsets[0] = 0, non-decreasing) or 2-D (bags, bag_size) with no offsets.
+    Empty bags give zeros. ``per_sample_weights`` (mode "sum" only) has the
+    shape of ``indices``. An index outside [0, rows) raises IndexError naming
+    the index and its position.
+    """
+    t_ = _f32(table, "table")
+    _rank(t_, "table", (2,))
+    idx = _indices(indices, "indices")
+    off = None if offsets is None else _indices(offsets, "offsets")
+    if off is not None and off.dtype != idx.dtype:
+        off = off.astype(idx.dtype)
+    w = _opt_f32(per_sample_weights, "per_sample_weights")
+    t = _threads(threads)
+    rows, dim = t_.shape
+    e = _kernel(("embedding_bag", rows, dim, mode, t),
+                lambda: EmbeddingBag(rows, dim, mode=mode, threads=t))
+    return e.run(t_, idx, off, w, out)  # type: ignore[no-any-return]
+
+
+def _unary(key: tuple[Any, ...], make: Callable[[], Any], x: Array, out: Array | None) -> Array:
+    return _kernel(key, make).run(x, out)  # type: ignore[no-any-return]
+
+
+def relu(x: npt.ArrayLike, *, threads: int | None = None, out: Array | None = None) -> Array:
+    """max(x, 0) element-wise. ``out`` may be ``x`` itself (in place)."""
+    x_, t = _f32(x, "x"), _threads(threads)
+    return _unary(("relu", x_.shape, t), lambda: Eltwise("relu", list(x_.shape), threads=t),
+                  x_, out)
+
+
+def softmax(
+    x: npt.ArrayLike, *, axis: int = -1, threads: int | None = None, out: Array | None = None
+) -> Array:
+    """exp(x) / sum(exp(x)) along ``axis`` (computed stably)."""
+    x_, t = _f32(x, "x"), _threads(threads)
+    return _unary(("softmax", x_.shape, axis, t),
+                  lambda: Softmax(list(x_.shape), axis=axis, threads=t), x_, out)
+
+
+def max_pool2d(
+    x: npt.ArrayLike,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: Padding = 0,
+    *,
+    ceil_mode: bool = False,
+    threads: int | None = None,
+    out: Array | None = None,
+) -> Array:
+    """Max pooling over NCHW; stride defaults to the kernel size (PyTorch's rule)."""
+    return _pool("max", x, kernel_size, stride, padding, ceil_mode, True, threads, out)
+
+
+def avg_pool2d(
+    x: npt.ArrayLike,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: Padding = 0,
+    *,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    threads: int | None = None,
+    out: Array | None = None,
+) -> Array:
+    """Average pooling over NCHW; ``count_include_pad`` divides by the full window."""
+    return _pool("avg", x, kernel_size, stride, padding, ceil_mode, count_include_pad, threads,
+                 out)
+
+
+def _pool(kind: str, x: npt.ArrayLike, kernel_size: IntPair, stride: IntPair | None,
+          padding: Padding, ceil_mode: bool, count_include_pad: bool, threads: int | None,
+          out: Array | None) -> Array:
+    x_, t = _f32(x, "x"), _threads(threads)
+    _rank(x_, "x", (4,))
+    k = _pair("kernel_size", kernel_size)
+    s = k if stride is None else _pair("stride", stride)
+    p = _padding4(padding)
+    key = ("pool", kind, x_.shape, k, s, p, ceil_mode, count_include_pad, t)
+    return _unary(key, lambda: Pool2d(kind, x_.shape, k, stride=s, padding=p,
+                                      ceil_mode=ceil_mode,
+                                      count_include_pad=count_include_pad, threads=t), x_, out)
+
+
+def global_avg_pool2d(
+    x: npt.ArrayLike, *, threads: int | None = None, out: Array | None = None
+) -> Array:
+    """Mean over H and W: (N, C, H, W) -> (N, C)."""
+    x_, t = _f32(x, "x"), _threads(threads)
+    _rank(x_, "x", (4,))
+    return _unary(("gap", x_.shape, t), lambda: GlobalAvgPool(list(x_.shape), threads=t), x_,
+                  out)
+
+
+def add(
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    *,
+    relu: bool = False,
+    threads: int | None = None,
+    out: Array | None = None,
+) -> Array:
+    """a + b (+ ReLU); b has a's rank and broadcasts where its size is 1."""
+    a_, b_, t = _f32(a, "a"), _f32(b, "b"), _threads(threads)
+    k = _kernel(("add", a_.shape, b_.shape, relu, t),
+                lambda: Add(list(a_.shape), list(b_.shape), relu=relu, threads=t))
+    return k.run(a_, b_, out)  # type: ignore[no-any-return]
+
+
+def concat(
+    xs: Sequence[npt.ArrayLike],
+    *,
+    axis: int = 1,
+    threads: int | None = None,
+    out: Array | None = None,
+) -> Array:
+    """Concatenate along ``axis`` (default 1: the channel axis of NCHW)."""
+    if isinstance(xs, np.ndarray) or not isinstance(xs, Sequence):
+        raise TypeError("xs must be a list or tuple of arrays")
+    arrs = [_f32(x, f"xs[{i}]") for i, x in enumerate(xs)]
+    t = _threads(threads)
+    shapes = tuple(a.shape for a in arrs)
+    k = _kernel(("concat", shapes, axis, t),
+                lambda: Concat([list(s) for s in shapes], axis=axis, threads=t))
+    return k.run(arrs, out)  # type: ignore[no-any-return]
+
+
+def batch_norm(
+    x: npt.ArrayLike,
+    mean: npt.ArrayLike,
+    var: npt.ArrayLike,
+    scale: npt.ArrayLike,
+    shift: npt.ArrayLike,
+    *,
+    eps: float = 1e-5,
+    threads: int | None = None,
+    out: Array | None = None,
+) -> Array:
+    """Inference batch norm: (x - mean) / sqrt(var + eps) * scale + shift, channels on axis 1."""
+    x_, t = _f32(x, "x"), _threads(threads)
+    k = _kernel(("bn", x_.shape, float(eps), t),
+                lambda: BatchNorm(list(x_.shape), eps=eps, threads=t))
+    return k.run(x_, _f32(mean, "mean"), _f32(var, "var"), _f32(scale, "scale"),  # type: ignore[no-any-return]
+                 _f32(shift, "shift"), out)
+
+
+def layer_norm(
+    x: npt.ArrayLike,
+    scale: npt.ArrayLike,
+    shift: npt.ArrayLike,
+    *,
+    eps: float = 1e-5,
+    threads: int | None = None,
+    out: Array | None = None,
+) -> Array:
+    """Normalise over the last axis (its own mean and variance), then scale and shift."""
+    x_, t = _f32(x, "x"), _threads(threads)
+    k = _kernel(("ln", x_.shape, float(eps), t),
+                lambda: LayerNorm(list(x_.shape), eps=eps, threads=t))
+    return k.run(x_, _f32(scale, "scale"), _f32(shift, "shift"), out)  # type: ignore[no-any-return]
