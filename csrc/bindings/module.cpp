@@ -8,6 +8,7 @@ PYBIND11_MODULE(_core, m) {
   auto runtime = m.def_submodule("runtime", "Threads, topology and build information");
   ppb::bind::register_runtime(runtime);
   auto ops = m.def_submodule("ops", "Prepared operator kernels");
+  ppb::bind::register_kernel_base(ops);
   ppb::bind::register_dense_ops(ops);
   ppb::bind::register_glue_ops(ops);
   ppb::bind::register_embedding_ops(ops);

@@ -34,7 +34,7 @@ py::array_t<double> conv_timeit(Conv2d& c, py::handle x, py::object out, int rep
 }  // namespace
 
 void register_dense_ops(py::module_& m) {
-  py::class_<Gemm>(m, "Gemm", R"doc(
+  py::class_<Gemm, Kernel>(m, "Gemm", R"doc(
 Prepared C = A·B (+ bias) (+ ReLU) in fp32: one oneDNN matmul primitive,
 created once for these sizes and thread count. ``run()`` creates nothing.
 
@@ -49,7 +49,6 @@ C-contiguous (TypeError otherwise; ``pyparbench.ops.gemm`` converts instead).
            py::arg("m"), py::arg("n"), py::arg("k"), py::kw_only(), py::arg("batch") = 0,
            py::arg("trans_a") = false, py::arg("trans_b") = false, py::arg("bias") = false,
            py::arg("relu") = false, py::arg("threads") = py::none())
-      .def_property_readonly("threads", &Gemm::threads)
       .def_property_readonly("a_shape", [](const Gemm& g) { return shape_tuple(g.a_shape()); })
       .def_property_readonly("b_shape", [](const Gemm& g) { return shape_tuple(g.b_shape()); })
       .def_property_readonly("out_shape", [](const Gemm& g) { return shape_tuple(g.out_shape()); })
@@ -60,7 +59,7 @@ C-contiguous (TypeError otherwise; ``pyparbench.ops.gemm`` converts instead).
            py::arg("out") = py::none(), py::kw_only(), py::arg("repeats") = 100,
            py::arg("warmup") = 10, kTimeitDoc);
 
-  py::class_<Conv2d>(m, "Conv2d", R"doc(
+  py::class_<Conv2d, Kernel>(m, "Conv2d", R"doc(
 Prepared 2-D convolution in fp32: one oneDNN convolution primitive. Weights
 (OIHW, I = in_channels / groups) are reordered once by ``set_weights`` into
 the layout oneDNN picked; ``run()`` creates nothing.
@@ -94,7 +93,6 @@ With nhwc=True activations are (N, H, W, C) arrays, else (N, C, H, W).
            py::arg("dilation") = std::array<int64_t, 2>{1, 1}, py::arg("groups") = 1,
            py::arg("bias") = false, py::arg("relu") = false, py::arg("nhwc") = false,
            py::arg("threads") = py::none())
-      .def_property_readonly("threads", &Conv2d::threads)
       .def_property_readonly("input_shape", [](const Conv2d& c) { return shape_tuple(c.input_shape()); })
       .def_property_readonly("output_shape", [](const Conv2d& c) { return shape_tuple(c.output_shape()); })
       .def_property_readonly("weight_shape", [](const Conv2d& c) { return shape_tuple(c.weight_shape()); })

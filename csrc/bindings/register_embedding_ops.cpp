@@ -27,7 +27,7 @@ BagInputs bag_inputs(const EmbeddingBag& e, py::handle table, py::handle indices
 }  // namespace
 
 void register_embedding_ops(py::module_& m) {
-  py::class_<EmbeddingBag>(m, "EmbeddingBag", R"doc(
+  py::class_<EmbeddingBag, Kernel>(m, "EmbeddingBag", R"doc(
 Prepared embedding-bag lookup (sum or mean of table rows per bag), an OpenMP
 kernel parallel over bags. PyTorch's conventions: 1-D indices with offsets
 (offsets[i] is where bag i starts; offsets[0] must be 0), or 2-D indices
@@ -41,7 +41,6 @@ raises IndexError naming it and its position.
            }),
            py::arg("rows"), py::arg("dim"), py::kw_only(), py::arg("mode") = "sum",
            py::arg("threads") = py::none())
-      .def_property_readonly("threads", &EmbeddingBag::threads)
       .def_property_readonly("rows", &EmbeddingBag::rows)
       .def_property_readonly("dim", &EmbeddingBag::dim)
       .def_property_readonly("mode", [](const EmbeddingBag& e) {

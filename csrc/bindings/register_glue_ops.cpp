@@ -15,8 +15,7 @@ namespace {
 Shape to_shape(const std::vector<int64_t>& v) { return Shape(v.begin(), v.end()); }
 
 void register_unary_base(py::module_& m) {
-  py::class_<UnaryKernel>(m, "UnaryKernel", "Base of one-input glue kernels.")
-      .def_property_readonly("threads", &UnaryKernel::threads)
+  py::class_<UnaryKernel, Kernel>(m, "UnaryKernel", "Base of one-input glue kernels.")
       .def_property_readonly("input_shape",
                              [](const UnaryKernel& k) { return shape_tuple(k.input_shape()); })
       .def_property_readonly("output_shape",
@@ -87,7 +86,7 @@ right); ceil_mode and count_include_pad follow PyTorch.
            }),
            py::arg("input_shape"), py::kw_only(), py::arg("threads") = py::none());
 
-  py::class_<Add>(m, "Add",
+  py::class_<Add, Kernel>(m, "Add",
                   "a + b with b broadcast where its size is 1, optional fused ReLU. out may be a.")
       .def(py::init([](const std::vector<int64_t>& a, const std::vector<int64_t>& b, bool relu,
                        std::optional<int> threads) {
@@ -95,7 +94,6 @@ right); ceil_mode and count_include_pad follow PyTorch.
            }),
            py::arg("a_shape"), py::arg("b_shape"), py::kw_only(), py::arg("relu") = false,
            py::arg("threads") = py::none())
-      .def_property_readonly("threads", &Add::threads)
       .def_property_readonly("output_shape", [](const Add& k) { return shape_tuple(k.a_shape()); })
       .def("run",
            [](Add& k, py::handle a, py::handle b, py::object out) {
@@ -113,7 +111,7 @@ right); ceil_mode and count_include_pad follow PyTorch.
            py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::kw_only(),
            py::arg("repeats") = 100, py::arg("warmup") = 10, kTimeitDoc);
 
-  py::class_<Concat>(m, "Concat", "Concatenation of several inputs along `axis`.")
+  py::class_<Concat, Kernel>(m, "Concat", "Concatenation of several inputs along `axis`.")
       .def(py::init([](const std::vector<std::vector<int64_t>>& shapes, int axis,
                        std::optional<int> threads) {
              std::vector<Shape> s;
@@ -122,7 +120,6 @@ right); ceil_mode and count_include_pad follow PyTorch.
            }),
            py::arg("input_shapes"), py::kw_only(), py::arg("axis") = 1,
            py::arg("threads") = py::none())
-      .def_property_readonly("threads", &Concat::threads)
       .def_property_readonly("output_shape", [](const Concat& k) { return shape_tuple(k.output_shape()); })
       .def("run",
            [](Concat& k, const py::sequence& xs, py::object out) {
@@ -140,7 +137,7 @@ right); ceil_mode and count_include_pad follow PyTorch.
            py::arg("xs"), py::arg("out") = py::none(), py::kw_only(), py::arg("repeats") = 100,
            py::arg("warmup") = 10, kTimeitDoc);
 
-  py::class_<BatchNorm>(m, "BatchNorm",
+  py::class_<BatchNorm, Kernel>(m, "BatchNorm",
                         "Inference batch normalisation with given statistics, channels on "
                         "axis 1. out may be x.")
       .def(py::init([](const std::vector<int64_t>& shape, float eps, std::optional<int> threads) {
@@ -148,7 +145,6 @@ right); ceil_mode and count_include_pad follow PyTorch.
            }),
            py::arg("shape"), py::kw_only(), py::arg("eps") = 1e-5f,
            py::arg("threads") = py::none())
-      .def_property_readonly("threads", &BatchNorm::threads)
       .def_property_readonly("output_shape", [](const BatchNorm& k) { return shape_tuple(k.shape()); })
       .def("run",
            [](BatchNorm& k, py::handle x, py::handle mean, py::handle var, py::handle scale,
@@ -161,7 +157,7 @@ right); ceil_mode and count_include_pad follow PyTorch.
            py::arg("x"), py::arg("mean"), py::arg("var"), py::arg("scale"), py::arg("shift"),
            py::arg("out") = py::none());
 
-  py::class_<LayerNorm>(m, "LayerNorm",
+  py::class_<LayerNorm, Kernel>(m, "LayerNorm",
                         "Layer normalisation over the last axis, then scale and shift. "
                         "out may be x.")
       .def(py::init([](const std::vector<int64_t>& shape, float eps, std::optional<int> threads) {
@@ -169,7 +165,6 @@ right); ceil_mode and count_include_pad follow PyTorch.
            }),
            py::arg("shape"), py::kw_only(), py::arg("eps") = 1e-5f,
            py::arg("threads") = py::none())
-      .def_property_readonly("threads", &LayerNorm::threads)
       .def_property_readonly("output_shape", [](const LayerNorm& k) { return shape_tuple(k.shape()); })
       .def("run",
            [](LayerNorm& k, py::handle x, py::handle scale, py::handle shift, py::object out) {
