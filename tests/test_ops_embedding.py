@@ -1,0 +1,176 @@
+"""embedding_bag / EmbeddingBag against a float64 numpy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyparbench as ppb
+from conftest import THREAD_COUNTS, assert_close, poisoned, rand
+
+# Sums of up to ~100 fp32 rows of O(1) values.
+RTOL = 1e-5
+
+
+def reference(table: np.ndarray, indices: np.ndarray, offsets: np.ndarray | None, mode: str,
+              weights: np.ndarray | None) -> np.ndarray:
+    t = table.astype(np.float64)
+    if offsets is None:  # fixed bag size
+        offsets = np.arange(0, indices.size, indices.shape[1]) if indices.shape[0] else np.zeros(0, int)
+        indices, weights = indices.reshape(-1), None if weights is None else weights.reshape(-1)
+    ends = list(offsets[1:]) + [indices.size]
+    out = np.zeros((len(offsets), table.shape[1]))
+    for b, (s, e) in enumerate(zip(offsets, ends)):
+        rows = t[indices[s:e]]
+        if weights is not None:
+            rows = rows * weights[s:e, None]
+        if e > s:
+            out[b] = rows.sum(0) if mode == "sum" else rows.mean(0)
+    return out
+
+
+def random_bags(rng: np.random.Generator, rows: int, bags: int, max_len: int,
+                empty_every: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    lengths = rng.integers(0, max_len + 1, size=bags)
+    if empty_every:
+        lengths[::empty_every] = 0
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    indices = rng.integers(0, rows, size=int(lengths.sum())).astype(np.int64)
+    return indices, offsets
+
+
+@pytest.mark.parametrize("dim", [1, 3, 16, 32, 64, 100, 128, 130])
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_offsets_form(dim: int, mode: str, threads: int, rng: np.random.Generator) -> None:
+    table = rand(rng, 57, dim)
+    idx, off = random_bags(rng, 57, 23, 9, empty_every=5)
+    got = ppb.ops.embedding_bag(table, idx, off, mode=mode, threads=threads)
+    assert_close(got, reference(table, idx, off, mode, None), RTOL)
+    assert (got[::5] == 0).all()  # empty bags give zeros
+
+
+@pytest.mark.parametrize("dim", [16, 7])
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_fixed_bag_size(dim: int, mode: str, threads: int, rng: np.random.Generator) -> None:
+    table = rand(rng, 1000, dim)
+    idx = rng.integers(0, 1000, size=(31, 100))
+    got = ppb.ops.embedding_bag(table, idx, mode=mode, threads=threads)
+    assert_close(got, reference(table, idx, None, mode, None), RTOL)
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_per_sample_weights(fixed: bool, threads: int, rng: np.random.Generator) -> None:
+    table = rand(rng, 40, 64)
+    if fixed:
+        idx, off = rng.integers(0, 40, size=(12, 5)), None
+    else:
+        idx, off = random_bags(rng, 40, 12, 6)
+    w = rand(rng, *idx.shape)
+    got = ppb.ops.embedding_bag(table, idx, off, per_sample_weights=w, threads=threads)
+    assert_close(got, reference(table, idx, off, "sum", w), RTOL)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_index_dtypes(dtype: type, rng: np.random.Generator) -> None:
+    table = rand(rng, 20, 32)
+    idx, off = random_bags(rng, 20, 8, 4)
+    k = ppb.ops.EmbeddingBag(20, 32, mode="mean", threads=1)
+    got = k.run(table, idx.astype(dtype), off.astype(dtype))
+    assert_close(got, reference(table, idx, off, "mean", None), RTOL)
+
+
+def test_all_bags_empty_and_no_bags(rng: np.random.Generator) -> None:
+    table = rand(rng, 5, 8)
+    got = ppb.ops.embedding_bag(table, np.zeros(0, np.int64), np.zeros(4, np.int64))
+    assert got.shape == (4, 8) and (got == 0).all()
+    none = ppb.ops.embedding_bag(table, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert none.shape == (0, 8)
+
+
+def test_out_is_fully_written(threads: int, rng: np.random.Generator) -> None:
+    table = rand(rng, 100, 64)
+    idx, off = random_bags(rng, 100, 50, 10, empty_every=7)
+    out = poisoned((50, 64))
+    assert ppb.ops.embedding_bag(table, idx, off, threads=threads, out=out) is out
+    assert_close(out, reference(table, idx, off, "sum", None), RTOL)
+
+
+def test_matches_torch_when_installed(rng: np.random.Generator) -> None:
+    torch = pytest.importorskip("torch")
+    table = rand(rng, 300, 64)
+    idx, off = random_bags(rng, 300, 40, 20, empty_every=9)
+    for mode in ("sum", "mean"):
+        want = torch.nn.functional.embedding_bag(torch.from_numpy(idx), torch.from_numpy(table),
+                                                 torch.from_numpy(off), mode=mode).numpy()
+        np.testing.assert_allclose(ppb.ops.embedding_bag(table, idx, off, mode=mode), want,
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_prepared_kernel(rng: np.random.Generator) -> None:
+    k = ppb.ops.EmbeddingBag(1000, 64, threads=THREAD_COUNTS[-1])
+    assert (k.rows, k.dim, k.mode, k.threads) == (1000, 64, "sum", THREAD_COUNTS[-1])
+    table = rand(rng, 1000, 64)
+    idx = rng.integers(0, 1000, size=(16, 20))
+    assert_close(k.run(table, idx), reference(table, idx, None, "sum", None), RTOL)
+    ns = k.timeit(table, idx, repeats=5, warmup=1)
+    assert ns.shape == (5,) and (ns > 0).all()
+    assert k.bytes_moved(320, 16) == 4 * 320 * 64 + 8 * 320 + 4 * 16 * 64
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("bad,pos", [(-1, 3), (10, 0), (2**40, 7)])
+def test_index_out_of_range_names_index_and_position(bad: int, pos: int, threads: int,
+                                                     rng: np.random.Generator) -> None:
+    table = rand(rng, 10, 16)
+    idx = rng.integers(0, 10, size=12)
+    idx[pos] = bad
+    with pytest.raises(IndexError, match=f"index {bad} at position {pos} .* 10 rows"):
+        ppb.ops.embedding_bag(table, idx, np.array([0, 4, 8]), threads=threads)
+
+
+def test_int32_index_out_of_range(rng: np.random.Generator) -> None:
+    idx = np.array([[1, 2], [3, -5]], np.int32)
+    with pytest.raises(IndexError, match="index -5 at position 3"):
+        ppb.ops.EmbeddingBag(4, 16).run(rand(rng, 4, 16), idx)
+
+
+@pytest.mark.parametrize("offsets,match", [
+    ([1, 2], r"offsets\[0\] must be 0, got 1"),
+    ([0, 5, 3], r"non-decreasing: offsets\[2\] = 3 < offsets\[1\] = 5"),
+    ([0, 2, 9], r"offsets\[2\] = 9 is past the end of indices \(6 indices\)"),
+])
+def test_bad_offsets(offsets: list[int], match: str, rng: np.random.Generator) -> None:
+    with pytest.raises(ValueError, match=match):
+        ppb.ops.embedding_bag(rand(rng, 10, 4), np.arange(6), np.array(offsets))
+
+
+def test_bad_arguments(rng: np.random.Generator) -> None:
+    table = rand(rng, 10, 4)
+    with pytest.raises(ValueError, match="offsets are required when indices is 1-D"):
+        ppb.ops.embedding_bag(table, np.arange(4))
+    with pytest.raises(ValueError, match="offsets must be None when indices is 2-D"):
+        ppb.ops.embedding_bag(table, np.zeros((2, 2), np.int64), np.array([0, 2]))
+    with pytest.raises(ValueError, match="mode must be 'sum' or 'mean', got 'max'"):
+        ppb.ops.embedding_bag(table, np.zeros((2, 2), np.int64), mode="max")
+    with pytest.raises(ValueError, match="per_sample_weights are only supported with mode='sum'"):
+        ppb.ops.embedding_bag(table, np.zeros((2, 2), np.int64), mode="mean",
+                              per_sample_weights=np.ones((2, 2)))
+    with pytest.raises(ValueError, match=r"per_sample_weights has shape \(3,\), expected \(2, 2\)"):
+        ppb.ops.embedding_bag(table, np.zeros((2, 2), np.int64), per_sample_weights=np.ones(3))
+    with pytest.raises(TypeError, match="indices must be an integer array, got dtype float64"):
+        ppb.ops.embedding_bag(table, np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="indices must be 1-D or 2-D"):
+        ppb.ops.embedding_bag(table, np.zeros((2, 2, 2), np.int64))
+    with pytest.raises(ValueError, match="table must be 2-D"):
+        ppb.ops.embedding_bag(np.ones(5), np.zeros((2, 2), np.int64))
+    with pytest.raises(ValueError, match="rows must be >= 1, got 0"):
+        ppb.ops.EmbeddingBag(0, 4)
+    k = ppb.ops.EmbeddingBag(10, 4)
+    with pytest.raises(ValueError, match=r"table has shape \(10, 5\), expected \(10, 4\)"):
+        k.run(rand(rng, 10, 5), np.zeros((2, 2), np.int64))
+    with pytest.raises(ValueError, match="same dtype"):
+        k.run(table, np.arange(4, dtype=np.int32), np.array([0, 2], np.int64))
+    with pytest.raises(TypeError, match="indices must be int32 or int64, got float32"):
+        k.run(table, np.zeros((2, 2), np.float32))

@@ -1,0 +1,207 @@
+"""gemm / linear / Gemm against a float64 numpy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pyparbench as ppb
+from conftest import THREAD_COUNTS, assert_close, poisoned, rand
+
+# fp32 accumulation over k terms of O(1) values: error grows ~ sqrt(k) * 6e-8.
+RTOL = 2e-5
+
+
+def reference(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None, relu: bool,
+              trans_a: bool, trans_b: bool) -> np.ndarray:
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if trans_a:
+        a64 = np.swapaxes(a64, -1, -2)
+    if trans_b:
+        b64 = np.swapaxes(b64, -1, -2)
+    c = a64 @ b64
+    if bias is not None:
+        c = c + bias
+    return np.maximum(c, 0) if relu else c
+
+
+def operands(rng: np.random.Generator, batch: int, m: int, n: int, k: int, trans_a: bool,
+             trans_b: bool) -> tuple[np.ndarray, np.ndarray]:
+    lead = (batch,) if batch else ()
+    a = rand(rng, *lead, *((k, m) if trans_a else (m, k)))
+    b = rand(rng, *lead, *((n, k) if trans_b else (k, n)))
+    return a, b
+
+
+SHAPES = [(1, 1, 1), (1, 7, 3), (5, 1, 9), (17, 13, 11), (64, 33, 129), (3, 300, 2)]
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("batch", [0, 3])
+def test_gemm_matches_reference(m: int, n: int, k: int, trans_a: bool, trans_b: bool, batch: int,
+                                threads: int, rng: np.random.Generator) -> None:
+    a, b = operands(rng, batch, m, n, k, trans_a, trans_b)
+    got = ppb.ops.gemm(a, b, trans_a=trans_a, trans_b=trans_b, threads=threads)
+    assert_close(got, reference(a, b, None, False, trans_a, trans_b), RTOL)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("batch", [0, 2])
+def test_gemm_bias_relu(relu: bool, batch: int, threads: int, rng: np.random.Generator) -> None:
+    a, b = operands(rng, batch, 19, 23, 29, False, False)
+    bias = rand(rng, 23)
+    got = ppb.ops.gemm(a, b, bias, relu=relu, threads=threads)
+    want = reference(a, b, bias, relu, False, False)
+    assert_close(got, want, RTOL)
+    if relu:
+        assert (got >= 0).all() and (got == 0).any()
+
+
+def test_linear_is_x_wt_plus_b(threads: int, rng: np.random.Generator) -> None:
+    x, w, bias = rand(rng, 6, 40), rand(rng, 24, 40), rand(rng, 24)
+    got = ppb.ops.linear(x, w, bias, relu=True, threads=threads)
+    assert_close(got, np.maximum(x.astype(np.float64) @ w.T + bias, 0), RTOL)
+
+
+def test_out_is_fully_written(threads: int, rng: np.random.Generator) -> None:
+    a, b = operands(rng, 0, 31, 17, 9, False, False)
+    out = poisoned((31, 17))
+    res = ppb.ops.gemm(a, b, threads=threads, out=out)
+    assert res is out
+    assert_close(out, reference(a, b, None, False, False, False), RTOL)
+
+
+def test_inputs_are_converted(rng: np.random.Generator) -> None:
+    a64 = rand(rng, 8, 5).astype(np.float64)
+    b_strided = rand(rng, 5, 12)[:, ::2]  # non-contiguous view
+    got = ppb.ops.gemm(a64, b_strided)
+    assert got.dtype == np.float32
+    assert_close(got, a64 @ b_strided.astype(np.float64), RTOL)
+    assert_close(ppb.ops.gemm([[1, 2]], [[3], [4]]), np.array([[11.0]]), 0)
+
+
+def test_prepared_gemm_reuses_kernel_and_times(rng: np.random.Generator) -> None:
+    g = ppb.ops.Gemm(9, 10, 11, bias=True, relu=True, threads=1)
+    assert (g.a_shape, g.b_shape, g.out_shape, g.threads) == ((9, 11), (11, 10), (9, 10), 1)
+    assert g.flops == 2 * 9 * 10 * 11
+    for _ in range(3):  # fresh inputs each time: the same primitive, new buffers
+        a, b, bias = rand(rng, 9, 11), rand(rng, 11, 10), rand(rng, 10)
+        assert_close(g.run(a, b, bias), reference(a, b, bias, True, False, False), RTOL)
+    ns = g.timeit(a, b, bias, repeats=7, warmup=1)
+    assert ns.shape == (7,) and (ns > 0).all()
+
+
+def test_functional_calls_share_a_cached_kernel(rng: np.random.Generator) -> None:
+    from pyparbench import ops
+
+    ops.clear_cache()
+    a, b = rand(rng, 4, 4), rand(rng, 4, 4)
+    ops.gemm(a, b, threads=1)
+    ops.gemm(a + 1, b, threads=1)
+    ops.gemm(a, b, threads=2)
+    assert len(ops._CACHE) == 2
+
+
+def test_results_do_not_depend_on_thread_count(rng: np.random.Generator) -> None:
+    a, b = operands(rng, 0, 70, 50, 300, False, False)
+    results = [ppb.ops.gemm(a, b, threads=t) for t in THREAD_COUNTS]
+    for r in results[1:]:
+        np.testing.assert_allclose(r, results[0], rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(1, 40), n=st.integers(1, 40), k=st.integers(1, 40),
+    batch=st.sampled_from([0, 1, 3]), trans_a=st.booleans(), trans_b=st.booleans(),
+    bias=st.booleans(), relu=st.booleans(), threads=st.sampled_from(THREAD_COUNTS),
+    seed=st.integers(0, 2**31),
+)
+def test_gemm_property(m: int, n: int, k: int, batch: int, trans_a: bool, trans_b: bool,
+                       bias: bool, relu: bool, threads: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    a, b = operands(rng, batch, m, n, k, trans_a, trans_b)
+    bv = rand(rng, n) if bias else None
+    got = ppb.ops.gemm(a, b, bv, relu=relu, trans_a=trans_a, trans_b=trans_b, threads=threads)
+    assert_close(got, reference(a, b, bv, relu, trans_a, trans_b), RTOL)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_inner_dimension_mismatch_names_both_shapes(rng: np.random.Generator) -> None:
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(5, 6\)"):
+        ppb.ops.gemm(rand(rng, 3, 4), rand(rng, 5, 6))
+
+
+@pytest.mark.parametrize("a_shape,b_shape,match", [
+    ((3,), (3, 2), "a must be 2-D or 3-D"),
+    ((2, 3), (3, 2, 2), "same rank"),
+    ((2, 3, 4), (3, 4, 5), "batch sizes differ"),
+])
+def test_bad_ranks(a_shape: tuple[int, ...], b_shape: tuple[int, ...], match: str,
+                   rng: np.random.Generator) -> None:
+    with pytest.raises(ValueError, match=match):
+        ppb.ops.gemm(rand(rng, *a_shape), rand(rng, *b_shape))
+
+
+def test_zero_sizes_and_threads() -> None:
+    with pytest.raises(ValueError, match="m must be >= 1, got 0"):
+        ppb.ops.Gemm(0, 4, 4)
+    with pytest.raises(ValueError, match="k must be >= 1, got -2"):
+        ppb.ops.Gemm(4, 4, -2)
+    with pytest.raises(ValueError, match="threads must be >= 1, got 0"):
+        ppb.ops.gemm(np.ones((2, 2)), np.ones((2, 2)), threads=0)
+    with pytest.raises(ValueError, match="threads must be >= 1, got -1"):
+        ppb.ops.Gemm(2, 2, 2, threads=-1)
+    with pytest.raises(TypeError, match="threads"):
+        ppb.ops.gemm(np.ones((2, 2)), np.ones((2, 2)), threads=1.5)  # type: ignore[arg-type]
+
+
+def test_bias_of_wrong_length(rng: np.random.Generator) -> None:
+    with pytest.raises(ValueError, match=r"bias has shape \(3,\), expected \(5,\)"):
+        ppb.ops.gemm(rand(rng, 2, 4), rand(rng, 4, 5), rand(rng, 3))
+
+
+def test_prepared_gemm_rejects_what_it_does_not_convert(rng: np.random.Generator) -> None:
+    g = ppb.ops.Gemm(4, 4, 4)
+    a, b = rand(rng, 4, 4), rand(rng, 4, 4)
+    with pytest.raises(TypeError, match=r"a must be float32, got float64.*np.asarray"):
+        g.run(a.astype(np.float64), b)
+    with pytest.raises(TypeError, match=r"b must be C-contiguous.*ascontiguousarray"):
+        g.run(a, np.asfortranarray(b))
+    with pytest.raises(TypeError, match="a must be a numpy array"):
+        g.run([[1.0]], b)
+    with pytest.raises(ValueError, match=r"a has shape \(4, 5\), expected \(4, 4\)"):
+        g.run(rand(rng, 4, 5), b)
+    with pytest.raises(ValueError, match="bias was given"):
+        g.run(a, b, rand(rng, 4))
+    with pytest.raises(ValueError, match="bias is required"):
+        ppb.ops.Gemm(4, 4, 4, bias=True).run(a, b)
+
+
+@pytest.mark.parametrize("out,exc,match", [
+    (np.zeros((4, 5), np.float32), ValueError, r"out has shape \(4, 5\), expected \(4, 4\)"),
+    (np.zeros((4, 4), np.float64), TypeError, "out must be float32"),
+    (np.zeros((4, 8), np.float32)[:, ::2], TypeError, "out must be C-contiguous"),
+])
+def test_bad_out(out: np.ndarray, exc: type[Exception], match: str, rng: np.random.Generator) -> None:
+    with pytest.raises(exc, match=match):
+        ppb.ops.gemm(rand(rng, 4, 4), rand(rng, 4, 4), out=out)
+
+
+def test_read_only_out_and_overlap(rng: np.random.Generator) -> None:
+    a = rand(rng, 4, 4)
+    ro = np.zeros((4, 4), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        ppb.ops.gemm(a, a, out=ro)
+    with pytest.raises(ValueError, match="overlaps a"):
+        ppb.ops.gemm(a, rand(rng, 4, 4), out=a)
+
+
+def test_non_numeric_input() -> None:
+    with pytest.raises(TypeError, match="real numbers"):
+        ppb.ops.gemm(np.array([["a"]]), np.ones((1, 1)))
