@@ -12,7 +12,7 @@ constexpr int kLongLong = 9;  // NPY_LONGLONG, also 64-bit here
 
 struct RawArray {
   void* data;
-  Shape shape;
+  Dims shape;
   int type_num;
   bool c_contiguous;
   bool writeable;
@@ -24,7 +24,8 @@ RawArray raw(py::handle obj, const char* name, const char* expected) {
                          std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
   auto* a = py::detail::array_proxy(obj.ptr());
   auto* d = py::detail::array_descriptor_proxy(a->descr);
-  RawArray r{a->data, Shape(a->dimensions, a->dimensions + a->nd), d->type_num,
+  static_assert(sizeof(*a->dimensions) == sizeof(int64_t), "numpy dims must be 64-bit");
+  RawArray r{a->data, Dims(reinterpret_cast<const int64_t*>(a->dimensions), a->nd), d->type_num,
              (a->flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) != 0,
              (a->flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_) != 0};
   return r;
@@ -47,7 +48,7 @@ RawArray float_array(py::handle obj, const char* name) {
 
 ConstFloatView in_view(py::handle obj, const char* name) {
   RawArray r = float_array(obj, name);
-  return {static_cast<const float*>(r.data), std::move(r.shape)};
+  return {static_cast<const float*>(r.data), r.shape};
 }
 
 ConstFloatView optional_in_view(py::handle obj, const char* name) {
@@ -58,7 +59,7 @@ ConstFloatView optional_in_view(py::handle obj, const char* name) {
 FloatView out_view(py::handle obj, const char* name) {
   RawArray r = float_array(obj, name);
   if (!r.writeable) throw py::value_error(std::string(name) + " is read-only");
-  return {static_cast<float*>(r.data), std::move(r.shape)};
+  return {static_cast<float*>(r.data), r.shape};
 }
 
 IndexView index_view(py::handle obj, const char* name) {
@@ -76,7 +77,7 @@ IndexView index_view(py::handle obj, const char* name) {
     throw py::type_error(std::string(name) +
                          " must be C-contiguous; copy it with np.ascontiguousarray(x)");
   v.data = r.data;
-  v.shape = std::move(r.shape);
+  v.shape = r.shape;
   return v;
 }
 

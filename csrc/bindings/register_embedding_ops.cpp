@@ -12,6 +12,7 @@ struct BagInputs {
   Shape out_shape;
 };
 
+
 BagInputs bag_inputs(const EmbeddingBag& e, py::handle table, py::handle indices,
                      py::handle offsets, py::handle weights) {
   BagInputs in{in_view(table, "table"), optional_in_view(weights, "per_sample_weights"),

@@ -5,7 +5,7 @@
 
 namespace ppb {
 
-std::string shape_str(const Shape& s) {
+std::string shape_str(Dims s) {
   std::ostringstream os;
   os << "(";
   for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
@@ -14,21 +14,21 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
-void require_at_least(const std::string& what, int64_t v, int64_t lo) {
+void require_at_least(const char* what, int64_t v, int64_t lo) {
   if (v < lo)
-    throw std::invalid_argument(what + " must be >= " + std::to_string(lo) + ", got " +
+    throw std::invalid_argument(std::string(what) + " must be >= " + std::to_string(lo) + ", got " +
                                 std::to_string(v));
 }
 
-void require_shape(const std::string& what, const Shape& got, const Shape& expected) {
+void require_shape(const char* what, Dims got, Dims expected) {
   if (got != expected)
-    throw std::invalid_argument(what + " has shape " + shape_str(got) + ", expected " +
+    throw std::invalid_argument(std::string(what) + " has shape " + shape_str(got) + ", expected " +
                                 shape_str(expected));
 }
 
-void require_positive_dims(const std::string& what, const Shape& s) {
-  for (auto d : s)
-    if (d < 1)
+void require_positive_dims(const std::string& what, Dims s) {
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] < 1)
       throw std::invalid_argument(what + " " + shape_str(s) +
                                   " has a dimension < 1; every size must be >= 1");
 }

@@ -1,6 +1,9 @@
-// A non-owning view of a dense, C-contiguous array handed in by a caller.
+// Non-owning views of dense, C-contiguous arrays handed in by a caller. The
+// dimensions are borrowed too (numpy's own shape array), so making a view
+// allocates nothing: a tiny kernel's run() stays within a few hundred ns.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -8,16 +11,39 @@ namespace ppb {
 
 using Shape = std::vector<int64_t>;
 
+// Borrowed dimensions: a pointer and a count.
+struct Dims {
+  const int64_t* data = nullptr;
+  int ndim = 0;
+
+  Dims() = default;
+  Dims(const int64_t* d, int n) : data(d), ndim(n) {}
+  Dims(const Shape& s) : data(s.data()), ndim(static_cast<int>(s.size())) {}  // NOLINT: implicit by design
+
+  size_t size() const { return static_cast<size_t>(ndim); }
+  bool empty() const { return ndim == 0; }
+  int64_t operator[](size_t i) const { return data[i]; }
+  Shape to_shape() const { return Shape(data, data + ndim); }
+  int64_t elements() const {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; ++i) n *= data[i];
+    return n;
+  }
+  bool operator==(const Dims& o) const {
+    if (ndim != o.ndim) return false;
+    for (int i = 0; i < ndim; ++i)
+      if (data[i] != o.data[i]) return false;
+    return true;
+  }
+  bool operator!=(const Dims& o) const { return !(*this == o); }
+};
+
 template <typename T>
 struct View {
   T* data = nullptr;
-  Shape shape;
+  Dims shape;
   bool present() const { return data != nullptr; }
-  int64_t size() const {
-    int64_t n = 1;
-    for (auto d : shape) n *= d;
-    return n;
-  }
+  int64_t size() const { return shape.elements(); }
 };
 
 using FloatView = View<float>;
@@ -26,14 +52,10 @@ using ConstFloatView = View<const float>;
 // Indices arrive as int32 or int64 (numpy's and PyTorch's defaults differ).
 struct IndexView {
   const void* data = nullptr;
-  Shape shape;
+  Dims shape;
   bool is64 = true;
   bool present() const { return data != nullptr; }
-  int64_t size() const {
-    int64_t n = 1;
-    for (auto d : shape) n *= d;
-    return n;
-  }
+  int64_t size() const { return shape.elements(); }
 };
 
 }  // namespace ppb

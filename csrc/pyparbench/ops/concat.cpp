@@ -46,7 +46,7 @@ void Concat::bind(const std::vector<ConstFloatView>& xs, FloatView out) {
   for (size_t i = 0; i < xs.size(); ++i) {
     const std::string name = "input " + std::to_string(i);
     require_shape(name, xs[i].shape, inputs_[i]);
-    require_no_partial_overlap("out", out, name, xs[i], false);
+    require_no_partial_overlap("out", out, name.c_str(), xs[i], false);
     bind_arg(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), xs[i].data);
   }
   bind_arg(DNNL_ARG_DST, out.data);

@@ -28,11 +28,11 @@ int64_t out_size(const char* axis, int64_t in, int64_t k, int64_t stride, int64_
 
 Conv2d::Conv2d(const Conv2dConfig& cfg, std::optional<int> threads)
     : PrimitiveKernel(threads), cfg_(cfg) {
-  require_positive_dims("input", {cfg.n, cfg.c, cfg.h, cfg.w});
+  require_positive_dims("input", Shape{cfg.n, cfg.c, cfg.h, cfg.w});
   require_at_least("out_channels", cfg.out_channels, 1);
-  require_positive_dims("kernel", {cfg.kh, cfg.kw});
-  require_positive_dims("stride", {cfg.stride_h, cfg.stride_w});
-  require_positive_dims("dilation", {cfg.dilation_h, cfg.dilation_w});
+  require_positive_dims("kernel", Shape{cfg.kh, cfg.kw});
+  require_positive_dims("stride", Shape{cfg.stride_h, cfg.stride_w});
+  require_positive_dims("dilation", Shape{cfg.dilation_h, cfg.dilation_w});
   for (auto p : {cfg.pad_top, cfg.pad_bottom, cfg.pad_left, cfg.pad_right})
     require_at_least("padding", p, 0);
   require_at_least("groups", cfg.groups, 1);
@@ -45,6 +45,11 @@ Conv2d::Conv2d(const Conv2dConfig& cfg, std::optional<int> threads)
   ow_ = out_size("width", cfg.w, cfg.kw, cfg.stride_w, cfg.pad_left, cfg.pad_right,
                  cfg.dilation_w);
 
+  in_shape_ = cfg.nhwc ? Shape{cfg.n, cfg.h, cfg.w, cfg.c} : Shape{cfg.n, cfg.c, cfg.h, cfg.w};
+  out_shape_ = cfg.nhwc ? Shape{cfg.n, oh_, ow_, cfg.out_channels}
+                        : Shape{cfg.n, cfg.out_channels, oh_, ow_};
+  w_shape_ = {cfg.out_channels, cfg.c / cfg.groups, cfg.kh, cfg.kw};
+  bias_shape_ = {cfg.out_channels};
   ThreadsScope scope(threads_);
   const auto f32 = memory::data_type::f32;
   const auto act = cfg.nhwc ? tag::nhwc : tag::nchw;
@@ -76,17 +81,6 @@ Conv2d::Conv2d(const Conv2dConfig& cfg, std::optional<int> threads)
   if (cfg.bias) add_owned_arg(DNNL_ARG_BIAS, bias);
 }
 
-Shape Conv2d::input_shape() const {
-  return cfg_.nhwc ? Shape{cfg_.n, cfg_.h, cfg_.w, cfg_.c} : Shape{cfg_.n, cfg_.c, cfg_.h, cfg_.w};
-}
-Shape Conv2d::output_shape() const {
-  return cfg_.nhwc ? Shape{cfg_.n, oh_, ow_, cfg_.out_channels}
-                   : Shape{cfg_.n, cfg_.out_channels, oh_, ow_};
-}
-Shape Conv2d::weight_shape() const {
-  return {cfg_.out_channels, cfg_.c / cfg_.groups, cfg_.kh, cfg_.kw};
-}
-
 double Conv2d::flops() const {
   return 2.0 * cfg_.n * cfg_.out_channels * oh_ * ow_ * (cfg_.c / cfg_.groups) * cfg_.kh * cfg_.kw;
 }
@@ -97,7 +91,7 @@ void Conv2d::set_weights(ConstFloatView weight, ConstFloatView bias) {
     throw std::invalid_argument(cfg_.bias ? "bias is required: this Conv2d was prepared with bias"
                                           : "bias was given but this Conv2d was prepared "
                                             "without bias");
-  if (bias.present()) require_shape("bias", bias.shape, {cfg_.out_channels});
+  if (bias.present()) require_shape("bias", bias.shape, bias_shape_);
   locked([&] {
     ThreadsScope scope(threads_);
     dnnl::memory user(user_weights_md_, cpu_engine(), const_cast<float*>(weight.data));

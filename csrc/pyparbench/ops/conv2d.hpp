@@ -27,9 +27,9 @@ class Conv2d : public PrimitiveKernel {
   const Conv2dConfig& config() const { return cfg_; }
   int64_t out_h() const { return oh_; }
   int64_t out_w() const { return ow_; }
-  Shape input_shape() const;   // in the activation layout
-  Shape output_shape() const;  // in the activation layout
-  Shape weight_shape() const;  // OIHW with I = C / groups
+  const Shape& input_shape() const { return in_shape_; }    // in the activation layout
+  const Shape& output_shape() const { return out_shape_; }  // in the activation layout
+  const Shape& weight_shape() const { return w_shape_; }    // OIHW with I = C / groups
   double flops() const;
   bool has_weights() const { return has_weights_; }
 
@@ -42,6 +42,7 @@ class Conv2d : public PrimitiveKernel {
   void bind(ConstFloatView x, FloatView out);
   Conv2dConfig cfg_;
   int64_t oh_ = 0, ow_ = 0;
+  Shape in_shape_, out_shape_, w_shape_, bias_shape_;
   dnnl::memory::desc user_weights_md_;
   bool has_weights_ = false;
 };

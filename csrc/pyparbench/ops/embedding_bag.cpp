@@ -103,6 +103,7 @@ EmbeddingBag::EmbeddingBag(int64_t rows, int64_t dim, BagMode mode, std::optiona
     : Kernel(threads), rows_(rows), dim_(dim), mode_(mode) {
   require_at_least("rows", rows, 1);
   require_at_least("dim", dim, 1);
+  table_shape_ = {rows, dim};
 }
 
 double EmbeddingBag::bytes_moved(int64_t n_indices, int64_t bags) const {
@@ -140,7 +141,7 @@ void EmbeddingBag::report_bad_index() const {
 
 void EmbeddingBag::bind(ConstFloatView table, IndexView indices, IndexView offsets,
                         ConstFloatView per_sample_weights, FloatView out) {
-  require_shape("table", table.shape, {rows_, dim_});
+  require_shape("table", table.shape, table_shape_);
   n_indices_ = indices.size();
   if (indices.shape.size() == 2) {
     if (offsets.present())
@@ -159,7 +160,7 @@ void EmbeddingBag::bind(ConstFloatView table, IndexView indices, IndexView offse
     throw std::invalid_argument("indices must be 1-D or 2-D, got shape " +
                                 shape_str(indices.shape));
   }
-  require_shape("out", out.shape, {bags_, dim_});
+  require_shape("out", out.shape, Shape{bags_, dim_});
   if (per_sample_weights.present()) {
     if (mode_ != BagMode::sum)
       throw std::invalid_argument("per_sample_weights are only supported with mode='sum'");

@@ -45,6 +45,7 @@ class EmbeddingBag : public Kernel {
   void report_bad_index() const;
 
   int64_t rows_, dim_;
+  Shape table_shape_;
   BagMode mode_;
   // Bound by bind() for one run.
   ConstFloatView table_, weights_;

@@ -35,6 +35,10 @@ Gemm::Gemm(const GemmConfig& cfg, std::optional<int> threads) : PrimitiveKernel(
   require_at_least("m", cfg.m, 1);
   require_at_least("n", cfg.n, 1);
   require_at_least("k", cfg.k, 1);
+  a_shape_ = with_batch(cfg.batch, cfg.trans_a ? Shape{cfg.k, cfg.m} : Shape{cfg.m, cfg.k});
+  b_shape_ = with_batch(cfg.batch, cfg.trans_b ? Shape{cfg.n, cfg.k} : Shape{cfg.k, cfg.n});
+  bias_shape_ = {cfg.n};
+  out_shape_ = with_batch(cfg.batch, {cfg.m, cfg.n});
   ThreadsScope scope(threads_);
 
   const auto src = operand_md(cfg.batch, cfg.m, cfg.k, cfg.trans_a);
@@ -55,14 +59,6 @@ Gemm::Gemm(const GemmConfig& cfg, std::optional<int> threads) : PrimitiveKernel(
   add_arg(DNNL_ARG_DST, dst);
   if (cfg.bias) add_arg(DNNL_ARG_BIAS, bias);
 }
-
-Shape Gemm::a_shape() const {
-  return with_batch(cfg_.batch, cfg_.trans_a ? Shape{cfg_.k, cfg_.m} : Shape{cfg_.m, cfg_.k});
-}
-Shape Gemm::b_shape() const {
-  return with_batch(cfg_.batch, cfg_.trans_b ? Shape{cfg_.n, cfg_.k} : Shape{cfg_.k, cfg_.n});
-}
-Shape Gemm::out_shape() const { return with_batch(cfg_.batch, {cfg_.m, cfg_.n}); }
 
 double Gemm::flops() const {
   return 2.0 * static_cast<double>(cfg_.batch > 0 ? cfg_.batch : 1) * cfg_.m * cfg_.n * cfg_.k;

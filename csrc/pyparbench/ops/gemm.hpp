@@ -20,10 +20,10 @@ class Gemm : public PrimitiveKernel {
   Gemm(const GemmConfig& cfg, std::optional<int> threads);
 
   const GemmConfig& config() const { return cfg_; }
-  Shape a_shape() const;
-  Shape b_shape() const;
-  Shape bias_shape() const { return {cfg_.n}; }
-  Shape out_shape() const;
+  const Shape& a_shape() const { return a_shape_; }
+  const Shape& b_shape() const { return b_shape_; }
+  const Shape& bias_shape() const { return bias_shape_; }
+  const Shape& out_shape() const { return out_shape_; }
   double flops() const;
 
   void run(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out);
@@ -33,6 +33,7 @@ class Gemm : public PrimitiveKernel {
  private:
   void bind(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out);
   GemmConfig cfg_;
+  Shape a_shape_, b_shape_, bias_shape_, out_shape_;
 };
 
 }  // namespace ppb

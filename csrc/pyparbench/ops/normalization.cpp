@@ -14,7 +14,7 @@ void require_eps(float eps) {
 }
 
 void bind_params(const char* const* names, const ConstFloatView* views, int count,
-                 const Shape& expected) {
+                 Dims expected) {
   for (int i = 0; i < count; ++i) {
     if (!views[i].present()) throw std::invalid_argument(std::string(names[i]) + " is required");
     require_shape(names[i], views[i].shape, expected);
@@ -30,6 +30,7 @@ BatchNorm::BatchNorm(Shape shape, float eps, std::optional<int> threads)
                                 shape_str(shape_));
   require_positive_dims("input shape", shape_);
   require_eps(eps);
+  param_shape_ = {shape_[1]};
   ThreadsScope scope(threads_);
   const auto md = plain_md(shape_);
   const auto pd = compat::batch_norm_pd(cpu_engine(), md, eps);
@@ -50,7 +51,7 @@ void BatchNorm::bind(ConstFloatView x, ConstFloatView mean, ConstFloatView var,
   require_no_partial_overlap("out", out, "x", x, true);
   const char* names[] = {"mean", "var", "scale", "shift"};
   const ConstFloatView views[] = {mean, var, scale, shift};
-  bind_params(names, views, 4, {shape_[1]});
+  bind_params(names, views, 4, param_shape_);
   bind_arg(DNNL_ARG_SRC, x.data);
   bind_arg(DNNL_ARG_DST, out.data);
   bind_arg(DNNL_ARG_MEAN, mean.data);
@@ -77,6 +78,7 @@ LayerNorm::LayerNorm(Shape shape, float eps, std::optional<int> threads)
                                 shape_str(shape_));
   require_positive_dims("input shape", shape_);
   require_eps(eps);
+  param_shape_ = {shape_.back()};
   ThreadsScope scope(threads_);
   const auto md = plain_md(shape_);
   const auto stats = plain_md(Shape(shape_.begin(), shape_.end() - 1));
@@ -99,7 +101,7 @@ void LayerNorm::bind(ConstFloatView x, ConstFloatView scale, ConstFloatView shif
   require_no_partial_overlap("out", out, "x", x, true);
   const char* names[] = {"scale", "shift"};
   const ConstFloatView views[] = {scale, shift};
-  bind_params(names, views, 2, {shape_.back()});
+  bind_params(names, views, 2, param_shape_);
   bind_arg(DNNL_ARG_SRC, x.data);
   bind_arg(DNNL_ARG_DST, out.data);
   bind_arg(DNNL_ARG_SCALE, scale.data);

@@ -23,7 +23,7 @@ class BatchNorm : public PrimitiveKernel {
  private:
   void bind(ConstFloatView x, ConstFloatView mean, ConstFloatView var, ConstFloatView scale,
             ConstFloatView shift, FloatView out);
-  Shape shape_;
+  Shape shape_, param_shape_;
   float eps_;
 };
 
@@ -41,7 +41,7 @@ class LayerNorm : public PrimitiveKernel {
 
  private:
   void bind(ConstFloatView x, ConstFloatView scale, ConstFloatView shift, FloatView out);
-  Shape shape_;
+  Shape shape_, param_shape_;
   float eps_;
 };
 

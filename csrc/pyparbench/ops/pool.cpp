@@ -36,8 +36,8 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
     : UnaryKernel(threads, std::move(input_nchw), false), cfg_(cfg) {
   const Shape& in = input_shape();
   require_nchw(in);
-  require_positive_dims("kernel", {cfg.kh, cfg.kw});
-  require_positive_dims("stride", {cfg.stride_h, cfg.stride_w});
+  require_positive_dims("kernel", Shape{cfg.kh, cfg.kw});
+  require_positive_dims("stride", Shape{cfg.stride_h, cfg.stride_w});
   for (auto p : {cfg.pad_top, cfg.pad_bottom, cfg.pad_left, cfg.pad_right})
     require_at_least("padding", p, 0);
   if (cfg.pad_top >= cfg.kh || cfg.pad_bottom >= cfg.kh || cfg.pad_left >= cfg.kw ||
