@@ -47,6 +47,8 @@ raises IndexError naming it and its position.
       .def_property_readonly("mode", [](const EmbeddingBag& e) {
         return e.mode() == BagMode::sum ? "sum" : "mean";
       })
+      .def_property_readonly_static("isa", [](py::object) { return EmbeddingBag::isa(); },
+                                    "ISA of the kernel this CPU runs: avx512, avx2 or generic.")
       .def("bytes_moved", &EmbeddingBag::bytes_moved, py::arg("n_indices"), py::arg("bags"),
            "Bytes one run reads and writes: gathered rows, indices and output.")
       .def("run",

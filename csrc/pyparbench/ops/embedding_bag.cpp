@@ -1,97 +1,12 @@
 #include "pyparbench/ops/embedding_bag.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/ops/embedding_bag_kernel.hpp"
 
-#include <omp.h>
-
-#include <algorithm>
-#include <atomic>
-#include <cstring>
 #include <stdexcept>
 
 namespace ppb {
 
-namespace {
-
-constexpr int64_t kPrefetchDistance = 8;  // lookups ahead; covers DRAM latency
-
-struct BagArgs {
-  const float* table;
-  int64_t rows, dim;
-  const void* indices;
-  const void* offsets;  // null: fixed bag size
-  int64_t bag_size, bags, n_indices;
-  const float* weights;
-  bool mean;
-  float* out;
-};
-
-template <typename Idx>
-inline void bag_range(const BagArgs& a, int64_t b, int64_t& begin, int64_t& end) {
-  if (a.offsets) {
-    const Idx* off = static_cast<const Idx*>(a.offsets);
-    begin = off[b];
-    end = b + 1 < a.bags ? static_cast<int64_t>(off[b + 1]) : a.n_indices;
-  } else {
-    begin = b * a.bag_size;
-    end = begin + a.bag_size;
-  }
-}
-
-// D > 0: the dimension is known at compile time, so the accumulator lives in
-// registers. D == 0: any dimension, accumulated in the output row.
-template <typename Idx, int D>
-bool bags_kernel(const BagArgs& a) {
-  const Idx* idx = static_cast<const Idx*>(a.indices);
-  const int64_t dim = D > 0 ? D : a.dim;
-  bool bad = false;
-#pragma omp parallel for schedule(static) reduction(|| : bad)
-  for (int64_t b = 0; b < a.bags; ++b) {
-    int64_t begin, end;
-    bag_range<Idx>(a, b, begin, end);
-    float acc_buf[D > 0 ? D : 1];
-    float* acc = D > 0 ? acc_buf : a.out + b * dim;
-    for (int64_t d = 0; d < dim; ++d) acc[d] = 0.f;
-    for (int64_t j = begin; j < end; ++j) {
-      if (j + kPrefetchDistance < a.n_indices) {
-        const uint64_t p = static_cast<uint64_t>(idx[j + kPrefetchDistance]);
-        if (p < static_cast<uint64_t>(a.rows)) {
-          const char* row = reinterpret_cast<const char*>(a.table + p * dim);
-          for (int64_t byte = 0; byte < dim * 4; byte += 64) __builtin_prefetch(row + byte);
-        }
-      }
-      const uint64_t r = static_cast<uint64_t>(idx[j]);
-      if (r >= static_cast<uint64_t>(a.rows)) {
-        bad = true;
-        continue;
-      }
-      const float* row = a.table + r * dim;
-      const float w = a.weights ? a.weights[j] : 1.f;
-#pragma omp simd
-      for (int64_t d = 0; d < dim; ++d) acc[d] += w * row[d];
-    }
-    if (a.mean && end > begin) {
-      const float inv = 1.f / static_cast<float>(end - begin);
-#pragma omp simd
-      for (int64_t d = 0; d < dim; ++d) acc[d] *= inv;
-    }
-    if (D > 0) std::memcpy(a.out + b * dim, acc, sizeof(float) * static_cast<size_t>(dim));
-  }
-  return !bad;
-}
-
-template <typename Idx>
-bool dispatch_dim(const BagArgs& a) {
-  switch (a.dim) {
-    case 16: return bags_kernel<Idx, 16>(a);
-    case 32: return bags_kernel<Idx, 32>(a);
-    case 64: return bags_kernel<Idx, 64>(a);
-    case 128: return bags_kernel<Idx, 128>(a);
-    default: return bags_kernel<Idx, 0>(a);
-  }
-}
-
-}  // namespace
 
 BagMode parse_bag_mode(const std::string& mode) {
   if (mode == "sum") return BagMode::sum;
@@ -105,6 +20,8 @@ EmbeddingBag::EmbeddingBag(int64_t rows, int64_t dim, BagMode mode, std::optiona
   require_at_least("dim", dim, 1);
   table_shape_ = {rows, dim};
 }
+
+const char* EmbeddingBag::isa() { return bag_kernel_isa(); }
 
 double EmbeddingBag::bytes_moved(int64_t n_indices, int64_t bags) const {
   return 4.0 * static_cast<double>(n_indices) * dim_ + 8.0 * n_indices + 4.0 * bags * dim_;
@@ -181,12 +98,12 @@ void EmbeddingBag::bind(ConstFloatView table, IndexView indices, IndexView offse
 }
 
 void EmbeddingBag::execute() {
-  const BagArgs a{table_.data, rows_, dim_, indices_.data,
-                  offsets_.present() ? offsets_.data : nullptr,
-                  bag_size_, bags_, n_indices_, weights_.data, mode_ == BagMode::mean,
-                  out_.data};
+  const BagArgs a{table_.data, rows_,     dim_,          indices_.data, offsets_.data,
+                  indices_.is64, bag_size_, bags_, n_indices_, weights_.data,
+                  mode_ == BagMode::mean, out_.data};
+  static const BagKernel kernel = select_bag_kernel();
   ThreadsScope scope(threads_);
-  const bool ok = indices_.is64 ? dispatch_dim<int64_t>(a) : dispatch_dim<int32_t>(a);
+  const bool ok = kernel(a);
   if (!ok) {
     if (indices_.is64)
       report_bad_index<int64_t>();

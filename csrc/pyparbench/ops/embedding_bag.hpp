@@ -1,7 +1,8 @@
 // EmbeddingBag: out[b] = reduce(table[indices[j]] (* weights[j])) over the
-// indices of bag b. oneDNN has no such primitive, so this is an OpenMP kernel:
-// parallel over bags, vectorised over the embedding dimension, rows
-// prefetched a few lookups ahead (the op is bound by random row reads).
+// indices of bag b. oneDNN has no such primitive, so this is an OpenMP kernel
+// (embedding_bag_kernel.inc): parallel over bags, vectorised over the
+// embedding dimension, rows prefetched lookups ahead (the op is bound by
+// random row reads).
 #pragma once
 
 #include "pyparbench/core/kernel.hpp"
@@ -21,6 +22,8 @@ class EmbeddingBag : public Kernel {
   int64_t rows() const { return rows_; }
   int64_t dim() const { return dim_; }
   BagMode mode() const { return mode_; }
+  // The ISA of the kernel this CPU runs: "avx512", "avx2" or "generic".
+  static const char* isa();
 
   // indices: 1-D with offsets (offsets[i] = start of bag i, PyTorch's
   // convention), or 2-D (bags, bag_size) with no offsets. Empty bags give 0.

@@ -1,0 +1,9 @@
+// The embedding-bag kernel built for avx2.
+#include "pyparbench/ops/embedding_bag_kernel.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#pragma GCC target("avx2,fma")
+#define PPB_BAG_KERNEL bag_kernel_avx2
+#include "pyparbench/ops/embedding_bag_kernel.inc"

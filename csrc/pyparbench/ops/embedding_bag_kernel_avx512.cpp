@@ -1,0 +1,9 @@
+// The embedding-bag kernel built for avx512.
+#include "pyparbench/ops/embedding_bag_kernel.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+#define PPB_BAG_KERNEL bag_kernel_avx512
+#include "pyparbench/ops/embedding_bag_kernel.inc"
