@@ -114,7 +114,7 @@ def _f32(x: Any, name: str) -> Array:
     arr = np.asarray(x)
     if arr.dtype.kind not in "fiub":
         raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
-    return np.ascontiguousarray(arr, dtype=np.float32)
+    return np.asarray(arr, dtype=np.float32, order="C")
 
 
 def _opt_f32(x: Any, name: str) -> Array | None:
@@ -385,6 +385,9 @@ def _unary(key: tuple[Any, ...], make: Callable[[], Any], x: Array, out: Array |
 def relu(x: npt.ArrayLike, *, threads: int | None = None, out: Array | None = None) -> Array:
     """max(x, 0) element-wise. ``out`` may be ``x`` itself (in place)."""
     x_, t = _f32(x, "x"), _threads(threads)
+    if x_.ndim == 0:  # oneDNN has no 0-d memory: compute on one element
+        flat = relu(x_.reshape(1), threads=t, out=None if out is None else out.reshape(1))
+        return out if out is not None else flat.reshape(())
     return _unary(("relu", x_.shape, t), lambda: Eltwise("relu", list(x_.shape), threads=t),
                   x_, out)
 

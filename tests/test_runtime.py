@@ -1,4 +1,8 @@
-"""Build information, default threads, the CLI, and oneDNN errors."""
+"""Build information, default threads, the CLI, and oneDNN errors.
+
+CLI subprocesses run in a temporary directory so that they import the
+installed package, not the source tree (which has no compiled core).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,22 +30,23 @@ def test_info_reports_onednn_openmp_and_cpus() -> None:
 
 
 @pytest.mark.parametrize("argv", [["pyparbench"], ["-m", "pyparbench"]])
-def test_info_cli_json(argv: list[str]) -> None:
+def test_info_cli_json(argv: list[str], tmp_path: Path) -> None:
     cmd = [sys.executable, "-c", "from pyparbench.cli import main; raise SystemExit(main())"] \
         if argv == ["pyparbench"] else [sys.executable, *argv]
-    out = subprocess.run([*cmd, "info", "--json"], check=True, capture_output=True, text=True)
+    out = subprocess.run([*cmd, "info", "--json"], check=True, capture_output=True, text=True,
+                         cwd=tmp_path)
     assert json.loads(out.stdout)["onednn"] == ppb.info()["onednn"]
 
 
-def test_info_cli_table() -> None:
+def test_info_cli_table(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "pyparbench", "info"], check=True,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, cwd=tmp_path)
     assert "oneDNN ISA" in out.stdout and "OpenMP library" in out.stdout
 
 
-def test_cli_rejects_unknown_command() -> None:
+def test_cli_rejects_unknown_command(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "pyparbench", "frobnicate"], capture_output=True,
-                         text=True)
+                         text=True, cwd=tmp_path)
     assert out.returncode == 2 and "invalid choice" in out.stderr
 
 

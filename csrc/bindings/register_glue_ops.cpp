@@ -155,7 +155,19 @@ right); ceil_mode and count_include_pad follow PyTorch.
                                  [&](FloatView o) { k.run(xv, mv, vv, sv, hv, o); });
            },
            py::arg("x"), py::arg("mean"), py::arg("var"), py::arg("scale"), py::arg("shift"),
-           py::arg("out") = py::none());
+           py::arg("out") = py::none())
+      .def("timeit",
+           [](BatchNorm& k, py::handle x, py::handle mean, py::handle var, py::handle scale,
+              py::handle shift, py::object out, int repeats, int warmup) {
+             auto xv = in_view(x, "x"), mv = in_view(mean, "mean"), vv = in_view(var, "var"),
+                  sv = in_view(scale, "scale"), hv = in_view(shift, "shift");
+             return time_released(k.shape(), out, [&](FloatView o) {
+               return k.timeit(xv, mv, vv, sv, hv, o, repeats, warmup);
+             });
+           },
+           py::arg("x"), py::arg("mean"), py::arg("var"), py::arg("scale"), py::arg("shift"),
+           py::arg("out") = py::none(), py::kw_only(), py::arg("repeats") = 100,
+           py::arg("warmup") = 10, kTimeitDoc);
 
   py::class_<LayerNorm, Kernel>(m, "LayerNorm",
                         "Layer normalisation over the last axis, then scale and shift. "
@@ -171,7 +183,17 @@ right); ceil_mode and count_include_pad follow PyTorch.
              auto xv = in_view(x, "x"), sv = in_view(scale, "scale"), hv = in_view(shift, "shift");
              return run_released(k.shape(), out, [&](FloatView o) { k.run(xv, sv, hv, o); });
            },
-           py::arg("x"), py::arg("scale"), py::arg("shift"), py::arg("out") = py::none());
+           py::arg("x"), py::arg("scale"), py::arg("shift"), py::arg("out") = py::none())
+      .def("timeit",
+           [](LayerNorm& k, py::handle x, py::handle scale, py::handle shift, py::object out,
+              int repeats, int warmup) {
+             auto xv = in_view(x, "x"), sv = in_view(scale, "scale"), hv = in_view(shift, "shift");
+             return time_released(k.shape(), out, [&](FloatView o) {
+               return k.timeit(xv, sv, hv, o, repeats, warmup);
+             });
+           },
+           py::arg("x"), py::arg("scale"), py::arg("shift"), py::arg("out") = py::none(),
+           py::kw_only(), py::arg("repeats") = 100, py::arg("warmup") = 10, kTimeitDoc);
 }
 
 }  // namespace ppb::bind

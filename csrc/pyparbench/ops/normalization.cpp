@@ -3,6 +3,7 @@
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/dnnl_compat.hpp"
 
+#include <sstream>
 #include <stdexcept>
 
 namespace ppb {
@@ -10,7 +11,11 @@ namespace ppb {
 namespace {
 
 void require_eps(float eps) {
-  if (!(eps > 0.f)) throw std::invalid_argument("eps must be > 0, got " + std::to_string(eps));
+  if (!(eps > 0.f)) {
+    std::ostringstream os;
+    os << "eps must be > 0, got " << eps;
+    throw std::invalid_argument(os.str());
+  }
 }
 
 void bind_params(const char* const* names, const ConstFloatView* views, int count,

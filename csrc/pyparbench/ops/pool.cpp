@@ -1,6 +1,7 @@
 #include "pyparbench/ops/pool.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/core/threads.hpp"
 #include "pyparbench/dnnl_compat.hpp"
 
 #include <stdexcept>
@@ -42,7 +43,11 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
     require_at_least("padding", p, 0);
   if (cfg.pad_top >= cfg.kh || cfg.pad_bottom >= cfg.kh || cfg.pad_left >= cfg.kw ||
       cfg.pad_right >= cfg.kw)
-    throw std::invalid_argument("pooling: padding must be smaller than the kernel");
+    throw std::invalid_argument(
+        "pooling: padding (" + std::to_string(cfg.pad_top) + ", " +
+        std::to_string(cfg.pad_bottom) + ", " + std::to_string(cfg.pad_left) + ", " +
+        std::to_string(cfg.pad_right) + ") must be smaller than the kernel (" +
+        std::to_string(cfg.kh) + ", " + std::to_string(cfg.kw) + ")");
   dnnl::algorithm alg;
   if (cfg.kind == "max")
     alg = dnnl::algorithm::pooling_max;
@@ -61,6 +66,12 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
   // extra right/bottom padding.
   const int64_t pb = (oh - 1) * cfg.stride_h + cfg.kh - in[2] - cfg.pad_top;
   const int64_t pr = (ow - 1) * cfg.stride_w + cfg.kw - in[3] - cfg.pad_left;
+  if (cfg.kind == "avg" && cfg.count_include_pad) {
+    if (pb > cfg.pad_bottom)
+      last_row_scale_ = static_cast<float>(cfg.kh) / static_cast<float>(cfg.kh - (pb - cfg.pad_bottom));
+    if (pr > cfg.pad_right)
+      last_col_scale_ = static_cast<float>(cfg.kw) / static_cast<float>(cfg.kw - (pr - cfg.pad_right));
+  }
 
   ThreadsScope scope(threads_);
   const auto src = plain_md(in), dst = plain_md(output_shape());
@@ -70,6 +81,24 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
                                                    {cfg.pad_top, cfg.pad_left}, {pb, pr}));
   add_arg(DNNL_ARG_SRC, src);
   add_arg(DNNL_ARG_DST, dst);
+}
+
+void Pool2d::execute() {
+  PrimitiveKernel::execute();
+  if (last_row_scale_ == 1.f && last_col_scale_ == 1.f) return;
+  auto* y = static_cast<float*>(args_.at(DNNL_ARG_DST).get_data_handle());
+  const Shape& o = output_shape();
+  const int64_t planes = o[0] * o[1], oh = o[2], ow = o[3];
+  const float rs = last_row_scale_, cs = last_col_scale_;
+  ThreadsScope scope(threads_);
+#pragma omp parallel for
+  for (int64_t p = 0; p < planes; ++p) {
+    float* plane = y + p * oh * ow;
+    if (rs != 1.f)
+      for (int64_t j = 0; j < ow; ++j) plane[(oh - 1) * ow + j] *= rs;
+    if (cs != 1.f)
+      for (int64_t i = 0; i < oh; ++i) plane[i * ow + ow - 1] *= cs;
+  }
 }
 
 GlobalAvgPool::GlobalAvgPool(Shape input_nchw, std::optional<int> threads)

@@ -21,8 +21,15 @@ class Pool2d : public UnaryKernel {
   Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> threads);
   const Pool2dConfig& config() const { return cfg_; }
 
+ protected:
+  void execute() override;
+
  private:
   Pool2dConfig cfg_;
+  // Average with ceil_mode and count_include_pad: oneDNN divides the extra
+  // last window by the full kernel, PyTorch by the window clipped to the
+  // padded input; these rescale the last output row / column to match.
+  float last_row_scale_ = 1.f, last_col_scale_ = 1.f;
 };
 
 // Mean over H and W: (N, C, H, W) -> (N, C).

@@ -1,0 +1,12 @@
+"""pytest-benchmark suites; run `pytest bench` (they are not in the default test run).
+
+Each benchmark also checks its output, so `pytest bench --benchmark-disable`
+is a quick correctness smoke test of everything the suites touch.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,0 +1,85 @@
+"""Operator benchmarks on the standard shape lists (bench/shapes/).
+
+  pytest bench/test_bench_ops.py --benchmark-group-by=group
+
+Ours and PyTorch's embedding_bag sit in one group, so the table compares
+them side by side. Every benchmark checks its result against numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyparbench as ppb
+from shape_lists import conv_problems, gemm_problems
+
+THREADS = [1, 2]
+
+
+def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.uniform(-1, 1, size=shape).astype(np.float32)
+
+
+# DeepBench's inference-device set: small enough to run everywhere.
+GEMMS = gemm_problems("inference_device")
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("p", GEMMS, ids=lambda p: f"{p.m}x{p.n}x{p.k}")
+def test_gemm_deepbench(benchmark, p, threads: int) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(0)
+    g = ppb.ops.Gemm(p.m, p.n, p.k, trans_a=p.trans_a, trans_b=p.trans_b, threads=threads)
+    a, b = _rand(rng, *g.a_shape), _rand(rng, *g.b_shape)
+    out = np.empty(g.out_shape, np.float32)
+    benchmark.group = f"gemm {p.m}x{p.n}x{p.k}"
+    benchmark.extra_info["gflop"] = g.flops / 1e9
+    benchmark(g.run, a, b, None, out)
+    a64 = a.T if p.trans_a else a
+    b64 = b.T if p.trans_b else b
+    np.testing.assert_allclose(out, a64.astype(np.float64) @ b64, rtol=1e-4, atol=1e-4)
+
+
+RESNET = conv_problems("resnet_50")
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("p", RESNET, ids=lambda p: p.name.split(":")[-1])
+def test_conv_resnet50_batch1(benchmark, p, threads: int) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(0)
+    conv = ppb.ops.Conv2d((1, p.c, p.h, p.w), p.out_channels, (p.kh, p.kw), stride=p.stride,
+                          padding=p.padding, dilation=p.dilation, groups=p.groups,
+                          threads=threads)
+    x, w = _rand(rng, *conv.input_shape), _rand(rng, *conv.weight_shape)
+    conv.set_weights(w)
+    out = np.empty(conv.output_shape, np.float32)
+    benchmark.group = f"conv {p.name}"
+    benchmark.extra_info["gflop"] = conv.flops / 1e9
+    benchmark(conv.run, x, out)
+    # Spot-check one output channel against a direct float64 computation.
+    want = ppb.ops.conv2d(x.astype(np.float64), w, stride=p.stride, padding=p.padding,
+                          dilation=p.dilation, groups=p.groups, threads=1)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("impl", ["pyparbench", "torch"])
+def test_embedding_bag_dlrm(benchmark, impl: str, threads: int) -> None:  # type: ignore[no-untyped-def]
+    rows, dim, batch, lookups = 200_000, 64, 2048, 100
+    rng = np.random.default_rng(0)
+    table = _rand(rng, rows, dim)
+    idx = rng.integers(0, rows, size=batch * lookups)
+    off = np.arange(0, batch * lookups, lookups)
+    benchmark.group = f"embedding_bag {rows}x{dim} b{batch} L{lookups} t{threads}"
+    if impl == "torch":
+        torch = pytest.importorskip("torch")
+        torch.set_num_threads(threads)
+        args = (torch.from_numpy(idx), torch.from_numpy(table), torch.from_numpy(off))
+        out = benchmark(lambda: torch.nn.functional.embedding_bag(*args, mode="sum")).numpy()
+    else:
+        k = ppb.ops.EmbeddingBag(rows, dim, threads=threads)
+        out = np.empty((batch, dim), np.float32)
+        benchmark(k.run, table, idx, off, None, out)
+    sample = slice(0, 16)
+    want = table[idx.reshape(batch, lookups)[sample]].astype(np.float64).sum(1)
+    np.testing.assert_allclose(out[sample], want, rtol=1e-4, atol=1e-4)
