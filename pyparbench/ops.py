@@ -153,7 +153,7 @@ def _kernel(key: tuple[Any, ...], make: Callable[[], K]) -> K:
             _CACHE.popitem(last=False)
     else:
         _CACHE.move_to_end(key)
-    return k  # type: ignore[no-any-return]
+    return k
 
 
 def clear_cache() -> None:
@@ -283,7 +283,7 @@ def gemm(
     key = ("gemm", batch, m, n, k, trans_a, trans_b, bias_ is not None, relu, t)
     g = _kernel(key, lambda: Gemm(m, n, k, batch=batch, trans_a=trans_a, trans_b=trans_b,
                                   bias=bias_ is not None, relu=relu, threads=t))
-    return g.run(a_, b_, bias_, out)  # type: ignore[no-any-return]
+    return g.run(a_, b_, bias_, out)
 
 
 def linear(
@@ -343,7 +343,7 @@ def conv2d(
                                        dilation=dl, groups=groups, bias=bias_ is not None,
                                        relu=relu, nhwc=nhwc, threads=t))
     conv.set_weights(w_, bias_)
-    return conv.run(x_, out)  # type: ignore[no-any-return]
+    return conv.run(x_, out)
 
 
 def embedding_bag(
@@ -375,11 +375,12 @@ def embedding_bag(
     rows, dim = t_.shape
     e = _kernel(("embedding_bag", rows, dim, mode, t),
                 lambda: EmbeddingBag(rows, dim, mode=mode, threads=t))
-    return e.run(t_, idx, off, w, out)  # type: ignore[no-any-return]
+    return e.run(t_, idx, off, w, out)
 
 
-def _unary(key: tuple[Any, ...], make: Callable[[], Any], x: Array, out: Array | None) -> Array:
-    return _kernel(key, make).run(x, out)  # type: ignore[no-any-return]
+def _unary(key: tuple[Any, ...], make: Callable[[], _k.UnaryKernel], x: Array,
+           out: Array | None) -> Array:
+    return _kernel(key, make).run(x, out)
 
 
 def relu(x: npt.ArrayLike, *, threads: int | None = None, out: Array | None = None) -> Array:
@@ -467,7 +468,7 @@ def add(
     a_, b_, t = _f32(a, "a"), _f32(b, "b"), _threads(threads)
     k = _kernel(("add", a_.shape, b_.shape, relu, t),
                 lambda: Add(list(a_.shape), list(b_.shape), relu=relu, threads=t))
-    return k.run(a_, b_, out)  # type: ignore[no-any-return]
+    return k.run(a_, b_, out)
 
 
 def concat(
@@ -485,7 +486,7 @@ def concat(
     shapes = tuple(a.shape for a in arrs)
     k = _kernel(("concat", shapes, axis, t),
                 lambda: Concat([list(s) for s in shapes], axis=axis, threads=t))
-    return k.run(arrs, out)  # type: ignore[no-any-return]
+    return k.run(arrs, out)
 
 
 def batch_norm(
@@ -503,7 +504,7 @@ def batch_norm(
     x_, t = _f32(x, "x"), _threads(threads)
     k = _kernel(("bn", x_.shape, float(eps), t),
                 lambda: BatchNorm(list(x_.shape), eps=eps, threads=t))
-    return k.run(x_, _f32(mean, "mean"), _f32(var, "var"), _f32(scale, "scale"),  # type: ignore[no-any-return]
+    return k.run(x_, _f32(mean, "mean"), _f32(var, "var"), _f32(scale, "scale"),
                  _f32(shift, "shift"), out)
 
 
@@ -520,4 +521,4 @@ def layer_norm(
     x_, t = _f32(x, "x"), _threads(threads)
     k = _kernel(("ln", x_.shape, float(eps), t),
                 lambda: LayerNorm(list(x_.shape), eps=eps, threads=t))
-    return k.run(x_, _f32(scale, "scale"), _f32(shift, "shift"), out)  # type: ignore[no-any-return]
+    return k.run(x_, _f32(scale, "scale"), _f32(shift, "shift"), out)

@@ -1,0 +1,9 @@
+# Stubs of the compiled extension pyparbench._core (csrc/bindings/).
+from . import ops as ops
+from . import runtime as runtime
+
+class DnnlError(RuntimeError):
+    """A oneDNN failure; ``status`` is oneDNN's status code, ``status_name`` its name."""
+
+    status: int
+    status_name: str
