@@ -36,6 +36,7 @@ from pyparbench.threads import get_default_threads
 __all__ = [
     "Add",
     "BatchNorm",
+    "Binary",
     "Concat",
     "Conv2d",
     "EmbeddingBag",
@@ -45,6 +46,8 @@ __all__ = [
     "LayerNorm",
     "Pool2d",
     "Softmax",
+    "Transpose",
+    "TrilFlatten",
     "add",
     "avg_pool2d",
     "batch_norm",
@@ -57,8 +60,11 @@ __all__ = [
     "layer_norm",
     "linear",
     "max_pool2d",
+    "mul",
     "relu",
     "softmax",
+    "transpose",
+    "tril_flatten",
 ]
 
 Array = npt.NDArray[np.float32]
@@ -70,7 +76,9 @@ EmbeddingBag = _k.EmbeddingBag
 Eltwise = _k.Eltwise
 Softmax = _k.Softmax
 GlobalAvgPool = _k.GlobalAvgPool
-Add = _k.Add
+Binary = _k.Binary
+Transpose = _k.Transpose
+TrilFlatten = _k.TrilFlatten
 Concat = _k.Concat
 BatchNorm = _k.BatchNorm
 LayerNorm = _k.LayerNorm
@@ -211,6 +219,14 @@ class Conv2d(_k.Conv2d):
             nhwc=nhwc,
             threads=threads,
         )
+
+
+class Add(_k.Binary):
+    """Prepared a + b (b broadcast where its size is 1), optional fused ReLU."""
+
+    def __init__(self, a_shape: Sequence[int], b_shape: Sequence[int], *, relu: bool = False,
+                 threads: int | None = None) -> None:
+        super().__init__("add", list(a_shape), list(b_shape), relu=relu, threads=threads)
 
 
 class Pool2d(_k.Pool2d):
@@ -465,10 +481,42 @@ def add(
     out: Array | None = None,
 ) -> Array:
     """a + b (+ ReLU); b has a's rank and broadcasts where its size is 1."""
+    return _binary("add", a, b, relu, threads, out)
+
+
+def mul(
+    a: npt.ArrayLike, b: npt.ArrayLike, *, threads: int | None = None, out: Array | None = None
+) -> Array:
+    """a * b element-wise; b has a's rank and broadcasts where its size is 1."""
+    return _binary("mul", a, b, False, threads, out)
+
+
+def _binary(kind: str, a: npt.ArrayLike, b: npt.ArrayLike, relu: bool, threads: int | None,
+            out: Array | None) -> Array:
     a_, b_, t = _f32(a, "a"), _f32(b, "b"), _threads(threads)
-    k = _kernel(("add", a_.shape, b_.shape, relu, t),
-                lambda: Add(list(a_.shape), list(b_.shape), relu=relu, threads=t))
+    k = _kernel((kind, a_.shape, b_.shape, relu, t),
+                lambda: Binary(kind, list(a_.shape), list(b_.shape), relu=relu, threads=t))
     return k.run(a_, b_, out)
+
+
+def transpose(
+    x: npt.ArrayLike, perm: Sequence[int], *, threads: int | None = None,
+    out: Array | None = None
+) -> Array:
+    """A dense copy with axes permuted: output axis i is input axis perm[i]."""
+    x_, t = _f32(x, "x"), _threads(threads)
+    p = tuple(int(v) for v in perm)
+    return _unary(("transpose", x_.shape, p, t),
+                  lambda: Transpose(list(x_.shape), list(p), threads=t), x_, out)
+
+
+def tril_flatten(
+    x: npt.ArrayLike, *, threads: int | None = None, out: Array | None = None
+) -> Array:
+    """(B, n, n) -> (B, n*(n-1)/2): each matrix's strictly lower triangle, row by row."""
+    x_, t = _f32(x, "x"), _threads(threads)
+    k = _kernel(("tril", x_.shape, t), lambda: TrilFlatten(list(x_.shape), threads=t))
+    return k.run(x_, out)
 
 
 def concat(

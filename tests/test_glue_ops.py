@@ -48,17 +48,26 @@ def ref_gelu_tanh(x: F32) -> F64:
     return 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)))
 
 
+def ref_gelu_erf(x: F32) -> F64:
+    from scipy.special import erf
+
+    v = _f64(x)
+    return np.asarray(0.5 * v * (1.0 + erf(v / math.sqrt(2.0))), dtype=np.float64)
+
+
 ELTWISE_REFS: dict[str, Callable[[F32], F64]] = {
     "relu": ref_relu,
     "relu6": lambda x: np.clip(_f64(x), 0.0, 6.0),
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-_f64(x))),
     "tanh": lambda x: np.tanh(_f64(x)),
-    "gelu": ref_gelu_tanh,
+    "gelu": ref_gelu_erf,
+    "gelu_tanh": ref_gelu_tanh,
 }
 # Input scale per kind, so that relu6's upper clip and the saturating tails are reached.
-ELTWISE_SCALE = {"relu": 1.0, "relu6": 8.0, "sigmoid": 6.0, "tanh": 4.0, "gelu": 4.0}
+ELTWISE_SCALE = {"relu": 1.0, "relu6": 8.0, "sigmoid": 6.0, "tanh": 4.0, "gelu": 4.0,
+                 "gelu_tanh": 4.0}
 ELTWISE_RTOL = {"relu": RTOL_EXACT, "relu6": RTOL_EXACT, "sigmoid": RTOL, "tanh": RTOL,
-                "gelu": RTOL}
+                "gelu": RTOL, "gelu_tanh": RTOL}
 
 
 def ref_add(a: F32, b: F32, relu: bool) -> F64:
@@ -636,7 +645,7 @@ BAD_CALLS = [
     ("relu-complex", lambda: ops.relu(X4.astype(np.complex64)), TypeError,
      "x must hold real numbers, got dtype complex64"),
     ("Eltwise-kind", lambda: ops.Eltwise("swish", [2, 3]), ValueError,
-     "unknown eltwise kind 'swish'; expected relu, relu6, sigmoid, tanh or gelu"),
+     "unknown eltwise kind 'swish'; expected relu, relu6, sigmoid, tanh, gelu or gelu_tanh"),
     ("Eltwise-rank-0", lambda: ops.Eltwise("relu", []), ValueError,
      "input shape must have at least 1 dimension"),
     ("timeit-repeats", _timeit_no_repeats, ValueError, "repeats must be >= 1, got 0"),

@@ -1,5 +1,5 @@
-// The glue ops of real models: activations, softmax, pooling, add, concat,
-// batch and layer normalisation.
+// The glue ops of real models: activations, softmax, pooling, add / mul,
+// concat, transpose, batch and layer normalisation, DLRM's triangle gather.
 #include "bindings/pybind.hpp"
 #include "pyparbench/ops/binary.hpp"
 #include "pyparbench/ops/concat.hpp"
@@ -7,6 +7,8 @@
 #include "pyparbench/ops/normalization.hpp"
 #include "pyparbench/ops/pool.hpp"
 #include "pyparbench/ops/softmax.hpp"
+#include "pyparbench/ops/transpose.hpp"
+#include "pyparbench/ops/tril_flatten.hpp"
 
 namespace ppb::bind {
 
@@ -44,8 +46,8 @@ void register_glue_ops(py::module_& m) {
   register_unary_base(m);
 
   py::class_<Eltwise, UnaryKernel>(m, "Eltwise",
-                                   "Element-wise activation: relu, relu6, sigmoid, tanh or "
-                                   "gelu (tanh form). out may be x (in place).")
+                                   "Element-wise activation: relu, relu6, sigmoid, tanh, gelu "
+                                   "(erf form) or gelu_tanh. out may be x (in place).")
       .def(py::init([](const std::string& kind, const std::vector<int64_t>& shape,
                        std::optional<int> threads) {
              return new Eltwise(kind, to_shape(shape), threads);
@@ -86,23 +88,25 @@ right); ceil_mode and count_include_pad follow PyTorch.
            }),
            py::arg("input_shape"), py::kw_only(), py::arg("threads") = py::none());
 
-  py::class_<Add, Kernel>(m, "Add",
-                  "a + b with b broadcast where its size is 1, optional fused ReLU. out may be a.")
-      .def(py::init([](const std::vector<int64_t>& a, const std::vector<int64_t>& b, bool relu,
-                       std::optional<int> threads) {
-             return new Add(to_shape(a), to_shape(b), relu, threads);
+  py::class_<Binary, Kernel>(m, "Binary",
+                             "a + b or a * b with b broadcast where its size is 1, optional "
+                             "fused ReLU. out may be a.")
+      .def(py::init([](const std::string& kind, const std::vector<int64_t>& a,
+                       const std::vector<int64_t>& b, bool relu, std::optional<int> threads) {
+             return new Binary(kind, to_shape(a), to_shape(b), relu, threads);
            }),
-           py::arg("a_shape"), py::arg("b_shape"), py::kw_only(), py::arg("relu") = false,
-           py::arg("threads") = py::none())
-      .def_property_readonly("output_shape", [](const Add& k) { return shape_tuple(k.a_shape()); })
+           py::arg("kind"), py::arg("a_shape"), py::arg("b_shape"), py::kw_only(),
+           py::arg("relu") = false, py::arg("threads") = py::none())
+      .def_property_readonly("kind", &Binary::kind)
+      .def_property_readonly("output_shape", [](const Binary& k) { return shape_tuple(k.a_shape()); })
       .def("run",
-           [](Add& k, py::handle a, py::handle b, py::object out) {
+           [](Binary& k, py::handle a, py::handle b, py::object out) {
              auto av = in_view(a, "a"), bv = in_view(b, "b");
              return run_released(k.a_shape(), out, [&](FloatView o) { k.run(av, bv, o); });
            },
            py::arg("a"), py::arg("b"), py::arg("out") = py::none())
       .def("timeit",
-           [](Add& k, py::handle a, py::handle b, py::object out, int repeats, int warmup) {
+           [](Binary& k, py::handle a, py::handle b, py::object out, int repeats, int warmup) {
              auto av = in_view(a, "a"), bv = in_view(b, "b");
              return time_released(k.a_shape(), out, [&](FloatView o) {
                return k.timeit(av, bv, o, repeats, warmup);
@@ -110,6 +114,40 @@ right); ceil_mode and count_include_pad follow PyTorch.
            },
            py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::kw_only(),
            py::arg("repeats") = 100, py::arg("warmup") = 10, kTimeitDoc);
+
+  py::class_<Transpose, UnaryKernel>(m, "Transpose",
+                                     "Permute axes: output axis i is input axis perm[i].")
+      .def(py::init([](const std::vector<int64_t>& input_shape, const std::vector<int64_t>& perm,
+                       std::optional<int> threads) {
+             return new Transpose(to_shape(input_shape), perm, threads);
+           }),
+           py::arg("input_shape"), py::arg("perm"), py::kw_only(), py::arg("threads") = py::none())
+      .def_property_readonly("perm", &Transpose::perm);
+
+  py::class_<TrilFlatten, Kernel>(m, "TrilFlatten",
+                                  "(B, n, n) -> (B, n*(n-1)/2): the strictly lower triangle, "
+                                  "row by row (DLRM's interaction gather).")
+      .def(py::init([](const std::vector<int64_t>& input_shape, std::optional<int> threads) {
+             return new TrilFlatten(to_shape(input_shape), threads);
+           }),
+           py::arg("input_shape"), py::kw_only(), py::arg("threads") = py::none())
+      .def_property_readonly("output_shape",
+                             [](const TrilFlatten& k) { return shape_tuple(k.output_shape()); })
+      .def("run",
+           [](TrilFlatten& k, py::handle x, py::object out) {
+             auto xv = in_view(x, "x");
+             return run_released(k.output_shape(), out, [&](FloatView o) { k.run(xv, o); });
+           },
+           py::arg("x"), py::arg("out") = py::none())
+      .def("timeit",
+           [](TrilFlatten& k, py::handle x, py::object out, int repeats, int warmup) {
+             auto xv = in_view(x, "x");
+             return time_released(k.output_shape(), out, [&](FloatView o) {
+               return k.timeit(xv, o, repeats, warmup);
+             });
+           },
+           py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("repeats") = 100,
+           py::arg("warmup") = 10, kTimeitDoc);
 
   py::class_<Concat, Kernel>(m, "Concat", "Concatenation of several inputs along `axis`.")
       .def(py::init([](const std::vector<std::vector<int64_t>>& shapes, int axis,

@@ -1,6 +1,7 @@
 # Stubs of the compiled extension pyparbench._core (csrc/bindings/).
 from . import ops as ops
 from . import runtime as runtime
+from . import threading as threading
 
 class DnnlError(RuntimeError):
     """A oneDNN failure; ``status`` is oneDNN's status code, ``status_name`` its name."""

@@ -21,10 +21,12 @@ Eltwise::Eltwise(const std::string& kind, Shape shape, std::optional<int> thread
   } else if (kind == "tanh") {
     a = alg::eltwise_tanh;
   } else if (kind == "gelu") {
+    a = alg::eltwise_gelu_erf;
+  } else if (kind == "gelu_tanh") {
     a = alg::eltwise_gelu_tanh;
   } else {
     throw std::invalid_argument("unknown eltwise kind '" + kind +
-                                "'; expected relu, relu6, sigmoid, tanh or gelu");
+                                "'; expected relu, relu6, sigmoid, tanh, gelu or gelu_tanh");
   }
   ThreadsScope scope(threads_);
   const auto md = plain_md(input_shape());

@@ -9,7 +9,8 @@ namespace ppb {
 
 class Eltwise : public UnaryKernel {
  public:
-  // kind: "relu", "relu6" (clip to [0, 6]), "sigmoid", "tanh", "gelu" (tanh form)
+  // kind: "relu", "relu6" (clip to [0, 6]), "sigmoid", "tanh", "gelu" (exact,
+  // erf form, as BERT), "gelu_tanh" (the tanh approximation)
   Eltwise(const std::string& kind, Shape shape, std::optional<int> threads);
   const std::string& kind() const { return kind_; }
 

@@ -1,0 +1,261 @@
+"""Plain numpy forward pass of any Graph: the correctness oracle for the executor.
+
+Everything is computed in ``dtype`` (float64 by default) straight from the
+op definitions in :mod:`pyparbench.graph`, favouring code that is obviously
+right over code that is fast: convolution is im2col (a sliding-window view)
+followed by one matrix product per group, pooling is a reduction over windows
+of a padded copy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from numpy.lib.stride_tricks import sliding_window_view
+
+from pyparbench.graph import Graph, Node
+
+__all__ = ["reference_forward"]
+
+Array = npt.NDArray[Any]
+_erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf is exact to double
+
+
+def reference_forward(graph: Graph, inputs: Mapping[str, npt.ArrayLike],
+                      dtype: npt.DTypeLike = np.float64,
+                      return_all: bool = False) -> dict[str, Array]:
+    """Run ``graph`` on ``inputs`` with numpy.
+
+    Parameters
+    ----------
+    graph
+        Any graph.
+    inputs
+        One array per graph input, by name (see ``Graph.random_inputs``);
+        float inputs are cast to ``dtype``, indices to int64.
+    dtype
+        Floating type of the computation.
+    return_all
+        Return every node's value (by node name), not only the outputs.
+
+    Returns
+    -------
+    dict
+        Output name -> array (of ``dtype``).
+
+    Raises
+    ------
+    ValueError
+        A missing or unknown input name, or an input of the wrong shape.
+    IndexError
+        An embedding index outside its table.
+    """
+    ft = np.dtype(dtype)
+    if ft.kind != "f":
+        raise ValueError(f"dtype must be a floating type, got {ft}")
+    names = set(graph.input_names)
+    missing, extra = names - set(inputs), set(inputs) - names
+    if missing or extra:
+        raise ValueError(f"graph {graph.name!r} takes inputs {sorted(names)}; "
+                         f"missing {sorted(missing)}, unknown {sorted(extra)}")
+    # A value is dropped once its last reader has run, unless return_all.
+    readers = [len(c) for c in graph.consumers]
+    keep = set(graph.outputs)
+    values: dict[int, Array] = {}
+    for node in graph.nodes:
+        if node.op == "input":
+            values[node.id] = _input(node, inputs[node.name], ft)
+        else:
+            args = [values[j] for j in node.inputs]
+            values[node.id] = _OPS[node.op](node, args, ft)
+            for j in node.inputs:
+                readers[j] -= 1
+                if readers[j] == 0 and j not in keep and not return_all:
+                    del values[j]
+    chosen = range(len(graph.nodes)) if return_all else graph.outputs
+    return {graph.nodes[i].name: values[i] for i in chosen}
+
+
+def _input(node: Node, value: npt.ArrayLike, ft: np.dtype[Any]) -> Array:
+    arr = np.asarray(value)
+    if arr.shape != node.shape:
+        raise ValueError(f"input {node.name!r} must have shape {node.shape}, got {arr.shape}")
+    if node.dtype == "int64":
+        if arr.dtype.kind not in "iu":
+            raise ValueError(f"input {node.name!r} holds indices, got dtype {arr.dtype}")
+        return arr.astype(np.int64)
+    return arr.astype(ft)
+
+
+def _param(node: Node, key: str, ft: np.dtype[Any]) -> Array:
+    return np.asarray(node.params[key], dtype=ft)
+
+
+# ----------------------------------------------------------------------- ops
+
+
+def _conv2d(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    (x,) = args
+    a = node.attrs
+    w = _param(node, "weight", ft)
+    o, cg, kh, kw = w.shape
+    g = a["groups"]
+    (sh, sw), (dh, dw), (pt, pb, pl, pr) = a["stride"], a["dilation"], a["padding"]
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    # Windows of the dilated kernel's extent, then every dh-th / dw-th tap and
+    # every sh-th / sw-th window: (N, C, OH, OW, KH, KW).
+    win = sliding_window_view(xp, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
+    win = win[:, :, ::sh, ::sw, ::dh, ::dw]
+    n, _, oh, ow = win.shape[:4]
+    # im2col per group: (N, G, OH*OW, Cg*KH*KW) @ (G, Cg*KH*KW, O/G).
+    cols = win.reshape(n, g, cg, oh, ow, kh, kw).transpose(0, 1, 3, 4, 2, 5, 6)
+    cols = cols.reshape(n, g, oh * ow, cg * kh * kw)
+    wg = w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1)
+    y = np.matmul(cols, wg)  # (N, G, OH*OW, O/G)
+    y = y.transpose(0, 1, 3, 2).reshape(n, o, oh, ow)
+    if "bias" in node.params:
+        y = y + _param(node, "bias", ft)[None, :, None, None]
+    return np.asarray(np.maximum(y, 0) if a["relu"] else y)
+
+
+def _linear(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    y = args[0] @ _param(node, "weight", ft).T
+    if "bias" in node.params:
+        y = y + _param(node, "bias", ft)
+    return np.maximum(y, 0) if node.attrs["relu"] else y
+
+
+def _matmul(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    a, b = args
+    return np.asarray(np.matmul(a, np.swapaxes(b, -1, -2) if node.attrs["trans_b"] else b))
+
+
+def _embedding_bag(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    (idx,) = args
+    table = node.params["table"]
+    if idx.size and (idx.min() < 0 or idx.max() >= table.shape[0]):
+        bad = idx[(idx < 0) | (idx >= table.shape[0])][0]
+        raise IndexError(f"embedding_bag {node.name!r}: index {bad} outside "
+                         f"[0, {table.shape[0]})")
+    rows = table[idx].astype(ft)  # (batch, bag, dim): gather first, cast only what is read
+    return np.asarray(rows.sum(axis=1) if node.attrs["mode"] == "sum" else rows.mean(axis=1))
+
+
+def _gelu(x: Array) -> Array:
+    """The exact GELU: x * Phi(x) = x / 2 * (1 + erf(x / sqrt 2))."""
+    return np.asarray(0.5 * x * (1 + np.asarray(_erf(x / math.sqrt(2)), dtype=x.dtype)))
+
+
+def _sigmoid(x: Array) -> Array:
+    # exp(-log(1 + exp(-x))) never overflows, unlike 1 / (1 + exp(-x)).
+    return np.exp(-np.logaddexp(0, -x))
+
+
+_ELTWISE: dict[str, Callable[[Array], Array]] = {
+    "relu": lambda x: np.maximum(x, 0),
+    "relu6": lambda x: np.clip(x, 0, 6),
+    "sigmoid": _sigmoid,
+    "tanh": np.tanh,
+    "gelu": _gelu,
+}
+
+
+def _eltwise(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    return _ELTWISE[node.attrs["kind"]](args[0])
+
+
+def _add(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    y = args[0] + args[1]
+    return np.maximum(y, 0) if node.attrs["relu"] else y
+
+
+def _pool2d(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    """PyTorch's pooling: max over the padded window (padding never wins); the
+    average divides by the window cells inside the padded input
+    (count_include_pad) or inside the input itself."""
+    (x,) = args
+    a = node.attrs
+    (kh, kw), (sh, sw), (pt, pb, pl, pr) = a["kernel"], a["stride"], a["padding"]
+    _, _, oh, ow = node.shape
+    h, w = x.shape[2:]
+    # Extra rows / columns past the padding, for the last ceil_mode window.
+    eh = max(0, (oh - 1) * sh + kh - (h + pt + pb))
+    ew = max(0, (ow - 1) * sw + kw - (w + pl + pr))
+    grid = ((pt, pb + eh), (pl, pr + ew))
+    real = np.pad(np.ones((h, w)), grid)  # 1 inside the input
+    padded = np.pad(np.ones((h + pt + pb, w + pl + pr)), ((0, eh), (0, ew)))  # 1 inside padding
+
+    def windows(v: Array) -> Array:
+        return sliding_window_view(v, (kh, kw), axis=(-2, -1))[..., ::sh, ::sw, :, :][
+            ..., :oh, :ow, :, :]
+
+    if a["kind"] == "max":
+        xp = np.pad(x, ((0, 0), (0, 0), *grid), constant_values=-np.inf)
+        return np.asarray(windows(xp).max(axis=(-2, -1)))
+    xp = np.pad(x, ((0, 0), (0, 0), *grid))
+    total = windows(xp).sum(axis=(-2, -1))
+    count = windows(padded if a["count_include_pad"] else real).sum(axis=(-2, -1))
+    return np.asarray(total / count)
+
+
+def _global_avg_pool(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    return np.asarray(args[0].mean(axis=(2, 3)))
+
+
+def _batch_norm(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    (x,) = args
+    bshape = (1, -1) + (1,) * (x.ndim - 2)  # per channel, channels on axis 1
+
+    def p(key: str) -> Array:
+        return _param(node, key, ft).reshape(bshape)
+
+    y = (x - p("mean")) / np.sqrt(p("var") + node.attrs["eps"])
+    if "scale" in node.params:
+        y = y * p("scale")
+    return np.asarray(y + p("shift"))
+
+
+def _layer_norm(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    (x,) = args
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    y = (x - mean) / np.sqrt(var + node.attrs["eps"])
+    return np.asarray(y * _param(node, "scale", ft) + _param(node, "shift", ft))
+
+
+def _softmax(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    ax = node.attrs["axis"]
+    e = np.exp(args[0] - args[0].max(axis=ax, keepdims=True))
+    return np.asarray(e / e.sum(axis=ax, keepdims=True))
+
+
+def _tril_flatten(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    (x,) = args
+    # np.tril_indices lists (i, j), j < i, row by row: dlrm's li / lj order.
+    li, lj = np.tril_indices(x.shape[1], k=-1)
+    return np.asarray(x[:, li, lj])
+
+
+_OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
+    "conv2d": _conv2d,
+    "linear": _linear,
+    "matmul": _matmul,
+    "embedding_bag": _embedding_bag,
+    "eltwise": _eltwise,
+    "add": _add,
+    "mul": lambda node, args, ft: args[0] * args[1],
+    "concat": lambda node, args, ft: np.concatenate(args, axis=node.attrs["axis"]),
+    "pool2d": _pool2d,
+    "global_avg_pool": _global_avg_pool,
+    "batch_norm": _batch_norm,
+    "layer_norm": _layer_norm,
+    "softmax": _softmax,
+    "reshape": lambda node, args, ft: args[0].reshape(node.attrs["shape"]),
+    "transpose": lambda node, args, ft: np.ascontiguousarray(
+        args[0].transpose(node.attrs["perm"])),
+    "tril_flatten": _tril_flatten,
+}
