@@ -9,6 +9,8 @@ __all__ = [
     "info",
     "ops",
     "set_default_threads",
+    "threading",
+    "topology",
 ]
 
 try:
@@ -22,8 +24,9 @@ except ImportError as _exc:
     _CORE_MISSING: ImportError | None = _exc
 else:
     _CORE_MISSING = None
-    from pyparbench import ops
+    from pyparbench import ops, threading
     from pyparbench.info import info
+    from pyparbench.threading.topology import topology
     from pyparbench.threads import get_default_threads, set_default_threads
 
 

@@ -33,7 +33,54 @@ def _print_info(data: dict[str, Any]) -> None:
     ]
     for k, v in rows:
         table.add_row(k, v)
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    if "topology" in data:
+        console.print(_topology_table(data["topology"]))
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def _cpus(cpus: Sequence[int]) -> str:
+    from pyparbench.threading._args import cpu_str
+
+    return cpu_str(cpus)
+
+
+def _topology_table(t: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"topology ({t['source']})", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    cores = t["cores"]
+    for p in range(t["packages"]):
+        mine = [c for c in cores if c["package"] == p]
+        cpus = [cpu for c in mine for cpu in c["cpus"]]
+        table.add_row(f"socket {p}", f"{len(mine)} cores, CPUs {_cpus(cpus)}")
+    for n in t["numa_nodes"]:
+        mem = f", {_size(n['memory'])}" if n["memory"] else ""
+        table.add_row(f"NUMA node {n['os_index']}", f"CPUs {_cpus(n['cpus'])}{mem}")
+    per_core = sorted({len(c["cpus"]) for c in cores})
+    smt = "none" if per_core == [1] else f"{'/'.join(map(str, per_core))} logical CPUs per core"
+    table.add_row("SMT", smt)
+    if t["smt_siblings"]:
+        pairs = sorted({tuple(sorted(c["cpus"])) for c in cores if len(c["cpus"]) > 1})
+        shown = ", ".join("+".join(map(str, p)) for p in pairs[:8])
+        table.add_row("sibling CPUs", shown + (", ..." if len(pairs) > 8 else ""))
+    names = {"data": "d", "instruction": "i", "unified": ""}
+    caches = ", ".join(
+        f"L{c['level']}{names.get(c['type'], '')} {_size(c['size'])} x{c['count']}"
+        + (f" (shared by {c['cpus_per_instance']} CPUs)" if c["cpus_per_instance"] > 1 else "")
+        for c in t["caches"])
+    table.add_row("caches", caches or "unknown")
+    table.add_row("allowed CPUs", _cpus(t["allowed_cpus"]))
+    return table
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -54,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure deep-learning operators and graphs under CPU parallelism knobs.",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    pi = sub.add_parser("info", help="oneDNN build and ISA, OpenMP runtime, CPUs")
+    pi = sub.add_parser("info", help="oneDNN build and ISA, OpenMP runtime, CPUs, topology")
     pi.add_argument("--json", action="store_true", help="print JSON instead of a table")
     pi.set_defaults(func=_cmd_info)
     return p

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from pyparbench._core import runtime as _rt
+from pyparbench.threading.topology import topology, topology_dict
 
 
 def info() -> dict[str, Any]:
@@ -41,6 +42,7 @@ def info() -> dict[str, Any]:
         },
         "compiler": rt["compiler"],
         "default_threads": int(_rt.get_default_threads()),
+        "topology": topology_dict(topology()),
     }
 
 

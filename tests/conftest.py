@@ -17,6 +17,14 @@ def _cpu_count() -> int:
 THREAD_COUNTS = list(range(1, _cpu_count() + 1)) + [_cpu_count() + 1]
 
 
+@pytest.fixture(autouse=True)
+def _scratch_cwd(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Subprocesses started by tests (`python -c`, `python -m pyparbench`) put
+    # the current directory first on sys.path: run them from a scratch
+    # directory so they import the installed package, not the source tree.
+    monkeypatch.chdir(tmp_path_factory.getbasetemp())
+
+
 @pytest.fixture(params=THREAD_COUNTS, ids=lambda t: f"t{t}")
 def threads(request: pytest.FixtureRequest) -> int:
     return int(request.param)

@@ -7,6 +7,8 @@ PYBIND11_MODULE(_core, m) {
   ppb::bind::register_errors(m);
   auto runtime = m.def_submodule("runtime", "Threads, topology and build information");
   ppb::bind::register_runtime(runtime);
+  auto threading = m.def_submodule("threading", "Topology, placement, thread pools and audit");
+  ppb::bind::register_threading(threading);
   auto ops = m.def_submodule("ops", "Prepared operator kernels");
   ppb::bind::register_kernel_base(ops);
   ppb::bind::register_dense_ops(ops);

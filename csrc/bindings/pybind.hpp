@@ -20,6 +20,7 @@ namespace ppb::bind {
 // Each register_<area> adds one area of the API to the module.
 void register_errors(py::module_& m);
 void register_runtime(py::module_& m);
+void register_threading(py::module_& m);
 void register_kernel_base(py::module_& m);
 void register_dense_ops(py::module_& m);
 void register_glue_ops(py::module_& m);

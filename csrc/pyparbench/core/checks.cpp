@@ -33,4 +33,12 @@ void require_positive_dims(const std::string& what, Dims s) {
                                   " has a dimension < 1; every size must be >= 1");
 }
 
+void require_bias_presence(const char* kernel, bool prepared, bool given) {
+  if (prepared == given) return;
+  throw std::invalid_argument(prepared ? std::string("bias is required: this ") + kernel +
+                                             " was prepared with bias"
+                                       : std::string("bias was given but this ") + kernel +
+                                             " was prepared without bias");
+}
+
 }  // namespace ppb

@@ -23,6 +23,9 @@ inline void require_shape(const std::string& what, Dims got, Dims expected) {
 }
 // Throws unless every dimension is >= 1.
 void require_positive_dims(const std::string& what, Dims s);
+// Throws unless a bias is given exactly when `kernel` (a class name) was
+// prepared with one.
+void require_bias_presence(const char* kernel, bool prepared, bool given);
 
 }  // namespace ppb
 
