@@ -75,10 +75,13 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from pyparbench.executor import CompiledGraph
 
 __all__ = [
     "DTYPE_BYTES",
@@ -516,6 +519,12 @@ class Graph:
             "outputs": list(self.outputs),
             "nodes": [n.to_dict() for n in self.nodes],
         }
+
+    def compile(self) -> CompiledGraph:
+        """Compile into a native plan (:mod:`pyparbench.executor`)."""
+        from pyparbench.executor import compile_graph
+
+        return compile_graph(self)
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent)

@@ -14,4 +14,6 @@ PYBIND11_MODULE(_core, m) {
   ppb::bind::register_dense_ops(ops);
   ppb::bind::register_glue_ops(ops);
   ppb::bind::register_embedding_ops(ops);
+  auto graph = m.def_submodule("graph", "Compiled graphs and their executor");
+  ppb::bind::register_graph(graph);
 }

@@ -53,12 +53,12 @@ inline dnnl::convolution_forward::primitive_desc conv_pd(
 
 inline dnnl::eltwise_forward::primitive_desc eltwise_pd(const engine& eng, algorithm alg,
                                                         const memory::desc& data, float alpha,
-                                                        float beta) {
+                                                        float beta, const primitive_attr& attr) {
 #if PPB_DNNL_V3
-  return {eng, prop_kind::forward_inference, alg, data, data, alpha, beta};
+  return {eng, prop_kind::forward_inference, alg, data, data, alpha, beta, attr};
 #else
   return {dnnl::eltwise_forward::desc(prop_kind::forward_inference, alg, data, alpha, beta),
-          eng};
+          attr, eng};
 #endif
 }
 
@@ -75,63 +75,67 @@ inline dnnl::binary::primitive_desc binary_pd(const engine& eng, algorithm alg,
 }
 
 inline dnnl::concat::primitive_desc concat_pd(const engine& eng, const memory::desc& dst,
-                                              int axis, const std::vector<memory::desc>& srcs) {
+                                              int axis, const std::vector<memory::desc>& srcs,
+                                              const primitive_attr& attr) {
 #if PPB_DNNL_V3
-  return {eng, dst, axis, srcs};
+  return {eng, dst, axis, srcs, attr};
 #else
-  return {dst, axis, srcs, eng};
+  return {dst, axis, srcs, eng, attr};
 #endif
 }
 
 inline dnnl::pooling_forward::primitive_desc pooling_pd(
     const engine& eng, algorithm alg, const memory::desc& src, const memory::desc& dst,
     const memory::dims& strides, const memory::dims& kernel, const memory::dims& pad_l,
-    const memory::dims& pad_r) {
+    const memory::dims& pad_r, const primitive_attr& attr) {
   const memory::dims no_dilation(strides.size(), 0);
 #if PPB_DNNL_V3
-  return {eng,    prop_kind::forward_inference, alg, src, dst, strides, kernel, no_dilation,
-          pad_l, pad_r};
+  return {eng,   prop_kind::forward_inference, alg, src, dst, strides, kernel, no_dilation,
+          pad_l, pad_r, attr};
 #else
   // v2's pooling_forward has no dilation argument; pooling_v2_forward does.
   (void)no_dilation;
   return {dnnl::pooling_forward::desc(prop_kind::forward_inference, alg, src, dst, strides,
                                       kernel, pad_l, pad_r),
-          eng};
+          attr, eng};
 #endif
 }
 
 inline dnnl::batch_normalization_forward::primitive_desc batch_norm_pd(
-    const engine& eng, const memory::desc& data, float eps) {
+    const engine& eng, const memory::desc& data, float eps, const primitive_attr& attr) {
   const auto flags = dnnl::normalization_flags::use_global_stats |
                      dnnl::normalization_flags::use_scale |
                      dnnl::normalization_flags::use_shift;
 #if PPB_DNNL_V3
-  return {eng, prop_kind::forward_inference, data, data, eps, flags};
+  return {eng, prop_kind::forward_inference, data, data, eps, flags, attr};
 #else
   return {dnnl::batch_normalization_forward::desc(prop_kind::forward_inference, data, eps,
                                                   flags),
-          eng};
+          attr, eng};
 #endif
 }
 
 inline dnnl::layer_normalization_forward::primitive_desc layer_norm_pd(
-    const engine& eng, const memory::desc& data, const memory::desc& stats, float eps) {
+    const engine& eng, const memory::desc& data, const memory::desc& stats, float eps,
+    const primitive_attr& attr) {
   const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
 #if PPB_DNNL_V3
-  return {eng, prop_kind::forward_inference, data, data, stats, eps, flags};
+  return {eng, prop_kind::forward_inference, data, data, stats, eps, flags, attr};
 #else
   return {dnnl::layer_normalization_forward::desc(prop_kind::forward_inference, data, stats,
                                                   eps, flags),
-          eng};
+          attr, eng};
 #endif
 }
 
 inline dnnl::softmax_forward::primitive_desc softmax_pd(const engine& eng,
-                                                        const memory::desc& data, int axis) {
+                                                        const memory::desc& data, int axis,
+                                                        const primitive_attr& attr) {
 #if PPB_DNNL_V3
-  return {eng, prop_kind::forward_inference, algorithm::softmax_accurate, data, data, axis};
+  return {eng, prop_kind::forward_inference, algorithm::softmax_accurate, data, data, axis,
+          attr};
 #else
-  return {dnnl::softmax_forward::desc(prop_kind::forward_inference, data, axis), eng};
+  return {dnnl::softmax_forward::desc(prop_kind::forward_inference, data, axis), attr, eng};
 #endif
 }
 

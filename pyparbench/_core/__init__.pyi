@@ -1,4 +1,5 @@
 # Stubs of the compiled extension pyparbench._core (csrc/bindings/).
+from . import graph as graph
 from . import ops as ops
 from . import runtime as runtime
 from . import threading as threading

@@ -21,16 +21,17 @@ Binary::Binary(const std::string& kind, Shape a, Shape b, bool relu, std::option
                                 " (same rank, each size equal or 1)");
   ThreadsScope scope(threads_);
   const auto a_md = plain_md(a_), b_md = plain_md(b_);
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = base_attr();
   if (relu) {
     dnnl::post_ops ops;
     compat::append_eltwise(ops, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     attr.set_post_ops(ops);
   }
-  prim_ = dnnl::binary(
-      compat::binary_pd(cpu_engine(),
-                        kind == "add" ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul,
-                        a_md, b_md, a_md, attr));
+  const auto pd = compat::binary_pd(
+      cpu_engine(), kind == "add" ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul,
+      a_md, b_md, a_md, attr);
+  prim_ = dnnl::binary(pd);
+  add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC_0, a_md);
   add_arg(DNNL_ARG_SRC_1, b_md);
   add_arg(DNNL_ARG_DST, a_md);

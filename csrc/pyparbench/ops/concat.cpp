@@ -33,7 +33,9 @@ Concat::Concat(std::vector<Shape> inputs, int axis, std::optional<int> threads)
   std::vector<dnnl::memory::desc> srcs;
   for (const auto& s : inputs_) srcs.push_back(plain_md(s));
   const auto dst = plain_md(out_);
-  prim_ = dnnl::concat(compat::concat_pd(cpu_engine(), dst, axis_, srcs));
+  const auto pd = compat::concat_pd(cpu_engine(), dst, axis_, srcs, base_attr());
+  prim_ = dnnl::concat(pd);
+  add_scratchpad(pd);
   for (size_t i = 0; i < srcs.size(); ++i) add_arg(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), srcs[i]);
   add_arg(DNNL_ARG_DST, dst);
 }

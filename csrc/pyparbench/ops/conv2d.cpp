@@ -62,7 +62,7 @@ Conv2d::Conv2d(const Conv2dConfig& cfg, std::optional<int> threads)
   const memory::desc any_weights(wdims, f32, tag::any);
   const memory::desc bias = cfg.bias ? memory::desc({cfg.out_channels}, f32, tag::x)
                                      : memory::desc();
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = base_attr();
   if (cfg.relu) {
     dnnl::post_ops ops;
     compat::append_eltwise(ops, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
@@ -75,6 +75,7 @@ Conv2d::Conv2d(const Conv2dConfig& cfg, std::optional<int> threads)
                                   {cfg.pad_top, cfg.pad_left}, {cfg.pad_bottom, cfg.pad_right},
                                   attr);
   prim_ = dnnl::convolution_forward(pd);
+  add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC, src);
   add_arg(DNNL_ARG_DST, dst);
   add_owned_arg(DNNL_ARG_WEIGHTS, pd.weights_desc());

@@ -30,7 +30,9 @@ Eltwise::Eltwise(const std::string& kind, Shape shape, std::optional<int> thread
   }
   ThreadsScope scope(threads_);
   const auto md = plain_md(input_shape());
-  prim_ = dnnl::eltwise_forward(compat::eltwise_pd(cpu_engine(), a, md, alpha, beta));
+  const auto pd = compat::eltwise_pd(cpu_engine(), a, md, alpha, beta, base_attr());
+  prim_ = dnnl::eltwise_forward(pd);
+  add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC, md);
   add_arg(DNNL_ARG_DST, md);
 }

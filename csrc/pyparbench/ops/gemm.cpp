@@ -46,7 +46,7 @@ Gemm::Gemm(const GemmConfig& cfg, std::optional<int> threads) : PrimitiveKernel(
   const auto dst = operand_md(cfg.batch, cfg.m, cfg.n, false);
   const auto bias = cfg.bias ? plain_md(cfg.batch > 0 ? Shape{1, 1, cfg.n} : Shape{1, cfg.n})
                              : memory::desc();
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = base_attr();
   if (cfg.relu) {
     dnnl::post_ops ops;
     compat::append_eltwise(ops, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
@@ -54,6 +54,7 @@ Gemm::Gemm(const GemmConfig& cfg, std::optional<int> threads) : PrimitiveKernel(
   }
   const auto pd = compat::matmul_pd(cpu_engine(), src, wei, bias, dst, attr);
   prim_ = dnnl::matmul(pd);
+  add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC, src);
   add_arg(DNNL_ARG_WEIGHTS, wei);
   add_arg(DNNL_ARG_DST, dst);

@@ -38,8 +38,9 @@ BatchNorm::BatchNorm(Shape shape, float eps, std::optional<int> threads)
   param_shape_ = {shape_[1]};
   ThreadsScope scope(threads_);
   const auto md = plain_md(shape_);
-  const auto pd = compat::batch_norm_pd(cpu_engine(), md, eps);
+  const auto pd = compat::batch_norm_pd(cpu_engine(), md, eps, base_attr());
   prim_ = dnnl::batch_normalization_forward(pd);
+  add_scratchpad(pd);
   const auto channels = plain_md({shape_[1]});
   add_arg(DNNL_ARG_SRC, md);
   add_arg(DNNL_ARG_DST, md);
@@ -87,8 +88,9 @@ LayerNorm::LayerNorm(Shape shape, float eps, std::optional<int> threads)
   ThreadsScope scope(threads_);
   const auto md = plain_md(shape_);
   const auto stats = plain_md(Shape(shape_.begin(), shape_.end() - 1));
-  const auto pd = compat::layer_norm_pd(cpu_engine(), md, stats, eps);
+  const auto pd = compat::layer_norm_pd(cpu_engine(), md, stats, eps, base_attr());
   prim_ = dnnl::layer_normalization_forward(pd);
+  add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC, md);
   add_arg(DNNL_ARG_DST, md);
   add_arg(DNNL_ARG_SCALE, plain_md({shape_.back()}));

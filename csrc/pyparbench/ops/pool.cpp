@@ -75,10 +75,11 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
 
   ThreadsScope scope(threads_);
   const auto src = plain_md(in), dst = plain_md(output_shape());
-  prim_ = dnnl::pooling_forward(compat::pooling_pd(cpu_engine(), alg, src, dst,
-                                                   {cfg.stride_h, cfg.stride_w},
-                                                   {cfg.kh, cfg.kw},
-                                                   {cfg.pad_top, cfg.pad_left}, {pb, pr}));
+  const auto pd = compat::pooling_pd(cpu_engine(), alg, src, dst, {cfg.stride_h, cfg.stride_w},
+                                     {cfg.kh, cfg.kw}, {cfg.pad_top, cfg.pad_left}, {pb, pr},
+                                     base_attr());
+  prim_ = dnnl::pooling_forward(pd);
+  add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC, src);
   add_arg(DNNL_ARG_DST, dst);
 }
@@ -108,9 +109,11 @@ GlobalAvgPool::GlobalAvgPool(Shape input_nchw, std::optional<int> threads)
   set_output_shape({in[0], in[1]});
   ThreadsScope scope(threads_);
   const auto src = plain_md(in), dst = plain_md({in[0], in[1], 1, 1});
-  prim_ = dnnl::pooling_forward(compat::pooling_pd(
-      cpu_engine(), dnnl::algorithm::pooling_avg_exclude_padding, src, dst, {1, 1},
-      {in[2], in[3]}, {0, 0}, {0, 0}));
+  const auto pd = compat::pooling_pd(cpu_engine(), dnnl::algorithm::pooling_avg_exclude_padding,
+                                     src, dst, {1, 1}, {in[2], in[3]}, {0, 0}, {0, 0},
+                                     base_attr());
+  prim_ = dnnl::pooling_forward(pd);
+  add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC, src);
   add_arg(DNNL_ARG_DST, dst);
 }

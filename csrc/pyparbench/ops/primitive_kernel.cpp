@@ -10,6 +10,17 @@ dnnl::memory::desc plain_md(const Shape& shape) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
+dnnl::primitive_attr PrimitiveKernel::base_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void PrimitiveKernel::add_scratchpad(const dnnl::primitive_desc_base& pd) {
+  const auto md = pd.scratchpad_desc();
+  if (md.get_size() > 0) add_owned_arg(DNNL_ARG_SCRATCHPAD, md);
+}
+
 void PrimitiveKernel::add_arg(int key, const dnnl::memory::desc& md) {
   args_[key] = dnnl::memory(md, cpu_engine(), DNNL_MEMORY_NONE);
 }

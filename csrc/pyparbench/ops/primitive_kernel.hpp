@@ -20,6 +20,13 @@ class PrimitiveKernel : public Kernel {
  protected:
   using Kernel::Kernel;
 
+  // Attributes every primitive is created with: a user-managed scratchpad.
+  // oneDNN's library-managed one is shared between primitives, which then
+  // cannot run at once (the async executor runs independent nodes at once).
+  static dnnl::primitive_attr base_attr();
+  // Gives the kernel its own scratchpad, sized for this primitive.
+  void add_scratchpad(const dnnl::primitive_desc_base& pd);
+
   // Creates the memory object for argument `key`, with no buffer yet.
   void add_arg(int key, const dnnl::memory::desc& md);
   // Adds an argument that owns its buffer (weights in the primitive's layout).

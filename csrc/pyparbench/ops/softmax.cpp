@@ -16,7 +16,9 @@ Softmax::Softmax(Shape shape, int axis, std::optional<int> threads)
                             std::to_string(rank));
   ThreadsScope scope(threads_);
   const auto md = plain_md(input_shape());
-  prim_ = dnnl::softmax_forward(compat::softmax_pd(cpu_engine(), md, axis_));
+  const auto pd = compat::softmax_pd(cpu_engine(), md, axis_, base_attr());
+  prim_ = dnnl::softmax_forward(pd);
+  add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC, md);
   add_arg(DNNL_ARG_DST, md);
 }

@@ -33,7 +33,9 @@ Transpose::Transpose(Shape input, std::vector<int64_t> perm, std::optional<int> 
   const dnnl::memory::desc src(dnnl::memory::dims(out.begin(), out.end()),
                                dnnl::memory::data_type::f32, view_strides);
   const auto dst = plain_md(out);
-  prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), src, cpu_engine(), dst));
+  const dnnl::reorder::primitive_desc pd(cpu_engine(), src, cpu_engine(), dst, base_attr());
+  prim_ = dnnl::reorder(pd);
+  add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC, src);
   add_arg(DNNL_ARG_DST, dst);
 }

@@ -1,0 +1,146 @@
+// The native plan of a graph: node specs and settings filled in from Python
+// (pyparbench/executor.py), then compiled and run with no Python in the loop.
+#include "bindings/pybind.hpp"
+#include "pyparbench/core/checks.hpp"
+#include "pyparbench/graph/exec_settings.hpp"
+#include "pyparbench/graph/instances.hpp"
+#include "pyparbench/graph/plan.hpp"
+#include "pyparbench/threading/audit.hpp"
+
+#include <cstring>
+
+namespace ppb::bind {
+
+namespace {
+
+py::dict run_result(RunResult&& r) {
+  py::dict d;
+  d["ns"] = as_array(std::move(r.ns));
+  py::list trace;
+  for (const auto& e : r.trace) trace.append(py::make_tuple(e.node, e.worker, e.cpu, e.start_ns, e.end_ns));
+  d["trace"] = trace;
+  return d;
+}
+
+}  // namespace
+
+void register_graph(py::module_& m) {
+  py::class_<NodeSpec>(m, "NodeSpec", "One node of a plan (see pyparbench/graph.py for the ops).")
+      .def(py::init<>())
+      .def_readwrite("op", &NodeSpec::op)
+      .def_readwrite("name", &NodeSpec::name)
+      .def_readwrite("inputs", &NodeSpec::inputs)
+      .def_readwrite("shape", &NodeSpec::shape)
+      .def_readwrite("int64", &NodeSpec::int64)
+      .def_readwrite("kind", &NodeSpec::kind)
+      .def_readwrite("mode", &NodeSpec::mode)
+      .def_readwrite("kernel", &NodeSpec::kernel)
+      .def_readwrite("stride", &NodeSpec::stride)
+      .def_readwrite("dilation", &NodeSpec::dilation)
+      .def_readwrite("padding", &NodeSpec::padding)
+      .def_readwrite("groups", &NodeSpec::groups)
+      .def_readwrite("axis", &NodeSpec::axis)
+      .def_readwrite("eps", &NodeSpec::eps)
+      .def_readwrite("relu", &NodeSpec::relu)
+      .def_readwrite("trans_b", &NodeSpec::trans_b)
+      .def_readwrite("ceil_mode", &NodeSpec::ceil_mode)
+      .def_readwrite("count_include_pad", &NodeSpec::count_include_pad)
+      .def_readwrite("perm", &NodeSpec::perm)
+      .def("set_param",
+           [](NodeSpec& s, const std::string& name, py::handle array) {
+             ConstFloatView v = in_view(array, name.c_str());
+             s.params[name] = ParamArray{v.data, v.shape.to_shape()};
+           },
+           py::arg("name"), py::arg("array"),
+           "Borrow a float32 C-contiguous parameter array: the caller keeps it alive.");
+
+  py::class_<ExecSettings>(m, "ExecSettings", "Resolved execution settings of one plan run.")
+      .def(py::init<>())
+      .def_property(
+          "scheduler", [](const ExecSettings& s) { return s.scheduler == Scheduler::sync ? "sync" : "async"; },
+          [](ExecSettings& s, const std::string& v) { s.scheduler = parse_scheduler(v); })
+      .def_property(
+          "operator",
+          [](const ExecSettings& s) { return s.op_mode == OperatorMode::library ? "library" : "framework"; },
+          [](ExecSettings& s, const std::string& v) { s.op_mode = parse_operator_mode(v); })
+      .def_readwrite("inter_op", &ExecSettings::inter_op)
+      .def_readwrite("intra_op", &ExecSettings::intra_op)
+      .def_readwrite("library", &ExecSettings::library)
+      .def_readwrite("pool", &ExecSettings::pool)
+      .def_readwrite("worker_cpus", &ExecSettings::worker_cpus)
+      .def_readwrite("node_group", &ExecSettings::node_group)
+      .def_readwrite("groups", &ExecSettings::groups);
+
+  py::class_<Plan>(m, "Plan", "A compiled graph: prepared kernels, buffers, dependencies.")
+      .def(py::init([](std::vector<NodeSpec> nodes, std::vector<int> outputs) {
+             return new Plan(std::move(nodes), std::move(outputs));
+           }),
+           py::arg("nodes"), py::arg("outputs"))
+      .def("set_input",
+           [](Plan& p, int node, py::handle array) {
+             const NodeSpec& s = p.nodes().at(static_cast<size_t>(node));
+             const void* data;
+             size_t bytes;
+             if (s.int64) {
+               IndexView v = index_view(array, s.name.c_str());
+               if (!v.is64) throw py::type_error("input '" + s.name + "' must be int64");
+               require_shape(s.name, v.shape, s.shape);
+               data = v.data;
+               bytes = static_cast<size_t>(v.size()) * 8;
+             } else {
+               ConstFloatView v = in_view(array, s.name.c_str());
+               require_shape(s.name, v.shape, s.shape);
+               data = v.data;
+               bytes = static_cast<size_t>(v.size()) * 4;
+             }
+             p.set_input(node, data, bytes);
+           },
+           py::arg("node"), py::arg("array"))
+      .def("output",
+           [](const Plan& p, int node) {
+             const NodeSpec& s = p.nodes().at(static_cast<size_t>(node));
+             py::array_t<float> a(std::vector<py::ssize_t>(s.shape.begin(), s.shape.end()));
+             std::memcpy(a.mutable_data(), p.buffer(node), p.buffer_bytes(node));
+             return a;
+           },
+           py::arg("node"), "A copy of a node's output buffer.")
+      .def("run",
+           [](Plan& p, const ExecSettings& s, int repeats, int warmup, bool trace,
+              std::shared_ptr<Audit> audit) {
+             RunResult r;
+             {
+               py::gil_scoped_release nogil;
+               r = p.run(s, repeats, warmup, trace, audit);
+             }
+             return run_result(std::move(r));
+           },
+           py::arg("settings"), py::kw_only(), py::arg("repeats") = 10, py::arg("warmup") = 2,
+           py::arg("trace") = false, py::arg("audit") = nullptr,
+           "Run warmup + repeats times; returns {'ns': per-repeat ns, 'trace': [(node, "
+           "worker, cpu, start_ns, end_ns)] of the last repeat when asked}.")
+      .def("blocks", [](Plan& p, const ExecSettings& s) {
+             py::gil_scoped_release nogil;
+             return p.blocks(s);
+           },
+           py::arg("settings"), "Blocks each node is cut into under these settings.");
+
+  m.def("run_instances",
+        [](const std::vector<Plan*>& plans, const std::vector<ExecSettings>& settings,
+           int repeats, int warmup) {
+          std::vector<std::vector<double>> per;
+          std::vector<double> ns;
+          {
+            py::gil_scoped_release nogil;
+            ns = run_instances(plans, settings, repeats, warmup, per);
+          }
+          py::list each;
+          for (auto& v : per) each.append(as_array(std::move(v)));
+          return py::make_tuple(as_array(std::move(ns)), each);
+        },
+        py::arg("plans"), py::arg("settings"), py::kw_only(), py::arg("repeats") = 10,
+        py::arg("warmup") = 2,
+        "Run plans side by side (data parallelism), meeting before every repeat; returns "
+        "(per-repeat ns of all together, [per-repeat ns of each instance]).");
+}
+
+}  // namespace ppb::bind

@@ -1,0 +1,44 @@
+#include "pyparbench/graph/exec_settings.hpp"
+
+#include <stdexcept>
+
+namespace ppb {
+
+Scheduler parse_scheduler(const std::string& s) {
+  if (s == "sync") return Scheduler::sync;
+  if (s == "async") return Scheduler::async;
+  throw std::invalid_argument("scheduler must be 'sync' or 'async', got '" + s + "'");
+}
+
+OperatorMode parse_operator_mode(const std::string& s) {
+  if (s == "library") return OperatorMode::library;
+  if (s == "framework") return OperatorMode::framework;
+  throw std::invalid_argument("operator must be 'library' or 'framework', got '" + s + "'");
+}
+
+void validate(const ExecSettings& s, size_t nodes) {
+  if (s.inter_op < 1)
+    throw std::invalid_argument("inter_op must be >= 1, got " + std::to_string(s.inter_op));
+  if (s.intra_op < 1)
+    throw std::invalid_argument("intra_op must be >= 1, got " + std::to_string(s.intra_op));
+  if (s.scheduler == Scheduler::sync && s.inter_op != 1)
+    throw std::invalid_argument("the sync scheduler runs one node at a time: inter_op must be 1, "
+                                "got " + std::to_string(s.inter_op));
+  if (!s.worker_cpus.empty() && static_cast<int>(s.worker_cpus.size()) != s.inter_op)
+    throw std::invalid_argument("worker_cpus must have one list per inter-op worker (" +
+                                std::to_string(s.inter_op) + "), got " +
+                                std::to_string(s.worker_cpus.size()));
+  if (s.groups < 1 || s.groups > s.inter_op)
+    throw std::invalid_argument("groups must be between 1 and inter_op (" +
+                                std::to_string(s.inter_op) + "), got " + std::to_string(s.groups));
+  if (!s.node_group.empty() && s.node_group.size() != nodes)
+    throw std::invalid_argument("node_group must have one entry per node (" +
+                                std::to_string(nodes) + "), got " +
+                                std::to_string(s.node_group.size()));
+  for (int g : s.node_group)
+    if (g < 0 || g >= s.groups)
+      throw std::invalid_argument("node_group entries must be in [0, " +
+                                  std::to_string(s.groups) + "), got " + std::to_string(g));
+}
+
+}  // namespace ppb

@@ -1,0 +1,294 @@
+#include "pyparbench/graph/node_runner.hpp"
+
+#include "pyparbench/core/checks.hpp"
+#include "pyparbench/ops/binary.hpp"
+#include "pyparbench/ops/concat.hpp"
+#include "pyparbench/ops/conv2d.hpp"
+#include "pyparbench/ops/eltwise.hpp"
+#include "pyparbench/ops/embedding_bag.hpp"
+#include "pyparbench/ops/gemm.hpp"
+#include "pyparbench/ops/normalization.hpp"
+#include "pyparbench/ops/pool.hpp"
+#include "pyparbench/ops/softmax.hpp"
+#include "pyparbench/ops/transpose.hpp"
+#include "pyparbench/ops/tril_flatten.hpp"
+#include "pyparbench/threading/pool.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+
+namespace ppb {
+
+namespace {
+
+ConstFloatView cview(const Tensor& t) { return {static_cast<const float*>(t.data), t.shape}; }
+FloatView fview(const Tensor& t) { return {static_cast<float*>(t.data), t.shape}; }
+
+int64_t inner_size(const Shape& s) {
+  int64_t n = 1;
+  for (size_t i = 1; i < s.size(); ++i) n *= s[i];
+  return n;
+}
+
+// Rows [r0, r1) of a tensor along its leading axis.
+Tensor rows(const Tensor& t, int64_t r0, int64_t r1, size_t elem) {
+  Tensor s{static_cast<char*>(t.data) + r0 * inner_size(t.shape) * static_cast<int64_t>(elem),
+           t.shape};
+  s.shape[0] = r1 - r0;
+  return s;
+}
+
+// A prepared kernel and the call that runs it on fixed buffers. The
+// closure owns copies of every shape its views point at.
+struct Call {
+  std::unique_ptr<Kernel> kernel;
+  std::function<void()> fn;
+};
+
+template <class K>
+Call make_call(std::unique_ptr<K> k, std::function<void(K&)> body) {
+  K* raw = k.get();
+  return {std::move(k), [raw, body = std::move(body)] { body(*raw); }};
+}
+
+const ParamArray& param(const NodeSpec& s, const char* name) {
+  auto it = s.params.find(name);
+  if (it == s.params.end() || !it->second.data)
+    throw std::invalid_argument("node '" + s.name + "' (" + s.op + ") has no '" + name +
+                                "' parameter");
+  return it->second;
+}
+
+const ParamArray* optional_param(const NodeSpec& s, const char* name) {
+  auto it = s.params.find(name);
+  return it == s.params.end() || !it->second.data ? nullptr : &it->second;
+}
+
+ConstFloatView pview(const ParamArray& p) { return {p.data, p.shape}; }
+
+// The heavy ops go through the chosen math library.
+void require_onednn(const NodeSpec& s, const ExecSettings& st) {
+  if (st.library != "onednn")
+    throw std::invalid_argument("library '" + st.library + "' cannot run node '" + s.name +
+                                "' (" + s.op + ")");
+}
+
+// One kernel for the node on these (possibly sliced) tensors.
+Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const Tensor& out,
+                      int threads, const ExecSettings& st, const std::vector<float>& ones) {
+  const std::string& op = s.op;
+  if (op == "conv2d") {
+    require_onednn(s, st);
+    const Shape& x = ins[0].shape;
+    Conv2dConfig c;
+    c.n = x[0]; c.c = x[1]; c.h = x[2]; c.w = x[3];
+    c.out_channels = out.shape[1];
+    const ParamArray& w = param(s, "weight");
+    c.kh = w.shape[2]; c.kw = w.shape[3];
+    c.stride_h = s.stride[0]; c.stride_w = s.stride[1];
+    c.pad_top = s.padding[0]; c.pad_bottom = s.padding[1];
+    c.pad_left = s.padding[2]; c.pad_right = s.padding[3];
+    c.dilation_h = s.dilation[0]; c.dilation_w = s.dilation[1];
+    c.groups = s.groups;
+    const ParamArray* b = optional_param(s, "bias");
+    c.bias = b != nullptr;
+    c.relu = s.relu;
+    auto k = std::make_unique<Conv2d>(c, threads);
+    k->set_weights(pview(w), b ? pview(*b) : ConstFloatView{});
+    return make_call<Conv2d>(std::move(k), [x = ins[0], y = out](Conv2d& k) {
+      k.run(cview(x), fview(y));
+    });
+  }
+  if (op == "linear") {
+    require_onednn(s, st);
+    const ParamArray& w = param(s, "weight");
+    const ParamArray* b = optional_param(s, "bias");
+    const int64_t k_dim = ins[0].shape.back(), n = w.shape[0];
+    const int64_t m = ins[0].shape.size() == 3 ? ins[0].shape[0] * ins[0].shape[1]
+                                               : ins[0].shape[0];
+    GemmConfig g{0, m, n, k_dim, false, true, b != nullptr, s.relu};
+    auto k = std::make_unique<Gemm>(g, threads);
+    const Tensor a{ins[0].data, {m, k_dim}}, y{out.data, {m, n}};
+    const ParamArray wp = w, bp = b ? *b : ParamArray{};
+    return make_call<Gemm>(std::move(k), [a, y, wp, bp](Gemm& k) {
+      k.run(cview(a), pview(wp), pview(bp), fview(y));
+    });
+  }
+  if (op == "matmul") {
+    require_onednn(s, st);
+    const Shape &a = ins[0].shape, &b = ins[1].shape;
+    const bool batched = a.size() == 3;
+    const int64_t m = a[a.size() - 2], k_dim = a.back();
+    const int64_t n = s.trans_b ? b[b.size() - 2] : b.back();
+    GemmConfig g{batched ? a[0] : 0, m, n, k_dim, false, s.trans_b, false, false};
+    auto k = std::make_unique<Gemm>(g, threads);
+    return make_call<Gemm>(std::move(k), [x = ins[0], w = ins[1], y = out](Gemm& k) {
+      k.run(cview(x), cview(w), {}, fview(y));
+    });
+  }
+  if (op == "embedding_bag") {
+    const ParamArray& t = param(s, "table");
+    auto k = std::make_unique<EmbeddingBag>(t.shape[0], t.shape[1], parse_bag_mode(s.mode),
+                                            threads);
+    const ParamArray tp = t;
+    return make_call<EmbeddingBag>(std::move(k), [tp, idx = ins[0], y = out](EmbeddingBag& k) {
+      IndexView iv{idx.data, idx.shape, true};
+      k.run(pview(tp), iv, {}, {}, fview(y));
+    });
+  }
+  if (op == "eltwise") {
+    auto k = std::make_unique<Eltwise>(s.kind, out.shape, threads);
+    return make_call<Eltwise>(std::move(k), [x = ins[0], y = out](Eltwise& k) {
+      k.run(cview(x), fview(y));
+    });
+  }
+  if (op == "add" || op == "mul") {
+    auto k = std::make_unique<Binary>(op, ins[0].shape, ins[1].shape, s.relu, threads);
+    return make_call<Binary>(std::move(k), [a = ins[0], b = ins[1], y = out](Binary& k) {
+      k.run(cview(a), cview(b), fview(y));
+    });
+  }
+  if (op == "concat") {
+    std::vector<Shape> shapes;
+    for (const auto& t : ins) shapes.push_back(t.shape);
+    auto k = std::make_unique<Concat>(shapes, s.axis, threads);
+    return make_call<Concat>(std::move(k), [xs = ins, y = out](Concat& k) {
+      std::vector<ConstFloatView> views;
+      views.reserve(xs.size());
+      for (const auto& t : xs) views.push_back(cview(t));
+      k.run(views, fview(y));
+    });
+  }
+  if (op == "pool2d") {
+    Pool2dConfig c{s.kind,         s.kernel[0],  s.kernel[1],  s.stride[0],
+                   s.stride[1],    s.padding[0], s.padding[1], s.padding[2],
+                   s.padding[3],   s.ceil_mode,  s.count_include_pad};
+    auto k = std::make_unique<Pool2d>(c, ins[0].shape, threads);
+    return make_call<Pool2d>(std::move(k), [x = ins[0], y = out](Pool2d& k) {
+      k.run(cview(x), fview(y));
+    });
+  }
+  if (op == "global_avg_pool") {
+    auto k = std::make_unique<GlobalAvgPool>(ins[0].shape, threads);
+    return make_call<GlobalAvgPool>(std::move(k), [x = ins[0], y = out](GlobalAvgPool& k) {
+      k.run(cview(x), fview(y));
+    });
+  }
+  if (op == "batch_norm") {
+    // The kernel takes (N, C) or (N, C, H, W): other ranks fold into H.
+    Shape s4 = ins[0].shape;
+    if (s4.size() != 2 && s4.size() != 4) s4 = {s4[0], s4[1], inner_size(s4) / s4[1], 1};
+    auto k = std::make_unique<BatchNorm>(s4, s.eps, threads);
+    const ParamArray mean = param(s, "mean"), var = param(s, "var"), shift = param(s, "shift");
+    const ParamArray* sc = optional_param(s, "scale");
+    const ParamArray scale = sc ? *sc : ParamArray{ones.data(), {s4[1]}};
+    const Tensor x{ins[0].data, s4}, y{out.data, s4};
+    return make_call<BatchNorm>(std::move(k), [=](BatchNorm& k) {
+      k.run(cview(x), pview(mean), pview(var), pview(scale), pview(shift), fview(y));
+    });
+  }
+  if (op == "layer_norm") {
+    auto k = std::make_unique<LayerNorm>(ins[0].shape, s.eps, threads);
+    const ParamArray scale = param(s, "scale"), shift = param(s, "shift");
+    return make_call<LayerNorm>(std::move(k), [=, x = ins[0], y = out](LayerNorm& k) {
+      k.run(cview(x), pview(scale), pview(shift), fview(y));
+    });
+  }
+  if (op == "softmax") {
+    auto k = std::make_unique<Softmax>(ins[0].shape, s.axis, threads);
+    return make_call<Softmax>(std::move(k), [x = ins[0], y = out](Softmax& k) {
+      k.run(cview(x), fview(y));
+    });
+  }
+  if (op == "transpose") {
+    auto k = std::make_unique<Transpose>(ins[0].shape, s.perm, threads);
+    return make_call<Transpose>(std::move(k), [x = ins[0], y = out](Transpose& k) {
+      k.run(cview(x), fview(y));
+    });
+  }
+  if (op == "tril_flatten") {
+    auto k = std::make_unique<TrilFlatten>(ins[0].shape, threads);
+    return make_call<TrilFlatten>(std::move(k), [x = ins[0], y = out](TrilFlatten& k) {
+      k.run(cview(x), fview(y));
+    });
+  }
+  throw std::invalid_argument("node '" + s.name + "': unknown op '" + op + "'");
+}
+
+// Which inputs are cut along with the output's leading axis in framework
+// mode; false for an op that cannot be cut there.
+bool split_inputs(const NodeSpec& s, const std::vector<Tensor>& ins, std::vector<bool>& cut) {
+  const std::string& op = s.op;
+  cut.assign(ins.size(), true);
+  if (op == "softmax" || op == "concat") return s.axis != 0;
+  if (op == "transpose") return !s.perm.empty() && s.perm[0] == 0;
+  if (op == "matmul") {
+    cut[1] = ins[0].shape.size() == 3;  // 2-D: b is the same for every row block
+    return true;
+  }
+  if (op == "add" || op == "mul") {
+    cut[1] = ins[1].shape[0] == ins[0].shape[0] && ins[0].shape[0] > 1;
+    return true;
+  }
+  return true;
+}
+
+class LibraryRunner : public NodeRunner {
+ public:
+  explicit LibraryRunner(Call c) : call_(std::move(c)) {}
+  void run(ThreadPool*) override { call_.fn(); }
+  int blocks() const override { return 1; }
+
+ private:
+  Call call_;
+};
+
+class SplitRunner : public NodeRunner {
+ public:
+  explicit SplitRunner(std::vector<Call> blocks) : blocks_(std::move(blocks)) {}
+  void run(ThreadPool* pool) override {
+    if (blocks_.size() == 1 || !pool) {
+      for (auto& b : blocks_) b.fn();
+      return;
+    }
+    pool->parallel_for(static_cast<int64_t>(blocks_.size()),
+                       [this](int64_t i) { blocks_[static_cast<size_t>(i)].fn(); });
+  }
+  int blocks() const override { return static_cast<int>(blocks_.size()); }
+
+ private:
+  std::vector<Call> blocks_;
+};
+
+}  // namespace
+
+std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::vector<Tensor>& ins,
+                                             const Tensor& out, const ExecSettings& settings,
+                                             const std::vector<float>& ones) {
+  if (spec.is_alias()) return nullptr;
+  if (settings.op_mode == OperatorMode::library)
+    return std::make_unique<LibraryRunner>(
+        make_kernel_call(spec, ins, out, settings.intra_op, settings, ones));
+
+  // Framework mode: intra_op blocks of the leading axis (fewer when it is
+  // shorter), each single-threaded.
+  std::vector<bool> cut;
+  const int64_t lead = out.shape.empty() ? 1 : out.shape[0];
+  const bool splittable = split_inputs(spec, ins, cut);
+  const int64_t blocks = splittable ? std::min<int64_t>(settings.intra_op, lead) : 1;
+  std::vector<Call> calls;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t r0 = lead * b / blocks, r1 = lead * (b + 1) / blocks;
+    std::vector<Tensor> bins;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      const size_t elem = (spec.op == "embedding_bag") ? sizeof(int64_t) : sizeof(float);
+      bins.push_back(blocks > 1 && cut[i] ? rows(ins[i], r0, r1, elem) : ins[i]);
+    }
+    const Tensor bout = blocks > 1 ? rows(out, r0, r1, sizeof(float)) : out;
+    calls.push_back(make_kernel_call(spec, bins, bout, 1, settings, ones));
+  }
+  return std::make_unique<SplitRunner>(std::move(calls));
+}
+
+}  // namespace ppb

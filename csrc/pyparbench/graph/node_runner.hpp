@@ -1,0 +1,39 @@
+// What runs one node of a plan: its prepared kernel(s) bound to the plan's
+// buffers. In library mode one kernel threads the op over intra_op threads;
+// in framework mode the op is cut into blocks along its leading axis, each a
+// single-threaded kernel, and the blocks run on the worker's pool.
+#pragma once
+
+#include "pyparbench/graph/exec_settings.hpp"
+#include "pyparbench/graph/node_spec.hpp"
+
+#include <memory>
+#include <vector>
+
+namespace ppb {
+
+class ThreadPool;
+
+class NodeRunner {
+ public:
+  virtual ~NodeRunner() = default;
+  // pool: the running worker's pool (used in framework mode).
+  virtual void run(ThreadPool* pool) = 0;
+  // Blocks the op was cut into (1 in library mode).
+  virtual int blocks() const = 0;
+};
+
+// A node's output (or input) as it sits in the plan's buffers.
+struct Tensor {
+  void* data = nullptr;
+  Shape shape;
+};
+
+// Builds the runner of node `spec`, reading its inputs from `ins` and
+// writing `out`. Returns null for ops that compute nothing (input, reshape).
+// std::invalid_argument for an op or library that cannot run the node.
+std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::vector<Tensor>& ins,
+                                             const Tensor& out, const ExecSettings& settings,
+                                             const std::vector<float>& ones);
+
+}  // namespace ppb

@@ -1,0 +1,47 @@
+// One node of a compiled graph, as the Python Graph IR describes it
+// (pyparbench/graph.py lists the op vocabulary and attribute meanings).
+#pragma once
+
+#include "pyparbench/core/tensor.hpp"
+
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ppb {
+
+// A parameter array owned by the caller (the Python graph keeps it alive).
+struct ParamArray {
+  const float* data = nullptr;
+  Shape shape;
+};
+
+struct NodeSpec {
+  std::string op;    // input, conv2d, linear, matmul, embedding_bag, eltwise, add, mul,
+                     // concat, pool2d, global_avg_pool, batch_norm, layer_norm, softmax,
+                     // reshape, transpose, tril_flatten
+  std::string name;
+  std::vector<int> inputs;  // indices of earlier nodes
+  Shape shape;              // output
+  bool int64 = false;       // output holds int64 indices (an input node)
+  // Attributes; each op reads the ones it has.
+  std::string kind;  // eltwise kind, pool kind
+  std::string mode;  // embedding_bag sum / mean
+  std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, dilation{1, 1};
+  std::array<int64_t, 4> padding{0, 0, 0, 0};  // top, bottom, left, right
+  int64_t groups = 1;
+  int axis = 1;
+  float eps = 1e-5f;
+  bool relu = false, trans_b = false, ceil_mode = false, count_include_pad = true;
+  std::vector<int64_t> perm;
+  std::map<std::string, ParamArray> params;  // weight, bias, table, mean, var, scale, shift
+
+  bool heavy() const {
+    return op == "conv2d" || op == "linear" || op == "matmul" || op == "embedding_bag";
+  }
+  // Ops that compute nothing: their output is an input's buffer or the caller's.
+  bool is_alias() const { return op == "input" || op == "reshape"; }
+};
+
+}  // namespace ppb

@@ -1,0 +1,136 @@
+#include "pyparbench/graph/plan.hpp"
+
+#include "pyparbench/core/checks.hpp"
+#include "pyparbench/graph/executor.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace ppb {
+
+namespace {
+
+int64_t elements(const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+std::string settings_key(const ExecSettings& s) {
+  std::ostringstream os;
+  os << s.intra_op << '/' << (s.op_mode == OperatorMode::library ? 'L' : 'F') << '/'
+     << s.library;
+  return os.str();
+}
+
+}  // namespace
+
+Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs)
+    : nodes_(std::move(nodes)), outputs_(std::move(outputs)) {
+  const int n = static_cast<int>(nodes_.size());
+  if (n == 0) throw std::invalid_argument("a plan needs at least one node");
+  consumers_.resize(nodes_.size());
+  dependencies_.resize(nodes_.size());
+  data_.resize(nodes_.size(), nullptr);
+  int64_t max_channels = 1;
+  for (int i = 0; i < n; ++i) {
+    NodeSpec& s = nodes_[i];
+    require_positive_dims("node '" + s.name + "' shape", s.shape);
+    std::set<int> distinct;
+    for (int in : s.inputs) {
+      if (in < 0 || in >= i)
+        throw std::invalid_argument("node '" + s.name + "' reads node " + std::to_string(in) +
+                                    ", which does not come before it");
+      if (nodes_[in].int64 && s.op != "embedding_bag")
+        throw std::invalid_argument("node '" + s.name + "' (" + s.op +
+                                    ") cannot read the int64 node '" + nodes_[in].name + "'");
+      distinct.insert(in);
+    }
+    for (int in : distinct) consumers_[in].push_back(i);
+    dependencies_[i] = static_cast<int>(distinct.size());
+    if (s.op == "reshape") {
+      if (s.inputs.size() != 1 || elements(nodes_[s.inputs[0]].shape) != elements(s.shape))
+        throw std::invalid_argument("reshape node '" + s.name + "' changes the element count");
+      data_[i] = data_[s.inputs[0]];
+      continue;
+    }
+    if (s.op != "input" && s.inputs.empty())
+      throw std::invalid_argument("node '" + s.name + "' (" + s.op + ") has no inputs");
+    const size_t bytes = static_cast<size_t>(elements(s.shape)) * (s.int64 ? 8 : 4);
+    // 64-byte aligned: rows of 16 floats start on a cache line.
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, bytes);
+    owned_.push_back(p);
+    data_[i] = p;
+    if (s.op == "batch_norm" && s.shape.size() >= 2) max_channels = std::max(max_channels, s.shape[1]);
+  }
+  for (int o : outputs_)
+    if (o < 0 || o >= n) throw std::invalid_argument("output " + std::to_string(o) + " is not a node");
+  ones_.assign(static_cast<size_t>(max_channels), 1.f);
+}
+
+Plan::~Plan() {
+  for (void* p : owned_) std::free(p);
+}
+
+size_t Plan::buffer_bytes(int node) const {
+  const NodeSpec& s = nodes_.at(static_cast<size_t>(node));
+  return static_cast<size_t>(elements(s.shape)) * (s.int64 ? 8 : 4);
+}
+
+const void* Plan::buffer(int node) const { return data_.at(static_cast<size_t>(node)); }
+
+void Plan::set_input(int node, const void* data, size_t bytes) {
+  const NodeSpec& s = nodes_.at(static_cast<size_t>(node));
+  if (s.op != "input") throw std::invalid_argument("node '" + s.name + "' is not an input");
+  if (bytes != buffer_bytes(node))
+    throw std::invalid_argument("input '" + s.name + "' takes " +
+                                std::to_string(buffer_bytes(node)) + " bytes, got " +
+                                std::to_string(bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::memcpy(data_[static_cast<size_t>(node)], data, bytes);
+}
+
+Plan::Runners& Plan::prepared(const ExecSettings& settings) {
+  const std::string key = settings_key(settings);
+  auto it = runners_.find(key);
+  if (it != runners_.end()) return it->second;
+  Runners runners(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const NodeSpec& s = nodes_[i];
+    std::vector<Tensor> ins;
+    for (int in : s.inputs) ins.push_back({data_[in], nodes_[in].shape});
+    runners[i] = make_node_runner(s, ins, {data_[i], s.shape}, settings, ones_);
+  }
+  return runners_.emplace(key, std::move(runners)).first->second;
+}
+
+std::vector<int> Plan::blocks(const ExecSettings& settings) {
+  validate(settings, nodes_.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  Runners& r = prepared(settings);
+  std::vector<int> b(r.size(), 0);
+  for (size_t i = 0; i < r.size(); ++i) b[i] = r[i] ? r[i]->blocks() : 0;
+  return b;
+}
+
+RunResult Plan::run(const ExecSettings& settings, int repeats, int warmup, bool trace,
+                    const std::shared_ptr<Audit>& audit,
+                    const std::function<void()>& before_repeat) {
+  validate(settings, nodes_.size());
+  require_at_least("repeats", repeats, 1);
+  require_at_least("warmup", warmup, 0);
+  std::lock_guard<std::mutex> lock(mu_);
+  Runners& runners = prepared(settings);
+  std::vector<NodeRunner*> raw(runners.size());
+  for (size_t i = 0; i < runners.size(); ++i) raw[i] = runners[i].get();
+  return execute(raw, consumers_, dependencies_, settings, repeats, warmup, trace, audit,
+                 before_repeat);
+}
+
+}  // namespace ppb

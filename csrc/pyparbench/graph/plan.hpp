@@ -1,0 +1,75 @@
+// A compiled graph: node specs, one buffer per node output, the dependency
+// counts, and the prepared runners of each execution setting used so far
+// (oneDNN primitives depend on the thread count, so a setting change means
+// new kernels; they are made once per setting and kept).
+#pragma once
+
+#include "pyparbench/graph/exec_settings.hpp"
+#include "pyparbench/graph/node_runner.hpp"
+#include "pyparbench/graph/node_spec.hpp"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace ppb {
+
+class Audit;
+
+struct TraceEvent {
+  int node = 0;
+  int worker = 0;
+  int cpu = -1;
+  double start_ns = 0, end_ns = 0;  // from the start of the traced repeat
+};
+
+struct RunResult {
+  std::vector<double> ns;          // per timed repeat
+  std::vector<TraceEvent> trace;   // the last repeat, when asked for
+};
+
+class Plan {
+ public:
+  // nodes in topological order (inputs refer to earlier nodes); outputs:
+  // node indices. std::invalid_argument for an ill-formed graph.
+  Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs);
+  ~Plan();
+
+  const std::vector<NodeSpec>& nodes() const { return nodes_; }
+  const std::vector<int>& outputs() const { return outputs_; }
+
+  // Copies a graph input's data into its buffer (bytes must match).
+  void set_input(int node, const void* data, size_t bytes);
+  // A node's output buffer (valid until the plan is destroyed).
+  const void* buffer(int node) const;
+  size_t buffer_bytes(int node) const;
+
+  // Prepares (once) and runs the plan `warmup` + `repeats` times. `audit`:
+  // every working thread reports into it (worker w as team w).
+  // `before_repeat`, when set, is called before each repeat (instances run
+  // side by side meet at a barrier there).
+  RunResult run(const ExecSettings& settings, int repeats, int warmup, bool trace,
+                const std::shared_ptr<Audit>& audit = {},
+                const std::function<void()>& before_repeat = {});
+  // Blocks each node was cut into under `settings` (1 in library mode).
+  std::vector<int> blocks(const ExecSettings& settings);
+
+ private:
+  using Runners = std::vector<std::unique_ptr<NodeRunner>>;
+  Runners& prepared(const ExecSettings& settings);
+
+  std::vector<NodeSpec> nodes_;
+  std::vector<int> outputs_;
+  std::vector<void*> data_;        // per node; aliases share their input's
+  std::vector<void*> owned_;       // allocations to free
+  std::vector<std::vector<int>> consumers_;
+  std::vector<int> dependencies_;  // distinct input nodes per node
+  std::vector<float> ones_;        // a default batch-norm scale
+  std::map<std::string, Runners> runners_;
+  std::mutex mu_;                  // one run at a time
+};
+
+}  // namespace ppb

@@ -1,0 +1,53 @@
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .threading import Audit
+
+class NodeSpec:
+    op: str
+    name: str
+    inputs: list[int]
+    shape: list[int]
+    int64: bool
+    kind: str
+    mode: str
+    kernel: list[int]
+    stride: list[int]
+    dilation: list[int]
+    padding: list[int]
+    groups: int
+    axis: int
+    eps: float
+    relu: bool
+    trans_b: bool
+    ceil_mode: bool
+    count_include_pad: bool
+    perm: list[int]
+    def __init__(self) -> None: ...
+    def set_param(self, name: str, array: npt.NDArray[np.float32]) -> None: ...
+
+class ExecSettings:
+    scheduler: str
+    operator: str
+    inter_op: int
+    intra_op: int
+    library: str
+    pool: str
+    worker_cpus: list[list[int]]
+    node_group: list[int]
+    groups: int
+    def __init__(self) -> None: ...
+
+class Plan:
+    def __init__(self, nodes: Sequence[NodeSpec], outputs: Sequence[int]) -> None: ...
+    def set_input(self, node: int, array: npt.NDArray[Any]) -> None: ...
+    def output(self, node: int) -> npt.NDArray[np.float32]: ...
+    def run(self, settings: ExecSettings, *, repeats: int = 10, warmup: int = 2,
+            trace: bool = False, audit: Audit | None = None) -> dict[str, Any]: ...
+    def blocks(self, settings: ExecSettings) -> list[int]: ...
+
+def run_instances(plans: Sequence[Plan], settings: Sequence[ExecSettings], *, repeats: int = 10,
+                  warmup: int = 2) -> tuple[npt.NDArray[np.float64], list[npt.NDArray[np.float64]]]: ...

@@ -1,0 +1,332 @@
+"""Compile a Graph into a native plan and run it under Settings.
+
+``compile_graph(graph)`` (also ``graph.compile()``) makes a
+:class:`CompiledGraph`: the native plan holds one buffer per node and, for
+each execution setting used, the prepared kernels; ``run()`` times it in C++
+with no Python between nodes, and can return a per-node trace (Chrome trace
+JSON via :meth:`RunRecord.chrome_trace`) and a threading audit.
+
+Instances (data parallelism) need the model at a slice of the batch, so they
+are run by :func:`run_model`, which builds one graph per instance.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pyparbench._core import graph as _g
+from pyparbench._core import threading as _t
+from pyparbench.graph import Graph, Node
+from pyparbench.settings import Settings, allowed_sockets
+from pyparbench.threading.audit import ThreadAudit, ThreadingMismatch, ThreadingMismatchError
+from pyparbench.threading.placement import place
+from pyparbench.threading.topology import Topology
+from pyparbench.threading.topology import topology as this_machine
+from pyparbench.timing import Summary, summarize
+
+__all__ = ["CompiledGraph", "RunRecord", "TraceEvent", "branch_groups", "compile_graph",
+           "resolve", "run_model"]
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    node: int
+    name: str
+    op: str
+    worker: int
+    cpu: int
+    start_ns: float
+    end_ns: float
+
+
+@dataclass
+class RunRecord:
+    """What one run of a compiled graph measured."""
+
+    graph: str
+    batch: int
+    settings: Settings
+    resolved: dict[str, Any]
+    ns: list[float]
+    summary: Summary
+    trace: list[TraceEvent] = field(default_factory=list)
+    audit: ThreadAudit | None = None
+    mismatches: list[str] = field(default_factory=list)
+    per_instance: list[list[float]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable record (settings, resolved settings, timings)."""
+        return {
+            "graph": self.graph, "batch": self.batch, "settings": self.settings.as_dict(),
+            "resolved": self.resolved, "ns": self.ns, "summary": self.summary.as_dict(),
+            "mismatches": self.mismatches,
+            "audit": None if self.audit is None else self.audit.to_list(),
+            "per_instance": self.per_instance,
+        }
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The trace as Chrome trace JSON (chrome://tracing, Perfetto): one
+        row per inter-op worker, one slice per node."""
+        events = [{"name": e.name, "cat": e.op, "ph": "X", "pid": 0, "tid": e.worker,
+                   "ts": e.start_ns / 1e3, "dur": max(e.end_ns - e.start_ns, 0.0) / 1e3,
+                   "args": {"node": e.node, "cpu": e.cpu}} for e in self.trace]
+        meta = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": w,
+                 "args": {"name": f"worker {w}"}} for w in sorted({e.worker for e in self.trace})]
+        return {"traceEvents": meta + events, "displayTimeUnit": "ms",
+                "otherData": {"graph": self.graph, "settings": self.settings.label()}}
+
+    def write_chrome_trace(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.chrome_trace()))
+
+
+def branch_groups(graph: Graph, groups: int) -> list[int]:
+    """The core group each node prefers under ``placement="per-socket"``.
+
+    Where the graph forks (a node with several consumers), consumer k of the
+    fork starts a branch in group k % groups; any other node stays in its
+    first input's group (so a join, such as Inception's concat, follows its
+    first branch).
+    """
+    group = [0] * len(graph.nodes)
+    consumers = graph.consumers
+    for node in graph.nodes:
+        if node.inputs:
+            src = node.inputs[0]
+            outs = consumers[src]
+            group[node.id] = outs.index(node.id) % groups if len(outs) > 1 else group[src]
+    return group
+
+
+def resolve(settings: Settings, graph: Graph, topology: Topology | None = None,
+            cpus: Sequence[int] | None = None) -> Any:
+    """Native execution settings: placement resolved to CPU lists, the
+    per-socket placement to node groups. ``cpus``: the CPUs this run may use
+    (an instance's share), else all the process may use."""
+    topo = topology if topology is not None else this_machine()
+    s = _g.ExecSettings()
+    s.scheduler = settings.scheduler
+    s.operator = settings.operator
+    s.inter_op = settings.inter_op
+    s.intra_op = settings.intra_op
+    s.library = settings.library
+    s.pool = settings.pool
+    if cpus is not None:
+        # An instance's share, in compact order: worker w takes the next
+        # intra_op CPUs (the affinity policy chose the share).
+        n = settings.inter_op * settings.intra_op
+        if len(cpus) < n:
+            raise ValueError(f"{n} threads need {n} CPUs, this instance has {list(cpus)}")
+        s.worker_cpus = [list(cpus[w * settings.intra_op:(w + 1) * settings.intra_op])
+                         for w in range(settings.inter_op)]
+    else:
+        placement = place(topo, settings.affinity, settings.inter_op, settings.intra_op,
+                          smt=settings.smt)
+        if placement.pinned:
+            s.worker_cpus = [list(p or ()) for p in placement.pools]
+    if settings.placement == "per-socket":
+        sockets = allowed_sockets(topo)
+        s.groups = min(settings.inter_op, sockets if sockets > 1 else 2)
+        s.node_group = branch_groups(graph, s.groups)
+    return s
+
+
+def _resolved_dict(s: Any) -> dict[str, Any]:
+    return {"scheduler": s.scheduler, "operator": s.operator, "inter_op": s.inter_op,
+            "intra_op": s.intra_op, "library": s.library, "pool": s.pool,
+            "worker_cpus": [list(c) for c in s.worker_cpus], "groups": s.groups}
+
+
+def _spec(node: Node) -> Any:
+    spec = _g.NodeSpec()
+    spec.op = node.op
+    spec.name = node.name
+    spec.inputs = list(node.inputs)
+    spec.shape = list(node.shape)
+    spec.int64 = node.dtype == "int64"
+    a = node.attrs
+    if node.op == "conv2d":
+        spec.stride, spec.padding = list(a["stride"]), list(a["padding"])
+        spec.dilation, spec.groups, spec.relu = list(a["dilation"]), a["groups"], a["relu"]
+    elif node.op == "pool2d":
+        spec.kind, spec.kernel, spec.stride = a["kind"], list(a["kernel"]), list(a["stride"])
+        spec.padding, spec.ceil_mode = list(a["padding"]), a["ceil_mode"]
+        spec.count_include_pad = a["count_include_pad"]
+    elif node.op in ("linear", "add"):
+        spec.relu = a["relu"]
+    elif node.op == "matmul":
+        spec.trans_b = a["trans_b"]
+    elif node.op == "embedding_bag":
+        spec.mode = a["mode"]
+    elif node.op == "eltwise":
+        spec.kind = a["kind"]
+    elif node.op in ("concat", "softmax"):
+        spec.axis = a["axis"]
+    elif node.op in ("batch_norm", "layer_norm"):
+        spec.eps = a["eps"]
+    elif node.op == "transpose":
+        spec.perm = list(a["perm"])
+    return spec
+
+
+class CompiledGraph:
+    """A graph compiled to a native plan (see the module docstring)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        specs = []
+        self._params: list[npt.NDArray[np.float32]] = []  # the plan borrows these
+        for node in graph.nodes:
+            spec = _spec(node)
+            for name in node.params:
+                arr = np.ascontiguousarray(node.params[name], dtype=np.float32)
+                self._params.append(arr)
+                spec.set_param(name, arr)
+            specs.append(spec)
+        self._plan = _g.Plan(specs, list(graph.outputs))
+        self.set_inputs(graph.random_inputs(seed=0))
+
+    def set_inputs(self, inputs: Mapping[str, npt.ArrayLike]) -> None:
+        """Copy graph inputs (by name) into the plan; every input must be given."""
+        names = {self.graph[i].name: i for i in self.graph.inputs}
+        unknown = set(inputs) - set(names)
+        if unknown:
+            raise ValueError(f"unknown graph inputs {sorted(unknown)}; inputs are "
+                             f"{sorted(names)}")
+        missing = set(names) - set(inputs)
+        if missing:
+            raise ValueError(f"missing graph inputs {sorted(missing)}")
+        for name, arr in inputs.items():
+            node = self.graph[names[name]]
+            dtype = np.int64 if node.dtype == "int64" else np.float32
+            self._plan.set_input(names[name], np.ascontiguousarray(arr, dtype=dtype))
+
+    def outputs(self) -> dict[str, npt.NDArray[np.float32]]:
+        """The graph outputs of the last run, by name."""
+        return {self.graph[o].name: self._plan.output(o) for o in self.graph.outputs}
+
+    def output(self, node: int) -> npt.NDArray[np.float32]:
+        """Any node's output of the last run (a copy)."""
+        return self._plan.output(node)
+
+    def blocks(self, settings: Settings) -> list[int]:
+        """Blocks each node is cut into under ``settings`` (framework mode)."""
+        return list(self._plan.blocks(resolve(settings, self.graph)))
+
+    def run(self, settings: Settings | None = None, *, repeats: int = 10, warmup: int = 2,
+            trace: bool = False, audit: bool = False, strict: bool = False,
+            topology: Topology | None = None) -> RunRecord:
+        """Run ``warmup`` + ``repeats`` times under ``settings`` (default: sync,
+        one thread) and return the per-repeat times.
+
+        ``trace``: record each node's start/end, worker and CPU in the last
+        repeat. ``audit``: record which threads worked where and compare
+        with the request (a ``ThreadingMismatch`` warning, or an error when
+        ``strict``). ``instances`` > 1 needs :func:`run_model`.
+        """
+        settings = settings or Settings()
+        if settings.instances != 1:
+            raise ValueError("instances > 1 runs copies of the model on slices of the batch: "
+                             "use pyparbench.executor.run_model(name, batch, settings)")
+        native = resolve(settings, self.graph, topology)
+        recorder = _t.Audit() if audit else None
+        res = self._plan.run(native, repeats=repeats, warmup=warmup, trace=trace,
+                             audit=recorder)
+        ns = [float(v) for v in res["ns"]]
+        events = [TraceEvent(n, self.graph[n].name, self.graph[n].op, w, c, s, e)
+                  for (n, w, c, s, e) in res["trace"]]
+        record = RunRecord(self.graph.name, self.graph.meta.get("batch", _batch(self.graph)),
+                           settings, _resolved_dict(native), ns, summarize(ns), events)
+        if recorder is not None:
+            record.audit = ThreadAudit.from_native(recorder.threads())
+            record.mismatches = audit_mismatches(native, record.audit)
+            _report(record.mismatches, strict)
+        return record
+
+
+def _batch(graph: Graph) -> int:
+    return int(graph[graph.inputs[0]].shape[0]) if graph.inputs else 1
+
+
+def audit_mismatches(native: Any, audit: ThreadAudit) -> list[str]:
+    """How the threads that ran a plan differ from its resolved settings:
+    each worker's threads (its OpenMP team or pool) must number intra_op and
+    stay on the worker's CPUs, and pinned workers must not share CPUs."""
+    out: list[str] = []
+    for w in range(native.inter_op):
+        recs = audit.team(w)
+        if not recs:
+            out.append(f"worker {w}: no thread reported work")
+            continue
+        team = {r.tid for r in recs if r.worker >= 0}
+        if len(team) > native.intra_op:
+            out.append(f"worker {w}: {len(team)} team threads worked, {native.intra_op} "
+                       f"requested")
+        if native.operator == "library":
+            sizes = sorted({r.omp_team_size for r in recs if r.worker >= 0})
+            if sizes and sizes != [native.intra_op]:
+                out.append(f"worker {w}: OpenMP team of {'/'.join(map(str, sizes))} threads, "
+                           f"{native.intra_op} requested")
+        if not native.worker_cpus:
+            continue
+        want = set(native.worker_cpus[w])
+        for r in recs:
+            stray = (set(r.cpus_seen) | set(r.affinity)) - want
+            if stray:
+                out.append(f"worker {w}: thread {r.tid} may run or ran on CPUs "
+                           f"{sorted(stray)}, outside its {sorted(want)}")
+    return out
+
+
+def _report(mismatches: list[str], strict: bool) -> None:
+    if not mismatches:
+        return
+    if strict:
+        raise ThreadingMismatchError(mismatches)
+    warnings.warn("threading differs from the request:\n  " + "\n  ".join(mismatches),
+                  ThreadingMismatch, stacklevel=3)
+
+
+def compile_graph(graph: Graph) -> CompiledGraph:
+    """Compile ``graph`` into a native plan (kernels are prepared per setting, on first use)."""
+    return CompiledGraph(graph)
+
+
+def run_model(name: str, batch: int, settings: Settings, *, repeats: int = 10, warmup: int = 2,
+              topology: Topology | None = None, **model_kw: Any) -> RunRecord:
+    """Build model ``name`` and run it under ``settings``, instances included:
+    with ``instances`` = k the batch is cut into k slices, each a copy of the
+    model on its own CPUs (the affinity policy's placement of k x inter_op
+    workers), all run side by side; a repeat lasts until the slowest is done."""
+    from pyparbench.models import build
+
+    k = settings.instances
+    if k == 1:
+        graph = build(name, batch, **model_kw)
+        return compile_graph(graph).run(settings, repeats=repeats, warmup=warmup,
+                                        topology=topology)
+    if batch % k:
+        raise ValueError(f"batch {batch} does not split into {k} instances")
+    topo = topology if topology is not None else this_machine()
+    one = settings.with_(instances=1)
+    placement = place(topo, settings.affinity if settings.affinity != "none" else "compact",
+                      k * settings.inter_op, settings.intra_op, smt=settings.smt)
+    per = settings.inter_op
+    compiled, natives = [], []
+    for i in range(k):
+        graph = build(name, batch // k, **model_kw)
+        cpus = [c for p in placement.pools[i * per:(i + 1) * per] for c in (p or ())]
+        compiled.append(compile_graph(graph))
+        natives.append(resolve(one, graph, topo, cpus=cpus))
+    ns_all, each = _g.run_instances([c._plan for c in compiled], natives, repeats=repeats,
+                                    warmup=warmup)
+    ns = [float(v) for v in ns_all]
+    return RunRecord(name, batch, settings, {"instances": [_resolved_dict(n) for n in natives]},
+                     ns, summarize(ns), per_instance=[[float(v) for v in e] for e in each])

@@ -1,0 +1,196 @@
+"""Settings: the knobs of the study's four layers, named once, and the presets.
+
+=========== ============================================== ====================
+field       values                                         study layer
+=========== ============================================== ====================
+scheduler   ``sync`` (one node at a time) or ``async``      Scheduler
+inter_op    workers running independent nodes at once       Scheduler
+intra_op    threads per worker                              Operator
+operator    ``library`` (one library call threads the op)   Operator
+            or ``framework`` (the op cut into blocks, each
+            single-threaded on the worker's pool)
+library     ``onednn``, ``eigen``, ``blas`` (heavy ops)     Library (math)
+pool        ``openmp``, ``std``, ``eigen``                  Library (pool)
+affinity    ``none``, ``compact``, ``scatter`` or explicit  all
+            CPU lists (one per worker)
+smt         whether hyper-thread siblings may be used       all
+instances   data-parallel copies, each on its own cores     Beyond one socket
+            with a slice of the batch
+placement   ``shared`` or ``per-socket`` (parallel          Beyond one socket
+            branches kept on different core groups)
+omp_wait    spin policy of idle OpenMP threads: ``None``,   Library
+            ``"active"``, ``"passive"`` or a spin count
+            (process-wide: applied in a fresh subprocess)
+=========== ============================================== ====================
+
+Presets (:func:`preset`): ``tensorflow`` (TensorFlow's defaults),
+``intel`` (Intel's published TensorFlow CPU advice) and ``tftuner`` (the
+study's tuner, which needs the graph's average width).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    from pyparbench.graph import Graph
+    from pyparbench.threading.topology import Topology
+
+__all__ = ["PRESETS", "Settings", "allowed_cores", "allowed_sockets", "preset"]
+
+Affinity = Union[str, tuple[tuple[int, ...], ...]]
+OmpWait = Union[None, str, int]
+
+SCHEDULERS = ("sync", "async")
+OPERATORS = ("library", "framework")
+LIBRARIES = ("onednn", "eigen", "blas")
+POOLS = ("openmp", "std", "eigen")
+AFFINITIES = ("none", "compact", "scatter")
+PLACEMENTS = ("shared", "per-socket")
+PRESETS = ("tensorflow", "intel", "tftuner")
+
+# Intel's advice is KMP_BLOCKTIME=1 (ms) for the Intel OpenMP runtime. libgomp
+# counts spins instead of time; at the ~50 ns a spin-wait iteration with a
+# pause takes on current x86 cores, 1 ms is about 20,000 spins.
+INTEL_SPINCOUNT = 20_000
+
+
+def _choice(name: str, value: object, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+
+
+def _positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One point of the parallelism design space (see the module docstring)."""
+
+    scheduler: str = "sync"
+    inter_op: int = 1
+    intra_op: int = 1
+    operator: str = "library"
+    library: str = "onednn"
+    pool: str = "openmp"
+    affinity: Affinity = "none"
+    smt: bool = False
+    instances: int = 1
+    placement: str = "shared"
+    omp_wait: OmpWait = None
+    name: str = ""  # the preset it came from, if any
+
+    def __post_init__(self) -> None:
+        _choice("scheduler", self.scheduler, SCHEDULERS)
+        _choice("operator", self.operator, OPERATORS)
+        _choice("library", self.library, LIBRARIES)
+        _choice("pool", self.pool, POOLS)
+        _choice("placement", self.placement, PLACEMENTS)
+        for f in ("inter_op", "intra_op", "instances"):
+            _positive(f, getattr(self, f))
+        if isinstance(self.affinity, str):
+            _choice("affinity", self.affinity, AFFINITIES)
+        else:
+            lists = tuple(tuple(int(c) for c in cpus) for cpus in self.affinity)
+            object.__setattr__(self, "affinity", lists)
+        if self.scheduler == "sync" and self.inter_op != 1:
+            raise ValueError(f"the sync scheduler runs one node at a time: inter_op must be 1, "
+                             f"got {self.inter_op} (use scheduler='async')")
+        if self.placement == "per-socket" and self.inter_op < 2:
+            raise ValueError("placement='per-socket' spreads branches over workers: it needs "
+                             f"inter_op >= 2, got {self.inter_op}")
+        if self.omp_wait is not None and not (
+                self.omp_wait in ("active", "passive")
+                or (isinstance(self.omp_wait, int) and not isinstance(self.omp_wait, bool)
+                    and self.omp_wait >= 0)):
+            raise ValueError(f"omp_wait must be None, 'active', 'passive' or a spin count >= 0, "
+                             f"got {self.omp_wait!r}")
+
+    @property
+    def threads(self) -> int:
+        """Threads in use: instances x inter_op x intra_op."""
+        return self.instances * self.inter_op * self.intra_op
+
+    def with_(self, **changes: Any) -> Settings:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if not isinstance(self.affinity, str):
+            d["affinity"] = [list(c) for c in self.affinity]
+        return d
+
+    def label(self) -> str:
+        """A short description such as 'async 2x1 library/onednn/openmp compact'."""
+        aff = self.affinity if isinstance(self.affinity, str) else "explicit"
+        parts = [self.name] if self.name else []
+        parts.append(f"{self.scheduler} {self.inter_op}x{self.intra_op} "
+                     f"{self.operator}/{self.library}/{self.pool} {aff}")
+        if self.smt:
+            parts.append("smt")
+        if self.instances > 1:
+            parts.append(f"x{self.instances} instances")
+        if self.placement != "shared":
+            parts.append(self.placement)
+        if self.omp_wait is not None:
+            parts.append(f"omp_wait={self.omp_wait}")
+        return " ".join(parts)
+
+
+def allowed_cores(topo: Topology) -> int:
+    """Physical cores with at least one CPU this process may use."""
+    allowed = set(topo.allowed_cpus)
+    return sum(1 for c in topo.cores if allowed & set(c.pus))
+
+
+def allowed_sockets(topo: Topology) -> int:
+    """Sockets with at least one CPU this process may use."""
+    allowed = set(topo.allowed_cpus)
+    return max(1, sum(1 for p in topo.packages if allowed & set(p.pus)))
+
+
+def preset(name: str, topology: Topology | None = None, graph: Graph | None = None) -> Settings:
+    """The settings a preset gives on a machine (this one by default).
+
+    * ``tensorflow``: TensorFlow's defaults: inter_op = intra_op = logical
+      CPUs, asynchronous scheduling, no pinning, SMT on.
+    * ``intel``: Intel's advice: inter_op = sockets, intra_op = physical
+      cores per socket, compact affinity over physical cores, a short spin
+      (KMP_BLOCKTIME=1 ms, as a libgomp spin count: :data:`INTEL_SPINCOUNT`).
+    * ``tftuner``: the study's tuner: inter_op = max(1, round(average
+      width)), intra_op = physical cores // inter_op, library operator
+      mode, compact affinity, SMT off. Needs ``graph``.
+
+    Raises
+    ------
+    ValueError
+        An unknown name, or ``tftuner`` without a graph.
+    """
+    _choice("preset", name, PRESETS)
+    if topology is None:
+        from pyparbench.threading.topology import topology as this_machine
+
+        topology = this_machine()
+    logical = len(topology.allowed_cpus)
+    cores = allowed_cores(topology)
+    sockets = allowed_sockets(topology)
+    if name == "tensorflow":
+        return Settings(scheduler="async" if logical > 1 else "sync", inter_op=logical,
+                        intra_op=logical, affinity="none", smt=True, name=name)
+    if name == "intel":
+        return Settings(scheduler="async" if sockets > 1 else "sync", inter_op=sockets,
+                        intra_op=max(1, cores // sockets), affinity="compact", smt=False,
+                        omp_wait=INTEL_SPINCOUNT, name=name)
+    if graph is None:
+        raise ValueError("the tftuner preset needs the graph (its average width)")
+    inter = max(1, min(cores, round(graph.avg_width)))
+    return Settings(scheduler="async" if inter > 1 else "sync", inter_op=inter,
+                    intra_op=max(1, cores // inter), operator="library", affinity="compact",
+                    smt=False, name=name)

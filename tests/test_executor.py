@@ -1,0 +1,210 @@
+"""The native executor against the numpy reference, under the study's knobs."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pyparbench import models
+from pyparbench.executor import branch_groups, compile_graph, run_model
+from pyparbench.graph import Graph, GraphBuilder
+from pyparbench.reference import reference_forward
+from pyparbench.settings import Settings
+
+# Small inputs keep the float64 reference quick; structure is unchanged.
+SMALL = {"googlenet": {"image_size": 64}, "inception-v2": {"image_size": 64},
+         "inception-v3": {"image_size": 75}, "resnet50": {"image_size": 64},
+         "resnext50": {"image_size": 64}, "squeezenet": {"image_size": 64},
+         "mobilenet-v2": {"image_size": 64}, "dlrm": {"rows": 1000, "lookups": 8},
+         "dlrm-kaggle": {"max_rows": 1000}, "transformer": {"seq_len": 16},
+         "ncf": {"num_users": 500, "num_items": 300}, "wide-deep": {"max_rows": 1000}}
+
+SETTINGS = [
+    Settings(),
+    Settings(intra_op=2),
+    Settings(scheduler="async", inter_op=2),
+    Settings(scheduler="async", inter_op=2, affinity="compact"),
+    Settings(operator="framework", intra_op=2, pool="openmp"),
+    Settings(operator="framework", intra_op=2, pool="std"),
+    Settings(scheduler="async", inter_op=2, intra_op=2, operator="framework", pool="eigen"),
+    Settings(scheduler="async", inter_op=2, placement="per-socket"),
+]
+
+# fp32 kernels against a float64 reference, through up to ~100 layers.
+RTOL = 2e-4
+
+
+@lru_cache(maxsize=None)
+def model(name: str) -> tuple[Graph, dict[str, np.ndarray]]:
+    kw = SMALL.get(name, {})
+    try:
+        g = models.build(name, 2, **kw)
+    except TypeError:  # a builder without that size knob
+        g = models.build(name, 2)
+    return g, reference_forward(g, g.random_inputs(seed=0))
+
+
+def assert_matches(got: dict[str, np.ndarray], want: dict[str, Any]) -> None:
+    assert got.keys() == want.keys()
+    for k in got:
+        scale = max(1.0, float(np.abs(want[k]).max()))
+        err = float(np.abs(got[k] - want[k]).max()) / scale
+        assert err <= RTOL, f"output {k}: relative error {err:.3g}"
+
+
+@pytest.mark.parametrize("name", sorted(models.MODELS))
+def test_every_model_matches_the_reference_under_every_setting(name: str) -> None:
+    g, want = model(name)
+    cg = compile_graph(g)
+    for s in SETTINGS:
+        cg.run(s, repeats=1, warmup=0)
+        try:
+            assert_matches(cg.outputs(), want)
+        except AssertionError as e:
+            raise AssertionError(f"{s.label()}: {e}") from None
+
+
+def test_repeated_async_runs_agree() -> None:
+    g, want = model("googlenet")
+    cg = compile_graph(g)
+    s = Settings(scheduler="async", inter_op=2, operator="framework", intra_op=2, pool="std")
+    first = None
+    for _ in range(5):
+        cg.run(s, repeats=3, warmup=0)
+        out = cg.outputs()
+        assert_matches(out, want)
+        if first is None:
+            first = out
+        for k in out:  # same kernels, same blocks: bit-identical
+            assert np.array_equal(out[k], first[k])
+
+
+def _overlaps(events: list[Any]) -> int:
+    n = 0
+    for i, a in enumerate(events):
+        for b in events[i + 1:]:
+            if a.start_ns < b.end_ns and b.start_ns < a.end_ns:
+                n += 1
+    return n
+
+
+def test_trace_shows_branches_overlapping_only_under_async() -> None:
+    g, _ = model("googlenet")
+    cg = compile_graph(g)
+    sync = cg.run(Settings(), repeats=1, trace=True)
+    assert len(sync.trace) == len(g.nodes)
+    assert _overlaps(sync.trace) == 0
+    assert {e.worker for e in sync.trace} == {0}
+    # Inception's four branches are independent: two workers run some at once.
+    for _attempt in range(3):
+        r = cg.run(Settings(scheduler="async", inter_op=2), repeats=2, trace=True)
+        if _overlaps(r.trace) > 0:
+            break
+    assert {e.worker for e in r.trace} == {0, 1}
+    assert _overlaps(r.trace) > 0
+    heavy = [e for e in r.trace if e.op == "conv2d"]
+    assert all(e.end_ns >= e.start_ns >= 0 for e in heavy)
+
+
+def test_chrome_trace_json(tmp_path: Any) -> None:
+    g, _ = model("squeezenet")
+    r = compile_graph(g).run(Settings(scheduler="async", inter_op=2), repeats=1, trace=True)
+    path = tmp_path / "trace.json"
+    r.write_chrome_trace(path)
+    data = json.loads(path.read_text())
+    slices = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    assert len(slices) == len(g.nodes)
+    assert {e["tid"] for e in slices} <= {0, 1}
+    assert all(e["dur"] >= 0 for e in slices)
+
+
+def test_framework_mode_cuts_ops_into_blocks() -> None:
+    g, _ = model("resnet50")
+    cg = compile_graph(g)
+    lib = cg.blocks(Settings(intra_op=2))
+    fw = cg.blocks(Settings(operator="framework", intra_op=2))
+    computing = [i for i, n in enumerate(g.nodes) if n.op not in ("input", "reshape")]
+    assert all(lib[i] == 1 for i in computing)
+    # Batch 2: every op splits along the batch into 2 blocks.
+    assert all(fw[i] == 2 for i in computing)
+
+
+def test_audit_of_a_pinned_async_run() -> None:
+    g, _ = model("mlp-512")
+    r = compile_graph(g).run(Settings(scheduler="async", inter_op=2, affinity="compact"),
+                             repeats=2, audit=True, strict=True)
+    assert r.audit is not None and r.mismatches == []
+    assert r.resolved["worker_cpus"] == [[0], [1]]
+    seen = {w: r.audit.team(w)[0].cpus_seen for w in (0, 1)}
+    assert set(seen[0]) == {0} and set(seen[1]) == {1}
+
+
+def test_per_socket_placement_groups_branches() -> None:
+    b = GraphBuilder("fork", seed=0)
+    x = b.input("x", (2, 8))
+    left, right = b.linear(x, 8), b.linear(x, 8)
+    out = b.add(b.linear(left, 8), right)
+    g = b.build(out)
+    groups = branch_groups(g, 2)
+    assert groups[left] != groups[right]
+    assert groups[left + 2] == groups[left]  # the branch's next node follows it
+
+
+def test_instances_split_the_batch() -> None:
+    r = run_model("mlp-512", 4, Settings(instances=2, affinity="compact"), repeats=3, warmup=1)
+    assert len(r.ns) == 3 and len(r.per_instance) == 2
+    assert [i["worker_cpus"] for i in r.resolved["instances"]] == [[[0]], [[1]]]
+    # All together take at least as long as the slowest instance.
+    for k in range(3):
+        assert r.ns[k] >= max(e[k] for e in r.per_instance) * 0.999
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_bad_settings_and_models() -> None:
+    with pytest.raises(ValueError, match="inter_op must be >= 1, got 0"):
+        Settings(scheduler="async", inter_op=0)
+    with pytest.raises(ValueError, match="library must be one of"):
+        Settings(library="mkl")
+    with pytest.raises(ValueError, match="inter_op must be 1"):
+        Settings(inter_op=2)
+    with pytest.raises(ValueError, match="unknown model"):
+        models.build("alexnet", 1)
+    with pytest.raises(ValueError, match="batch"):
+        models.build("resnet50", 0)
+    with pytest.raises(ValueError, match="instances > 1"):
+        compile_graph(model("mlp-512")[0]).run(Settings(instances=2))
+    with pytest.raises(ValueError, match="does not split into 3 instances"):
+        run_model("mlp-512", 4, Settings(instances=3))
+
+
+def test_bad_inputs() -> None:
+    g, _ = model("mlp-512")
+    cg = compile_graph(g)
+    with pytest.raises(ValueError, match="unknown graph inputs"):
+        cg.set_inputs({"nope": np.zeros(3)})
+    name = g[g.inputs[0]].name
+    with pytest.raises(ValueError, match=r"has shape \(3,\), expected"):
+        cg.set_inputs({name: np.zeros(3)})
+
+
+def test_native_settings_are_checked() -> None:
+    from pyparbench._core import graph as _g
+
+    g, _ = model("mlp-512")
+    cg = compile_graph(g)
+    s = _g.ExecSettings()
+    s.library = "mkl"
+    with pytest.raises(ValueError, match="library 'mkl'"):
+        cg._plan.run(s, repeats=1)
+    s = _g.ExecSettings()
+    with pytest.raises(ValueError, match="scheduler must be 'sync' or 'async', got 'fifo'"):
+        s.scheduler = "fifo"
+    s.intra_op = 0
+    with pytest.raises(ValueError, match="intra_op must be >= 1, got 0"):
+        cg._plan.run(s, repeats=1)
