@@ -104,9 +104,19 @@ def build_parser() -> argparse.ArgumentParser:
     pi = sub.add_parser("info", help="oneDNN build and ISA, OpenMP runtime, CPUs, topology")
     pi.add_argument("--json", action="store_true", help="print JSON instead of a table")
     pi.set_defaults(func=_cmd_info)
+    from pyparbench.cli_models import add_models_command
+    from pyparbench.cli_trace import add_trace_command
+
+    add_models_command(sub)
+    add_trace_command(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ValueError, TypeError, IndexError) as e:
+        # Bad input named in the message: say it like argparse does, no traceback.
+        parser.exit(2, f"pyparbench {args.command}: error: {e}\n")

@@ -1,0 +1,52 @@
+"""The `pyparbench` subcommands, run as a user would (fresh processes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pyparbench", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_models_json_lists_every_model() -> None:
+    from pyparbench.models import MODELS
+
+    out = cli("models", "--batch", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [r["model"] for r in rows] == list(MODELS)
+    by_name = {r["model"]: r for r in rows}
+    assert by_name["resnet50"]["params"] == 25_636_712
+    assert by_name["googlenet"]["avg_width"] > 2  # Inception blocks are wide
+
+
+def test_trace_writes_chrome_json(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    out = cli("trace", "squeezenet", "--batch", "1", "--inter-op", "2", "--repeats", "1",
+              "-o", str(path))
+    assert out.returncode == 0, out.stderr
+    assert "2 worker(s)" in out.stdout
+    events = json.loads(path.read_text())["traceEvents"]
+    assert {e["tid"] for e in events if e["ph"] == "X"} <= {0, 1}
+
+
+def test_trace_with_a_preset() -> None:
+    out = cli("trace", "mlp-512", "--batch", "4", "--preset", "tftuner", "--repeats", "1",
+              "-o", "t.json")
+    assert out.returncode == 0, out.stderr
+    assert "tftuner sync 1x" in out.stdout
+
+
+def test_bad_arguments_are_reported_without_a_traceback() -> None:
+    for args, msg in ((("trace", "alexnet"), "unknown model 'alexnet'"),
+                      (("trace", "mlp-512", "--affinity", "0,x"), "--affinity must be"),
+                      (("trace", "mlp-512", "--batch", "0"), "batch must be >= 1, got 0"),
+                      (("models", "--batch", "-3"), "batch must be >= 1")):
+        out = cli(*args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert msg in out.stderr and "Traceback" not in out.stderr
