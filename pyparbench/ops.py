@@ -1,5 +1,14 @@
 """Single operators on numpy arrays, run by the native oneDNN / OpenMP core.
 
+The heavy ops (``gemm``, ``linear``, ``conv2d``) take ``library=``, the math
+library that computes them (the study's Library layer): ``"onednn"`` (the
+default), ``"eigen"`` (Eigen tensor contractions on an Eigen thread pool, as
+TensorFlow's non-oneDNN path) or ``"blas"`` (the system OpenBLAS's
+cblas_sgemm); convolution through eigen or blas is im2col followed by a
+matrix product, NCHW only. Prepared kernels exist for each library
+(``Gemm``, ``EigenGemm``, ``BlasGemm``; ``Conv2d``, ``EigenConv2d``,
+``BlasConv2d``) and share the interfaces ``GemmOp`` and ``Conv2dOp``.
+
 Two ways in:
 
 * Functions (``gemm``, ``conv2d``, ``embedding_bag``, ...) take any array-like
@@ -71,7 +80,13 @@ Array = npt.NDArray[np.float32]
 IntPair = int | tuple[int, int]
 Padding = int | tuple[int, int] | tuple[int, int, int, int]
 
+LIBRARIES: tuple[str, ...] = _k.LIBRARIES  # ("onednn", "eigen", "blas")
+
+GemmOp = _k.GemmOp
+Conv2dOp = _k.Conv2dOp
 Gemm = _k.Gemm
+EigenGemm = _k.EigenGemm
+BlasGemm = _k.BlasGemm
 EmbeddingBag = _k.EmbeddingBag
 Eltwise = _k.Eltwise
 Softmax = _k.Softmax
@@ -115,6 +130,13 @@ def _threads(threads: int | None) -> int:
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     return int(threads)
+
+
+def _library(library: str) -> str:
+    """The checked math-library name (ValueError lists the valid ones)."""
+    if not isinstance(library, str):
+        raise TypeError(f"library must be a str, got {library!r}")
+    return _k.parse_library(library)
 
 
 def _f32(x: Any, name: str) -> Array:
@@ -172,13 +194,14 @@ def clear_cache() -> None:
 # ------------------------------------------------------- prepared wrappers
 
 
-class Conv2d(_k.Conv2d):
-    """Prepared 2-D convolution (see the native class for the full contract).
+class _Conv2dArgs:
+    """The constructor of every prepared convolution class: ints or tuples in,
+    the native constructor's tuples out.
 
     Parameters
     ----------
     input_shape
-        (N, C, H, W), or (N, H, W, C) with ``nhwc=True``.
+        (N, C, H, W), or (N, H, W, C) with ``nhwc=True`` (onednn only).
     out_channels, kernel_size
         Output channels and (kh, kw) or one int.
     stride, dilation
@@ -187,6 +210,10 @@ class Conv2d(_k.Conv2d):
         An int, (pad_h, pad_w) or (top, bottom, left, right).
     groups
         Channel groups; ``groups == C == out_channels`` is depthwise.
+    bias, relu
+        Add a bias per output channel; apply ReLU.
+    threads
+        Intra-op threads (None: the current default).
     """
 
     def __init__(
@@ -206,7 +233,7 @@ class Conv2d(_k.Conv2d):
     ) -> None:
         if len(input_shape) != 4:
             raise ValueError(f"input_shape must have 4 dimensions, got {tuple(input_shape)}")
-        super().__init__(
+        super().__init__(  # type: ignore[call-arg]  # the native class after this one in the MRO
             tuple(int(d) for d in input_shape),
             out_channels,
             _pair("kernel_size", kernel_size),
@@ -219,6 +246,25 @@ class Conv2d(_k.Conv2d):
             nhwc=nhwc,
             threads=threads,
         )
+
+
+class Conv2d(_Conv2dArgs, _k.Conv2d):
+    """Prepared 2-D convolution through oneDNN (see the native class for the full contract)."""
+
+
+class EigenConv2d(_Conv2dArgs, _k.EigenConv2d):
+    """Prepared 2-D convolution through Eigen: im2col + tensor contraction, NCHW only."""
+
+
+class BlasConv2d(_Conv2dArgs, _k.BlasConv2d):
+    """Prepared 2-D convolution through OpenBLAS: im2col + cblas_sgemm, NCHW only."""
+
+
+# The prepared class of each math library.
+_GEMM: dict[str, Callable[..., _k.GemmOp]] = {"onednn": Gemm, "eigen": EigenGemm,
+                                             "blas": BlasGemm}
+_CONV2D: dict[str, Callable[..., _k.Conv2dOp]] = {"onednn": Conv2d, "eigen": EigenConv2d,
+                                                 "blas": BlasConv2d}
 
 
 class Add(_k.Binary):
@@ -270,14 +316,16 @@ def gemm(
     relu: bool = False,
     trans_a: bool = False,
     trans_b: bool = False,
+    library: str = "onednn",
     threads: int | None = None,
     out: Array | None = None,
 ) -> Array:
-    """C = op(A)·op(B) (+ bias) (+ ReLU) in fp32 through a oneDNN matmul.
+    """C = op(A)·op(B) (+ bias) (+ ReLU) in fp32.
 
     A is (m, k) — (k, m) with ``trans_a`` — and B is (k, n) — (n, k) with
     ``trans_b``; both may carry the same leading batch dimension (3-D).
-    ``bias`` has length n and is added to every row.
+    ``bias`` has length n and is added to every row. ``library`` is
+    ``"onednn"`` (a oneDNN matmul), ``"eigen"`` or ``"blas"``.
     """
     a_, b_ = _f32(a, "a"), _f32(b, "b")
     _rank(a_, "a", (2, 3))
@@ -295,10 +343,10 @@ def gemm(
             f"b {b_.shape} (trans_b={trans_b}) give k={k} and k={kb}"
         )
     bias_ = _opt_f32(bias, "bias")
-    t = _threads(threads)
-    key = ("gemm", batch, m, n, k, trans_a, trans_b, bias_ is not None, relu, t)
-    g = _kernel(key, lambda: Gemm(m, n, k, batch=batch, trans_a=trans_a, trans_b=trans_b,
-                                  bias=bias_ is not None, relu=relu, threads=t))
+    t, lib = _threads(threads), _library(library)
+    key = ("gemm", lib, batch, m, n, k, trans_a, trans_b, bias_ is not None, relu, t)
+    g = _kernel(key, lambda: _GEMM[lib](m, n, k, batch=batch, trans_a=trans_a, trans_b=trans_b,
+                                        bias=bias_ is not None, relu=relu, threads=t))
     return g.run(a_, b_, bias_, out)
 
 
@@ -308,11 +356,16 @@ def linear(
     bias: npt.ArrayLike | None = None,
     *,
     relu: bool = False,
+    library: str = "onednn",
     threads: int | None = None,
     out: Array | None = None,
 ) -> Array:
-    """y = x·weightᵀ (+ bias) (+ ReLU); weight is (out_features, in_features) as in PyTorch."""
-    return gemm(x, weight, bias, relu=relu, trans_b=True, threads=threads, out=out)
+    """y = x·weightᵀ (+ bias) (+ ReLU); weight is (out_features, in_features) as in PyTorch.
+
+    ``library`` as in :func:`gemm`.
+    """
+    return gemm(x, weight, bias, relu=relu, trans_b=True, library=library, threads=threads,
+                out=out)
 
 
 def conv2d(
@@ -326,15 +379,18 @@ def conv2d(
     groups: int = 1,
     relu: bool = False,
     layout: str = "nchw",
+    library: str = "onednn",
     threads: int | None = None,
     out: Array | None = None,
 ) -> Array:
-    """2-D convolution through oneDNN; x is NCHW (or NHWC with ``layout="nhwc"``).
+    """2-D convolution; x is NCHW (or NHWC with ``layout="nhwc"``, onednn only).
 
     weight is OIHW with I = C / groups (PyTorch's layout). ``padding`` is an
     int, (pad_h, pad_w) or (top, bottom, left, right); dilation 1 is dense.
-    Each call reorders the weights into oneDNN's layout; a prepared
-    ``Conv2d`` does that once.
+    ``library`` is ``"onednn"`` (a oneDNN convolution), ``"eigen"`` or
+    ``"blas"`` (im2col + matrix product). Each call copies the weights into
+    the kernel (reordered for oneDNN); a prepared ``Conv2d`` (``EigenConv2d``,
+    ``BlasConv2d``) does that once.
     """
     if layout not in ("nchw", "nhwc"):
         raise ValueError(f"layout must be 'nchw' or 'nhwc', got {layout!r}")
@@ -352,12 +408,14 @@ def conv2d(
         )
     bias_ = _opt_f32(bias, "bias")
     st, dl, pad = _pair("stride", stride), _pair("dilation", dilation), _padding4(padding)
-    t = _threads(threads)
+    t, lib = _threads(threads), _library(library)
     o, kh, kw = w_.shape[0], w_.shape[2], w_.shape[3]
-    key = ("conv2d", x_.shape, o, kh, kw, st, pad, dl, groups, bias_ is not None, relu, nhwc, t)
-    conv = _kernel(key, lambda: Conv2d(x_.shape, o, (kh, kw), stride=st, padding=pad,
-                                       dilation=dl, groups=groups, bias=bias_ is not None,
-                                       relu=relu, nhwc=nhwc, threads=t))
+    key = ("conv2d", lib, x_.shape, o, kh, kw, st, pad, dl, groups, bias_ is not None, relu,
+           nhwc, t)
+    conv = _kernel(key, lambda: _CONV2D[lib](x_.shape, o, (kh, kw), stride=st, padding=pad,
+                                             dilation=dl, groups=groups,
+                                             bias=bias_ is not None, relu=relu, nhwc=nhwc,
+                                             threads=t))
     conv.set_weights(w_, bias_)
     return conv.run(x_, out)
 

@@ -6,49 +6,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numpy.lib.stride_tricks import sliding_window_view
 
 import pyparbench as ppb
 from conftest import THREAD_COUNTS, assert_close, poisoned, rand
 
-# fp32 sums of C/g*kh*kw products of O(1) values.
-RTOL = 3e-5
-
-
-def reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: tuple[int, int],
-              pad: tuple[int, int, int, int], dilation: tuple[int, int], groups: int,
-              relu: bool) -> np.ndarray:
-    """Direct convolution by windows, NCHW / OIHW, in float64."""
-    n, c, _, _ = x.shape
-    o, cg, kh, kw = w.shape
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad[0], pad[1]), (pad[2], pad[3])))
-    span_h, span_w = dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1
-    win = sliding_window_view(xp, (span_h, span_w), axis=(2, 3))
-    win = win[:, :, ::stride[0], ::stride[1], ::dilation[0], ::dilation[1]]  # N C OH OW kh kw
-    og = o // groups
-    outs = []
-    for g in range(groups):
-        xs = win[:, g * cg:(g + 1) * cg]
-        ws = w[g * og:(g + 1) * og].astype(np.float64)
-        outs.append(np.einsum("ncyxij,ocij->noyx", xs, ws))
-    y = np.concatenate(outs, axis=1)
-    if bias is not None:
-        y = y + bias[None, :, None, None]
-    return np.maximum(y, 0) if relu else y
-
-
-CASES = [
-    # (n, c, h, w, o, k, stride, padding, dilation, groups)
-    (1, 3, 8, 8, 4, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
-    (2, 5, 11, 7, 6, (3, 2), (2, 1), (0, 0, 0, 0), (1, 1), 1),
-    (1, 4, 9, 9, 8, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 2),
-    (3, 8, 10, 12, 8, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 8),  # depthwise
-    (1, 6, 13, 5, 3, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 3),
-    (2, 3, 7, 9, 5, (5, 3), (1, 2), (2, 1, 0, 3), (1, 1), 1),  # asymmetric padding
-    (1, 16, 14, 14, 32, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
-    (1, 1, 1, 1, 1, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),
-    (1, 3, 17, 17, 4, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1),
-]
+from reference_ops import CONV_CASES as CASES
+from reference_ops import CONV_RTOL as RTOL
+from reference_ops import conv_reference as reference
 
 
 @pytest.mark.parametrize("n,c,h,w,o,k,stride,pad,dil,groups", CASES)

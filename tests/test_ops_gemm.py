@@ -10,32 +10,10 @@ from hypothesis import strategies as st
 import pyparbench as ppb
 from conftest import THREAD_COUNTS, assert_close, poisoned, rand
 
-# fp32 accumulation over k terms of O(1) values: error grows ~ sqrt(k) * 6e-8.
-RTOL = 2e-5
-
-
-def reference(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None, relu: bool,
-              trans_a: bool, trans_b: bool) -> np.ndarray:
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    if trans_a:
-        a64 = np.swapaxes(a64, -1, -2)
-    if trans_b:
-        b64 = np.swapaxes(b64, -1, -2)
-    c = a64 @ b64
-    if bias is not None:
-        c = c + bias
-    return np.maximum(c, 0) if relu else c
-
-
-def operands(rng: np.random.Generator, batch: int, m: int, n: int, k: int, trans_a: bool,
-             trans_b: bool) -> tuple[np.ndarray, np.ndarray]:
-    lead = (batch,) if batch else ()
-    a = rand(rng, *lead, *((k, m) if trans_a else (m, k)))
-    b = rand(rng, *lead, *((n, k) if trans_b else (k, n)))
-    return a, b
-
-
-SHAPES = [(1, 1, 1), (1, 7, 3), (5, 1, 9), (17, 13, 11), (64, 33, 129), (3, 300, 2)]
+from reference_ops import GEMM_RTOL as RTOL
+from reference_ops import GEMM_SHAPES as SHAPES
+from reference_ops import gemm_operands as operands
+from reference_ops import gemm_reference as reference
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)

@@ -18,10 +18,13 @@ class Kernel:
     def _attach_audit(self, audit: Any, team: int) -> None: ...
     def _detach_audit(self) -> None: ...
 
-class Gemm(Kernel):
-    def __init__(self, m: int, n: int, k: int, *, batch: int = 0, trans_a: bool = False,
-                 trans_b: bool = False, bias: bool = False, relu: bool = False,
-                 threads: int | None = None) -> None: ...
+LIBRARIES: tuple[str, ...]
+
+def parse_library(name: str) -> str: ...
+
+class GemmOp:
+    @property
+    def library(self) -> str: ...
     @property
     def a_shape(self) -> tuple[int, ...]: ...
     @property
@@ -34,12 +37,24 @@ class Gemm(Kernel):
     def timeit(self, a: F32, b: F32, bias: F32 | None = None, out: F32 | None = None, *,
                repeats: int = 100, warmup: int = 10) -> Timings: ...
 
-class Conv2d(Kernel):
-    def __init__(self, input_shape: Sequence[int], out_channels: int,
-                 kernel: tuple[int, int], *, stride: tuple[int, int] = (1, 1),
-                 padding: tuple[int, int, int, int] = (0, 0, 0, 0),
-                 dilation: tuple[int, int] = (1, 1), groups: int = 1, bias: bool = False,
-                 relu: bool = False, nhwc: bool = False, threads: int | None = None) -> None: ...
+class Gemm(Kernel, GemmOp):
+    def __init__(self, m: int, n: int, k: int, *, batch: int = 0, trans_a: bool = False,
+                 trans_b: bool = False, bias: bool = False, relu: bool = False,
+                 threads: int | None = None) -> None: ...
+
+class EigenGemm(Kernel, GemmOp):
+    def __init__(self, m: int, n: int, k: int, *, batch: int = 0, trans_a: bool = False,
+                 trans_b: bool = False, bias: bool = False, relu: bool = False,
+                 threads: int | None = None) -> None: ...
+
+class BlasGemm(Kernel, GemmOp):
+    def __init__(self, m: int, n: int, k: int, *, batch: int = 0, trans_a: bool = False,
+                 trans_b: bool = False, bias: bool = False, relu: bool = False,
+                 threads: int | None = None) -> None: ...
+
+class Conv2dOp:
+    @property
+    def library(self) -> str: ...
     @property
     def input_shape(self) -> tuple[int, ...]: ...
     @property
@@ -54,6 +69,27 @@ class Conv2d(Kernel):
     def run(self, x: F32, out: F32 | None = None) -> F32: ...
     def timeit(self, x: F32, out: F32 | None = None, *, repeats: int = 100,
                warmup: int = 10) -> Timings: ...
+
+class Conv2d(Kernel, Conv2dOp):
+    def __init__(self, input_shape: Sequence[int], out_channels: int,
+                 kernel: tuple[int, int], *, stride: tuple[int, int] = (1, 1),
+                 padding: tuple[int, int, int, int] = (0, 0, 0, 0),
+                 dilation: tuple[int, int] = (1, 1), groups: int = 1, bias: bool = False,
+                 relu: bool = False, nhwc: bool = False, threads: int | None = None) -> None: ...
+
+class EigenConv2d(Kernel, Conv2dOp):
+    def __init__(self, input_shape: Sequence[int], out_channels: int,
+                 kernel: tuple[int, int], *, stride: tuple[int, int] = (1, 1),
+                 padding: tuple[int, int, int, int] = (0, 0, 0, 0),
+                 dilation: tuple[int, int] = (1, 1), groups: int = 1, bias: bool = False,
+                 relu: bool = False, nhwc: bool = False, threads: int | None = None) -> None: ...
+
+class BlasConv2d(Kernel, Conv2dOp):
+    def __init__(self, input_shape: Sequence[int], out_channels: int,
+                 kernel: tuple[int, int], *, stride: tuple[int, int] = (1, 1),
+                 padding: tuple[int, int, int, int] = (0, 0, 0, 0),
+                 dilation: tuple[int, int] = (1, 1), groups: int = 1, bias: bool = False,
+                 relu: bool = False, nhwc: bool = False, threads: int | None = None) -> None: ...
 
 class EmbeddingBag(Kernel):
     isa: ClassVar[str]

@@ -3,10 +3,9 @@
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/ops/binary.hpp"
 #include "pyparbench/ops/concat.hpp"
-#include "pyparbench/ops/conv2d.hpp"
 #include "pyparbench/ops/eltwise.hpp"
 #include "pyparbench/ops/embedding_bag.hpp"
-#include "pyparbench/ops/gemm.hpp"
+#include "pyparbench/math/library.hpp"
 #include "pyparbench/ops/normalization.hpp"
 #include "pyparbench/ops/pool.hpp"
 #include "pyparbench/ops/softmax.hpp"
@@ -42,14 +41,14 @@ Tensor rows(const Tensor& t, int64_t r0, int64_t r1, size_t elem) {
 // A prepared kernel and the call that runs it on fixed buffers. The
 // closure owns copies of every shape its views point at.
 struct Call {
-  std::unique_ptr<Kernel> kernel;
+  std::shared_ptr<void> kernel;  // owns the kernel (any op's type)
   std::function<void()> fn;
 };
 
 template <class K>
 Call make_call(std::unique_ptr<K> k, std::function<void(K&)> body) {
   K* raw = k.get();
-  return {std::move(k), [raw, body = std::move(body)] { body(*raw); }};
+  return {std::shared_ptr<void>(std::move(k)), [raw, body = std::move(body)] { body(*raw); }};
 }
 
 const ParamArray& param(const NodeSpec& s, const char* name) {
@@ -67,19 +66,14 @@ const ParamArray* optional_param(const NodeSpec& s, const char* name) {
 
 ConstFloatView pview(const ParamArray& p) { return {p.data, p.shape}; }
 
-// The heavy ops go through the chosen math library.
-void require_onednn(const NodeSpec& s, const ExecSettings& st) {
-  if (st.library != "onednn")
-    throw std::invalid_argument("library '" + st.library + "' cannot run node '" + s.name +
-                                "' (" + s.op + ")");
-}
 
 // One kernel for the node on these (possibly sliced) tensors.
 Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const Tensor& out,
                       int threads, const ExecSettings& st, const std::vector<float>& ones) {
   const std::string& op = s.op;
+  // The heavy ops (gemm, conv) go through the chosen math library.
+  const MathLibrary lib = parse_library(st.library);
   if (op == "conv2d") {
-    require_onednn(s, st);
     const Shape& x = ins[0].shape;
     Conv2dConfig c;
     c.n = x[0]; c.c = x[1]; c.h = x[2]; c.w = x[3];
@@ -94,36 +88,34 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     const ParamArray* b = optional_param(s, "bias");
     c.bias = b != nullptr;
     c.relu = s.relu;
-    auto k = std::make_unique<Conv2d>(c, threads);
+    auto k = make_conv2d(lib, c, threads);
     k->set_weights(pview(w), b ? pview(*b) : ConstFloatView{});
-    return make_call<Conv2d>(std::move(k), [x = ins[0], y = out](Conv2d& k) {
+    return make_call<Conv2dOp>(std::move(k), [x = ins[0], y = out](Conv2dOp& k) {
       k.run(cview(x), fview(y));
     });
   }
   if (op == "linear") {
-    require_onednn(s, st);
     const ParamArray& w = param(s, "weight");
     const ParamArray* b = optional_param(s, "bias");
     const int64_t k_dim = ins[0].shape.back(), n = w.shape[0];
     const int64_t m = ins[0].shape.size() == 3 ? ins[0].shape[0] * ins[0].shape[1]
                                                : ins[0].shape[0];
     GemmConfig g{0, m, n, k_dim, false, true, b != nullptr, s.relu};
-    auto k = std::make_unique<Gemm>(g, threads);
+    auto k = make_gemm(lib, g, threads);
     const Tensor a{ins[0].data, {m, k_dim}}, y{out.data, {m, n}};
     const ParamArray wp = w, bp = b ? *b : ParamArray{};
-    return make_call<Gemm>(std::move(k), [a, y, wp, bp](Gemm& k) {
+    return make_call<GemmOp>(std::move(k), [a, y, wp, bp](GemmOp& k) {
       k.run(cview(a), pview(wp), pview(bp), fview(y));
     });
   }
   if (op == "matmul") {
-    require_onednn(s, st);
     const Shape &a = ins[0].shape, &b = ins[1].shape;
     const bool batched = a.size() == 3;
     const int64_t m = a[a.size() - 2], k_dim = a.back();
     const int64_t n = s.trans_b ? b[b.size() - 2] : b.back();
     GemmConfig g{batched ? a[0] : 0, m, n, k_dim, false, s.trans_b, false, false};
-    auto k = std::make_unique<Gemm>(g, threads);
-    return make_call<Gemm>(std::move(k), [x = ins[0], w = ins[1], y = out](Gemm& k) {
+    auto k = make_gemm(lib, g, threads);
+    return make_call<GemmOp>(std::move(k), [x = ins[0], w = ins[1], y = out](GemmOp& k) {
       k.run(cview(x), cview(w), {}, fview(y));
     });
   }

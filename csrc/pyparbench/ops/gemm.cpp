@@ -1,9 +1,6 @@
 #include "pyparbench/ops/gemm.hpp"
 
-#include "pyparbench/core/checks.hpp"
 #include "pyparbench/dnnl_compat.hpp"
-
-#include <stdexcept>
 
 namespace ppb {
 
@@ -23,22 +20,10 @@ memory::desc operand_md(int64_t batch, int64_t rows, int64_t cols, bool transpos
   return memory::desc(dims, memory::data_type::f32, strides);
 }
 
-Shape with_batch(int64_t batch, Shape s) {
-  if (batch > 0) s.insert(s.begin(), batch);
-  return s;
-}
-
 }  // namespace
 
-Gemm::Gemm(const GemmConfig& cfg, std::optional<int> threads) : PrimitiveKernel(threads), cfg_(cfg) {
-  require_at_least("batch", cfg.batch, 0);
-  require_at_least("m", cfg.m, 1);
-  require_at_least("n", cfg.n, 1);
-  require_at_least("k", cfg.k, 1);
-  a_shape_ = with_batch(cfg.batch, cfg.trans_a ? Shape{cfg.k, cfg.m} : Shape{cfg.m, cfg.k});
-  b_shape_ = with_batch(cfg.batch, cfg.trans_b ? Shape{cfg.n, cfg.k} : Shape{cfg.k, cfg.n});
-  bias_shape_ = {cfg.n};
-  out_shape_ = with_batch(cfg.batch, {cfg.m, cfg.n});
+Gemm::Gemm(const GemmConfig& cfg, std::optional<int> threads)
+    : KernelOp(cfg, "Gemm", threads) {
   ThreadsScope scope(threads_);
 
   const auto src = operand_md(cfg.batch, cfg.m, cfg.k, cfg.trans_a);
@@ -61,21 +46,8 @@ Gemm::Gemm(const GemmConfig& cfg, std::optional<int> threads) : PrimitiveKernel(
   if (cfg.bias) add_arg(DNNL_ARG_BIAS, bias);
 }
 
-double Gemm::flops() const {
-  return 2.0 * static_cast<double>(cfg_.batch > 0 ? cfg_.batch : 1) * cfg_.m * cfg_.n * cfg_.k;
-}
-
 void Gemm::bind(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out) {
-  require_shape("a", a.shape, a_shape());
-  require_shape("b", b.shape, b_shape());
-  require_shape("out", out.shape, out_shape());
-  if (cfg_.bias != bias.present())
-    throw std::invalid_argument(cfg_.bias ? "bias is required: this Gemm was prepared with bias"
-                                          : "bias was given but this Gemm was prepared "
-                                            "without bias");
-  if (bias.present()) require_shape("bias", bias.shape, bias_shape());
-  require_no_partial_overlap("out", out, "a", a, false);
-  require_no_partial_overlap("out", out, "b", b, false);
+  check_run(a, b, bias, out);
   bind_arg(DNNL_ARG_SRC, a.data);
   bind_arg(DNNL_ARG_WEIGHTS, b.data);
   bind_arg(DNNL_ARG_DST, out.data);

@@ -1,39 +1,25 @@
 // C = A·B (+ bias) (+ ReLU), fp32, 2-D or batched 3-D, optional transposes.
-// One oneDNN matmul primitive with a ReLU post-op.
+// One oneDNN matmul primitive with a ReLU post-op: the onednn library's
+// GemmOp (math/gemm_op.hpp holds the shapes and checks all libraries share).
 #pragma once
 
+#include "pyparbench/math/gemm_op.hpp"
+#include "pyparbench/math/kernel_op.hpp"
 #include "pyparbench/ops/primitive_kernel.hpp"
 
 namespace ppb {
 
-struct GemmConfig {
-  int64_t batch = 0;  // 0: plain 2-D matrices; >= 1: a batch of that many
-  int64_t m = 1, n = 1, k = 1;
-  bool trans_a = false;  // A is stored as (k, m)
-  bool trans_b = false;  // B is stored as (n, k)
-  bool bias = false;     // a bias vector of length n is added to every row
-  bool relu = false;
-};
-
-class Gemm : public PrimitiveKernel {
+class Gemm : public KernelOp<PrimitiveKernel, GemmOp> {
  public:
   Gemm(const GemmConfig& cfg, std::optional<int> threads);
 
-  const GemmConfig& config() const { return cfg_; }
-  const Shape& a_shape() const { return a_shape_; }
-  const Shape& b_shape() const { return b_shape_; }
-  const Shape& bias_shape() const { return bias_shape_; }
-  const Shape& out_shape() const { return out_shape_; }
-  double flops() const;
-
-  void run(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out);
+  const char* library() const override { return "onednn"; }
+  void run(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out) override;
   std::vector<double> timeit(ConstFloatView a, ConstFloatView b, ConstFloatView bias,
-                             FloatView out, int repeats, int warmup);
+                             FloatView out, int repeats, int warmup) override;
 
  private:
   void bind(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out);
-  GemmConfig cfg_;
-  Shape a_shape_, b_shape_, bias_shape_, out_shape_;
 };
 
 }  // namespace ppb

@@ -1,0 +1,79 @@
+"""Math-library comparison (the study's Library layer): the same gemm and
+convolutions through oneDNN, Eigen and OpenBLAS, at 1 and 2 threads.
+
+  pytest bench/test_bench_libraries.py --benchmark-group-by=group \
+      --benchmark-columns=median,iqr,rounds --benchmark-sort=name
+
+One group per shape, so the table compares the libraries side by side;
+``extra_info["gflop"]`` over the median gives GFLOP/s. Every benchmark checks
+its output (gemm against float64 numpy, convolutions against oneDNN), so
+``--benchmark-disable`` is a quick correctness run.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+import pyparbench as ppb
+from shape_lists import ConvProblem, conv_problems
+
+LIBRARIES = ppb.ops.LIBRARIES
+THREADS = [1, 2]
+GEMM_CLASS = {"onednn": ppb.ops.Gemm, "eigen": ppb.ops.EigenGemm, "blas": ppb.ops.BlasGemm}
+CONV_CLASS = {"onednn": ppb.ops.Conv2d, "eigen": ppb.ops.EigenConv2d,
+              "blas": ppb.ops.BlasConv2d}
+
+# A 7x7 stride-2 stem, a 3x3, a 1x1 (no im2col) and a strided 1x1 (im2col
+# that only subsamples), at batch 1.
+RESNET_LAYERS = ["conv1", "res2a_branch2b", "res4a_branch2b", "res4a_branch2c",
+                 "res3a_branch1"]
+RESNET = [p for p in conv_problems("resnet_50")
+          if p.name.split(":")[-1].split("*")[0] in RESNET_LAYERS]
+
+
+def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.uniform(-1, 1, size=shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_gemm_1024(benchmark, library: str, threads: int) -> None:  # type: ignore[no-untyped-def]
+    size = 1024
+    rng = np.random.default_rng(0)
+    g = GEMM_CLASS[library](size, size, size, threads=threads)
+    a, b = _rand(rng, size, size), _rand(rng, size, size)
+    out = np.empty(g.out_shape, np.float32)
+    benchmark.group = f"gemm {size}x{size}x{size}"
+    benchmark.extra_info["gflop"] = g.flops / 1e9
+    benchmark(g.run, a, b, None, out)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+@lru_cache(maxsize=None)
+def _conv_case(p: ConvProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Input, weights and oneDNN's output of one layer at batch 1."""
+    rng = np.random.default_rng(0)
+    x = _rand(rng, 1, p.c, p.h, p.w)
+    w = _rand(rng, p.out_channels, p.c // p.groups, p.kh, p.kw)
+    want = ppb.ops.conv2d(x, w, stride=p.stride, padding=p.padding, dilation=p.dilation,
+                          groups=p.groups, threads=1)
+    return x, w, want
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("p", RESNET, ids=lambda p: p.name.split(":")[-1].split("*")[0])
+def test_conv_resnet50(benchmark, p: ConvProblem, library: str, threads: int) -> None:  # type: ignore[no-untyped-def]
+    x, w, want = _conv_case(p)
+    conv = CONV_CLASS[library](x.shape, p.out_channels, (p.kh, p.kw), stride=p.stride,
+                               padding=p.padding, dilation=p.dilation, groups=p.groups,
+                               threads=threads)
+    conv.set_weights(w)
+    out = np.empty(conv.output_shape, np.float32)
+    benchmark.group = f"conv {p.name}"
+    benchmark.extra_info["gflop"] = conv.flops / 1e9
+    benchmark(conv.run, x, out)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,72 @@
+#include "pyparbench/math/conv2d_op.hpp"
+
+#include "pyparbench/core/checks.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace ppb {
+
+int64_t conv_out_size(const char* axis, int64_t in, int64_t k, int64_t stride, int64_t pad_lo,
+                      int64_t pad_hi, int64_t dilation) {
+  const int64_t span = dilation * (k - 1) + 1;
+  const int64_t padded = in + pad_lo + pad_hi;
+  if (padded < span)
+    throw std::invalid_argument(std::string("conv2d: the dilated kernel (") +
+                                std::to_string(span) + ") is larger than the padded input " +
+                                axis + " (" + std::to_string(padded) + ")");
+  return (padded - span) / stride + 1;
+}
+
+Conv2dOp::Conv2dOp(const Conv2dConfig& cfg, const char* name) : cfg_(cfg), name_(name) {
+  require_positive_dims("input", Shape{cfg.n, cfg.c, cfg.h, cfg.w});
+  require_at_least("out_channels", cfg.out_channels, 1);
+  require_positive_dims("kernel", Shape{cfg.kh, cfg.kw});
+  require_positive_dims("stride", Shape{cfg.stride_h, cfg.stride_w});
+  require_positive_dims("dilation", Shape{cfg.dilation_h, cfg.dilation_w});
+  for (auto p : {cfg.pad_top, cfg.pad_bottom, cfg.pad_left, cfg.pad_right})
+    require_at_least("padding", p, 0);
+  require_at_least("groups", cfg.groups, 1);
+  if (cfg.c % cfg.groups || cfg.out_channels % cfg.groups)
+    throw std::invalid_argument("conv2d: groups=" + std::to_string(cfg.groups) +
+                                " must divide in_channels=" + std::to_string(cfg.c) +
+                                " and out_channels=" + std::to_string(cfg.out_channels));
+  oh_ = conv_out_size("height", cfg.h, cfg.kh, cfg.stride_h, cfg.pad_top, cfg.pad_bottom,
+                      cfg.dilation_h);
+  ow_ = conv_out_size("width", cfg.w, cfg.kw, cfg.stride_w, cfg.pad_left, cfg.pad_right,
+                      cfg.dilation_w);
+  in_shape_ = cfg.nhwc ? Shape{cfg.n, cfg.h, cfg.w, cfg.c} : Shape{cfg.n, cfg.c, cfg.h, cfg.w};
+  out_shape_ = cfg.nhwc ? Shape{cfg.n, oh_, ow_, cfg.out_channels}
+                        : Shape{cfg.n, cfg.out_channels, oh_, ow_};
+  w_shape_ = {cfg.out_channels, cfg.c / cfg.groups, cfg.kh, cfg.kw};
+  bias_shape_ = {cfg.out_channels};
+}
+
+double Conv2dOp::flops() const {
+  return 2.0 * cfg_.n * cfg_.out_channels * oh_ * ow_ * (cfg_.c / cfg_.groups) * cfg_.kh *
+         cfg_.kw;
+}
+
+void Conv2dOp::require_nchw(const char* library) const {
+  if (cfg_.nhwc)
+    throw std::invalid_argument(std::string("conv2d: the ") + library +
+                                " library supports nchw only, got nhwc; use the onednn "
+                                "library for nhwc activations");
+}
+
+void Conv2dOp::check_weights(ConstFloatView weight, ConstFloatView bias) const {
+  require_shape("weight", weight.shape, w_shape_);
+  require_bias_presence(name_, cfg_.bias, bias.present());
+  if (bias.present()) require_shape("bias", bias.shape, bias_shape_);
+}
+
+void Conv2dOp::check_run(ConstFloatView x, FloatView out) const {
+  if (!has_weights_)
+    throw std::invalid_argument(std::string(name_) +
+                                " has no weights yet: call set_weights(weight, bias) first");
+  require_shape("x", x.shape, in_shape_);
+  require_shape("out", out.shape, out_shape_);
+  require_no_partial_overlap("out", out, "x", x, false);
+}
+
+}  // namespace ppb

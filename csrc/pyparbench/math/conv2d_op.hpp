@@ -1,0 +1,91 @@
+// The 2-D convolution of the Library layer, fp32, computed by oneDNN
+// (ops/conv2d.hpp), Eigen or BLAS. Conv2dOp holds what does not depend on
+// the library (output size, shapes, FLOPs, the checks of the arguments), so
+// every library accepts and rejects exactly the same input; each library's
+// kernel adds set_weights(), run() and timeit().
+#pragma once
+
+#include "pyparbench/core/tensor.hpp"
+
+#include <vector>
+
+namespace ppb {
+
+class Kernel;
+
+struct Conv2dConfig {
+  int64_t n = 1, c = 1, h = 1, w = 1;  // input, logical NCHW
+  int64_t out_channels = 1;
+  int64_t kh = 1, kw = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int64_t dilation_h = 1, dilation_w = 1;  // 1 = no dilation (PyTorch's convention)
+  int64_t groups = 1;
+  bool bias = false;
+  bool relu = false;
+  bool nhwc = false;  // activations stored N,H,W,C instead of N,C,H,W
+};
+
+// Output size along one axis (PyTorch's floor rule). Throws
+// std::invalid_argument when the dilated kernel is larger than the padded
+// input; `axis` ("height", "width") names it.
+int64_t conv_out_size(const char* axis, int64_t in, int64_t k, int64_t stride, int64_t pad_lo,
+                      int64_t pad_hi, int64_t dilation);
+
+class Conv2dOp {
+ public:
+  using Config = Conv2dConfig;
+
+  virtual ~Conv2dOp() = default;
+  Conv2dOp(const Conv2dOp&) = delete;
+  Conv2dOp& operator=(const Conv2dOp&) = delete;
+
+  // "onednn", "eigen" or "blas".
+  virtual const char* library() const = 0;
+  // Intra-op threads, fixed at creation.
+  virtual int threads() const = 0;
+  // The kernel behind the op: placement (pin) and audit.
+  virtual Kernel& kernel() = 0;
+
+  const Conv2dConfig& config() const { return cfg_; }
+  int64_t out_h() const { return oh_; }
+  int64_t out_w() const { return ow_; }
+  const Shape& input_shape() const { return in_shape_; }    // in the activation layout
+  const Shape& output_shape() const { return out_shape_; }  // in the activation layout
+  const Shape& weight_shape() const { return w_shape_; }    // OIHW with I = C / groups
+  const Shape& bias_shape() const { return bias_shape_; }
+  double flops() const;
+  bool has_weights() const { return has_weights_; }
+
+  // Copies the weights (OIHW) and the bias (absent unless prepared with
+  // bias) into the kernel.
+  virtual void set_weights(ConstFloatView weight, ConstFloatView bias) = 0;
+  virtual void run(ConstFloatView x, FloatView out) = 0;
+  // Per-run nanoseconds of `repeats` timed runs after `warmup` untimed ones.
+  virtual std::vector<double> timeit(ConstFloatView x, FloatView out, int repeats,
+                                     int warmup) = 0;
+
+ protected:
+  // Throws std::invalid_argument naming a bad size, stride, padding,
+  // dilation or group count, or a kernel larger than the padded input.
+  Conv2dOp(const Conv2dConfig& cfg, const char* name);
+  // Throws std::invalid_argument for NCHW-only implementations given NHWC;
+  // `library` names the library in the message.
+  void require_nchw(const char* library) const;
+  // Throws std::invalid_argument unless the weight and bias fit.
+  void check_weights(ConstFloatView weight, ConstFloatView bias) const;
+  // Throws std::invalid_argument unless weights are set, x and out have the
+  // prepared shapes and do not overlap. Allocation-free on success.
+  void check_run(ConstFloatView x, FloatView out) const;
+  // Called by set_weights() once the weights are in place.
+  void mark_weights_set() { has_weights_ = true; }
+
+ private:
+  Conv2dConfig cfg_;
+  const char* name_;
+  int64_t oh_ = 0, ow_ = 0;
+  Shape in_shape_, out_shape_, w_shape_, bias_shape_;
+  bool has_weights_ = false;
+};
+
+}  // namespace ppb

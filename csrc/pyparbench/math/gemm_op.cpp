@@ -1,0 +1,46 @@
+#include "pyparbench/math/gemm_op.hpp"
+
+#include "pyparbench/core/checks.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace ppb {
+
+namespace {
+
+Shape with_batch(int64_t batch, Shape s) {
+  if (batch > 0) s.insert(s.begin(), batch);
+  return s;
+}
+
+}  // namespace
+
+GemmOp::GemmOp(const GemmConfig& cfg, const char* name) : cfg_(cfg), name_(name) {
+  require_at_least("batch", cfg.batch, 0);
+  require_at_least("m", cfg.m, 1);
+  require_at_least("n", cfg.n, 1);
+  require_at_least("k", cfg.k, 1);
+  a_shape_ = with_batch(cfg.batch, cfg.trans_a ? Shape{cfg.k, cfg.m} : Shape{cfg.m, cfg.k});
+  b_shape_ = with_batch(cfg.batch, cfg.trans_b ? Shape{cfg.n, cfg.k} : Shape{cfg.k, cfg.n});
+  bias_shape_ = {cfg.n};
+  out_shape_ = with_batch(cfg.batch, {cfg.m, cfg.n});
+}
+
+double GemmOp::flops() const {
+  return 2.0 * static_cast<double>(cfg_.batch > 0 ? cfg_.batch : 1) * cfg_.m * cfg_.n * cfg_.k;
+}
+
+void GemmOp::check_run(ConstFloatView a, ConstFloatView b, ConstFloatView bias,
+                       FloatView out) const {
+  require_shape("a", a.shape, a_shape_);
+  require_shape("b", b.shape, b_shape_);
+  require_shape("out", out.shape, out_shape_);
+  require_bias_presence(name_, cfg_.bias, bias.present());
+  if (bias.present()) require_shape("bias", bias.shape, bias_shape_);
+  require_no_partial_overlap("out", out, "a", a, false);
+  require_no_partial_overlap("out", out, "b", b, false);
+  require_no_partial_overlap("out", out, "bias", bias, false);
+}
+
+}  // namespace ppb
