@@ -159,6 +159,7 @@ class AsyncRun {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
+      stopping_.store(true, std::memory_order_relaxed);
     }
     cv_work_.notify_all();
     for (auto& t : workers) t.join();
@@ -183,7 +184,10 @@ class AsyncRun {
     return s_.node_group.empty() ? 0 : s_.node_group[static_cast<size_t>(node)];
   }
 
-  void push_locked(int node) { queues_[static_cast<size_t>(group_of(node))].push_back(node); }
+  void push_locked(int node) {
+    queues_[static_cast<size_t>(group_of(node))].push_back(node);
+    queued_.fetch_add(1, std::memory_order_release);
+  }
 
   // A node for worker w: from its group's queue first, else any other.
   bool pop_locked(int w, int& node) {
@@ -193,6 +197,7 @@ class AsyncRun {
       if (!q.empty()) {
         node = q.front();
         q.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
         return true;
       }
     }
@@ -215,6 +220,7 @@ class AsyncRun {
     if (!ctx) return;
     for (;;) {
       int node = -1;
+      spin_for_work();
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_work_.wait(lock, [&] { return stop_ || pop_locked(w, node); });
@@ -232,6 +238,16 @@ class AsyncRun {
       finish(node);
     }
     ctx->report();
+  }
+
+  // An idle worker spins a short while before sleeping: waking a sleeping
+  // thread costs tens of microseconds on a VM, more than most nodes take
+  // (the same trade-off as Eigen's pool and OpenMP's spin count).
+  void spin_for_work() const {
+    const auto until = Clock::now() + kSpin;
+    while (queued_.load(std::memory_order_acquire) == 0 &&
+           !stopping_.load(std::memory_order_relaxed) && Clock::now() < until)
+      __builtin_ia32_pause();
   }
 
   void finish(int node) {
@@ -253,6 +269,9 @@ class AsyncRun {
   const ExecSettings& s_;
   std::vector<std::atomic<int>> remaining_;
   std::vector<std::deque<int>> queues_;
+  std::atomic<int> queued_{0};
+  std::atomic<bool> stopping_{false};
+  static constexpr std::chrono::microseconds kSpin{50};
   std::vector<TraceEvent> events_;
   std::mutex mu_;
   std::condition_variable cv_work_, cv_done_;
