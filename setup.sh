@@ -2,7 +2,7 @@
 # Installs pyparbench and everything it needs on a Debian machine, then runs
 # the main job or the tests:
 #
-#   bash setup.sh run     # install, then `pyparbench run` on the default suite
+#   bash setup.sh run     # install, then `pyparbench run` (the default suite)
 #   bash setup.sh test    # install, then the test suite
 #   bash setup.sh         # install only
 #
@@ -48,7 +48,7 @@ echo "==> building and installing pyparbench (libdnnl-dev $(dpkg-query -W -f='${
 
 case "$action" in
   run)
-    exec .venv/bin/pyparbench info;;
+    exec .venv/bin/pyparbench run;;
   test)
     # Run from tests/'s parent but import the installed package: pytest's
     # entry point does not put the current directory on sys.path.

@@ -105,8 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("--json", action="store_true", help="print JSON instead of a table")
     pi.set_defaults(func=_cmd_info)
     from pyparbench.cli_models import add_models_command
+    from pyparbench.cli_run import add_run_command
     from pyparbench.cli_trace import add_trace_command
 
+    add_run_command(sub)
     add_models_command(sub)
     add_trace_command(sub)
     return p

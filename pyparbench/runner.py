@@ -1,0 +1,205 @@
+"""Run configurations each in a fresh process and keep every result.
+
+A configuration (model, batch, :class:`~pyparbench.settings.Settings`) runs in
+its own subprocess, because some of its state is process-wide and fixed once
+set (the OpenMP wait policy, thread pools): the child gets the ``omp_wait``
+environment and, when the settings pin threads, the CPUs it may use, before
+it imports anything. Each finished configuration is appended to a JSONL file
+at once (flushed and synced), so an interrupted or crashed sweep loses no
+finished result, and running the same sweep again skips what is already
+there (``resume``). A configuration that fails is recorded with its error and
+not retried unless asked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyparbench.settings import Settings
+
+__all__ = ["Config", "ResultStore", "machine_fingerprint", "run_config", "run_configs"]
+
+
+@dataclass(frozen=True)
+class Config:
+    """One measurement to make."""
+
+    model: str
+    batch: int
+    settings: Settings
+    repeats: int = 5
+    warmup: int = 1
+
+    @property
+    def key(self) -> str:
+        """Stable identity, used to skip finished configurations on resume."""
+        return json.dumps({"model": self.model, "batch": self.batch,
+                           "settings": self.settings.as_dict(), "repeats": self.repeats},
+                          sort_keys=True)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "batch": self.batch, "settings": self.settings.as_dict(),
+                "repeats": self.repeats, "warmup": self.warmup}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Config:
+        s = dict(d["settings"])
+        if isinstance(s.get("affinity"), list):
+            s["affinity"] = tuple(tuple(c) for c in s["affinity"])
+        return cls(d["model"], int(d["batch"]), Settings(**s), int(d["repeats"]),
+                   int(d["warmup"]))
+
+
+def machine_fingerprint() -> dict[str, Any]:
+    """What a result must carry to be compared with another machine's."""
+    import platform
+
+    from pyparbench.info import info
+
+    d = info()
+    cpu_model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    governor = ""
+    gov = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    if gov.exists():
+        governor = gov.read_text().strip()
+    return {"host": platform.node(), "cpu_model": cpu_model, "governor": governor,
+            "onednn": d["onednn"], "openmp": d["openmp"], "cpus": d["cpus"],
+            "pyparbench": d["pyparbench"], "python": d["python"]}
+
+
+class ResultStore:
+    """An append-only JSONL file of results, one line per configuration."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for n, line in enumerate(self.path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                # A line cut short by a crash mid-write: the rest still counts.
+                print(f"warning: {self.path}:{n} is not JSON, ignored", file=sys.stderr)
+        return out
+
+    def done_keys(self, *, include_failed: bool = True) -> set[str]:
+        return {r["key"] for r in self.records()
+                if include_failed or r.get("status") == "ok"}
+
+    def append(self, record: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(record) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def _child_env(settings: Settings) -> dict[str, str]:
+    from pyparbench.threading.omp import omp_wait_env
+
+    env = dict(os.environ)
+    env.update(omp_wait_env(settings.omp_wait))
+    return env
+
+
+def _child_cpus(settings: Settings) -> list[int] | None:
+    """The CPUs a pinned configuration uses: the child is confined to them
+    from its start (None: not pinned)."""
+    if settings.affinity == "none":
+        return None
+    from pyparbench.threading.placement import place
+    from pyparbench.threading.topology import topology
+
+    placement = place(topology(), settings.affinity,
+                      settings.instances * settings.inter_op, settings.intra_op,
+                      smt=settings.smt)
+    return sorted(placement.cpus) if placement.pinned else None
+
+
+def run_config(config: Config, *, timeout: float = 600.0) -> dict[str, Any]:
+    """Run one configuration in a fresh Python process; returns its record
+    (``status`` "ok" with the timings, or "error" with what went wrong)."""
+    started = time.time()
+    try:
+        cpus = _child_cpus(config.settings)
+    except ValueError as e:  # settings this machine cannot hold
+        return {"key": config.key, "config": config.as_dict(), "status": "error",
+                "error": str(e), "started": started}
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pyparbench.runner"],
+                              input=json.dumps(config.as_dict()), capture_output=True,
+                              text=True, timeout=timeout, env=_child_env(config.settings),
+                              preexec_fn=pin)
+    except subprocess.TimeoutExpired:
+        return {"key": config.key, "config": config.as_dict(), "status": "error",
+                "error": f"timed out after {timeout:.0f} s", "started": started}
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        return {"key": config.key, "config": config.as_dict(), "status": "error",
+                "error": f"exit status {proc.returncode}: {tail}", "started": started}
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"key": config.key, "config": config.as_dict(), "status": "ok",
+            "started": started, **result}
+
+
+def run_configs(configs: Iterable[Config], store: ResultStore, *, resume: bool = True,
+                retry_failed: bool = False, timeout: float = 600.0,
+                on_result: Callable[[Config, dict[str, Any] | None], None] | None = None
+                ) -> Iterator[dict[str, Any]]:
+    """Run every configuration not in ``store`` yet, appending each result as
+    soon as it is known; yields the records (skipped ones too, from the
+    store). ``on_result(config, record)`` is called after each (record None
+    for a skipped one), e.g. to advance a progress bar."""
+    done = {r["key"]: r for r in store.records()} if resume else {}
+    for config in configs:
+        previous = done.get(config.key)
+        if previous is not None and (previous.get("status") == "ok" or not retry_failed):
+            if on_result:
+                on_result(config, None)
+            yield previous
+            continue
+        record = run_config(config, timeout=timeout)
+        store.append(record)
+        if on_result:
+            on_result(config, record)
+        yield record
+
+
+def _child_main() -> int:
+    """In the fresh process: run the configuration read from stdin, print
+    one JSON line with the timings and the resolved settings."""
+    config = Config.from_dict(json.loads(sys.stdin.read()))
+    from pyparbench.executor import run_model
+
+    record = run_model(config.model, config.batch, config.settings, repeats=config.repeats,
+                       warmup=config.warmup)
+    out = record.as_dict()
+    out["machine"] = machine_fingerprint()
+    print(json.dumps({k: out[k] for k in ("ns", "summary", "resolved", "per_instance",
+                                           "machine")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

@@ -1,0 +1,83 @@
+"""Fresh-process runs, the JSONL store, resume, and the summary against presets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pyparbench.cli_run import summarize_records
+from pyparbench.runner import Config, ResultStore, run_configs
+from pyparbench.settings import Settings
+from pyparbench.suite import default_suite, sweep
+
+
+def test_results_are_appended_and_resumed(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path / "r.jsonl")
+    configs = [Config("mlp-512", 2, Settings(), repeats=2),
+               Config("mlp-512", 2, Settings(intra_op=2, omp_wait="passive"), repeats=2)]
+    first = list(run_configs(configs, store))
+    assert [r["status"] for r in first] == ["ok", "ok"]
+    assert all(len(r["ns"]) == 2 and r["summary"]["median"] > 0 for r in first)
+    assert first[1]["resolved"]["intra_op"] == 2
+    assert first[0]["machine"]["onednn"]["cpu_runtime"] == "OpenMP"
+    lines = store.path.read_text().splitlines()
+    assert len(lines) == 2
+    seen = []
+    again = list(run_configs(configs, store, on_result=lambda c, r: seen.append(r)))
+    assert seen == [None, None]  # both skipped: finished results are kept, not redone
+    assert [r["key"] for r in again] == [c.key for c in configs]
+    assert len(store.path.read_text().splitlines()) == 2
+
+
+def test_a_failing_configuration_is_recorded_and_the_rest_still_runs(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path / "r.jsonl")
+    configs = [Config("no-such-model", 1, Settings(), repeats=1),
+               Config("mlp-512", 1, Settings(), repeats=1)]
+    records = list(run_configs(configs, store))
+    assert records[0]["status"] == "error" and "unknown model" in records[0]["error"]
+    assert records[1]["status"] == "ok"
+    # Not retried unless asked.
+    assert [r is None for r in _results(configs, store, retry=False)] == [True, True]
+    assert [r is None for r in _results(configs, store, retry=True)] == [False, True]
+
+
+def _results(configs: list[Config], store: ResultStore, retry: bool) -> list[object]:
+    seen: list[object] = []
+    list(run_configs(configs, store, retry_failed=retry, on_result=lambda c, r: seen.append(r)))
+    return seen
+
+
+def test_a_line_cut_short_by_a_crash_does_not_lose_the_others(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]
+                                                              ) -> None:
+    store = ResultStore(tmp_path / "r.jsonl")
+    store.append({"key": "a", "status": "ok"})
+    with store.path.open("a") as fh:
+        fh.write('{"key": "b", "sta')  # the process died mid-write
+    assert [r["key"] for r in store.records()] == ["a"]
+    assert "not JSON" in capsys.readouterr().err
+
+
+def test_summary_compares_the_best_with_each_preset() -> None:
+    def rec(name: str, ms: float) -> dict[str, object]:
+        s = Settings(name=name).as_dict()
+        return {"status": "ok", "config": {"model": "m", "batch": 1, "settings": s},
+                "summary": {"median": ms * 1e6}}
+
+    rows = summarize_records([rec("tensorflow", 4.0), rec("tftuner", 2.0), rec("", 1.0),
+                              {"status": "error", "config": {"model": "m", "batch": 1}}])
+    assert len(rows) == 1
+    r = rows[0]
+    assert r["best_ms"] == 1.0 and r["best_vs_tensorflow"] == 4.0 and r["best_vs_tftuner"] == 2.0
+    assert "intel_ms" not in r
+
+
+def test_default_suite_has_presets_then_a_sweep_without_oversubscription() -> None:
+    configs = default_suite(["mlp-512"], [1], repeats=2, cores=2)
+    names = [c.settings.name for c in configs]
+    assert names[:3] == ["tensorflow", "intel", "tftuner"]
+    for s in sweep(2):
+        assert s.inter_op * s.intra_op <= 2
+    assert json.loads(configs[0].key)["model"] == "mlp-512"
