@@ -59,7 +59,7 @@ def test_run_a_small_suite_then_resume(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     lines = out_file.read_text().splitlines()
     assert len(lines) >= 4 and all(json.loads(x)["status"] == "ok" for x in lines)
-    assert "tftuner" in out.stdout and f"{len(lines)} results" in out.stdout
+    assert "vs tuner" in out.stdout and f"{len(lines)} results" in out.stdout
     again = cli(*args)
     assert again.returncode == 0 and len(out_file.read_text().splitlines()) == len(lines)
 
