@@ -212,3 +212,19 @@ def test_native_settings_are_checked() -> None:
     s.intra_op = 0
     with pytest.raises(ValueError, match="intra_op must be >= 1, got 0"):
         cg._plan.run(s, repeats=1)
+
+
+@pytest.mark.parametrize("name", ["mobilenet-v2", "resnext50", "mlp-512", "squeezenet"])
+def test_framework_mode_cuts_batch_one_ops_by_feature(name: str) -> None:
+    # Batch 1 cannot be cut along the batch: convs are cut by output channel
+    # (whole groups: depthwise and ResNeXt), one-row linears by output feature.
+    kw = SMALL.get(name, {})
+    g = models.build(name, 1, **kw)
+    want = reference_forward(g, g.random_inputs(seed=0))
+    cg = compile_graph(g)
+    s = Settings(operator="framework", intra_op=2, pool="std")
+    cg.run(s, repeats=1, warmup=0)
+    assert_matches(cg.outputs(), want)
+    blocks = cg.blocks(s)
+    heavy = [i for i, n in enumerate(g.nodes) if n.op in ("conv2d", "linear")]
+    assert heavy and all(blocks[i] == 2 for i in heavy)

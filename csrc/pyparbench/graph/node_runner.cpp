@@ -226,6 +226,67 @@ bool split_inputs(const NodeSpec& s, const std::vector<Tensor>& ins, std::vector
   return true;
 }
 
+// Channels [c0, c1) of a batch-1 tensor (N, C, ...): contiguous.
+Tensor channels(const Tensor& t, int64_t c0, int64_t c1) {
+  const int64_t inner = inner_size(t.shape) / t.shape[1];
+  Tensor s{static_cast<float*>(t.data) + c0 * inner, t.shape};
+  s.shape[1] = c1 - c0;
+  return s;
+}
+
+// Rows [r0, r1) of a parameter array along its first axis.
+ParamArray param_rows(const ParamArray& p, int64_t r0, int64_t r1) {
+  int64_t inner = 1;
+  for (size_t i = 1; i < p.shape.size(); ++i) inner *= p.shape[i];
+  ParamArray s{p.data + r0 * inner, p.shape};
+  s.shape[0] = r1 - r0;
+  return s;
+}
+
+// Framework mode when the batch is too short to cut: a batch-1 conv is cut
+// along its output channels (whole groups when grouped), a one-row linear
+// along its output features, as frameworks shard such ops. Empty when the
+// node is neither.
+std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& ins,
+                                 const Tensor& out, const ExecSettings& st,
+                                 const std::vector<float>& ones) {
+  std::vector<Call> calls;
+  const bool conv = s.op == "conv2d" && out.shape[0] == 1;
+  const bool linear = s.op == "linear" && inner_size(out.shape) == out.shape.back() &&
+                      out.shape[0] == 1;
+  if (!conv && !linear) return calls;
+  const ParamArray& w = param(s, "weight");
+  const ParamArray* bias = optional_param(s, "bias");
+  const int64_t features = conv ? out.shape[1] : out.shape.back();
+  const int64_t per_unit = conv && s.groups > 1 ? features / s.groups : 1;
+  const int64_t units = features / per_unit;
+  const int64_t blocks = std::min<int64_t>(st.intra_op, units);
+  if (blocks < 2) return calls;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t u0 = units * b / blocks, u1 = units * (b + 1) / blocks;
+    const int64_t f0 = u0 * per_unit, f1 = u1 * per_unit;
+    NodeSpec part = s;
+    part.params["weight"] = param_rows(w, f0, f1);
+    if (bias) part.params["bias"] = param_rows(*bias, f0, f1);
+    std::vector<Tensor> bins = ins;
+    Tensor bout;
+    if (conv) {
+      if (s.groups > 1) {
+        const int64_t in_per_group = ins[0].shape[1] / s.groups;
+        bins[0] = channels(ins[0], u0 * in_per_group, u1 * in_per_group);
+        part.groups = u1 - u0;
+      }
+      bout = channels(out, f0, f1);
+    } else {
+      bout = Tensor{static_cast<float*>(out.data) + f0, out.shape};
+      bout.shape.back() = f1 - f0;
+    }
+    part.shape = bout.shape;
+    calls.push_back(make_kernel_call(part, bins, bout, 1, st, ones));
+  }
+  return calls;
+}
+
 class LibraryRunner : public NodeRunner {
  public:
   explicit LibraryRunner(Call c) : call_(std::move(c)) {}
@@ -265,6 +326,8 @@ std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::ve
 
   // Framework mode: intra_op blocks of the leading axis (fewer when it is
   // shorter), each single-threaded.
+  std::vector<Call> by_feature = feature_blocks(spec, ins, out, settings, ones);
+  if (!by_feature.empty()) return std::make_unique<SplitRunner>(std::move(by_feature));
   std::vector<bool> cut;
   const int64_t lead = out.shape.empty() ? 1 : out.shape[0];
   const bool splittable = split_inputs(spec, ins, cut);
