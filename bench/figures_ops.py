@@ -24,15 +24,8 @@ from typing import Any
 import numpy as np
 
 import pyparbench as ppb
+from pyparbench.memory import aligned_empty
 from pyparbench.timing import Summary, summarize, time_native, time_python
-
-
-def aligned_empty(shape: tuple[int, ...], align: int = 64) -> np.ndarray:
-    """A float32 array whose data starts on an `align`-byte boundary."""
-    n = int(np.prod(shape)) * 4
-    buf = np.empty(n + align, np.uint8)
-    start = (-buf.ctypes.data) % align
-    return buf[start:start + n].view(np.float32).reshape(shape)
 
 
 def call_overhead(threads: int, rounds: int) -> dict[str, Any]:

@@ -7,6 +7,7 @@ __all__ = [
     "DnnlError",
     "get_default_threads",
     "info",
+    "memory",
     "ops",
     "set_default_threads",
     "threading",
@@ -24,7 +25,7 @@ except ImportError as _exc:
     _CORE_MISSING: ImportError | None = _exc
 else:
     _CORE_MISSING = None
-    from pyparbench import ops, threading
+    from pyparbench import memory, ops, threading
     from pyparbench.info import info
     from pyparbench.threading.topology import topology
     from pyparbench.threads import get_default_threads, set_default_threads

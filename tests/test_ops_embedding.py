@@ -174,3 +174,18 @@ def test_bad_arguments(rng: np.random.Generator) -> None:
         k.run(table, np.arange(4, dtype=np.int32), np.array([0, 2], np.int64))
     with pytest.raises(TypeError, match="indices must be int32 or int64, got float32"):
         k.run(table, np.zeros((2, 2), np.float32))
+
+
+def test_aligned_tables(rng: np.random.Generator) -> None:
+    from pyparbench.memory import aligned_copy, aligned_empty
+
+    t = aligned_empty((100, 64))
+    assert t.ctypes.data % 64 == 0 and t.dtype == np.float32 and t.flags.c_contiguous
+    table = rand(rng, 100, 64)
+    a = aligned_copy(table)
+    assert a.ctypes.data % 64 == 0 and np.array_equal(a, table)
+    idx = rng.integers(0, 100, size=(8, 5))
+    assert np.array_equal(ppb.ops.embedding_bag(a, idx), ppb.ops.embedding_bag(table, idx))
+    assert aligned_empty(7, np.int64, align=128).ctypes.data % 128 == 0
+    with pytest.raises(ValueError, match="power of two, got 48"):
+        aligned_empty((2, 2), align=48)
