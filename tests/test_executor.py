@@ -228,3 +228,16 @@ def test_framework_mode_cuts_batch_one_ops_by_feature(name: str) -> None:
     blocks = cg.blocks(s)
     heavy = [i for i, n in enumerate(g.nodes) if n.op in ("conv2d", "linear")]
     assert heavy and all(blocks[i] == 2 for i in heavy)
+
+
+def test_a_pinned_run_leaves_no_pinning_behind() -> None:
+    import os
+
+    g, _ = model("mlp-512")
+    cg = compile_graph(g)
+    cg.run(Settings(intra_op=2, affinity="compact"), repeats=1)
+    r = cg.run(Settings(intra_op=2), repeats=1, audit=True)
+    allowed = set(os.sched_getaffinity(0))
+    assert r.audit is not None
+    for rec in r.audit.team(0):
+        assert set(rec.affinity) == allowed, rec

@@ -41,12 +41,15 @@ class WorkerContext {
       // threads inherit; each current team thread gets one CPU of it.
       set_thread_affinity(cpus_);
       if (s.op_mode == OperatorMode::library && team_ > 1) {
-        ThreadsScope scope(team_);
-        const std::vector<int>& cpus = cpus_;
-#pragma omp parallel num_threads(team_)
-        {
-          const int t = omp_get_thread_num();
-          if (t > 0) set_thread_affinity({cpus[static_cast<size_t>(t) % cpus.size()]});
+        pinned_team_ = true;
+        const std::vector<int> cpus = cpus_;
+        try {
+          pin_team([&cpus](int t) {
+            return std::vector<int>{cpus[static_cast<size_t>(t) % cpus.size()]};
+          });
+        } catch (...) {
+          set_thread_affinity(saved_);  // no destructor runs for a failed constructor
+          throw;
         }
       }
     }
@@ -61,8 +64,14 @@ class WorkerContext {
     pool_.reset();
     if (!saved_.empty()) {
       try {
+        // Later unpinned runs from this thread reuse the same team: give
+        // its threads, then the thread itself, the mask it had before.
+        if (pinned_team_) {
+          const std::vector<int> saved = saved_;
+          pin_team([&saved](int) { return saved; });
+        }
         set_thread_affinity(saved_);
-      } catch (...) {  // the thread keeps the narrower mask; nothing else to do
+      } catch (...) {  // the threads keep the narrower masks; nothing else to do
       }
     }
   }
@@ -78,8 +87,30 @@ class WorkerContext {
   }
 
  private:
+  // Gives OpenMP thread t (t > 0) of the calling thread's team mask(t); an
+  // error inside the region is carried out of it, then rethrown.
+  template <class Mask>
+  void pin_team(Mask mask) const {
+    ThreadsScope scope(team_);
+    std::exception_ptr error;
+#pragma omp parallel num_threads(team_)
+    {
+      const int t = omp_get_thread_num();
+      if (t > 0) {
+        try {
+          set_thread_affinity(mask(t));
+        } catch (...) {
+#pragma omp critical(ppb_pin_team)
+          error = std::current_exception();
+        }
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  }
+
   std::shared_ptr<Audit> audit_;
   int worker_, team_;
+  bool pinned_team_ = false;
   std::vector<int> cpus_, saved_;
   std::unique_ptr<ThreadPool> pool_;
 };
