@@ -43,12 +43,12 @@ RTOL = 2e-4
 
 
 @lru_cache(maxsize=None)
-def model(name: str) -> tuple[Graph, dict[str, np.ndarray]]:
+def model(name: str, batch: int = 2) -> tuple[Graph, dict[str, np.ndarray]]:
     kw = SMALL.get(name, {})
     try:
-        g = models.build(name, 2, **kw)
+        g = models.build(name, batch, **kw)
     except TypeError:  # a builder without that size knob
-        g = models.build(name, 2)
+        g = models.build(name, batch)
     return g, reference_forward(g, g.random_inputs(seed=0))
 
 
@@ -65,6 +65,21 @@ def test_every_model_matches_the_reference_under_every_setting(name: str) -> Non
     g, want = model(name)
     cg = compile_graph(g)
     for s in SETTINGS:
+        cg.run(s, repeats=1, warmup=0)
+        try:
+            assert_matches(cg.outputs(), want)
+        except AssertionError as e:
+            raise AssertionError(f"{s.label()}: {e}") from None
+
+
+@pytest.mark.parametrize("name", sorted(models.MODELS))
+def test_every_model_at_batch_one_in_framework_mode(name: str) -> None:
+    # Batch 1: ops are cut along channels or features instead of the batch.
+    g, want = model(name, 1)
+    cg = compile_graph(g)
+    for s in (Settings(operator="framework", intra_op=2, pool="eigen"),
+              Settings(scheduler="async", inter_op=2, intra_op=2, operator="framework",
+                       pool="std", library="blas")):
         cg.run(s, repeats=1, warmup=0)
         try:
             assert_matches(cg.outputs(), want)
@@ -217,10 +232,9 @@ def test_native_settings_are_checked() -> None:
 @pytest.mark.parametrize("name", ["mobilenet-v2", "resnext50", "mlp-512", "squeezenet"])
 def test_framework_mode_cuts_batch_one_ops_by_feature(name: str) -> None:
     # Batch 1 cannot be cut along the batch: convs are cut by output channel
-    # (whole groups: depthwise and ResNeXt), one-row linears by output feature.
-    kw = SMALL.get(name, {})
-    g = models.build(name, 1, **kw)
-    want = reference_forward(g, g.random_inputs(seed=0))
+    # (whole groups: depthwise and ResNeXt), one-row linears by output
+    # feature, channel-wise glue ops by channel.
+    g, want = model(name, 1)
     cg = compile_graph(g)
     s = Settings(operator="framework", intra_op=2, pool="std")
     cg.run(s, repeats=1, warmup=0)
@@ -228,6 +242,8 @@ def test_framework_mode_cuts_batch_one_ops_by_feature(name: str) -> None:
     blocks = cg.blocks(s)
     heavy = [i for i, n in enumerate(g.nodes) if n.op in ("conv2d", "linear")]
     assert heavy and all(blocks[i] == 2 for i in heavy)
+    glue = [i for i, n in enumerate(g.nodes) if n.op in ("eltwise", "batch_norm", "pool2d")]
+    assert all(blocks[i] == 2 for i in glue)
 
 
 def test_a_pinned_run_leaves_no_pinning_behind() -> None:

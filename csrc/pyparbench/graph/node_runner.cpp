@@ -245,19 +245,22 @@ ParamArray param_rows(const ParamArray& p, int64_t r0, int64_t r1) {
 
 // Framework mode when the batch is too short to cut: a batch-1 conv is cut
 // along its output channels (whole groups when grouped), a one-row linear
-// along its output features, as frameworks shard such ops. Empty when the
-// node is neither.
+// along its output features, and the batch-1 channel-wise glue ops (eltwise,
+// batch norm, pooling, same-shape add / mul) along their channels, as
+// frameworks shard such ops. Empty when the node is none of those.
 std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& ins,
                                  const Tensor& out, const ExecSettings& st,
                                  const std::vector<float>& ones) {
   std::vector<Call> calls;
-  const bool conv = s.op == "conv2d" && out.shape[0] == 1;
-  const bool linear = s.op == "linear" && inner_size(out.shape) == out.shape.back() &&
-                      out.shape[0] == 1;
-  if (!conv && !linear) return calls;
-  const ParamArray& w = param(s, "weight");
-  const ParamArray* bias = optional_param(s, "bias");
-  const int64_t features = conv ? out.shape[1] : out.shape.back();
+  if (out.shape.size() < 2 || out.shape[0] != 1) return calls;
+  const std::string& op = s.op;
+  const bool conv = op == "conv2d";
+  const bool linear = op == "linear" && inner_size(out.shape) == out.shape.back();
+  const bool channelwise =
+      op == "eltwise" || op == "batch_norm" || op == "pool2d" || op == "global_avg_pool" ||
+      ((op == "add" || op == "mul") && ins[1].shape == ins[0].shape);
+  if (!conv && !linear && !channelwise) return calls;
+  const int64_t features = linear ? out.shape.back() : out.shape[1];
   const int64_t per_unit = conv && s.groups > 1 ? features / s.groups : 1;
   const int64_t units = features / per_unit;
   const int64_t blocks = std::min<int64_t>(st.intra_op, units);
@@ -266,20 +269,28 @@ std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& i
     const int64_t u0 = units * b / blocks, u1 = units * (b + 1) / blocks;
     const int64_t f0 = u0 * per_unit, f1 = u1 * per_unit;
     NodeSpec part = s;
-    part.params["weight"] = param_rows(w, f0, f1);
-    if (bias) part.params["bias"] = param_rows(*bias, f0, f1);
     std::vector<Tensor> bins = ins;
     Tensor bout;
-    if (conv) {
-      if (s.groups > 1) {
-        const int64_t in_per_group = ins[0].shape[1] / s.groups;
-        bins[0] = channels(ins[0], u0 * in_per_group, u1 * in_per_group);
-        part.groups = u1 - u0;
-      }
+    if (channelwise) {
+      // Per-channel parameters (batch norm's) follow the channels.
+      for (auto& [name, p] : part.params) p = param_rows(p, f0, f1);
+      for (auto& t : bins) t = channels(t, f0, f1);
       bout = channels(out, f0, f1);
     } else {
-      bout = Tensor{static_cast<float*>(out.data) + f0, out.shape};
-      bout.shape.back() = f1 - f0;
+      part.params["weight"] = param_rows(param(s, "weight"), f0, f1);
+      if (const ParamArray* bias = optional_param(s, "bias"))
+        part.params["bias"] = param_rows(*bias, f0, f1);
+      if (conv) {
+        if (s.groups > 1) {
+          const int64_t in_per_group = ins[0].shape[1] / s.groups;
+          bins[0] = channels(ins[0], u0 * in_per_group, u1 * in_per_group);
+          part.groups = u1 - u0;
+        }
+        bout = channels(out, f0, f1);
+      } else {
+        bout = Tensor{static_cast<float*>(out.data) + f0, out.shape};
+        bout.shape.back() = f1 - f0;
+      }
     }
     part.shape = bout.shape;
     calls.push_back(make_kernel_call(part, bins, bout, 1, st, ones));

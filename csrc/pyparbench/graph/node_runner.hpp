@@ -1,8 +1,8 @@
 // What runs one node of a plan: its prepared kernel(s) bound to the plan's
 // buffers. In library mode one kernel threads the op over intra_op threads;
-// in framework mode the op is cut into blocks along its leading axis (a
-// batch-1 conv or one-row linear along its output features), each a
-// single-threaded kernel, and the blocks run on the worker's pool.
+// in framework mode the op is cut into blocks along its leading axis (at
+// batch 1 along its channels or output features), each a single-threaded
+// kernel, and the blocks run on the worker's pool.
 #pragma once
 
 #include "pyparbench/graph/exec_settings.hpp"
