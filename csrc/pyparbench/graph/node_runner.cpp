@@ -247,7 +247,8 @@ ParamArray param_rows(const ParamArray& p, int64_t r0, int64_t r1) {
 // along its output channels (whole groups when grouped), a one-row linear
 // along its output features, and the batch-1 channel-wise glue ops (eltwise,
 // batch norm, pooling, same-shape add / mul) along their channels, as
-// frameworks shard such ops. Empty when the node is none of those.
+// frameworks shard such ops; a (1, S, F) row op (linear, layer norm,
+// softmax) is cut along S. Empty when the node is none of those.
 std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& ins,
                                  const Tensor& out, const ExecSettings& st,
                                  const std::vector<float>& ones) {
@@ -259,8 +260,13 @@ std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& i
   const bool channelwise =
       op == "eltwise" || op == "batch_norm" || op == "pool2d" || op == "global_avg_pool" ||
       ((op == "add" || op == "mul") && ins[1].shape == ins[0].shape);
-  if (!conv && !linear && !channelwise) return calls;
-  const int64_t features = linear ? out.shape.back() : out.shape[1];
+  // (1, S, F) row ops (a Transformer's at batch 1): cut along S, whole
+  // parameters for every block.
+  const bool rowwise = out.shape.size() >= 3 && !channelwise &&
+                       ((op == "linear" && !linear) || op == "layer_norm" ||
+                        (op == "softmax" && s.axis != 1));
+  if (!conv && !linear && !channelwise && !rowwise) return calls;
+  const int64_t features = linear && !rowwise ? out.shape.back() : out.shape[1];
   const int64_t per_unit = conv && s.groups > 1 ? features / s.groups : 1;
   const int64_t units = features / per_unit;
   const int64_t blocks = std::min<int64_t>(st.intra_op, units);
@@ -271,9 +277,10 @@ std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& i
     NodeSpec part = s;
     std::vector<Tensor> bins = ins;
     Tensor bout;
-    if (channelwise) {
+    if (channelwise || rowwise) {
       // Per-channel parameters (batch norm's) follow the channels.
-      for (auto& [name, p] : part.params) p = param_rows(p, f0, f1);
+      if (channelwise)
+        for (auto& [name, p] : part.params) p = param_rows(p, f0, f1);
       for (auto& t : bins) t = channels(t, f0, f1);
       bout = channels(out, f0, f1);
     } else {
