@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from pyparbench.graph import GraphBuilder
 
@@ -14,6 +15,7 @@ __all__ = [
     "image_input",
     "mlp",
     "same_padding",
+    "vision_params",
 ]
 
 
@@ -31,6 +33,32 @@ def cap_rows(rows: Sequence[int], max_rows: int | None) -> list[int]:
     if any(r < 1 for r in rows):
         raise ValueError(f"table sizes must be >= 1, got {list(rows)}")
     return [r if max_rows is None else min(r, max_rows) for r in rows]
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def vision_params(size_note: str = "") -> Callable[[F], F]:
+    """Appends the parameters every image-model builder shares to its docstring."""
+    doc = f"""
+
+    Parameters
+    ----------
+    batch
+        Images per pass (>= 1).
+    classes
+        Classifier outputs.
+    image_size
+        Height and width of the input{size_note}.
+    seed
+        Seed of the random weights.
+    """
+
+    def add(fn: F) -> F:
+        fn.__doc__ = (fn.__doc__ or "").rstrip() + doc
+        return fn
+
+    return add
 
 
 def image_input(b: GraphBuilder, batch: int, size: int, channels: int = 3) -> int:

@@ -20,7 +20,7 @@ agrees within a few percent.
 from __future__ import annotations
 
 from pyparbench.graph import Graph, GraphBuilder
-from pyparbench.models._blocks import classifier, conv_bn, image_input
+from pyparbench.models._blocks import classifier, conv_bn, image_input, vision_params
 
 __all__ = ["INCEPTION_MODULES", "googlenet"]
 
@@ -54,21 +54,11 @@ def _inception(b: GraphBuilder, x: int, widths: tuple[int, int, int, int, int, i
     return b.concat([b1, b3, b5, _conv(b, p, pp, 1, name="pool_proj")], name="concat")
 
 
+@vision_params()
 def googlenet(batch: int = 1, *, classes: int = 1000, image_size: int = 224,
               seed: int = 0) -> Graph:
     """GoogLeNet / Inception-v1 (the paper's widths and 5x5 branch, torchvision's
     batch norm and pooling): 7.02 M parameters, 1.58 G multiply-adds.
-
-    Parameters
-    ----------
-    batch
-        Images per pass (>= 1).
-    classes
-        Classifier outputs.
-    image_size
-        Height and width of the input.
-    seed
-        Seed of the random weights.
     """
     b = GraphBuilder("googlenet", seed)
     x = image_input(b, batch, image_size)

@@ -20,7 +20,7 @@ statistics; 2.03 G multiply-adds at 224x224 (the paper gives none).
 from __future__ import annotations
 
 from pyparbench.graph import Graph, GraphBuilder
-from pyparbench.models._blocks import classifier, conv_bn, image_input
+from pyparbench.models._blocks import classifier, conv_bn, image_input, vision_params
 
 __all__ = ["INCEPTION_MODULES", "inception_v2"]
 
@@ -62,20 +62,10 @@ def _inception(b: GraphBuilder, x: int,
     return b.concat(branches, name="concat")
 
 
+@vision_params()
 def inception_v2(batch: int = 1, *, classes: int = 1000, image_size: int = 224,
                  seed: int = 0) -> Graph:
     """BN-Inception (Inception-v2) from the batch-normalisation paper's Figure 5.
-
-    Parameters
-    ----------
-    batch
-        Images per pass (>= 1).
-    classes
-        Classifier outputs.
-    image_size
-        Height and width of the input.
-    seed
-        Seed of the random weights.
     """
     b = GraphBuilder("inception_v2", seed)
     x = image_input(b, batch, image_size)

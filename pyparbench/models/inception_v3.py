@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pyparbench.graph import Graph, GraphBuilder
-from pyparbench.models._blocks import classifier, conv_bn, image_input
+from pyparbench.models._blocks import classifier, conv_bn, image_input, vision_params
 
 __all__ = ["inception_v3"]
 
@@ -88,20 +88,10 @@ def _block_8(b: GraphBuilder, conv: Conv, x: int) -> int:
     return b.concat([b1, s, d, _avg_branch(b, conv, x, 192)], name="concat")
 
 
+@vision_params(' (at least 75)')
 def inception_v3(batch: int = 1, *, classes: int = 1000, image_size: int = 299,
                  seed: int = 0) -> Graph:
     """Inception-v3 as ``keras.applications.InceptionV3`` (23,851,784 parameters).
-
-    Parameters
-    ----------
-    batch
-        Images per pass (>= 1).
-    classes
-        Classifier outputs.
-    image_size
-        Height and width of the input (at least 75).
-    seed
-        Seed of the random weights.
     """
     b = GraphBuilder("inception_v3", seed)
     conv = _conv(b)

@@ -14,7 +14,7 @@ multiply-adds at 224x224 (the paper's Table 4: 300 M, 3.4 M parameters).
 from __future__ import annotations
 
 from pyparbench.graph import Graph, GraphBuilder
-from pyparbench.models._blocks import classifier, conv_bn, image_input
+from pyparbench.models._blocks import classifier, conv_bn, image_input, vision_params
 
 __all__ = ["mobilenet_v2"]
 
@@ -45,20 +45,10 @@ def _inverted_residual(b: GraphBuilder, x: int, expansion: int, out: int, stride
         return b.add(y, x, name="add") if stride == 1 and cin == out else y
 
 
+@vision_params()
 def mobilenet_v2(batch: int = 1, *, classes: int = 1000, image_size: int = 224,
                  seed: int = 0) -> Graph:
     """MobileNet-v2 (alpha 1.0) as ``keras.applications.MobileNetV2`` (3,538,984 parameters).
-
-    Parameters
-    ----------
-    batch
-        Images per pass (>= 1).
-    classes
-        Classifier outputs.
-    image_size
-        Height and width of the input.
-    seed
-        Seed of the random weights.
     """
     b = GraphBuilder("mobilenet_v2", seed)
     x = image_input(b, batch, image_size)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyparbench.graph import Graph, GraphBuilder
-from pyparbench.models._blocks import classifier, conv_bn, image_input
+from pyparbench.models._blocks import classifier, conv_bn, image_input, vision_params
 
 __all__ = ["resnet50", "resnext50_32x4d"]
 
@@ -83,20 +83,10 @@ def _resnet(name: str, style: _Style, batch: int, classes: int, image_size: int,
     return b.build(classifier(b, x, classes), meta)
 
 
+@vision_params()
 def resnet50(batch: int = 1, *, classes: int = 1000, image_size: int = 224,
              seed: int = 0) -> Graph:
     """ResNet-50 exactly as ``keras.applications.ResNet50`` (25,636,712 parameters).
-
-    Parameters
-    ----------
-    batch
-        Images per pass (>= 1).
-    classes
-        Classifier outputs.
-    image_size
-        Height and width of the input.
-    seed
-        Seed of the random weights.
     """
     return _resnet("resnet50", _KERAS_RESNET, batch, classes, image_size, seed)
 

@@ -11,7 +11,7 @@ is no batch norm. 1,248,424 parameters, as the paper's Table 1 states;
 from __future__ import annotations
 
 from pyparbench.graph import Graph, GraphBuilder
-from pyparbench.models._blocks import image_input
+from pyparbench.models._blocks import image_input, vision_params
 
 __all__ = ["FIRE_MODULES", "squeezenet1_0"]
 
@@ -27,20 +27,10 @@ def _fire(b: GraphBuilder, x: int, squeeze: int, e1: int, e3: int) -> int:
                      b.conv2d(s, e3, 3, padding=1, relu=True, name="expand3x3")], name="concat")
 
 
+@vision_params()
 def squeezenet1_0(batch: int = 1, *, classes: int = 1000, image_size: int = 224,
                   seed: int = 0) -> Graph:
     """SqueezeNet 1.0: 1,248,424 parameters (the paper's Table 1).
-
-    Parameters
-    ----------
-    batch
-        Images per pass (>= 1).
-    classes
-        Classifier outputs.
-    image_size
-        Height and width of the input.
-    seed
-        Seed of the random weights.
     """
     b = GraphBuilder("squeezenet1_0", seed)
     x = image_input(b, batch, image_size)
