@@ -14,7 +14,7 @@ from pyparbench.threading.topology import topology, topology_dict
 def info() -> dict[str, Any]:
     """Build and machine information as a plain, JSON-serialisable dict."""
     rt = dict(_rt.runtime_info())
-    topo = dict(_rt.topology_summary(""))
+    topo = topology()  # hwloc, loaded once
     return {
         "pyparbench": _version(),
         "python": sys.version.split()[0],
@@ -33,16 +33,16 @@ def info() -> dict[str, Any]:
             "num_procs": rt["openmp_num_procs"],
         },
         "cpus": {
-            "logical": topo["pus"],
-            "physical_cores": topo["cores"],
-            "sockets": topo["packages"],
-            "numa_nodes": topo["numa_nodes"],
-            "allowed": list(topo["allowed_cpus"]),
+            "logical": len(topo.pus),
+            "physical_cores": len(topo.cores),
+            "sockets": max(1, len(topo.packages)),
+            "numa_nodes": max(1, len(topo.numa_nodes)),
+            "allowed": list(topo.allowed_cpus),
             "os_cpu_count": os.cpu_count(),
         },
         "compiler": rt["compiler"],
         "default_threads": int(_rt.get_default_threads()),
-        "topology": topology_dict(topology()),
+        "topology": topology_dict(topo),
     }
 
 

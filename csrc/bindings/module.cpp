@@ -5,7 +5,7 @@
 PYBIND11_MODULE(_core, m) {
   m.doc() = "pyparbench native core (oneDNN + OpenMP kernels)";
   ppb::bind::register_errors(m);
-  auto runtime = m.def_submodule("runtime", "Threads, topology and build information");
+  auto runtime = m.def_submodule("runtime", "Default threads and build information");
   ppb::bind::register_runtime(runtime);
   auto threading = m.def_submodule("threading", "Topology, placement, thread pools and audit");
   ppb::bind::register_threading(threading);

@@ -1,8 +1,7 @@
-// Threads, topology and build information.
+// Default threads and build information (topology: register_threading.cpp).
 #include "bindings/pybind.hpp"
 #include "pyparbench/core/threads.hpp"
 #include "pyparbench/info/runtime_info.hpp"
-#include "pyparbench/threading/topology.hpp"
 
 namespace ppb::bind {
 
@@ -26,25 +25,6 @@ void register_runtime(py::module_& m) {
     d["compiler"] = r.compiler;
     return d;
   });
-  m.def("topology_summary",
-        [](const std::string& synthetic) {
-          TopologySummary s;
-          {
-            py::gil_scoped_release nogil;
-            s = topology_summary(synthetic);
-          }
-          py::dict d;
-          d["packages"] = s.packages;
-          d["numa_nodes"] = s.numa_nodes;
-          d["cores"] = s.cores;
-          d["pus"] = s.pus;
-          d["allowed_cpus"] = s.allowed_cpus;
-          d["source"] = s.source;
-          return d;
-        },
-        py::arg("synthetic") = "",
-        "Sockets, NUMA nodes, cores and logical CPUs (hwloc); synthetic: an hwloc "
-        "synthetic description such as 'package:2 core:24 pu:2'.");
 }
 
 }  // namespace ppb::bind

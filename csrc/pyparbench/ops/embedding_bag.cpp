@@ -101,9 +101,8 @@ void EmbeddingBag::execute() {
   const BagArgs a{table_.data, rows_,     dim_,          indices_.data, offsets_.data,
                   indices_.is64, bag_size_, bags_, n_indices_, weights_.data,
                   mode_ == BagMode::mean, out_.data};
-  static const BagKernel kernel = select_bag_kernel();
   ThreadsScope scope(threads_);
-  const bool ok = kernel(a);
+  const bool ok = select_bag_kernel()(a);
   if (!ok) {
     if (indices_.is64)
       report_bad_index<int64_t>();

@@ -218,16 +218,4 @@ std::string cpu_list_str(const std::vector<int>& cpus) {
   return s.empty() ? "none" : s;
 }
 
-TopologySummary topology_summary(const std::string& synthetic) {
-  const Topology t = load_topology(synthetic);
-  TopologySummary s;
-  s.packages = static_cast<int>(t.packages.size());
-  s.numa_nodes = std::max(1, static_cast<int>(t.numa_nodes.size()));
-  s.cores = static_cast<int>(t.cores.size());
-  s.pus = static_cast<int>(t.pus.size());
-  s.allowed_cpus = t.allowed_cpus;
-  s.source = t.source;
-  return s;
-}
-
 }  // namespace ppb

@@ -78,16 +78,5 @@ std::vector<int> process_allowed_cpus();
 // "0-3,8" style.
 std::string cpu_list_str(const std::vector<int>& cpus);
 
-struct TopologySummary {
-  int packages = 0;
-  int numa_nodes = 0;
-  int cores = 0;  // physical cores
-  int pus = 0;    // logical CPUs (hardware threads)
-  std::vector<int> allowed_cpus;  // OS indices this process may run on
-  std::string source;             // "this machine" or the synthetic description
-};
-
-// Counts only (kept for runtime.topology_summary).
-TopologySummary topology_summary(const std::string& synthetic = "");
 
 }  // namespace ppb
