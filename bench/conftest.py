@@ -3,10 +3,3 @@
 Each benchmark also checks its output, so `pytest bench --benchmark-disable`
 is a quick correctness smoke test of everything the suites touch.
 """
-
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import pyparbench as ppb
-from shape_lists import ConvProblem, conv_problems
+from pyparbench.shapes import ConvProblem, conv_problems
 
 LIBRARIES = ppb.ops.LIBRARIES
 THREADS = [1, 2]

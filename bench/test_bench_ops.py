@@ -1,4 +1,4 @@
-"""Operator benchmarks on the standard shape lists (bench/shapes/).
+"""Operator benchmarks on the standard shape lists (pyparbench/shapes/data/).
 
   pytest bench/test_bench_ops.py --benchmark-group-by=group
 
@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import pyparbench as ppb
-from shape_lists import conv_problems, gemm_problems
+from pyparbench._checks import padding4, pair
+from pyparbench.reference import conv2d_reference
+from pyparbench.shapes import conv_problems, gemm_problems
 
 THREADS = [1, 2]
 
@@ -56,9 +58,9 @@ def test_conv_resnet50_batch1(benchmark, p, threads: int) -> None:  # type: igno
     benchmark.group = f"conv {p.name}"
     benchmark.extra_info["gflop"] = conv.flops / 1e9
     benchmark(conv.run, x, out)
-    # Spot-check one output channel against a direct float64 computation.
-    want = ppb.ops.conv2d(x.astype(np.float64), w, stride=p.stride, padding=p.padding,
-                          dilation=p.dilation, groups=p.groups, threads=1)
+    # The whole output against the float64 numpy convolution.
+    want = conv2d_reference(x, w, None, pair("stride", p.stride), padding4(p.padding),
+                            pair("dilation", p.dilation), p.groups, relu=False)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 

@@ -1,8 +1,11 @@
 """pyparbench: how deep-learning operators and graphs behave under CPU parallelism knobs."""
 
-from typing import Any
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib.util
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
 __all__ = [
     "DnnlError",
     "get_default_threads",
@@ -14,25 +17,31 @@ __all__ = [
     "topology",
 ]
 
+
+def _check_core() -> None:
+    # Without its compiled core this is the source folder, not an installed
+    # package (typically: Python started in the repository root put it first
+    # on sys.path). Say so in one sentence instead of failing deep inside.
+    spec = importlib.util.find_spec("pyparbench._core")
+    if spec is None or spec.origin is None or not spec.origin.endswith((".so", ".pyd")):
+        here = Path(__file__).resolve().parent
+        raise ImportError(
+            f"pyparbench was imported from {here}, which has no compiled core "
+            "(pyparbench/_core*.so): build and install it with `bash setup.sh` or "
+            "`pip install .`, then run Python from another folder or with -P "
+            "(python -P ignores the current directory)")
+
+
+_check_core()
+
 try:
-    from pyparbench._core import DnnlError
-except ImportError as _exc:
-    # Not built: the module is missing, or only its .pyi stubs' folder is there.
-    if _exc.name != "pyparbench._core":
-        raise
-    # The pure-Python parts (graph, models, reference) still import; the
-    # native names raise when used.
-    _CORE_MISSING: ImportError | None = _exc
-else:
-    _CORE_MISSING = None
-    from pyparbench import memory, ops, threading
-    from pyparbench.info import info
-    from pyparbench.threading.topology import topology
-    from pyparbench.threads import get_default_threads, set_default_threads
+    # One source for the version: the installed distribution's (pyproject.toml).
+    __version__ = version("pyparbench")
+except PackageNotFoundError:  # a build used in place, not installed
+    __version__ = "0+unknown"
 
-
-def __getattr__(name: str) -> Any:
-    if _CORE_MISSING is not None and name in __all__:
-        raise ImportError(f"pyparbench.{name} needs the native core (pyparbench._core), "
-                          "which is not built: pip install the package") from _CORE_MISSING
-    raise AttributeError(f"module 'pyparbench' has no attribute {name!r}")
+from pyparbench import memory, ops, threading  # noqa: E402
+from pyparbench._core import DnnlError  # noqa: E402
+from pyparbench.info import info  # noqa: E402
+from pyparbench.threading.defaults import get_default_threads, set_default_threads  # noqa: E402
+from pyparbench.threading.topology import topology  # noqa: E402

@@ -1,6 +1,6 @@
 """Compile a Graph into a native plan and run it under Settings.
 
-``compile_graph(graph)`` (also ``graph.compile()``) makes a
+``compile_graph(graph)`` makes a
 :class:`CompiledGraph`: the native plan holds one buffer per node and, for
 each execution setting used, the prepared kernels; ``run()`` times it in C++
 with no Python between nodes, and can return a per-node trace (Chrome trace
@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from pyparbench._core import graph as _g
 from pyparbench._core import threading as _t
-from pyparbench.graph import Graph, Node
+from pyparbench.graph import NATIVE_ATTRS, Graph, Node
 from pyparbench.settings import Settings, allowed_sockets
 from pyparbench.threading.audit import ThreadAudit, ThreadingMismatch, ThreadingMismatchError
 from pyparbench.threading.placement import place
@@ -106,7 +106,7 @@ def branch_groups(graph: Graph, groups: int) -> list[int]:
 
 
 def resolve(settings: Settings, graph: Graph, topology: Topology | None = None,
-            cpus: Sequence[int] | None = None) -> Any:
+            cpus: Sequence[int] | None = None) -> _g.ExecSettings:
     """Native execution settings: placement resolved to CPU lists, the
     per-socket placement to node groups. ``cpus``: the CPUs this run may use
     (an instance's share), else all the process may use."""
@@ -138,41 +138,24 @@ def resolve(settings: Settings, graph: Graph, topology: Topology | None = None,
     return s
 
 
-def _resolved_dict(s: Any) -> dict[str, Any]:
+def _resolved_dict(s: _g.ExecSettings) -> dict[str, Any]:
     return {"scheduler": s.scheduler, "operator": s.operator, "inter_op": s.inter_op,
             "intra_op": s.intra_op, "library": s.library, "pool": s.pool,
             "worker_cpus": [list(c) for c in s.worker_cpus], "groups": s.groups}
 
 
-def _spec(node: Node) -> Any:
+def _spec(node: Node) -> _g.NodeSpec:
+    """The node as the native plan's NodeSpec: the attributes the plan takes
+    (graph.opdefs.NATIVE_ATTRS) under the same names, tuples as lists."""
     spec = _g.NodeSpec()
     spec.op = node.op
     spec.name = node.name
     spec.inputs = list(node.inputs)
     spec.shape = list(node.shape)
     spec.int64 = node.dtype == "int64"
-    a = node.attrs
-    if node.op == "conv2d":
-        spec.stride, spec.padding = list(a["stride"]), list(a["padding"])
-        spec.dilation, spec.groups, spec.relu = list(a["dilation"]), a["groups"], a["relu"]
-    elif node.op == "pool2d":
-        spec.kind, spec.kernel, spec.stride = a["kind"], list(a["kernel"]), list(a["stride"])
-        spec.padding, spec.ceil_mode = list(a["padding"]), a["ceil_mode"]
-        spec.count_include_pad = a["count_include_pad"]
-    elif node.op in ("linear", "add"):
-        spec.relu = a["relu"]
-    elif node.op == "matmul":
-        spec.trans_b = a["trans_b"]
-    elif node.op == "embedding_bag":
-        spec.mode = a["mode"]
-    elif node.op == "eltwise":
-        spec.kind = a["kind"]
-    elif node.op in ("concat", "softmax"):
-        spec.axis = a["axis"]
-    elif node.op in ("batch_norm", "layer_norm"):
-        spec.eps = a["eps"]
-    elif node.op == "transpose":
-        spec.perm = list(a["perm"])
+    for attr in NATIVE_ATTRS.get(node.op, ()):
+        value = node.attrs[attr]
+        setattr(spec, attr, list(value) if isinstance(value, tuple) else value)
     return spec
 
 
@@ -255,7 +238,7 @@ def _batch(graph: Graph) -> int:
     return int(graph[graph.inputs[0]].shape[0]) if graph.inputs else 1
 
 
-def audit_mismatches(native: Any, audit: ThreadAudit) -> list[str]:
+def audit_mismatches(native: _g.ExecSettings, audit: ThreadAudit) -> list[str]:
     """How the threads that ran a plan differ from its resolved settings:
     each worker's threads (its OpenMP team or pool) must number intra_op and
     stay on the worker's CPUs, and pinned workers must not share CPUs."""

@@ -40,17 +40,28 @@ import numpy as np
 import numpy.typing as npt
 
 from pyparbench._core import ops as _k
-from pyparbench.threads import get_default_threads
+from pyparbench._checks import is_int as _is_int
+from pyparbench._checks import padding4 as _padding4
+from pyparbench._checks import pair as _pair
+from pyparbench.names import LIBRARIES
+from pyparbench.threading.defaults import get_default_threads
 
 __all__ = [
+    "LIBRARIES",
     "Add",
     "BatchNorm",
     "Binary",
+    "BlasConv2d",
+    "BlasGemm",
     "Concat",
     "Conv2d",
+    "Conv2dOp",
+    "EigenConv2d",
+    "EigenGemm",
     "EmbeddingBag",
     "Eltwise",
     "Gemm",
+    "GemmOp",
     "GlobalAvgPool",
     "LayerNorm",
     "Pool2d",
@@ -80,7 +91,6 @@ Array = npt.NDArray[np.float32]
 IntPair = int | tuple[int, int]
 Padding = int | tuple[int, int] | tuple[int, int, int, int]
 
-LIBRARIES: tuple[str, ...] = _k.LIBRARIES  # ("onednn", "eigen", "blas")
 
 GemmOp = _k.GemmOp
 Conv2dOp = _k.Conv2dOp
@@ -100,26 +110,6 @@ LayerNorm = _k.LayerNorm
 
 
 # ---------------------------------------------------------------- arguments
-
-
-def _pair(name: str, v: IntPair) -> tuple[int, int]:
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        return (int(v), int(v))
-    if isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(e) for e in v):
-        return (int(v[0]), int(v[1]))
-    raise TypeError(f"{name} must be an int or a pair of ints, got {v!r}")
-
-
-def _padding4(v: Padding) -> tuple[int, int, int, int]:
-    """int, (pad_h, pad_w) or (top, bottom, left, right)."""
-    if isinstance(v, (tuple, list)) and len(v) == 4 and all(_is_int(e) for e in v):
-        return (int(v[0]), int(v[1]), int(v[2]), int(v[3]))
-    ph, pw = _pair("padding", v)  # type: ignore[arg-type]
-    return (ph, ph, pw, pw)
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 def _threads(threads: int | None) -> int:

@@ -19,7 +19,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from pyparbench.graph import Graph, Node
 
-__all__ = ["reference_forward"]
+__all__ = ["conv2d_reference", "reference_forward"]
 
 Array = npt.NDArray[Any]
 _erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf is exact to double
@@ -98,14 +98,17 @@ def _param(node: Node, key: str, ft: np.dtype[Any]) -> Array:
 # ----------------------------------------------------------------------- ops
 
 
-def _conv2d(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
-    (x,) = args
-    a = node.attrs
-    w = _param(node, "weight", ft)
-    o, cg, kh, kw = w.shape
-    g = a["groups"]
-    (sh, sw), (dh, dw), (pt, pb, pl, pr) = a["stride"], a["dilation"], a["padding"]
-    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+def conv2d_reference(x: npt.ArrayLike, w: npt.ArrayLike, bias: npt.ArrayLike | None,
+                     stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                     groups: int, relu: bool, dtype: npt.DTypeLike = np.float64) -> Array:
+    """Direct 2-D convolution, NCHW / OIHW, computed in ``dtype`` (float64 by
+    default): padding (top, bottom, left, right), PyTorch's semantics."""
+    ft = np.dtype(dtype)
+    xa, wa = np.asarray(x, dtype=ft), np.asarray(w, dtype=ft)
+    o, cg, kh, kw = wa.shape
+    g = groups
+    (sh, sw), (dh, dw), (pt, pb, pl, pr) = stride, dilation, padding
+    xp = np.pad(xa, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
     # Windows of the dilated kernel's extent, then every dh-th / dw-th tap and
     # every sh-th / sw-th window: (N, C, OH, OW, KH, KW).
     win = sliding_window_view(xp, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
@@ -114,12 +117,19 @@ def _conv2d(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
     # im2col per group: (N, G, OH*OW, Cg*KH*KW) @ (G, Cg*KH*KW, O/G).
     cols = win.reshape(n, g, cg, oh, ow, kh, kw).transpose(0, 1, 3, 4, 2, 5, 6)
     cols = cols.reshape(n, g, oh * ow, cg * kh * kw)
-    wg = w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1)
+    wg = wa.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1)
     y = np.matmul(cols, wg)  # (N, G, OH*OW, O/G)
     y = y.transpose(0, 1, 3, 2).reshape(n, o, oh, ow)
-    if "bias" in node.params:
-        y = y + _param(node, "bias", ft)[None, :, None, None]
-    return np.asarray(np.maximum(y, 0) if a["relu"] else y)
+    if bias is not None:
+        y = y + np.asarray(bias, dtype=ft)[None, :, None, None]
+    return np.asarray(np.maximum(y, 0) if relu else y)
+
+
+def _conv2d(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    a = node.attrs
+    bias = _param(node, "bias", ft) if "bias" in node.params else None
+    return conv2d_reference(args[0], _param(node, "weight", ft), bias, a["stride"],
+                            a["padding"], a["dilation"], a["groups"], a["relu"], ft)
 
 
 def _linear(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:

@@ -4,8 +4,10 @@ A configuration (model, batch, :class:`~pyparbench.settings.Settings`) runs in
 its own subprocess, because some of its state is process-wide and fixed once
 set (the OpenMP wait policy, thread pools): the child gets the ``omp_wait``
 environment and, when the settings pin threads, the CPUs it may use, before
-it imports anything. Each finished configuration is appended to a JSONL file
-at once (flushed and synced), so an interrupted or crashed sweep loses no
+it imports anything, in safe-path mode and a neutral working directory (so
+a source checkout in the current directory is never imported). Each finished
+configuration is appended to a JSONL file (:mod:`pyparbench.results`) at once
+(flushed and synced), so an interrupted or crashed sweep loses no
 finished result, and running the same sweep again skips what is already
 there (``resume``). A configuration that fails is recorded with its error and
 not retried unless asked.
@@ -17,15 +19,18 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyparbench.results import Result, ResultStore
 from pyparbench.settings import Settings
 
-__all__ = ["Config", "ResultStore", "machine_fingerprint", "run_config", "run_configs"]
+__all__ = ["Config", "ResultStore", "child_command", "machine_fingerprint", "run_config",
+           "run_configs"]
 
 
 @dataclass(frozen=True)
@@ -51,11 +56,8 @@ class Config:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Config:
-        s = dict(d["settings"])
-        if isinstance(s.get("affinity"), list):
-            s["affinity"] = tuple(tuple(c) for c in s["affinity"])
-        return cls(d["model"], int(d["batch"]), Settings(**s), int(d["repeats"]),
-                   int(d["warmup"]))
+        return cls(d["model"], int(d["batch"]), Settings.from_dict(d["settings"]),
+                   int(d["repeats"]), int(d["warmup"]))
 
 
 def machine_fingerprint() -> dict[str, Any]:
@@ -82,38 +84,6 @@ def machine_fingerprint() -> dict[str, Any]:
             "pyparbench": d["pyparbench"], "python": d["python"]}
 
 
-class ResultStore:
-    """An append-only JSONL file of results, one line per configuration."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-
-    def records(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        out = []
-        for n, line in enumerate(self.path.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                # A line cut short by a crash mid-write: the rest still counts.
-                print(f"warning: {self.path}:{n} is not JSON, ignored", file=sys.stderr)
-        return out
-
-    def done_keys(self, *, include_failed: bool = True) -> set[str]:
-        return {r["key"] for r in self.records()
-                if include_failed or r.get("status") == "ok"}
-
-    def append(self, record: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as fh:
-            fh.write(json.dumps(record) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-
-
 def _child_env(settings: Settings) -> dict[str, str]:
     from pyparbench.threading.omp import omp_wait_env
 
@@ -136,31 +106,47 @@ def _child_cpus(settings: Settings) -> list[int] | None:
     return sorted(placement.cpus) if placement.pinned else None
 
 
-def run_config(config: Config, *, timeout: float = 600.0) -> dict[str, Any]:
-    """Run one configuration in a fresh Python process; returns its record
-    (``status`` "ok" with the timings, or "error" with what went wrong)."""
+def child_command(module: str) -> list[str]:
+    """The command line of a fresh Python running ``module``, importing nothing
+    from the current directory: safe-path mode (-P), and
+    children are also started in a neutral directory (:data:`CHILD_CWD`), so a
+    source checkout in the user's working directory never shadows the
+    installed package."""
+    return [sys.executable, "-P", "-m", module]
+
+
+CHILD_CWD = tempfile.gettempdir()
+
+
+def run_config(config: Config, *, timeout: float = 600.0,
+               machine: dict[str, Any] | None = None) -> Result:
+    """Run one configuration in a fresh Python process; returns its result
+    (``status`` ok with the timings; error, timeout or skipped with why)."""
     started = time.time()
+    machine = machine if machine is not None else machine_fingerprint()
+
+    def failed(status: str, error: str) -> Result:
+        return Result(config.key, config.as_dict(), status, started, machine, error=error)
+
     try:
         cpus = _child_cpus(config.settings)
     except ValueError as e:  # settings this machine cannot hold
-        return {"key": config.key, "config": config.as_dict(), "status": "error",
-                "error": str(e), "started": started}
+        return failed("skipped", str(e))
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     try:
-        proc = subprocess.run([sys.executable, "-m", "pyparbench.runner"],
+        proc = subprocess.run(child_command("pyparbench.runner"),
                               input=json.dumps(config.as_dict()), capture_output=True,
                               text=True, timeout=timeout, env=_child_env(config.settings),
-                              preexec_fn=pin)
+                              preexec_fn=pin, cwd=CHILD_CWD)
     except subprocess.TimeoutExpired:
-        return {"key": config.key, "config": config.as_dict(), "status": "error",
-                "error": f"timed out after {timeout:.0f} s", "started": started}
+        return failed("timeout", f"timed out after {timeout:.0f} s")
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        return {"key": config.key, "config": config.as_dict(), "status": "error",
-                "error": f"exit status {proc.returncode}: {tail}", "started": started}
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {"key": config.key, "config": config.as_dict(), "status": "ok",
-            "started": started, **result}
+        return failed("error", f"exit status {proc.returncode}: {tail}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Result(config.key, config.as_dict(), "ok", started, machine, ns=out["ns"],
+                  summary=out["summary"], resolved=out["resolved"],
+                  per_instance=out.get("per_instance"))
 
 
 def run_configs(configs: Iterable[Config], store: ResultStore, *, resume: bool = True,
@@ -170,8 +156,15 @@ def run_configs(configs: Iterable[Config], store: ResultStore, *, resume: bool =
     """Run every configuration not in ``store`` yet, appending each result as
     soon as it is known; yields the records (skipped ones too, from the
     store). ``on_result(config, record)`` is called after each (record None
-    for a skipped one), e.g. to advance a progress bar."""
-    done = {r["key"]: r for r in store.records()} if resume else {}
+    for one already in the store), e.g. to advance a progress bar.
+
+    Raises
+    ------
+    ValueError
+        On resume, when the store holds another machine's or schema's results.
+    """
+    machine = machine_fingerprint()
+    done = {r["key"]: r for r in store.check_resumable(machine)} if resume else {}
     for config in configs:
         previous = done.get(config.key)
         if previous is not None and (previous.get("status") == "ok" or not retry_failed):
@@ -179,7 +172,7 @@ def run_configs(configs: Iterable[Config], store: ResultStore, *, resume: bool =
                 on_result(config, None)
             yield previous
             continue
-        record = run_config(config, timeout=timeout)
+        record = run_config(config, timeout=timeout, machine=machine).to_dict()
         store.append(record)
         if on_result:
             on_result(config, record)
@@ -195,9 +188,7 @@ def _child_main() -> int:
     record = run_model(config.model, config.batch, config.settings, repeats=config.repeats,
                        warmup=config.warmup)
     out = record.as_dict()
-    out["machine"] = machine_fingerprint()
-    print(json.dumps({k: out[k] for k in ("ns", "summary", "resolved", "per_instance",
-                                           "machine")}))
+    print(json.dumps({k: out[k] for k in ("ns", "summary", "resolved", "per_instance")}))
     return 0
 
 

@@ -30,9 +30,19 @@ study's tuner, which needs the graph's average width).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Union
+
+from pyparbench._checks import choice, positive_int
+from pyparbench.names import (
+    AFFINITIES,
+    LIBRARIES,
+    OPERATORS,
+    PLACEMENTS,
+    POOLS,
+    PRESETS,
+    SCHEDULERS,
+)
 
 if TYPE_CHECKING:
     from pyparbench.graph import Graph
@@ -43,30 +53,11 @@ __all__ = ["PRESETS", "Settings", "allowed_cores", "allowed_sockets", "preset"]
 Affinity = Union[str, tuple[tuple[int, ...], ...]]
 OmpWait = Union[None, str, int]
 
-SCHEDULERS = ("sync", "async")
-OPERATORS = ("library", "framework")
-LIBRARIES = ("onednn", "eigen", "blas")
-POOLS = ("openmp", "std", "eigen")
-AFFINITIES = ("none", "compact", "scatter")
-PLACEMENTS = ("shared", "per-socket")
-PRESETS = ("tensorflow", "intel", "tftuner")
 
 # Intel's advice is KMP_BLOCKTIME=1 (ms) for the Intel OpenMP runtime. libgomp
 # counts spins instead of time; at the ~50 ns a spin-wait iteration with a
 # pause takes on current x86 cores, 1 ms is about 20,000 spins.
 INTEL_SPINCOUNT = 20_000
-
-
-def _choice(name: str, value: object, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-
-
-def _positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
 
 
 @dataclass(frozen=True)
@@ -87,15 +78,16 @@ class Settings:
     name: str = ""  # the preset it came from, if any
 
     def __post_init__(self) -> None:
-        _choice("scheduler", self.scheduler, SCHEDULERS)
-        _choice("operator", self.operator, OPERATORS)
-        _choice("library", self.library, LIBRARIES)
-        _choice("pool", self.pool, POOLS)
-        _choice("placement", self.placement, PLACEMENTS)
+        choice("scheduler", self.scheduler, SCHEDULERS)
+        choice("operator", self.operator, OPERATORS)
+        choice("library", self.library, LIBRARIES)
+        choice("pool", self.pool, POOLS)
+        choice("placement", self.placement, PLACEMENTS)
         for f in ("inter_op", "intra_op", "instances"):
-            _positive(f, getattr(self, f))
+            # Stored as a plain int: a numpy integer would not serialise to JSON.
+            object.__setattr__(self, f, positive_int(getattr(self, f), f))
         if isinstance(self.affinity, str):
-            _choice("affinity", self.affinity, AFFINITIES)
+            choice("affinity", self.affinity, AFFINITIES)
         else:
             lists = tuple(tuple(int(c) for c in cpus) for cpus in self.affinity)
             object.__setattr__(self, "affinity", lists)
@@ -126,6 +118,14 @@ class Settings:
         if not isinstance(self.affinity, str):
             d["affinity"] = [list(c) for c in self.affinity]
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Settings:
+        """The inverse of :meth:`as_dict` (CPU lists back to tuples)."""
+        d = dict(d)
+        if isinstance(d.get("affinity"), list):
+            d["affinity"] = tuple(tuple(c) for c in d["affinity"])
+        return cls(**d)
 
     def label(self) -> str:
         """A short description such as 'async 2x1 library/onednn/openmp compact'."""
@@ -173,7 +173,7 @@ def preset(name: str, topology: Topology | None = None, graph: Graph | None = No
     ValueError
         An unknown name, or ``tftuner`` without a graph.
     """
-    _choice("preset", name, PRESETS)
+    choice("preset", name, PRESETS)
     if topology is None:
         from pyparbench.threading.topology import topology as this_machine
 

@@ -7,28 +7,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pyparbench.grid import ALL, Grid, expand_all
+from pyparbench.names import PRESETS
 from pyparbench.runner import Config
 from pyparbench.settings import Settings, preset
 
-__all__ = ["DEFAULT_BATCHES", "DEFAULT_MODELS", "default_suite", "sweep"]
+__all__ = ["DEFAULT_BATCHES", "DEFAULT_MODELS", "SWEEP", "default_suite", "sweep"]
 
 DEFAULT_MODELS = ("resnet50", "googlenet", "mlp-512", "dlrm-kaggle", "transformer")
 DEFAULT_BATCHES = (1, 8)
 
 
+# The sweep around the presets, one knob at a time: every inter_op x intra_op
+# split of the cores (Scheduler), unpinned, framework operator mode on Eigen's
+# pool (Operator), and the Eigen math library (Library).
+SWEEP = (
+    Grid({"affinity": ("none",)}),
+    Grid({"inter_op": ALL, "affinity": ("compact",)}),
+    Grid({"operator": ("framework",), "pool": ("eigen",)}),
+    Grid({"library": ("eigen",)}),
+)
+
+
 def sweep(cores: int) -> list[Settings]:
-    """inter_op x intra_op = cores (and all on one worker), sync and async,
-    library and framework operator mode, and the other math libraries."""
-    out = [Settings(intra_op=cores)]
-    for inter in range(2, cores + 1):
-        if cores % inter == 0:
-            out.append(Settings(scheduler="async", inter_op=inter, intra_op=cores // inter,
-                                affinity="compact"))
-    out.append(Settings(operator="framework", intra_op=cores, pool="eigen"))
-    out.append(Settings(intra_op=cores, library="eigen"))
-    if cores > 1:
-        out.append(Settings(intra_op=cores, affinity="compact"))
-    return out
+    """The settings of :data:`SWEEP` on ``cores`` cores."""
+    return expand_all(SWEEP, cores)
 
 
 def default_suite(models: Sequence[str] = DEFAULT_MODELS,
@@ -45,7 +48,7 @@ def default_suite(models: Sequence[str] = DEFAULT_MODELS,
     for model in models:
         for batch in batches:
             graph = build(model, batch)
-            chosen = [preset(p, topo, graph) for p in ("tensorflow", "intel", "tftuner")]
+            chosen = [preset(p, topo, graph) for p in PRESETS]
             for s in sweep(n):
                 if s not in chosen:
                     chosen.append(s)

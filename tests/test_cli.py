@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pyparbench", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-P", "-m", "pyparbench", *args], capture_output=True,
                           text=True, timeout=300)
 
 
@@ -35,9 +35,9 @@ def test_trace_writes_chrome_json(tmp_path: Path) -> None:
     assert {e["tid"] for e in events if e["ph"] == "X"} <= {0, 1}
 
 
-def test_trace_with_a_preset() -> None:
+def test_trace_with_a_preset(tmp_path: Path) -> None:
     out = cli("trace", "mlp-512", "--batch", "4", "--preset", "tftuner", "--repeats", "1",
-              "-o", "t.json")
+              "-o", str(tmp_path / "t.json"))
     assert out.returncode == 0, out.stderr
     assert "tftuner sync 1x" in out.stdout
 
@@ -45,7 +45,9 @@ def test_trace_with_a_preset() -> None:
 def test_bad_arguments_are_reported_without_a_traceback() -> None:
     for args, msg in ((("trace", "alexnet"), "unknown model 'alexnet'"),
                       (("trace", "mlp-512", "--affinity", "0,x"), "--affinity must be"),
-                      (("trace", "mlp-512", "--batch", "0"), "batch must be >= 1, got 0"),
+                      (("trace", "mlp-512", "--batch", "0"), "--batch must be >= 1, got 0"),
+                      (("run", "--repeats", "0"), "--repeats must be >= 1, got 0"),
+                      (("trace", "mlp-512", "--inter-op", "x"), "--inter-op must be an integer"),
                       (("models", "--batch", "-3"), "batch must be >= 1")):
         out = cli(*args)
         assert out.returncode == 2, (args, out.stderr)

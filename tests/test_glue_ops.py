@@ -12,7 +12,6 @@ does fp32 arithmetic is held to 1e-5 (measured errors are ~1e-7).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,158 +21,32 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from conftest import assert_close, poisoned, rand
+from _support import (
+    ELTWISE_REFS,
+    ELTWISE_RTOL,
+    ELTWISE_SCALE,
+    RTOL,
+    RTOL_EXACT,
+    assert_close,
+    ceil_window_clipped,
+    poisoned,
+    rand,
+    ref_add,
+    ref_batch_norm,
+    ref_concat,
+    ref_global_avg_pool,
+    ref_layer_norm,
+    ref_linear,
+    ref_pool2d,
+    ref_relu,
+    ref_softmax,
+)
 from pyparbench import ops
+from pyparbench._checks import padding4, pair
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 
-RTOL_EXACT = 0.0  # relu, relu6, max pooling, concat: no arithmetic, so no rounding
-RTOL = 1e-5  # everything that adds, divides, exponentiates or normalises in fp32
-
-
-# ------------------------------------------------------------- references
-
-
-def _f64(x: npt.ArrayLike) -> F64:
-    return np.asarray(x, dtype=np.float64)
-
-
-def ref_relu(x: F32) -> F64:
-    return np.maximum(_f64(x), 0.0)
-
-
-def ref_gelu_tanh(x: F32) -> F64:
-    v = _f64(x)
-    return 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)))
-
-
-def ref_gelu_erf(x: F32) -> F64:
-    from scipy.special import erf
-
-    v = _f64(x)
-    return np.asarray(0.5 * v * (1.0 + erf(v / math.sqrt(2.0))), dtype=np.float64)
-
-
-ELTWISE_REFS: dict[str, Callable[[F32], F64]] = {
-    "relu": ref_relu,
-    "relu6": lambda x: np.clip(_f64(x), 0.0, 6.0),
-    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-_f64(x))),
-    "tanh": lambda x: np.tanh(_f64(x)),
-    "gelu": ref_gelu_erf,
-    "gelu_tanh": ref_gelu_tanh,
-}
-# Input scale per kind, so that relu6's upper clip and the saturating tails are reached.
-ELTWISE_SCALE = {"relu": 1.0, "relu6": 8.0, "sigmoid": 6.0, "tanh": 4.0, "gelu": 4.0,
-                 "gelu_tanh": 4.0}
-ELTWISE_RTOL = {"relu": RTOL_EXACT, "relu6": RTOL_EXACT, "sigmoid": RTOL, "tanh": RTOL,
-                "gelu": RTOL, "gelu_tanh": RTOL}
-
-
-def ref_add(a: F32, b: F32, relu: bool) -> F64:
-    y = _f64(a) + _f64(b)  # numpy broadcasting: b's size-1 axes stretch to a's
-    return np.maximum(y, 0.0) if relu else y
-
-
-def ref_concat(xs: Sequence[F32], axis: int) -> F64:
-    return np.concatenate([_f64(x) for x in xs], axis=axis)
-
-
-def pooled_size(n: int, k: int, s: int, lo: int, hi: int, ceil_mode: bool) -> int:
-    """PyTorch's output size; in ceil mode the last window must start before n + lo."""
-    span = n + lo + hi - k
-    out = (-(-span // s) if ceil_mode else span // s) + 1
-    if ceil_mode and (out - 1) * s >= n + lo:
-        out -= 1
-    return out
-
-
-def ref_pool2d(
-    x: F32,
-    kind: str,
-    kernel: tuple[int, int],
-    stride: tuple[int, int],
-    padding: tuple[int, int, int, int],
-    ceil_mode: bool,
-    count_include_pad: bool,
-) -> F64:
-    """Window by window. Padding never wins a max; an average divides either by
-    the window clipped to the padded input [-pad_lo, n + pad_hi) (include) or by
-    the number of real elements in it (exclude)."""
-    n, c, h, w = x.shape
-    (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel, stride, padding
-    oh = pooled_size(h, kh, sh, pt, pb, ceil_mode)
-    ow = pooled_size(w, kw, sw, pl, pr, ceil_mode)
-    xd = _f64(x)
-    y = np.empty((n, c, oh, ow))
-    for i in range(oh):
-        h0 = i * sh - pt
-        h1 = h0 + kh
-        for j in range(ow):
-            w0 = j * sw - pl
-            w1 = w0 + kw
-            win = xd[:, :, max(h0, 0):min(h1, h), max(w0, 0):min(w1, w)]
-            if kind == "max":
-                y[:, :, i, j] = win.max(axis=(2, 3))
-            else:
-                if count_include_pad:
-                    div = (min(h1, h + pb) - h0) * (min(w1, w + pr) - w0)
-                else:
-                    div = win.shape[2] * win.shape[3]
-                y[:, :, i, j] = win.sum(axis=(2, 3)) / div
-    return y
-
-
-def ceil_window_clipped(
-    shape: Sequence[int],
-    kernel: tuple[int, int],
-    stride: tuple[int, int],
-    padding: tuple[int, int, int, int],
-) -> bool:
-    """Whether ceil mode adds a last window that runs past the bottom/right padding
-    (it always does when it gives more windows than floor mode)."""
-    _, _, h, w = shape
-    (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel, stride, padding
-    oh = pooled_size(h, kh, sh, pt, pb, True)
-    ow = pooled_size(w, kw, sw, pl, pr, True)
-    return (oh - 1) * sh - pt + kh > h + pb or (ow - 1) * sw - pl + kw > w + pr
-
-
-def ref_global_avg_pool(x: F32) -> F64:
-    y: F64 = _f64(x).mean(axis=(2, 3))
-    return y
-
-
-def _per_channel(v: F32, ndim: int) -> F64:
-    return _f64(v).reshape((1, -1) + (1,) * (ndim - 2))
-
-
-def ref_batch_norm(x: F32, mean: F32, var: F32, scale: F32, shift: F32, eps: float) -> F64:
-    def c(v: F32) -> F64:
-        return _per_channel(v, x.ndim)
-
-    return (_f64(x) - c(mean)) / np.sqrt(c(var) + eps) * c(scale) + c(shift)
-
-
-def ref_softmax(x: F32, axis: int) -> F64:
-    e = np.exp(_f64(x) - _f64(x).max(axis=axis, keepdims=True))
-    y: F64 = e / e.sum(axis=axis, keepdims=True)
-    return y
-
-
-def ref_layer_norm(x: F32, scale: F32, shift: F32, eps: float) -> F64:
-    xd = _f64(x)
-    mean = xd.mean(axis=-1, keepdims=True)
-    var = ((xd - mean) ** 2).mean(axis=-1, keepdims=True)  # biased, as in inference
-    y: F64 = (xd - mean) / np.sqrt(var + eps) * _f64(scale) + _f64(shift)
-    return y
-
-
-def ref_linear(x: F32, weight: F32, bias: F32 | None, relu: bool) -> F64:
-    y = _f64(x) @ _f64(weight).T
-    if bias is not None:
-        y = y + _f64(bias)
-    return np.maximum(y, 0.0) if relu else y
 
 
 # ----------------------------------------------------------------- helpers
@@ -314,22 +187,13 @@ def test_pool_cases_include_clipped_ceil_windows() -> None:
     # The last ceil-mode window running past the padding needs its own divisor
     # for avg with count_include_pad; the cases must exercise it.
     hits = [c for c in POOL_CASES
-            if ceil_window_clipped(c.values[0], _pair(c.values[1]),
-                                   _pair(c.values[1] if c.values[2] is None else c.values[2]),
-                                   _padding4(c.values[3]))]
+            if ceil_window_clipped(c.values[0], pair("kernel", c.values[1]),
+                                   pair("stride", c.values[1] if c.values[2] is None
+                                        else c.values[2]),
+                                   padding4(c.values[3]))]
     assert len(hits) >= 2
 
 
-def _padding4(p: ops.Padding) -> tuple[int, int, int, int]:
-    if isinstance(p, int):
-        return (p, p, p, p)
-    if len(p) == 2:
-        return (p[0], p[0], p[1], p[1])
-    return (p[0], p[1], p[2], p[3])
-
-
-def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else v
 
 
 @pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
@@ -340,9 +204,9 @@ def test_pool2d(threads: int, rng: np.random.Generator,
                 shape: tuple[int, int, int, int], kernel: int | tuple[int, int],
                 stride: int | tuple[int, int] | None, padding: ops.Padding,
                 kind: str, count_include_pad: bool, ceil_mode: bool) -> None:
-    k = _pair(kernel)
-    s = k if stride is None else _pair(stride)
-    p = _padding4(padding)
+    k = pair("kernel", kernel)
+    s = k if stride is None else pair("stride", stride)
+    p = padding4(padding)
     x = rand(rng, *shape)
     want = ref_pool2d(x, kind, k, s, p, ceil_mode, count_include_pad)
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import THREAD_COUNTS, assert_close, poisoned, rand
+from _support import THREAD_COUNTS, assert_close, poisoned, rand
 from pyparbench import ops
 from pyparbench._core.ops import Kernel
-from reference_ops import (
+from _support import (
     CONV_CASES,
     CONV_RTOL,
     GEMM_RTOL,

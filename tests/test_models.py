@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pyparbench.cli_models import add_models_command
+from pyparbench.cli.models import add_command as add_models_command
 from pyparbench.models import (
     MODELS,
     build,

@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyparbench as ppb
-from conftest import THREAD_COUNTS, assert_close, poisoned, rand
+from _support import THREAD_COUNTS, assert_close, poisoned, rand
 
-from reference_ops import CONV_CASES as CASES
-from reference_ops import CONV_RTOL as RTOL
-from reference_ops import conv_reference as reference
+from _support import CONV_CASES as CASES
+from _support import CONV_RTOL as RTOL
+from _support import conv_reference as reference
 
 
 @pytest.mark.parametrize("n,c,h,w,o,k,stride,pad,dil,groups", CASES)

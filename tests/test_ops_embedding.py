@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pyparbench as ppb
-from conftest import THREAD_COUNTS, assert_close, poisoned, rand
+from _support import THREAD_COUNTS, assert_close, poisoned, rand
 
 # Sums of up to ~100 fp32 rows of O(1) values.
 RTOL = 1e-5

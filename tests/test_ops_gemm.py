@@ -8,12 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyparbench as ppb
-from conftest import THREAD_COUNTS, assert_close, poisoned, rand
+from _support import THREAD_COUNTS, assert_close, poisoned, rand
 
-from reference_ops import GEMM_RTOL as RTOL
-from reference_ops import GEMM_SHAPES as SHAPES
-from reference_ops import gemm_operands as operands
-from reference_ops import gemm_reference as reference
+from _support import GEMM_RTOL as RTOL
+from _support import GEMM_SHAPES as SHAPES
+from _support import gemm_operands as operands
+from _support import gemm_reference as reference
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pyparbench as ppb
-from conftest import assert_close, poisoned, rand
+from _support import assert_close, poisoned, rand
 
 
 @pytest.mark.parametrize("a_shape,b_shape", [((4, 7), (4, 7)), ((2, 3, 5), (1, 3, 1)),

@@ -212,7 +212,7 @@ with warnings.catch_warnings(record=True) as w:
 print([str(x.message) for x in w if x.category is ppb.threading.ThreadingMismatch])
 """
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
                          timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     assert "OpenMP team of 1 threads, 2 requested" in out.stdout

@@ -181,7 +181,7 @@ for make in (lambda: place(t, [{other}]), lambda: Pool("std", 1, cpus=[{other}])
     except ValueError as e:
         print("ValueError:", e)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()

@@ -167,7 +167,7 @@ def test_clean_exit_in_a_subprocess(ending: str, mode: str) -> None:
     """Pools left open (some with queued work) do not hang the interpreter's exit,
     also when a task error is left uncaught."""
     code = SHUTDOWN.format(mode=mode, ending=ending)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert "done" in out.stdout, out.stderr
     if "fail" in ending:
@@ -192,6 +192,6 @@ for kind in ("openmp", "std", "eigen"):
     gc.collect()
 print("closed")
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and "closed" in out.stdout, out.stderr

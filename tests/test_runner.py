@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pyparbench.cli_run import summarize_records
+from pyparbench.cli.run import summarize_records
 from pyparbench.runner import Config, ResultStore, run_configs
 from pyparbench.settings import Settings
 from pyparbench.suite import default_suite, sweep
@@ -81,3 +81,66 @@ def test_default_suite_has_presets_then_a_sweep_without_oversubscription() -> No
     for s in sweep(2):
         assert s.inter_op * s.intra_op <= 2
     assert json.loads(configs[0].key)["model"] == "mlp-512"
+
+
+def test_resume_refuses_another_machines_results(tmp_path: Path) -> None:
+    from pyparbench.runner import machine_fingerprint
+
+    store = ResultStore(tmp_path / "r.jsonl")
+    theirs = dict(machine_fingerprint(), cpu_model="Some Other CPU")
+    store.append({"key": "k", "config": {}, "status": "ok", "schema": 1, "machine": theirs})
+    configs = [Config("mlp-512", 1, Settings(), repeats=1)]
+    with pytest.raises(ValueError, match="another machine .*cpu_model: 'Some Other CPU'"):
+        list(run_configs(configs, store))
+    # Without resume nothing is read back, so nothing is refused.
+    assert [r["status"] for r in run_configs(configs, store, resume=False)] == ["ok"]
+
+
+def test_resume_refuses_another_schema(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path / "r.jsonl")
+    store.append({"key": "k", "config": {}, "status": "ok", "schema": 0})
+    with pytest.raises(ValueError, match="schema 0"):
+        list(run_configs([Config("mlp-512", 1, Settings(), repeats=1)], store))
+
+
+def test_a_setting_the_machine_cannot_hold_is_skipped(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path / "r.jsonl")
+    too_many = Settings(intra_op=4096, affinity="compact")
+    (record,) = run_configs([Config("mlp-512", 1, too_many, repeats=1)], store)
+    assert record["status"] == "skipped" and record["error"]
+    assert record["schema"] == 1 and record["machine"]["cpus"]["logical"] >= 1
+
+
+def test_result_records_check_their_status() -> None:
+    from pyparbench.results import Result
+
+    with pytest.raises(ValueError, match="status must be one of"):
+        Result("k", {}, "finished", 0.0)
+    with pytest.raises(ValueError, match="needs its timings"):
+        Result("k", {}, "ok", 0.0)
+    with pytest.raises(ValueError, match="lacks"):
+        Result.from_dict({"key": "k"})
+
+
+def test_settings_grid_crosses_and_filters() -> None:
+    from pyparbench.grid import ALL, Grid
+
+    got = [s.label() for s in Grid({"inter_op": ALL, "affinity": ("compact",)}).expand(4)]
+    assert got == ["sync 1x4 library/onednn/openmp compact",
+                   "async 2x2 library/onednn/openmp compact",
+                   "async 4x1 library/onednn/openmp compact"]
+    loose = Grid({"inter_op": (1, 2), "intra_op": (1, 2, 3)}, fill=False).expand(4)
+    assert sorted((s.inter_op, s.intra_op) for s in loose) == [(1, 1), (1, 2), (1, 3), (2, 1),
+                                                               (2, 2)]
+    with pytest.raises(ValueError, match="unknown knob"):
+        Grid({"threads": (1,)})
+    with pytest.raises(ValueError, match="thread axes"):
+        Grid({"library": ALL})
+
+
+def test_native_name_lists_match_the_python_ones() -> None:
+    from pyparbench import _core, names
+    from pyparbench.threading import KINDS
+
+    assert tuple(_core.ops.LIBRARIES) == names.LIBRARIES
+    assert KINDS == names.POOLS

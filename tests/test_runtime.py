@@ -1,6 +1,6 @@
 """Build information, default threads, the CLI, and oneDNN errors.
 
-CLI subprocesses run in a temporary directory so that they import the
+CLI subprocesses run in safe-path mode (-P) so that they import the
 installed package, not the source tree (which has no compiled core).
 """
 
@@ -31,22 +31,23 @@ def test_info_reports_onednn_openmp_and_cpus() -> None:
 
 @pytest.mark.parametrize("argv", [["pyparbench"], ["-m", "pyparbench"]])
 def test_info_cli_json(argv: list[str], tmp_path: Path) -> None:
-    cmd = [sys.executable, "-c", "from pyparbench.cli import main; raise SystemExit(main())"] \
-        if argv == ["pyparbench"] else [sys.executable, *argv]
+    code = "from pyparbench.cli import main; raise SystemExit(main())"
+    cmd = [sys.executable, "-P", "-c", code] \
+        if argv == ["pyparbench"] else [sys.executable, "-P", *argv]
     out = subprocess.run([*cmd, "info", "--json"], check=True, capture_output=True, text=True,
                          cwd=tmp_path)
     assert json.loads(out.stdout)["onednn"] == ppb.info()["onednn"]
 
 
 def test_info_cli_table(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "pyparbench", "info"], check=True,
+    out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "info"], check=True,
                          capture_output=True, text=True, cwd=tmp_path)
     assert "oneDNN ISA" in out.stdout and "OpenMP library" in out.stdout
 
 
 def test_cli_rejects_unknown_command(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "pyparbench", "frobnicate"], capture_output=True,
-                         text=True, cwd=tmp_path)
+    out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "frobnicate"],
+                         capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 2 and "invalid choice" in out.stderr
 
 

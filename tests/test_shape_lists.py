@@ -1,4 +1,4 @@
-"""The standard shape lists in bench/shapes/ and their loader, bench/shape_lists.py.
+"""The standard shape lists in pyparbench/shapes/data/ and their loader, pyparbench.shapes.
 
 Counts and spot-checked rows are taken from the source files named in each data
 file's header. Needs no compiled extension.
@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
-sys.path.insert(0, str(BENCH_DIR))
-
-import shape_lists as sl  # noqa: E402
+import pyparbench.shapes as sl
 
 # ---------------------------------------------------------------- GEMM
 
@@ -135,7 +131,7 @@ def test_deepbench_conv_names_are_unique() -> None:
 
 # ---------------------------------------------------------------- benchdnn
 
-SHAPES = BENCH_DIR / "shapes"
+SHAPES = sl.SHAPES_DIR
 BENCHDNN_FILES = sorted(SHAPES.glob("benchdnn_conv_*.txt"))
 # Problem lines (not commented out) per source file.
 BENCHDNN_COUNTS = {"resnet_50": 20}

@@ -94,7 +94,7 @@ def test_taskset_is_respected() -> None:
     code = (f"import os; os.sched_setaffinity(0, {{{cpu}}})\n"
             "import pyparbench as ppb\n"
             "print(list(ppb.topology().allowed_cpus), len(ppb.topology().pus))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout.split("\n")[0]
     assert out.startswith(f"[{cpu}] ")
 

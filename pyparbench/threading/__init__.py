@@ -7,6 +7,8 @@
 * ``Pool`` — the ``openmp``, ``std`` and ``eigen`` thread pools.
 * ``audit()`` — which threads ran a kernel or pool, where, and whether that
   matches what was requested (``ThreadingMismatch``).
+* ``get_default_threads()`` / ``set_default_threads()`` — the intra-op threads
+  of kernels made with ``threads=None``.
 * Prepared kernels are pinned with ``kernel.pin(cpus)`` / ``kernel.unpin()``.
 """
 
@@ -21,6 +23,8 @@ from pyparbench.threading.audit import (
     check,
     compare,
 )
+from pyparbench.threading.cpulist import cpu_str
+from pyparbench.threading.defaults import get_default_threads, set_default_threads
 from pyparbench.threading.omp import (
     current_tid,
     omp_barrier,
@@ -48,13 +52,16 @@ __all__ = [
     "audit",
     "check",
     "compare",
+    "cpu_str",
     "current_tid",
+    "get_default_threads",
     "omp_barrier",
     "omp_fork_join",
     "omp_team_tids",
     "omp_wait_env",
     "place",
     "serial_work",
+    "set_default_threads",
     "thread_affinity",
     "topology",
     "topology_dict",

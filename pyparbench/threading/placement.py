@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from pyparbench._core import threading as _t
-from pyparbench.threading._args import as_int
+from pyparbench._checks import as_int
 from pyparbench.threading.topology import Topology
 
 Affinity = Union[str, Sequence[int], Sequence[Sequence[int]]]

@@ -32,9 +32,10 @@ import numpy as np
 import numpy.typing as npt
 
 from pyparbench._core import threading as _t
-from pyparbench.threading._args import as_int
+from pyparbench.names import POOLS
+from pyparbench._checks import as_int
 
-KINDS = ("openmp", "std", "eigen")
+KINDS = POOLS  # the pool kinds, as Settings.pool names them
 Mode = Literal["parallel_for", "submit"]
 
 

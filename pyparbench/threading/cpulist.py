@@ -1,15 +1,8 @@
-"""Argument helpers shared by the threading modules."""
+"""CPU lists written the way Linux writes them ("0-3,8")."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-
-def as_int(v: object, what: str) -> int:
-    """``v`` as an int (any integer type, not bool); TypeError naming it otherwise."""
-    if isinstance(v, bool) or not hasattr(v, "__index__"):
-        raise TypeError(f"{what} must be an int, got {v!r}")
-    return int(v.__index__())
 
 
 def cpu_str(cpus: Iterable[int]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pyparbench._checks import positive_int
 from pyparbench._core import runtime as _rt
 
 
@@ -20,6 +21,4 @@ def set_default_threads(threads: int) -> None:
     TypeError
         If ``threads`` is not an int.
     """
-    if isinstance(threads, bool) or not isinstance(threads, int):
-        raise TypeError(f"threads must be an int, got {threads!r}")
-    _rt.set_default_threads(threads)
+    _rt.set_default_threads(positive_int(threads, "threads"))

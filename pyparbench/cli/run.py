@@ -9,7 +9,11 @@ import argparse
 from collections import defaultdict
 from typing import Any
 
-__all__ = ["add_run_command", "summarize_records"]
+from pyparbench.cli._common import positive_int
+from pyparbench.names import PRESETS
+from pyparbench.settings import Settings
+
+__all__ = ["add_command", "summarize_records"]
 
 
 def summarize_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -24,8 +28,8 @@ def summarize_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         best = min(rs, key=lambda r: r["summary"]["median"])
         row: dict[str, Any] = {"model": model, "batch": batch,
                                "best_ms": best["summary"]["median"] / 1e6,
-                               "best": _label(best["config"]["settings"])}
-        for name in ("tensorflow", "intel", "tftuner"):
+                               "best": Settings.from_dict(best["config"]["settings"]).label()}
+        for name in PRESETS:
             p = [r for r in rs if r["config"]["settings"].get("name") == name]
             if p:
                 t = p[0]["summary"]["median"]
@@ -35,15 +39,7 @@ def summarize_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _label(s: dict[str, Any]) -> str:
-    """A compact description: 'async 2x1 lib/onednn compact'."""
-    aff = s["affinity"] if isinstance(s["affinity"], str) else "explicit"
-    op = "lib" if s["operator"] == "library" else f"fw/{s['pool']}"
-    text = f"{s['scheduler']} {s['inter_op']}x{s['intra_op']} {op}/{s['library']} {aff}"
-    return f"{s['name']}: {text}" if s.get("name") else text
-
-
-def _print_summary(rows: list[dict[str, Any]], failed: int) -> None:
+def _print_summary(rows: list[dict[str, Any]], failed: int, skipped: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -67,14 +63,17 @@ def _print_summary(rows: list[dict[str, Any]], failed: int) -> None:
                   "(tf: TensorFlow's defaults, intel: Intel's advice, tuner: the study's).")
     if failed:
         console.print(f"[yellow]{failed} configuration(s) failed; see the JSONL file "
-                      "('status': 'error').[/yellow]")
+                      "('status': 'error' or 'timeout').[/yellow]")
+    if skipped:
+        console.print(f"{skipped} configuration(s) skipped: settings this machine cannot "
+                      "hold ('status': 'skipped').")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from pyparbench.models import MODELS
-    from pyparbench.runner import ResultStore, run_configs
+    from pyparbench.runner import Config, ResultStore, run_configs
     from pyparbench.suite import DEFAULT_BATCHES, DEFAULT_MODELS, default_suite
 
     models = args.models or list(DEFAULT_MODELS)
@@ -89,7 +88,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   TimeElapsedColumn(), transient=False) as progress:
         task = progress.add_task("running", total=len(configs))
 
-        def advance(config: Any, record: dict[str, Any] | None) -> None:
+        def advance(config: Config, record: dict[str, Any] | None) -> None:
             what = "skipped (done)" if record is None else record["status"]
             progress.update(task, advance=1,
                             description=f"{config.model} b{config.batch} "
@@ -98,20 +97,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for record in run_configs(configs, store, resume=not args.no_resume,
                                   retry_failed=args.retry_failed, on_result=advance):
             records.append(record)
-    failed = sum(1 for r in records if r.get("status") != "ok")
-    _print_summary(summarize_records(records), failed)
+    failed = sum(1 for r in records if r.get("status") in ("error", "timeout"))
+    skipped = sum(1 for r in records if r.get("status") == "skipped")
+    _print_summary(summarize_records(records), failed, skipped)
     print(f"{len(records)} results in {store.path}")
-    return 0
+    return 1 if failed else 0
 
 
-def add_run_command(sub: Any) -> None:
-    from pyparbench.cli_models import _positive
-
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run the default suite (presets and a sweep) and compare",
                        description=__doc__)
     p.add_argument("--models", nargs="+", help="models (default: a few of each kind)")
-    p.add_argument("--batches", nargs="+", type=_positive, help="batch sizes (default: 1 8)")
-    p.add_argument("--repeats", type=_positive, default=5, help="timed runs per configuration")
+    p.add_argument("--batches", nargs="+", type=positive_int("--batches"),
+                   help="batch sizes (default: 1 8)")
+    p.add_argument("--repeats", type=positive_int("--repeats"), default=5,
+                   help="timed runs per configuration")
     p.add_argument("-o", "--output", default="pyparbench-results.jsonl",
                    help="JSONL results file; finished configurations in it are skipped")
     p.add_argument("--no-resume", action="store_true", help="run everything again")

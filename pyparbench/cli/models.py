@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
-__all__ = ["add_models_command", "model_rows"]
+from pyparbench.cli._common import positive_int, print_json
+
+__all__ = ["add_command", "model_rows"]
 
 
 def model_rows(batch: int | None = None) -> list[dict[str, Any]]:
@@ -60,25 +60,13 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 def _cmd_models(args: argparse.Namespace) -> int:
     rows = model_rows(args.batch)
     if args.json:
-        json.dump(rows, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(rows)
     else:
         _print_table(rows)
     return 0
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"batch must be an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"batch must be >= 1, got {value}")
-    return value
-
-
-def add_models_command(
-        subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``models [--batch N] [--json]`` to the ``pyparbench`` subcommands.
 
     ``subparsers`` is what ``ArgumentParser.add_subparsers()`` returned; the
@@ -86,7 +74,7 @@ def add_models_command(
     """
     p = subparsers.add_parser(
         "models", help="every model: batch, GFLOPs, parameters, heavy ops, depth, width")
-    p.add_argument("--batch", type=_positive, default=None,
+    p.add_argument("--batch", type=positive_int("--batch"), default=None,
                    help="batch size for every model (default: each model's own)")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     p.set_defaults(func=_cmd_models)

@@ -1,12 +1,16 @@
-"""The ``pyparbench`` command."""
+"""``pyparbench info``: oneDNN build and ISA, OpenMP runtime, CPUs and topology."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from collections.abc import Sequence
 from typing import Any
+
+from rich.table import Table
+
+from pyparbench.cli._common import print_json
+from pyparbench.threading.cpulist import cpu_str
+
+__all__ = ["add_command"]
 
 
 def _print_info(data: dict[str, Any]) -> None:
@@ -46,13 +50,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _cpus(cpus: Sequence[int]) -> str:
-    from pyparbench.threading._args import cpu_str
-
-    return cpu_str(cpus)
-
-
-def _topology_table(t: dict[str, Any]) -> Any:
+def _topology_table(t: dict[str, Any]) -> Table:
     from rich.table import Table
 
     table = Table(title=f"topology ({t['source']})", show_header=False)
@@ -62,10 +60,10 @@ def _topology_table(t: dict[str, Any]) -> Any:
     for p in range(t["packages"]):
         mine = [c for c in cores if c["package"] == p]
         cpus = [cpu for c in mine for cpu in c["cpus"]]
-        table.add_row(f"socket {p}", f"{len(mine)} cores, CPUs {_cpus(cpus)}")
+        table.add_row(f"socket {p}", f"{len(mine)} cores, CPUs {cpu_str(cpus)}")
     for n in t["numa_nodes"]:
         mem = f", {_size(n['memory'])}" if n["memory"] else ""
-        table.add_row(f"NUMA node {n['os_index']}", f"CPUs {_cpus(n['cpus'])}{mem}")
+        table.add_row(f"NUMA node {n['os_index']}", f"CPUs {cpu_str(n['cpus'])}{mem}")
     per_core = sorted({len(c["cpus"]) for c in cores})
     smt = "none" if per_core == [1] else f"{'/'.join(map(str, per_core))} logical CPUs per core"
     table.add_row("SMT", smt)
@@ -79,7 +77,7 @@ def _topology_table(t: dict[str, Any]) -> Any:
         + (f" (shared by {c['cpus_per_instance']} CPUs)" if c["cpus_per_instance"] > 1 else "")
         for c in t["caches"])
     table.add_row("caches", caches or "unknown")
-    table.add_row("allowed CPUs", _cpus(t["allowed_cpus"]))
+    table.add_row("allowed CPUs", cpu_str(t["allowed_cpus"]))
     return table
 
 
@@ -88,37 +86,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
     data = info()
     if args.json:
-        json.dump(data, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(data)
     else:
         _print_info(data)
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="pyparbench",
-        description="Measure deep-learning operators and graphs under CPU parallelism knobs.",
-    )
-    sub = p.add_subparsers(dest="command", required=True)
-    pi = sub.add_parser("info", help="oneDNN build and ISA, OpenMP runtime, CPUs, topology")
-    pi.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    pi.set_defaults(func=_cmd_info)
-    from pyparbench.cli_models import add_models_command
-    from pyparbench.cli_run import add_run_command
-    from pyparbench.cli_trace import add_trace_command
-
-    add_run_command(sub)
-    add_models_command(sub)
-    add_trace_command(sub)
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except (ValueError, TypeError, IndexError) as e:
-        # Bad input named in the message: say it like argparse does, no traceback.
-        parser.exit(2, f"pyparbench {args.command}: error: {e}\n")
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("info", help="oneDNN build and ISA, OpenMP runtime, CPUs, topology")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_cmd_info)

@@ -1,4 +1,4 @@
-"""Published standard shape lists, read from the data files in ``bench/shapes/``.
+"""Published standard shape lists, read from the data files in ``shapes/data/``.
 
 The data files are transcriptions of public lists; each names its source in its
 header. This module only reads them:
@@ -34,7 +34,7 @@ __all__ = [
     "parse_benchdnn_conv",
 ]
 
-SHAPES_DIR = Path(__file__).resolve().parent / "shapes"
+SHAPES_DIR = Path(__file__).resolve().parent / "data"
 
 _GEMM_FILE = "gemm_deepbench.csv"
 _CONV_FILE = "conv_deepbench.csv"
@@ -254,7 +254,7 @@ def conv_problems(source: str) -> list[ConvProblem]:
     source : str
         ``"deepbench-training"``, ``"deepbench-inference-server"``,
         ``"deepbench-inference-device"``, or a benchdnn topology with a file
-        ``bench/shapes/benchdnn_conv_<topology>.txt`` (e.g. ``"resnet_50"``).
+        ``pyparbench/shapes/data/benchdnn_conv_<topology>.txt`` (e.g. ``"resnet_50"``).
         :func:`conv_sources` lists them.
 
     Raises

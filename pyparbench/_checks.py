@@ -1,0 +1,66 @@
+"""Argument checks shared by every module: one definition of what an int, a
+positive count, a choice and a padding are, each raising an error that names
+the bad value."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["as_int", "choice", "int_tuple", "is_int", "pair", "padding4", "positive_int"]
+
+
+def is_int(v: object) -> bool:
+    """Python or numpy integer, not bool."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def as_int(v: object, what: str) -> int:
+    """``v`` as an int (any integer type, not bool); TypeError naming it otherwise."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise TypeError(f"{what} must be an int, got {v!r}")
+    return int(v.__index__())
+
+
+def positive_int(v: object, what: str) -> int:
+    """``v`` as an int >= 1: TypeError for a non-int, ValueError below 1."""
+    n = as_int(v, what)
+    if n < 1:
+        raise ValueError(f"{what} must be >= 1, got {n}")
+    return n
+
+
+def choice(what: str, value: object, choices: Sequence[str]) -> None:
+    """ValueError naming ``value`` and the valid ``choices`` unless it is one."""
+    if value not in choices:
+        raise ValueError(f"{what} must be one of {', '.join(map(repr, choices))}, "
+                         f"got {value!r}")
+
+
+def int_tuple(what: str, v: int | Sequence[int], n: int) -> tuple[int, ...]:
+    """An int repeated n times, or a sequence of n ints, as a tuple."""
+    if is_int(v):
+        return (int(v),) * n  # type: ignore[arg-type]
+    t = tuple(v) if isinstance(v, (Sequence, np.ndarray)) and not isinstance(v, str) else ()
+    if len(t) != n or not all(is_int(e) for e in t):
+        raise TypeError(f"{what} must be an int or {n} ints, got {v!r}")
+    return tuple(int(e) for e in t)
+
+
+def pair(what: str, v: int | Sequence[int]) -> tuple[int, int]:
+    """An int or a pair of ints, as a pair."""
+    if is_int(v):
+        return (int(v), int(v))  # type: ignore[arg-type]
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(is_int(e) for e in v):
+        return (int(v[0]), int(v[1]))
+    raise TypeError(f"{what} must be an int or a pair of ints, got {v!r}")
+
+
+def padding4(v: int | Sequence[int]) -> tuple[int, int, int, int]:
+    """int, (pad_h, pad_w) or (top, bottom, left, right)."""
+    if isinstance(v, (tuple, list)) and len(v) == 4:
+        top, bottom, left, right = int_tuple("padding", v, 4)
+        return (top, bottom, left, right)
+    ph, pw = pair("padding", v)
+    return (ph, ph, pw, pw)

@@ -1,0 +1,34 @@
+"""The ``pyparbench`` command: one module per subcommand, each with
+``add_command(subparsers)`` setting ``func`` to its handler."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Sequence
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+# Subcommands in the order --help lists them (module pyparbench.cli.<name>).
+COMMANDS = ("run", "models", "trace", "info")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="pyparbench",
+        description="Measure deep-learning operators and graphs under CPU parallelism knobs.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"pyparbench.cli.{name}").add_command(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ValueError, TypeError, IndexError) as e:
+        # Bad input named in the message: say it like argparse does, no traceback.
+        parser.exit(2, f"pyparbench {args.command}: error: {e}\n")

@@ -1,0 +1,41 @@
+"""``pyparbench trace``: run a model once under some settings and write its
+per-node trace as Chrome trace JSON (open it in Perfetto or chrome://tracing)."""
+
+from __future__ import annotations
+
+import argparse
+
+from pyparbench.cli._common import add_settings_args, positive_int, settings_from_args
+
+__all__ = ["add_command"]
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from pyparbench.executor import compile_graph
+    from pyparbench.models import build
+
+    graph = build(args.model, args.batch)
+    settings = settings_from_args(args, graph)
+    record = compile_graph(graph).run(settings, repeats=args.repeats, warmup=args.warmup,
+                                      trace=True)
+    record.write_chrome_trace(args.output)
+    workers = len({e.worker for e in record.trace})
+    print(f"{args.model} batch {graph[graph.inputs[0]].shape[0]}, {settings.label()}: "
+          f"{record.summary.fmt('ms')}; {len(record.trace)} nodes on {workers} worker(s) "
+          f"-> {args.output}")
+    return 0
+
+
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("trace", help="run a model and write its per-node Chrome trace JSON",
+                       description=__doc__)
+    p.add_argument("model", help="a model name (see `pyparbench models`)")
+    p.add_argument("--batch", type=positive_int("--batch"), default=None,
+                   help="batch size (default: the model's)")
+    p.add_argument("-o", "--output", default="trace.json", help="output file (trace.json)")
+    p.add_argument("--repeats", type=positive_int("--repeats"), default=3,
+                   help="timed runs; the last is traced")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs first")
+    add_settings_args(p)
+    p.set_defaults(func=_cmd_trace)
+

@@ -1,0 +1,29 @@
+"""Graph IR of model-like networks, its builder and its analysis.
+
+* :mod:`~pyparbench.graph.opdefs` — the op vocabulary, listed once;
+* :mod:`~pyparbench.graph.ir` — :class:`Node`, :class:`Params`, :class:`Graph`;
+* :mod:`~pyparbench.graph.analysis` — FLOPs, bytes, depth, widths, work / span;
+* :mod:`~pyparbench.graph.builder` — :class:`GraphBuilder`.
+
+A graph is compiled into a native plan by :func:`pyparbench.executor.compile_graph`.
+"""
+
+from pyparbench.graph.analysis import EXACT_WIDTH_LIMIT, NodeStats
+from pyparbench.graph.builder import GraphBuilder
+from pyparbench.graph.ir import Graph, Node, Params, ParamSpec
+from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS, HEAVY_OPS, NATIVE_ATTRS, OPS
+
+__all__ = [
+    "DTYPE_BYTES",
+    "ELTWISE_FLOPS",
+    "EXACT_WIDTH_LIMIT",
+    "HEAVY_OPS",
+    "NATIVE_ATTRS",
+    "OPS",
+    "Graph",
+    "GraphBuilder",
+    "Node",
+    "NodeStats",
+    "ParamSpec",
+    "Params",
+]

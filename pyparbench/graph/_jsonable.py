@@ -1,0 +1,14 @@
+"""Graph attributes (tuples, nested dicts) as plain JSON data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def jsonable(v: Any) -> Any:
+    """Tuples become lists and keys strings, recursively."""
+    if isinstance(v, dict):
+        return {str(k): jsonable(e) for k, e in v.items()}
+    if isinstance(v, (tuple, list)):
+        return [jsonable(e) for e in v]
+    return v

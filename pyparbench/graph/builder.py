@@ -1,0 +1,332 @@
+"""GraphBuilder: builds a Graph one op at a time, checking shapes as it goes."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from pyparbench._checks import int_tuple, padding4
+from pyparbench.graph.ir import Graph, Node, Params, ParamSpec, Shape
+from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS
+
+__all__ = ["GraphBuilder", "pool_output_size"]
+
+
+def pool_output_size(size: int, k: int, s: int, p0: int, p1: int, ceil_mode: bool) -> int:
+    """PyTorch's pooling output size, with asymmetric padding (p0 before, p1 after)."""
+    span = size + p0 + p1 - k
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= size + p0:
+        out -= 1  # the last window would start in the trailing padding
+    return out
+
+
+class GraphBuilder:
+    """Builds a :class:`Graph` one op at a time, checking shapes as it goes.
+
+    Every method returns the new node's id. Parameters get seeded random
+    initialisers sized so activations stay O(1) through deep networks: He
+    normal (std sqrt(2 / fan_in)) for conv and linear weights, small biases,
+    batch-norm statistics near 0 and 1, embedding rows scaled by the bag size.
+
+    Parameters
+    ----------
+    name
+        The graph's name.
+    seed
+        Seed of every parameter's generator (see :class:`Params`).
+
+    Raises
+    ------
+    ValueError
+        From any method, for shapes or attributes that do not fit, naming them.
+    """
+
+    def __init__(self, name: str, seed: int = 0) -> None:
+        self.name = name
+        self.seed = int(seed)
+        self._nodes: list[Node] = []
+        self._names: set[str] = set()
+        self._scope: list[str] = []
+
+    # ------------------------------------------------------------ plumbing
+
+    @contextlib.contextmanager
+    def scope(self, name: str) -> Iterator[None]:
+        """Prefix the names of nodes made inside with ``name/``."""
+        self._scope.append(name)
+        try:
+            yield
+        finally:
+            self._scope.pop()
+
+    def shape(self, x: int) -> Shape:
+        return self._node(x).shape
+
+    def _node(self, x: int) -> Node:
+        if not isinstance(x, (int, np.integer)) or not 0 <= x < len(self._nodes):
+            raise ValueError(f"{x!r} is not a node id of this builder")
+        return self._nodes[int(x)]
+
+    def _f32(self, x: int, what: str) -> Shape:
+        n = self._node(x)
+        if n.dtype != "float32":
+            raise ValueError(f"{what} needs a float32 input, got {n.name!r} ({n.dtype})")
+        return n.shape
+
+    def _add(self, op: str, inputs: Sequence[int], attrs: dict[str, Any], shape: Shape,
+             name: str | None, params: Mapping[str, ParamSpec] | None = None,
+             dtype: str = "float32") -> int:
+        nid = len(self._nodes)
+        base = name if name is not None else f"{op}_{nid}"
+        full = "/".join([*self._scope, base])
+        if full in self._names:
+            raise ValueError(f"duplicate node name {full!r}")
+        if any(d < 1 for d in shape):
+            ins = ", ".join(f"{self._nodes[i].name} {self._nodes[i].shape}" for i in inputs)
+            raise ValueError(f"{op} {full!r} would have output shape {shape} from {ins}")
+        self._names.add(full)
+        self._nodes.append(Node(nid, op, tuple(int(i) for i in inputs), attrs,
+                                Params(params or {}, self.seed, nid), shape, dtype, full))
+        return nid
+
+    def build(self, outputs: int | Sequence[int], meta: Mapping[str, Any] | None = None) -> Graph:
+        """The graph of every node made so far, with these outputs."""
+        outs = [outputs] if isinstance(outputs, (int, np.integer)) else list(outputs)
+        return Graph(self.name, self._nodes, outs, meta)
+
+    # ----------------------------------------------------------------- ops
+
+    def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> int:
+        """A graph input; ``dtype`` "float32" or "int64" (embedding indices).
+
+        Its name is the one callers feed, so no scope prefixes it.
+        """
+        if dtype not in DTYPE_BYTES:
+            raise ValueError(f"input dtype must be one of {sorted(DTYPE_BYTES)}, got {dtype!r}")
+        scope, self._scope = self._scope, []
+        try:
+            return self._add("input", (), {"dtype": dtype}, tuple(int(d) for d in shape), name,
+                             dtype=dtype)
+        finally:
+            self._scope = scope
+
+    def conv2d(self, x: int, out_channels: int, kernel: int | Sequence[int], *,
+               stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+               dilation: int | Sequence[int] = 1, groups: int = 1, bias: bool = True,
+               relu: bool = False, name: str | None = None) -> int:
+        """2-D convolution of NCHW ``x``; padding int, (h, w) or (t, b, l, r)."""
+        xs = self._f32(x, "conv2d")
+        if len(xs) != 4:
+            raise ValueError(f"conv2d input must be 4-D (N, C, H, W), got {xs}")
+        n, c, h, w = xs
+        kh, kw = int_tuple("kernel", kernel, 2)
+        sh, sw = int_tuple("stride", stride, 2)
+        dh, dw = int_tuple("dilation", dilation, 2)
+        pad = padding4(padding)
+        if min(kh, kw, sh, sw, dh, dw, groups, out_channels) < 1 or min(pad) < 0:
+            raise ValueError(f"conv2d needs kernel, stride, dilation, groups, out_channels >= 1 "
+                             f"and padding >= 0, got kernel {(kh, kw)}, stride {(sh, sw)}, "
+                             f"dilation {(dh, dw)}, groups {groups}, out {out_channels}, "
+                             f"padding {pad}")
+        if c % groups or out_channels % groups:
+            raise ValueError(f"conv2d groups={groups} must divide input channels ({xs}) and "
+                             f"out_channels ({out_channels})")
+        oh = (h + pad[0] + pad[1] - dh * (kh - 1) - 1) // sh + 1
+        ow = (w + pad[2] + pad[3] - dw * (kw - 1) - 1) // sw + 1
+        fan_in = c // groups * kh * kw
+        params = {"weight": ParamSpec((out_channels, c // groups, kh, kw), "normal", 0.0,
+                                      math.sqrt(2.0 / fan_in))}
+        if bias:
+            params["bias"] = ParamSpec((out_channels,), "normal", 0.0, 0.05)
+        attrs = {"stride": (sh, sw), "padding": pad, "dilation": (dh, dw), "groups": groups,
+                 "relu": relu}
+        return self._add("conv2d", (x,), attrs, (n, out_channels, oh, ow), name, params)
+
+    def linear(self, x: int, out_features: int, *, bias: bool = True, relu: bool = False,
+               weight_scale: float = 1.0, name: str | None = None) -> int:
+        """x · weightᵀ + bias over the last axis of a 2-D or 3-D input.
+
+        ``weight_scale`` multiplies the initial weights and bias, e.g. to fold
+        a constant factor of the model into the layer.
+        """
+        xs = self._f32(x, "linear")
+        if len(xs) not in (2, 3):
+            raise ValueError(f"linear input must be 2-D or 3-D, got {xs}")
+        if out_features < 1:
+            raise ValueError(f"linear out_features must be >= 1, got {out_features}")
+        params = {"weight": ParamSpec((out_features, xs[-1]), "normal", 0.0,
+                                      weight_scale * math.sqrt(2.0 / xs[-1]))}
+        if bias:
+            params["bias"] = ParamSpec((out_features,), "normal", 0.0, weight_scale * 0.05)
+        return self._add("linear", (x,), {"relu": relu}, (*xs[:-1], out_features), name, params)
+
+    def matmul(self, a: int, b: int, *, trans_b: bool = False, name: str | None = None) -> int:
+        """a · b, or a · bᵀ with ``trans_b``; both 2-D, or 3-D with the same batch."""
+        sa, sb = self._f32(a, "matmul"), self._f32(b, "matmul")
+        if len(sa) != len(sb) or len(sa) not in (2, 3) or sa[:-2] != sb[:-2]:
+            raise ValueError(f"matmul needs two 2-D or two 3-D inputs with one batch size, "
+                             f"got {sa} and {sb}")
+        kb, nb = (sb[-1], sb[-2]) if trans_b else (sb[-2], sb[-1])
+        if sa[-1] != kb:
+            raise ValueError(f"matmul inner dimensions differ: {sa} and {sb} "
+                             f"(trans_b={trans_b})")
+        return self._add("matmul", (a, b), {"trans_b": trans_b}, (*sa[:-1], nb), name)
+
+    def embedding_bag(self, indices: int, rows: int, dim: int, *, mode: str = "sum",
+                      name: str | None = None) -> int:
+        """Sum or mean of ``table`` rows per bag; ``indices`` an int64 (batch, bag) input."""
+        n = self._node(indices)
+        if n.op != "input" or n.dtype != "int64" or len(n.shape) != 2:
+            raise ValueError(f"embedding_bag indices must be a 2-D int64 input node, got "
+                             f"{n.name!r} ({n.op}, {n.dtype}, {n.shape})")
+        if mode not in ("sum", "mean"):
+            raise ValueError(f"embedding_bag mode must be 'sum' or 'mean', got {mode!r}")
+        if rows < 1 or dim < 1:
+            raise ValueError(f"embedding_bag needs rows, dim >= 1, got {rows}, {dim}")
+        # Rows of std 1/sqrt(dim * bag) make each pooled vector about unit length.
+        per_bag = n.shape[1] if mode == "sum" else 1
+        std = 1.0 / math.sqrt(dim * per_bag)
+        params = {"table": ParamSpec((rows, dim), "normal", 0.0, std)}
+        return self._add("embedding_bag", (indices,), {"mode": mode}, (n.shape[0], dim), name,
+                         params)
+
+    def eltwise(self, x: int, kind: str, *, name: str | None = None) -> int:
+        """Element-wise activation: relu, relu6, sigmoid, tanh or gelu (erf form)."""
+        xs = self._f32(x, "eltwise")
+        if kind not in ELTWISE_FLOPS:
+            raise ValueError(f"eltwise kind must be one of {sorted(ELTWISE_FLOPS)}, "
+                             f"got {kind!r}")
+        return self._add("eltwise", (x,), {"kind": kind}, xs, name)
+
+    def add(self, a: int, b: int, *, relu: bool = False, name: str | None = None) -> int:
+        """a + b (+ ReLU); b has a's rank and each of its dims is a's or 1."""
+        sa, sb = self._f32(a, "add"), self._f32(b, "add")
+        if len(sa) != len(sb) or any(q not in (p, 1) for p, q in zip(sa, sb, strict=True)):
+            raise ValueError(f"add: second input {sb} does not broadcast to the first {sa}")
+        return self._add("add", (a, b), {"relu": relu}, sa, name)
+
+    def mul(self, a: int, b: int, *, name: str | None = None) -> int:
+        """a * b element-wise, same shapes."""
+        sa, sb = self._f32(a, "mul"), self._f32(b, "mul")
+        if sa != sb:
+            raise ValueError(f"mul needs equal shapes, got {sa} and {sb}")
+        return self._add("mul", (a, b), {}, sa, name)
+
+    def concat(self, xs: Sequence[int], *, axis: int = 1, name: str | None = None) -> int:
+        """Concatenate along ``axis``; other dims must agree."""
+        if not xs:
+            raise ValueError("concat needs at least one input")
+        shapes = [self._f32(x, "concat") for x in xs]
+        rank = len(shapes[0])
+        if not -rank <= axis < rank:
+            raise ValueError(f"concat axis {axis} is out of range for rank {rank}")
+        ax = axis % rank
+        if any(len(s) != rank or s[:ax] + s[ax + 1:] != shapes[0][:ax] + shapes[0][ax + 1:]
+               for s in shapes):
+            raise ValueError(f"concat along axis {ax} needs equal other dims, got {shapes}")
+        out = list(shapes[0])
+        out[ax] = sum(s[ax] for s in shapes)
+        return self._add("concat", xs, {"axis": ax}, tuple(out), name)
+
+    def pool2d(self, x: int, kind: str, kernel: int | Sequence[int], *,
+               stride: int | Sequence[int] | None = None, padding: int | Sequence[int] = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               name: str | None = None) -> int:
+        """Max or average pooling of NCHW ``x`` with PyTorch's rules (stride = kernel
+        by default; padding at most half the kernel)."""
+        xs = self._f32(x, "pool2d")
+        if len(xs) != 4:
+            raise ValueError(f"pool2d input must be 4-D (N, C, H, W), got {xs}")
+        if kind not in ("max", "avg"):
+            raise ValueError(f"pool2d kind must be 'max' or 'avg', got {kind!r}")
+        k = int_tuple("kernel", kernel, 2)
+        s = k if stride is None else int_tuple("stride", stride, 2)
+        p = padding4(padding)
+        if min(*k, *s) < 1 or min(p) < 0 or max(p[:2]) > k[0] // 2 or max(p[2:]) > k[1] // 2:
+            raise ValueError(f"pool2d needs kernel, stride >= 1 and 0 <= padding <= kernel/2, "
+                             f"got kernel {k}, stride {s}, padding {p}")
+        oh = pool_output_size(xs[2], k[0], s[0], p[0], p[1], ceil_mode)
+        ow = pool_output_size(xs[3], k[1], s[1], p[2], p[3], ceil_mode)
+        attrs = {"kind": kind, "kernel": k, "stride": s, "padding": p, "ceil_mode": ceil_mode,
+                 "count_include_pad": count_include_pad}
+        return self._add("pool2d", (x,), attrs, (xs[0], xs[1], oh, ow), name)
+
+    def global_avg_pool(self, x: int, *, name: str | None = None) -> int:
+        """Mean over H and W: (N, C, H, W) -> (N, C)."""
+        xs = self._f32(x, "global_avg_pool")
+        if len(xs) != 4:
+            raise ValueError(f"global_avg_pool input must be 4-D (N, C, H, W), got {xs}")
+        return self._add("global_avg_pool", (x,), {}, xs[:2], name)
+
+    def batch_norm(self, x: int, *, eps: float = 1e-5, scale: bool = True,
+                   scale_range: tuple[float, float] = (0.75, 1.25),
+                   name: str | None = None) -> int:
+        """Inference batch norm over axis 1; ``scale=False`` leaves the scale out (= 1).
+
+        The scale starts uniform in ``scale_range``; a residual branch's last
+        batch norm takes a small one (the idea of zero_init_residual) so that
+        activations stay O(1) over many blocks.
+        """
+        xs = self._f32(x, "batch_norm")
+        if len(xs) < 2:
+            raise ValueError(f"batch_norm input needs a channel axis 1, got {xs}")
+        if not 0 < scale_range[0] <= scale_range[1]:
+            raise ValueError(f"batch_norm scale_range must be 0 < low <= high, "
+                             f"got {scale_range}")
+        c = (xs[1],)
+        params = {"mean": ParamSpec(c, "normal", 0.0, 0.1),
+                  "var": ParamSpec(c, "uniform", 0.75, 1.25)}
+        if scale:
+            params["scale"] = ParamSpec(c, "uniform", *scale_range)
+        params["shift"] = ParamSpec(c, "normal", 0.0, 0.1)
+        return self._add("batch_norm", (x,), {"eps": float(eps)}, xs, name, params)
+
+    def layer_norm(self, x: int, *, eps: float = 1e-5, name: str | None = None) -> int:
+        """Normalise over the last axis, then scale and shift."""
+        xs = self._f32(x, "layer_norm")
+        d = (xs[-1],)
+        params = {"scale": ParamSpec(d, "uniform", 0.5, 1.5),
+                  "shift": ParamSpec(d, "normal", 0.0, 0.1)}
+        return self._add("layer_norm", (x,), {"eps": float(eps)}, xs, name, params)
+
+    def softmax(self, x: int, *, axis: int = -1, name: str | None = None) -> int:
+        xs = self._f32(x, "softmax")
+        if not -len(xs) <= axis < len(xs):
+            raise ValueError(f"softmax axis {axis} is out of range for shape {xs}")
+        return self._add("softmax", (x,), {"axis": axis % len(xs)}, xs, name)
+
+    def reshape(self, x: int, shape: Sequence[int], *, name: str | None = None) -> int:
+        """The same elements in a new full shape (one dim may be -1)."""
+        xs = self._f32(x, "reshape")
+        want = [int(d) for d in shape]
+        total = math.prod(xs)
+        if want.count(-1) > 1 or any(d < 1 and d != -1 for d in want):
+            raise ValueError(f"reshape to {tuple(want)}: at most one -1, others >= 1")
+        if -1 in want:
+            rest = -math.prod(want)
+            if rest == 0 or total % rest:
+                raise ValueError(f"cannot reshape {xs} to {tuple(want)}")
+            want[want.index(-1)] = total // rest
+        if math.prod(want) != total:
+            raise ValueError(f"cannot reshape {xs} ({total} elements) to {tuple(want)}")
+        return self._add("reshape", (x,), {"shape": tuple(want)}, tuple(want), name)
+
+    def transpose(self, x: int, perm: Sequence[int], *, name: str | None = None) -> int:
+        xs = self._f32(x, "transpose")
+        p = tuple(int(i) for i in perm)
+        if sorted(p) != list(range(len(xs))):
+            raise ValueError(f"transpose perm {p} is not a permutation of the axes of {xs}")
+        return self._add("transpose", (x,), {"perm": p}, tuple(xs[i] for i in p), name)
+
+    def tril_flatten(self, x: int, *, name: str | None = None) -> int:
+        """(B, n, n) -> (B, n(n-1)/2): entries (i, j), j < i, row by row."""
+        xs = self._f32(x, "tril_flatten")
+        if len(xs) != 3 or xs[1] != xs[2] or xs[1] < 2:
+            raise ValueError(f"tril_flatten needs (B, n, n) with n >= 2, got {xs}")
+        n = xs[1]
+        return self._add("tril_flatten", (x,), {}, (xs[0], n * (n - 1) // 2), name)

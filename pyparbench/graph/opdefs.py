@@ -1,0 +1,42 @@
+"""The op vocabulary of the graph IR, listed once: op names, which ops are
+heavy, element sizes, eltwise costs, and which attributes the native plan
+takes. Every other module (IR, builder, analysis, reference, executor, the
+framework runners) reads the ops from here."""
+
+from __future__ import annotations
+
+__all__ = ["DTYPE_BYTES", "ELTWISE_FLOPS", "HEAVY_OPS", "NATIVE_ATTRS", "OPS"]
+
+OPS = frozenset({
+    "input", "conv2d", "linear", "matmul", "embedding_bag", "eltwise", "add", "mul",
+    "concat", "pool2d", "global_avg_pool", "batch_norm", "layer_norm", "softmax",
+    "reshape", "transpose", "tril_flatten",
+})
+HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag"})
+DTYPE_BYTES = {"float32": 4, "int64": 8}
+# Elementary operations per element, transcendental functions counted as one.
+ELTWISE_FLOPS = {
+    "relu": 1,      # max
+    "relu6": 2,     # max, min
+    "sigmoid": 4,   # negate, exp, add, divide
+    "tanh": 5,      # (exp(2x) - 1) / (exp(2x) + 1): multiply, exp, subtract, add, divide
+    "gelu": 5,      # 0.5 * x * (1 + erf(x / sqrt 2)): divide, erf, add, multiply, multiply
+}
+
+# Attributes the native plan takes, per op (NodeSpec fields of the same names);
+# the rest (reshape's shape, input's dtype, batch-norm's scale flag) are given
+# by the node's output shape, dtype and parameters.
+NATIVE_ATTRS: dict[str, tuple[str, ...]] = {
+    "conv2d": ("stride", "padding", "dilation", "groups", "relu"),
+    "pool2d": ("kind", "kernel", "stride", "padding", "ceil_mode", "count_include_pad"),
+    "linear": ("relu",),
+    "add": ("relu",),
+    "matmul": ("trans_b",),
+    "embedding_bag": ("mode",),
+    "eltwise": ("kind",),
+    "concat": ("axis",),
+    "softmax": ("axis",),
+    "batch_norm": ("eps",),
+    "layer_norm": ("eps",),
+    "transpose": ("perm",),
+}

@@ -1,0 +1,238 @@
+"""What the tests share: random inputs (never zeros), output buffers that
+show unwritten elements, the error measure, the thread counts to test, and
+the float64 numpy references of every single op (the graph-level oracle is
+:mod:`pyparbench.reference`, whose convolution these reuse)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from pyparbench.graph.builder import pool_output_size
+from pyparbench.reference import conv2d_reference
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+
+
+def _cpu_count() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+# Every count from 1 to the CPUs this process may use, plus one oversubscribed.
+THREAD_COUNTS = list(range(1, _cpu_count() + 1)) + [_cpu_count() + 1]
+
+
+def rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    """float32 values in [-1, 1) with no exact zeros."""
+    x = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+    x[x == 0] = 0.5
+    return x
+
+
+def poisoned(shape: tuple[int, ...]) -> np.ndarray:
+    """An out= buffer full of NaN, so an element left unwritten shows."""
+    return np.full(shape, np.nan, dtype=np.float32)
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, rtol: float) -> None:
+    """Relative error against the float64 reference, scaled by its magnitude."""
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert np.all(np.isfinite(got)), "non-finite values in the result"
+    scale = max(1.0, float(np.abs(want).max())) if want.size else 1.0
+    err = float(np.abs(got.astype(np.float64) - want).max()) / scale if want.size else 0.0
+    assert err <= rtol, f"max relative error {err:.3g} > {rtol:.3g}"
+
+
+# ------------------------------------------------------- heavy-op references
+
+# fp32 accumulation over k terms of O(1) values: error grows ~ sqrt(k) * 6e-8.
+GEMM_RTOL = 2e-5
+# fp32 sums of C/g*kh*kw products of O(1) values.
+CONV_RTOL = 3e-5
+
+# (m, n, k): ones, odd sizes, a long k, a wide n.
+GEMM_SHAPES = [(1, 1, 1), (1, 7, 3), (5, 1, 9), (17, 13, 11), (64, 33, 129), (3, 300, 2)]
+
+CONV_CASES = [
+    # (n, c, h, w, o, k, stride, padding, dilation, groups)
+    (1, 3, 8, 8, 4, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    (2, 5, 11, 7, 6, (3, 2), (2, 1), (0, 0, 0, 0), (1, 1), 1),
+    (1, 4, 9, 9, 8, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 2),
+    (3, 8, 10, 12, 8, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 8),  # depthwise
+    (1, 6, 13, 5, 3, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 3),
+    (2, 3, 7, 9, 5, (5, 3), (1, 2), (2, 1, 0, 3), (1, 1), 1),  # asymmetric padding
+    (1, 16, 14, 14, 32, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    (1, 1, 1, 1, 1, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    (1, 3, 17, 17, 4, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1),
+]
+
+
+def gemm_reference(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None, relu: bool,
+                   trans_a: bool, trans_b: bool) -> np.ndarray:
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if trans_a:
+        a64 = np.swapaxes(a64, -1, -2)
+    if trans_b:
+        b64 = np.swapaxes(b64, -1, -2)
+    c = a64 @ b64
+    if bias is not None:
+        c = c + bias
+    return np.maximum(c, 0) if relu else c
+
+
+def gemm_operands(rng: np.random.Generator, batch: int, m: int, n: int, k: int, trans_a: bool,
+                  trans_b: bool) -> tuple[np.ndarray, np.ndarray]:
+    lead = (batch,) if batch else ()
+    a = rand(rng, *lead, *((k, m) if trans_a else (m, k)))
+    b = rand(rng, *lead, *((n, k) if trans_b else (k, n)))
+    return a, b
+
+
+conv_reference = conv2d_reference  # direct convolution by windows, float64
+
+
+# -------------------------------------------------------- glue-op references
+
+RTOL_EXACT = 0.0  # relu, relu6, max pooling, concat: no arithmetic, so no rounding
+RTOL = 1e-5  # everything that adds, divides, exponentiates or normalises in fp32
+
+
+def _f64(x: npt.ArrayLike) -> F64:
+    return np.asarray(x, dtype=np.float64)
+
+
+def ref_relu(x: F32) -> F64:
+    return np.maximum(_f64(x), 0.0)
+
+
+def ref_gelu_tanh(x: F32) -> F64:
+    v = _f64(x)
+    return 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)))
+
+
+def ref_gelu_erf(x: F32) -> F64:
+    from scipy.special import erf
+
+    v = _f64(x)
+    return np.asarray(0.5 * v * (1.0 + erf(v / math.sqrt(2.0))), dtype=np.float64)
+
+
+ELTWISE_REFS: dict[str, Callable[[F32], F64]] = {
+    "relu": ref_relu,
+    "relu6": lambda x: np.clip(_f64(x), 0.0, 6.0),
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-_f64(x))),
+    "tanh": lambda x: np.tanh(_f64(x)),
+    "gelu": ref_gelu_erf,
+    "gelu_tanh": ref_gelu_tanh,
+}
+# Input scale per kind, so that relu6's upper clip and the saturating tails are reached.
+ELTWISE_SCALE = {"relu": 1.0, "relu6": 8.0, "sigmoid": 6.0, "tanh": 4.0, "gelu": 4.0,
+                 "gelu_tanh": 4.0}
+ELTWISE_RTOL = {"relu": RTOL_EXACT, "relu6": RTOL_EXACT, "sigmoid": RTOL, "tanh": RTOL,
+                "gelu": RTOL, "gelu_tanh": RTOL}
+
+
+def ref_add(a: F32, b: F32, relu: bool) -> F64:
+    y = _f64(a) + _f64(b)  # numpy broadcasting: b's size-1 axes stretch to a's
+    return np.maximum(y, 0.0) if relu else y
+
+
+def ref_concat(xs: Sequence[F32], axis: int) -> F64:
+    return np.concatenate([_f64(x) for x in xs], axis=axis)
+
+
+pooled_size = pool_output_size  # PyTorch's output-size rule
+
+
+def ref_pool2d(
+    x: F32,
+    kind: str,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    padding: tuple[int, int, int, int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+) -> F64:
+    """Window by window. Padding never wins a max; an average divides either by
+    the window clipped to the padded input [-pad_lo, n + pad_hi) (include) or by
+    the number of real elements in it (exclude)."""
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel, stride, padding
+    oh = pooled_size(h, kh, sh, pt, pb, ceil_mode)
+    ow = pooled_size(w, kw, sw, pl, pr, ceil_mode)
+    xd = _f64(x)
+    y = np.empty((n, c, oh, ow))
+    for i in range(oh):
+        h0 = i * sh - pt
+        h1 = h0 + kh
+        for j in range(ow):
+            w0 = j * sw - pl
+            w1 = w0 + kw
+            win = xd[:, :, max(h0, 0):min(h1, h), max(w0, 0):min(w1, w)]
+            if kind == "max":
+                y[:, :, i, j] = win.max(axis=(2, 3))
+            else:
+                if count_include_pad:
+                    div = (min(h1, h + pb) - h0) * (min(w1, w + pr) - w0)
+                else:
+                    div = win.shape[2] * win.shape[3]
+                y[:, :, i, j] = win.sum(axis=(2, 3)) / div
+    return y
+
+
+def ceil_window_clipped(
+    shape: Sequence[int],
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    padding: tuple[int, int, int, int],
+) -> bool:
+    """Whether ceil mode adds a last window that runs past the bottom/right padding
+    (it always does when it gives more windows than floor mode)."""
+    _, _, h, w = shape
+    (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel, stride, padding
+    oh = pooled_size(h, kh, sh, pt, pb, True)
+    ow = pooled_size(w, kw, sw, pl, pr, True)
+    return (oh - 1) * sh - pt + kh > h + pb or (ow - 1) * sw - pl + kw > w + pr
+
+
+def ref_global_avg_pool(x: F32) -> F64:
+    y: F64 = _f64(x).mean(axis=(2, 3))
+    return y
+
+
+def _per_channel(v: F32, ndim: int) -> F64:
+    return _f64(v).reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def ref_batch_norm(x: F32, mean: F32, var: F32, scale: F32, shift: F32, eps: float) -> F64:
+    def c(v: F32) -> F64:
+        return _per_channel(v, x.ndim)
+
+    return (_f64(x) - c(mean)) / np.sqrt(c(var) + eps) * c(scale) + c(shift)
+
+
+def ref_softmax(x: F32, axis: int) -> F64:
+    e = np.exp(_f64(x) - _f64(x).max(axis=axis, keepdims=True))
+    y: F64 = e / e.sum(axis=axis, keepdims=True)
+    return y
+
+
+def ref_layer_norm(x: F32, scale: F32, shift: F32, eps: float) -> F64:
+    xd = _f64(x)
+    mean = xd.mean(axis=-1, keepdims=True)
+    var = ((xd - mean) ** 2).mean(axis=-1, keepdims=True)  # biased, as in inference
+    y: F64 = (xd - mean) / np.sqrt(var + eps) * _f64(scale) + _f64(shift)
+    return y
+
+
+def ref_linear(x: F32, weight: F32, bias: F32 | None, relu: bool) -> F64:
+    y = _f64(x) @ _f64(weight).T
+    if bias is not None:
+        y = y + _f64(bias)
+    return np.maximum(y, 0.0) if relu else y
+
