@@ -4,8 +4,10 @@ convolutions through oneDNN, Eigen and OpenBLAS, at 1 and 2 threads.
   pytest bench/test_bench_libraries.py --benchmark-group-by=group \
       --benchmark-columns=median,iqr,rounds --benchmark-sort=name
 
-One group per shape, so the table compares the libraries side by side;
-``extra_info["gflop"]`` over the median gives GFLOP/s. Every benchmark checks
+One group per shape, so the table compares the libraries side by side.
+Each kernel runs in its C++ loop with its threads pinned and audited (the
+pyparbench pytest plugin); ``extra_info`` has its GFLOP and the GFLOP/s at
+the median. Every benchmark checks
 its output (gemm against float64 numpy, convolutions against oneDNN), so
 ``--benchmark-disable`` is a quick correctness run.
 """
@@ -21,7 +23,7 @@ import pyparbench as ppb
 from pyparbench.shapes import ConvProblem, conv_problems
 
 LIBRARIES = ppb.ops.LIBRARIES
-THREADS = [1, 2]
+pytestmark = pytest.mark.ppb_threads(1, 2)  # --ppb-threads overrides it
 GEMM_CLASS = {"onednn": ppb.ops.Gemm, "eigen": ppb.ops.EigenGemm, "blas": ppb.ops.BlasGemm}
 CONV_CLASS = {"onednn": ppb.ops.Conv2d, "eigen": ppb.ops.EigenConv2d,
               "blas": ppb.ops.BlasConv2d}
@@ -38,17 +40,16 @@ def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.uniform(-1, 1, size=shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("library", LIBRARIES)
-def test_gemm_1024(benchmark, library: str, threads: int) -> None:  # type: ignore[no-untyped-def]
+def test_gemm_1024(benchmark, ppb_bench, ppb_pinned, library: str, ppb_threads: int) -> None:  # type: ignore[no-untyped-def]
     size = 1024
     rng = np.random.default_rng(0)
-    g = GEMM_CLASS[library](size, size, size, threads=threads)
+    g = GEMM_CLASS[library](size, size, size, threads=ppb_threads)
     a, b = _rand(rng, size, size), _rand(rng, size, size)
     out = np.empty(g.out_shape, np.float32)
     benchmark.group = f"gemm {size}x{size}x{size}"
-    benchmark.extra_info["gflop"] = g.flops / 1e9
-    benchmark(g.run, a, b, None, out)
+    with ppb_pinned(g):
+        ppb_bench(g, a, b, None, out)
     np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
@@ -63,17 +64,17 @@ def _conv_case(p: ConvProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return x, w, want
 
 
-@pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("library", LIBRARIES)
 @pytest.mark.parametrize("p", RESNET, ids=lambda p: p.name.split(":")[-1].split("*")[0])
-def test_conv_resnet50(benchmark, p: ConvProblem, library: str, threads: int) -> None:  # type: ignore[no-untyped-def]
+def test_conv_resnet50(benchmark, ppb_bench, ppb_pinned, p: ConvProblem, library: str,  # type: ignore[no-untyped-def]
+                       ppb_threads: int) -> None:
     x, w, want = _conv_case(p)
     conv = CONV_CLASS[library](x.shape, p.out_channels, (p.kh, p.kw), stride=p.stride,
                                padding=p.padding, dilation=p.dilation, groups=p.groups,
-                               threads=threads)
+                               threads=ppb_threads)
     conv.set_weights(w)
     out = np.empty(conv.output_shape, np.float32)
     benchmark.group = f"conv {p.name}"
-    benchmark.extra_info["gflop"] = conv.flops / 1e9
-    benchmark(conv.run, x, out)
+    with ppb_pinned(conv):
+        ppb_bench(conv, x, out)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

@@ -1,9 +1,13 @@
 """Operator benchmarks on the standard shape lists (pyparbench/shapes/data/).
 
-  pytest bench/test_bench_ops.py --benchmark-group-by=group
+  pytest bench/test_bench_ops.py --benchmark-group-by=group [--ppb-threads 1,2,4]
 
-Ours and PyTorch's embedding_bag sit in one group, so the table compares
-them side by side. Every benchmark checks its result against numpy.
+GEMM and convolution kernels are timed in their C++ loops with their
+OpenMP team pinned and audited (the pyparbench pytest plugin). Ours and
+PyTorch's embedding_bag sit in one group, so the table compares them side
+by side; both are timed the same way there (a Python call per run, through
+pytest-benchmark), so the comparison is like for like. Every benchmark
+checks its result against numpy.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from pyparbench._checks import padding4, pair
 from pyparbench.reference import conv2d_reference
 from pyparbench.shapes import conv_problems, gemm_problems
 
-THREADS = [1, 2]
+# The thread sweep of the ppb_threads fixture (--ppb-threads overrides it).
+pytestmark = pytest.mark.ppb_threads(1, 2)
 
 
 def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -27,16 +32,15 @@ def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
 GEMMS = gemm_problems("inference_device")
 
 
-@pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("p", GEMMS, ids=lambda p: f"{p.m}x{p.n}x{p.k}")
-def test_gemm_deepbench(benchmark, p, threads: int) -> None:  # type: ignore[no-untyped-def]
+def test_gemm_deepbench(benchmark, ppb_bench, ppb_pinned, p, ppb_threads: int) -> None:  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(0)
-    g = ppb.ops.Gemm(p.m, p.n, p.k, trans_a=p.trans_a, trans_b=p.trans_b, threads=threads)
+    g = ppb.ops.Gemm(p.m, p.n, p.k, trans_a=p.trans_a, trans_b=p.trans_b, threads=ppb_threads)
     a, b = _rand(rng, *g.a_shape), _rand(rng, *g.b_shape)
     out = np.empty(g.out_shape, np.float32)
     benchmark.group = f"gemm {p.m}x{p.n}x{p.k}"
-    benchmark.extra_info["gflop"] = g.flops / 1e9
-    benchmark(g.run, a, b, None, out)
+    with ppb_pinned(g):
+        ppb_bench(g, a, b, None, out)
     a64 = a.T if p.trans_a else a
     b64 = b.T if p.trans_b else b
     np.testing.assert_allclose(out, a64.astype(np.float64) @ b64, rtol=1e-4, atol=1e-4)
@@ -45,28 +49,27 @@ def test_gemm_deepbench(benchmark, p, threads: int) -> None:  # type: ignore[no-
 RESNET = conv_problems("resnet_50")
 
 
-@pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("p", RESNET, ids=lambda p: p.name.split(":")[-1])
-def test_conv_resnet50_batch1(benchmark, p, threads: int) -> None:  # type: ignore[no-untyped-def]
+def test_conv_resnet50_batch1(benchmark, ppb_bench, ppb_pinned, p, ppb_threads: int) -> None:  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(0)
     conv = ppb.ops.Conv2d((1, p.c, p.h, p.w), p.out_channels, (p.kh, p.kw), stride=p.stride,
                           padding=p.padding, dilation=p.dilation, groups=p.groups,
-                          threads=threads)
+                          threads=ppb_threads)
     x, w = _rand(rng, *conv.input_shape), _rand(rng, *conv.weight_shape)
     conv.set_weights(w)
     out = np.empty(conv.output_shape, np.float32)
     benchmark.group = f"conv {p.name}"
-    benchmark.extra_info["gflop"] = conv.flops / 1e9
-    benchmark(conv.run, x, out)
+    with ppb_pinned(conv):
+        ppb_bench(conv, x, out)
     # The whole output against the float64 numpy convolution.
     want = conv2d_reference(x, w, None, pair("stride", p.stride), padding4(p.padding),
                             pair("dilation", p.dilation), p.groups, relu=False)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("impl", ["pyparbench", "torch"])
-def test_embedding_bag_dlrm(benchmark, impl: str, threads: int) -> None:  # type: ignore[no-untyped-def]
+def test_embedding_bag_dlrm(benchmark, impl: str, ppb_threads: int) -> None:  # type: ignore[no-untyped-def]
+    threads = ppb_threads
     rows, dim, batch, lookups = 200_000, 64, 2048, 100
     rng = np.random.default_rng(0)
     table = _rand(rng, rows, dim)

@@ -17,14 +17,13 @@ import pytest
 from pool_overhead import measure_omp, omp_table, pool_table
 from pyparbench.threading import KINDS, Pool, omp_fork_join
 
-THREADS = [1, 2]
+pytestmark = pytest.mark.ppb_threads(1, 2)  # --ppb-threads overrides it
 
 
-@pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_submit_overhead(benchmark, kind: str, threads: int) -> None:  # type: ignore[no-untyped-def]
+def test_submit_overhead(benchmark, kind: str, ppb_threads: int) -> None:  # type: ignore[no-untyped-def]
     tasks = 10_000
-    with Pool(kind, threads) as pool:
+    with Pool(kind, ppb_threads) as pool:
         benchmark.group = "pool: 10k trivial tasks, submit + join"
         per_task = benchmark.pedantic(pool.bench_submit, args=(tasks,),
                                       kwargs={"repeats": 1, "warmup": 0}, rounds=5)
@@ -32,20 +31,18 @@ def test_submit_overhead(benchmark, kind: str, threads: int) -> None:  # type: i
         assert (pool.count(tasks) == 1).all()
 
 
-@pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_fork_join_latency(benchmark, kind: str, threads: int) -> None:  # type: ignore[no-untyped-def]
-    with Pool(kind, threads) as pool:
+def test_fork_join_latency(benchmark, kind: str, ppb_threads: int) -> None:  # type: ignore[no-untyped-def]
+    with Pool(kind, ppb_threads) as pool:
         benchmark.group = "pool: parallel_for fork/join"
         ns = benchmark(pool.bench_fork_join, repeats=20, warmup=2)
         benchmark.extra_info["ns_per_fork_join"] = float(np.median(ns))
         assert ns.shape == (20,) and (ns > 0).all()
 
 
-@pytest.mark.parametrize("threads", THREADS)
-def test_omp_region_latency(benchmark, threads: int) -> None:  # type: ignore[no-untyped-def]
+def test_omp_region_latency(benchmark, ppb_threads: int) -> None:  # type: ignore[no-untyped-def]
     benchmark.group = "openmp: empty parallel region"
-    ns = benchmark(omp_fork_join, threads, repeats=20, warmup=2)
+    ns = benchmark(omp_fork_join, ppb_threads, repeats=20, warmup=2)
     benchmark.extra_info["ns_per_region"] = float(np.median(ns))
     assert (ns > 0).all()
 
