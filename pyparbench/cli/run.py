@@ -74,6 +74,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     from pyparbench.models import MODELS
     from pyparbench.runner import Config, ResultStore, run_configs
+    from pyparbench.shards import apply_shard
     from pyparbench.suite import DEFAULT_BATCHES, DEFAULT_MODELS, default_suite
 
     models = args.models or list(DEFAULT_MODELS)
@@ -82,6 +83,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown model(s) {unknown}; valid names: {', '.join(MODELS)}")
     batches = args.batches or list(DEFAULT_BATCHES)
     configs = default_suite(models, batches, repeats=args.repeats)
+    configs = apply_shard(configs, args.shard, args.output)
     store = ResultStore(args.output)
     records = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -116,4 +118,7 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="JSONL results file; finished configurations in it are skipped")
     p.add_argument("--no-resume", action="store_true", help="run everything again")
     p.add_argument("--retry-failed", action="store_true", help="run failed ones again")
+    p.add_argument("--shard", metavar="K/N",
+                   help="run configurations K, K+N, K+2N, ... only (K from 0; default: "
+                        "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT in a Slurm array)")
     p.set_defaults(func=_cmd_run)

@@ -1,0 +1,76 @@
+"""``pyparbench compare A B [C ...]``: results of runs or machines side by side.
+
+Each input is a pyparbench results folder, results.jsonl or summary.json, or
+a pytest-benchmark JSON file. The first is the baseline; per matched row the
+command prints both medians, the ratio, a Mann-Whitney U test p-value and a
+mark when p < alpha, the fingerprint fields in which the machines differ,
+and the rows found on one side only. A file that is not a result is one
+line on stderr naming it, exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+
+from pyparbench.cli._common import print_json
+
+__all__ = ["add_command", "max_bytes"]
+
+
+def _alpha(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--alpha must be a number, got {text!r}") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"--alpha must be between 0 and 1, got {text}")
+    return v
+
+
+def max_bytes(text: str) -> int:
+    """An argparse type for ``--max-bytes``: a size such as 256M."""
+    from pyparbench.resultfiles import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--max-bytes: {e}") from None
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from pyparbench.compare import compare, print_text, to_json
+    from pyparbench.resultfiles import load
+
+    inputs = [load(p, max_bytes=args.max_bytes) for p in args.inputs]
+    result = compare(inputs, alpha=args.alpha, normalize=args.normalize)
+    if args.html:
+        from pyparbench.compare_html import write_html
+
+        try:
+            write_html(result, args.html)
+        except OSError as e:
+            raise ValueError(f"cannot write {args.html}: {e.strerror or e}") from None
+    if args.json:
+        print_json(to_json(result))
+    else:
+        print_text(result)
+        if args.html:
+            print(f"page written to {args.html}")
+    return 0
+
+
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("compare", help="compare results of runs or machines (ratios, U test)",
+                       description=__doc__)
+    p.add_argument("inputs", nargs="+", metavar="RESULTS",
+                   help="results folders, results.jsonl, summary.json or pytest-benchmark JSON; "
+                        "the first is the baseline")
+    p.add_argument("--alpha", type=_alpha, default=0.05,
+                   help="significance level of the U test (default 0.05)")
+    p.add_argument("--normalize", choices=("none", "per-core", "per-peak"), default="none",
+                   help="per-core: latency x cores used; per-peak: latency x the machine's "
+                        "measured peak GFLOP/s (needs summary.json's peak)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
+    p.add_argument("--max-bytes", type=max_bytes, default="256M",
+                   help="refuse input files larger than this (default 256M)")
+    p.set_defaults(func=_cmd_compare)
