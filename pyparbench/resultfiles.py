@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pyparbench.results import SCHEMA, STATUSES
+
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "NOISE_FIELDS",
@@ -54,10 +56,11 @@ DEFAULT_MAX_BYTES = 256 << 20
 # Timings beyond these are not measurements but corrupt or hostile values.
 MAX_NS = 1e15  # about 11.6 days per run
 MAX_COUNT = 1 << 20  # batches, threads, repeats, samples per row: generous upper bounds
-STATUSES = ("ok", "error", "timeout", "skipped")
 
 # Fingerprint fields that change what a measurement means, with the words
 # used to report them: (dotted path in pyparbench's fingerprint, label).
+# Unlike results.MACHINE_IDENTITY (which keeps resume on one host) the host
+# is not here: the nodes of a cluster are one machine for comparisons.
 SIGNIFICANT_FIELDS: tuple[tuple[str, str], ...] = (
     ("cpu_model", "CPU model"),
     ("onednn.isa", "ISA oneDNN dispatches to"),
@@ -302,6 +305,11 @@ def check_record(where: str, r: dict[str, Any]) -> None:
     key = r.get("key")
     if key is not None and not isinstance(key, str):
         raise ResultFileError(where, f"key must be a string, got {_show(key)}")
+    # Records written before the schema field existed have the same shape.
+    schema = r.get("schema", SCHEMA)
+    if schema != SCHEMA or isinstance(schema, bool):
+        raise ResultFileError(where, f"a record of schema {_show(schema)}; this pyparbench "
+                                     f"reads schema {SCHEMA}")
     config = _obj(where, r, "config")
     _str(where, config, "model", "config.model")
     _int(where, config, "batch", "config.batch")
@@ -316,14 +324,14 @@ def check_record(where: str, r: dict[str, Any]) -> None:
                                      f"got {_show(status)}")
     if "error" in r and not isinstance(r["error"], str):
         raise ResultFileError(where, f"error must be a string, got {_show(r['error'])}")
+    if "machine" in r and not isinstance(r["machine"], dict):
+        raise ResultFileError(where, f"machine must be an object, got {_show(r['machine'])}")
     if status != "ok":
         return
     summary = _obj(where, r, "summary")
     _time(where, summary.get("median"), "summary.median", positive=True)
     if "ns" in r:
         _samples(where, r["ns"], "ns", scale=1.0)
-    if "machine" in r and not isinstance(r["machine"], dict):
-        raise ResultFileError(where, f"machine must be an object, got {_show(r['machine'])}")
 
 
 def _settings_label(where: str, settings: dict[str, Any]) -> tuple[str, int]:
@@ -333,11 +341,8 @@ def _settings_label(where: str, settings: dict[str, Any]) -> tuple[str, int]:
     from pyparbench.settings import Settings
 
     known = {f.name for f in dc_fields(Settings)}
-    s = {k: v for k, v in settings.items() if k in known}
-    if isinstance(s.get("affinity"), list):
-        s["affinity"] = tuple(tuple(c) if isinstance(c, list) else c for c in s["affinity"])
     try:
-        obj = Settings(**s)
+        obj = Settings.from_dict({k: v for k, v in settings.items() if k in known})
     except (TypeError, ValueError) as e:
         raise ResultFileError(where, f"config.settings: {e}") from None
     if obj.threads > MAX_COUNT:
@@ -385,17 +390,17 @@ def _pyparbench(source: Path, records: list[tuple[int, dict[str, Any]]]) -> Resu
         display = printable(f"{config['model']} b{config['batch']} {label}")
         sweep_label = printable(f"{config['model']} b{config['batch']} "
                                 + _sweep_label(settings))
+        machine = r.get("machine")
+        if isinstance(machine, dict) and machine:
+            if rs.machine is None:
+                _set_machine(rs, where, "machine", machine)
+                machine_at = where
+            else:
+                _same_machine(rs.fields, machine_at, where, machine)
         if r["status"] == "ok":
             samples = tuple(float(x) for x in r.get("ns", ()))
             row = Row(key, display, "ok", float(r["summary"]["median"]), samples,
                       threads, sweep, sweep_label=sweep_label)
-            machine = r.get("machine")
-            if isinstance(machine, dict):
-                if rs.machine is None:
-                    _set_machine(rs, where, "machine", machine)
-                    machine_at = where
-                else:
-                    _same_machine(rs.fields, machine_at, where, machine)
         else:
             row = Row(key, display, str(r["status"]), None, (), threads, sweep,
                       error=printable(" ".join(str(r.get("error", "")).split())))
@@ -417,7 +422,8 @@ def _same_machine(fields: dict[str, str], first: str, where: str, machine: dict[
         a, b = fields.get(path), other.get(path)
         if a is not None and b is not None and a != b:
             raise ResultFileError(where, f"measured on another machine than {first} "
-                                         f"({label}: {b!r} vs {a!r}); one file, one machine")
+                                         f"({label}: {b!r} vs {a!r}); one file holds one "
+                                         "machine's results")
 
 
 # -- summary.json --------------------------------------------------------------

@@ -1,5 +1,8 @@
 """`pyparbench compare` on stored results of two made-up machines (tests/data/compare).
 
+machine_a's records predate the ``schema`` field, machine_b's carry schema 1:
+both are read.
+
 machine_a: 2 cores, peak 50 / 100 GFLOP/s at 1 / 2 threads; machine_b: 4 cores,
 peak 60 / 120 / 240. Their per-run times (ms) are chosen so that the expected
 ratios and p-values can be worked out by hand:
@@ -286,6 +289,8 @@ BAD: list[tuple[str, bytes, str]] = [
     ("nan.jsonl", _record().replace('"median": 11000000.0', '"median": NaN').encode(),
      "NaN is not a number JSON allows"),
     ("status.jsonl", _record(status="great").encode(), "status must be one of ok, error"),
+    ("schema.jsonl", _record(schema=2).encode(), "a record of schema 2; this pyparbench reads "
+                                                 "schema 1"),
     ("settings.jsonl", _record(config__settings__scheduler="warp").encode(),
      "config.settings: scheduler must be one of"),
     ("machines.jsonl", (_record() + "\n" + _record(machine__cpu_model="Other CPU")).encode(),
