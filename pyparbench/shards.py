@@ -6,7 +6,7 @@ the suite's list, so shards 0/N .. N-1/N together run each configuration
 exactly once. The selection depends only on the list, which every job of
 one machine type builds the same way; a job that built a different list
 (another machine, other options) is caught by merge through the manifest
-each shard writes beside its results (``<results>.shard.json``: the shard,
+each shard writes beside its results (``results.shard.json``: the shard,
 the suite's size and digest, and the keys it was to run).
 
 Without ``--shard``, a Slurm array task takes its shard from
@@ -141,8 +141,11 @@ def suite_digest(keys: Sequence[str]) -> str:
 
 
 def manifest_path(results: str | Path) -> Path:
-    """Where a shard's manifest goes: ``results.jsonl`` -> ``results.shard.json``."""
-    return Path(results).with_suffix(".shard.json")
+    """Where a shard's manifest goes: beside a JSONL file (``x.jsonl`` ->
+    ``x.shard.json``), or into a results folder (``DIR/results.shard.json``,
+    beside its ``results.jsonl``)."""
+    p = Path(results)
+    return p.with_suffix(".shard.json") if p.suffix == ".jsonl" else p / "results.shard.json"
 
 
 def write_manifest(results: str | Path, shard: Shard, keys: Sequence[str]) -> Path:

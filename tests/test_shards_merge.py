@@ -14,7 +14,8 @@ import pytest
 from pyparbench.cli import main
 from pyparbench.merge import MergeError, merge
 from pyparbench.resultfiles import ResultFileError
-from pyparbench.runner import Config, ResultStore
+from pyparbench.results import ResultStore
+from pyparbench.runner import Config
 from pyparbench.settings import Settings
 from pyparbench.shards import (
     Shard,
@@ -68,6 +69,13 @@ def test_parse_shard() -> None:
         with pytest.raises(ValueError, match=msg) as e:
             parse_shard(text)
         assert text[:20] in str(e.value)
+
+
+def test_the_manifest_goes_beside_the_results(tmp_path: Path) -> None:
+    assert manifest_path(tmp_path / "r.jsonl") == tmp_path / "r.shard.json"
+    # A results folder (run -o DIR): inside it, where merge looks for it.
+    assert manifest_path(tmp_path / "out") == tmp_path / "out" / "results.shard.json"
+    assert manifest_path(tmp_path / "out") == manifest_path(tmp_path / "out" / "results.jsonl")
 
 
 def test_shard_from_slurm_variables() -> None:
