@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,16 @@ import pytest
 pytest_plugins = ["pytester"]
 pytest.importorskip("pytest_benchmark")
 
-PLUGIN = ("-p", "pyparbench.pytest_plugin")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _installed() -> bool:
+    return any(ep.value == "pyparbench.pytest_plugin" for ep in entry_points(group="pytest11"))
+
+
+# An installed pyparbench loads the plugin through its entry point; naming it
+# with -p as well would register it twice.
+PLUGIN: tuple[str, ...] = () if _installed() else ("-p", "pyparbench.pytest_plugin")
 
 # A kernel whose C++ loop "measures" known times, so what reaches
 # pytest-benchmark's statistics can be checked exactly.
@@ -36,9 +46,32 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def test_the_entry_point_is_declared() -> None:
     tomllib = pytest.importorskip("tomllib")
-    root = Path(__file__).resolve().parents[1]
-    meta = tomllib.loads((root / "pyproject.toml").read_text())
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert meta["project"]["entry-points"]["pytest11"] == {"pyparbench": "pyparbench.pytest_plugin"}
+
+
+def test_the_entry_point_loads_the_plugin_and_bench_conftest_does_not_load_it_twice(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An installed distribution as pytest sees it: a dist-info with the entry point.
+    site = pytester.mkdir("site")
+    info = site / "pyparbench_plugin_check-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pyparbench-plugin-check\n"
+                                   "Version: 1.0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\npyparbench = pyparbench.pytest_plugin\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    pytester.makeconftest((ROOT / "bench" / "conftest.py").read_text())
+    pytester.makepyfile(test_it='''
+        import pytest
+
+        @pytest.mark.ppb_threads(1, 2)
+        def test_t(ppb_threads, ppb_pinned):
+            assert ppb_threads in (1, 2)
+    ''')
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers",
+                                        "--ppb-threads", "1")
+    res.assert_outcomes(passed=1)
 
 
 def test_kernel_times_reach_the_saved_json_with_the_fingerprint(pytester: pytest.Pytester
