@@ -123,13 +123,16 @@ def _cores_used(row: Row, rs: ResultSet) -> int | None:
 
 
 def _peak_at(rs: ResultSet, cores: int | None) -> float | None:
+    """The peak at ``cores`` threads: the largest count measured not above it
+    (the smallest measured when all are above; the largest when unknown), as
+    pyparbench's roofline picks its ceiling."""
     peak = rs.peak_gflops
-    if peak is None or isinstance(peak, float):
-        return peak
-    if cores is not None and cores in peak:
-        return peak[cores]
-    below = [t for t in peak if cores is None or t <= cores]
-    return peak[max(below)] if below else None
+    if not peak:
+        return None
+    if cores is None:
+        return peak[max(peak)]
+    below = [t for t in peak if t <= cores]
+    return peak[max(below)] if below else peak[min(peak)]
 
 
 def _factor(row: Row, rs: ResultSet, normalize: Normalize) -> tuple[float | None, str]:
@@ -197,9 +200,9 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
         for rs in inputs:
             if rs.peak_gflops is None:
                 raise CompareError(
-                    f"{rs.path}: no measured peak (a 'peak' section with 'gflops' in the "
-                    "summary.json of its results folder, from `pyparbench peak`); "
-                    "--normalize per-peak needs one for every input, per-core does not")
+                    f"{rs.path}: no measured peak (the 'peak' section of the summary.json "
+                    "in its results folder, from `pyparbench peak`); --normalize per-peak "
+                    "needs one for every input, per-core does not")
     if normalize == "per-core":
         for rs in inputs:
             if rs.cores is None and any(r.threads is not None for r in rs.rows.values()):
@@ -258,8 +261,8 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "unit": c.unit,
         "inputs": [{"path": rs.path, "source": rs.source, "kind": rs.kind,
                     "rows": len(rs.rows), "fingerprint": rs.fields, "cores": rs.cores,
-                    "peak_gflops": (rs.peak_gflops if not isinstance(rs.peak_gflops, dict)
-                                    else {str(k): v for k, v in rs.peak_gflops.items()})}
+                    "peak_gflops": ({str(k): v for k, v in sorted(rs.peak_gflops.items())}
+                                    if rs.peak_gflops is not None else None)}
                    for rs in c.inputs],
         "machine_differences": c.differences,
         "no_fingerprint": c.unknown,

@@ -4,7 +4,8 @@ The page holds the inputs and their machines, the fingerprint fields that
 differ, and per input against the baseline: a ratio bar per matched row
 (significant ones coloured) and the table of medians, ratios and p-values;
 then, when the inputs hold thread sweeps (the same row at several thread
-counts), latency or GFLOP/s against threads, the machines side by side.
+counts), latency or GFLOP/s against threads, the machines side by side
+(with each machine's measured FMA peak beside GFLOP/s curves).
 Everything read from the inputs is HTML-escaped.
 """
 
@@ -102,7 +103,14 @@ def _sweep_figure(label: str, per_input: dict[int, list[tuple[int, float, float 
         if pts:
             t = [p[0] for p in pts]
             y = [(p[2] or 0.0) / (p[1] * 1e-9) if gflops else p[1] / 1e6 for p in pts]
-            ax.plot(t, y, marker="o")
+            ax.plot(t, y, marker="o", label="measured")
+            if gflops and rs.peak_gflops:
+                # The machine's FMA ceiling over the same thread range.
+                pk = sorted((n, g) for n, g in rs.peak_gflops.items() if n <= max(t))
+                if pk:
+                    ax.plot([n for n, _ in pk], [g for _, g in pk], linestyle="--",
+                            color="grey", label="FMA peak")
+                    ax.legend(fontsize=7)
             ax.set_xticks(sorted(set(t)))
         else:
             ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)

@@ -7,9 +7,11 @@ Accepted inputs, recognised by their content (not their names):
 * a pyparbench ``results.jsonl``: one record per configuration, each with
   ``config`` (model, batch, settings), ``status``, ``summary.median`` and the
   raw per-run times ``ns``, and the machine fingerprint ``machine``;
-* a pyparbench ``summary.json``: its ``results.jsonl`` beside it is read for
-  the rows (a summary holds no raw samples); a summary that carries its own
-  ``records`` list is read on its own;
+* a pyparbench ``summary.json`` (:mod:`pyparbench.report`): the
+  ``results.jsonl`` beside it is read for the rows when it is there (a
+  summary holds medians, no per-run samples), else the summary's own
+  settings; its measured ``peak`` and its operator scaling rows (standard
+  GEMM, convolution and embedding shapes at each thread count) are added;
 * a pytest-benchmark JSON file (``--benchmark-json`` or ``--benchmark-save``):
   rows are its benchmarks; raw samples are ``stats.data`` when it was saved
   with ``--benchmark-save-data``; the fingerprint is ``machine_info.pyparbench``
@@ -130,7 +132,7 @@ class ResultSet:
     machine: dict[str, Any] | None  # the raw fingerprint, None when the file has none
     fields: dict[str, str]  # significant fingerprint fields, as text
     cores: int | None  # physical cores the process could use, when known
-    peak_gflops: dict[int, float] | float | None = None  # measured peak (per thread count)
+    peak_gflops: dict[int, float] | None = None  # measured FMA peak per thread count
     notes: list[str] = field(default_factory=list)
 
 
@@ -277,22 +279,27 @@ def load(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ResultSet:
         whole = False
     if whole and isinstance(value, dict) and "benchmarks" in value:
         rs = _pytest_benchmark(source, value)
+    elif whole and isinstance(value, dict) and "models" in value and "config" not in value:
+        rs = _pyparbench(source, _summary_records(source, value), allow_empty=True)
+        _add_summary(rs, source, value)
+        if not rs.rows:
+            raise ResultFileError(source, "a summary with no measured settings or operators")
     elif whole and isinstance(value, dict) and "config" not in value:
-        rs = _summary(source, value)
+        raise ResultFileError(source, "a JSON object that is not a result file (no "
+                                      "'benchmarks' of pytest-benchmark, no 'config' of a "
+                                      "pyparbench record, no 'models' of a summary)")
     elif whole and not isinstance(value, dict):
         raise ResultFileError(source, f"a JSON {_type(value)}, not a result file")
     else:
-        records = [(1, value)] if whole else parse_jsonl(source, text)
-        rs = _pyparbench(source, records)
+        lines = [(1, value)] if whole else parse_jsonl(source, text)
+        rs = _pyparbench(source, [(f"{source}:{n}", r) for n, r in lines])
     rs.path = str(path)
     if summary_path is not None:
         summary = parse_json(summary_path, read_text(summary_path, max_bytes))
         if not isinstance(summary, dict):
             raise ResultFileError(summary_path, f"a JSON {_type(summary)}, not a summary "
                                                 "(an object)")
-        rs.peak_gflops = _peak(summary_path, summary)
-        if rs.machine is None and "machine" in summary:
-            _set_machine(rs, summary_path, "machine", summary["machine"])
+        _add_summary(rs, summary_path, summary)
     return rs
 
 
@@ -365,13 +372,14 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def _pyparbench(source: Path, records: list[tuple[int, dict[str, Any]]]) -> ResultSet:
+def _pyparbench(source: Path, records: list[tuple[str, dict[str, Any]]], *,
+                allow_empty: bool = False) -> ResultSet:
+    """Rows from pyparbench records, each with where it was read (for messages)."""
     rows: dict[str, Row] = {}
     notes: list[str] = []
     rs = ResultSet(str(source), str(source), "pyparbench", rows, None, {}, None, notes=notes)
     machine_at = ""
-    for n, r in records:
-        where = f"{source}:{n}"
+    for where, r in records:
         check_record(where, r)
         config = r["config"]
         settings = dict(config["settings"])
@@ -410,7 +418,7 @@ def _pyparbench(source: Path, records: list[tuple[int, dict[str, Any]]]) -> Resu
                 continue  # a failed retry does not hide a finished result
             notes.append(f"{display}: measured more than once in {source}; the last kept")
         rows[key] = row
-    if not rows:
+    if not rows and not allow_empty:
         raise ResultFileError(source, "no result records")
     return rs
 
@@ -427,58 +435,96 @@ def _same_machine(fields: dict[str, str], first: str, where: str, machine: dict[
 
 
 # -- summary.json --------------------------------------------------------------
+# The report's summary (pyparbench.report.summary): ``machine``, ``peak``
+# (the ceilings of ``pyparbench peak``, with ``points``: per thread count its
+# ``fma_gflops``), ``models`` (per model and batch, ``configs``: every
+# setting with its median) and ``operators.scaling`` (standard shapes at each
+# thread count). A summary holds medians only, no per-run samples.
 
 
-def _summary(source: Path, value: dict[str, Any]) -> ResultSet:
-    records = value.get("records")
-    if not isinstance(records, list):
-        raise ResultFileError(source, "a JSON object that is not a result file (no "
-                                      "'benchmarks' of pytest-benchmark, no 'config' of a "
-                                      "pyparbench record, no 'records' of a summary)")
-    items = []
-    for i, r in enumerate(records):
-        if not isinstance(r, dict):
-            raise ResultFileError(f"{source}: records[{i}]", f"a JSON {_type(r)}, not a record")
-        items.append((i + 1, r))
-    rs = _pyparbench(source, items)
-    rs.peak_gflops = _peak(source, value)
-    if rs.machine is None and "machine" in value:
-        _set_machine(rs, source, "machine", value["machine"])
-    return rs
+def _summary_records(source: Path, value: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Each setting of a summary's ``models`` as a record (median only)."""
+    models = value["models"]
+    if not isinstance(models, list):
+        raise ResultFileError(source, f"models must be a list, got {_show(models)}")
+    out = []
+    for i, m in enumerate(models):
+        where = f"{source}: models[{i}]"
+        if not isinstance(m, dict):
+            raise ResultFileError(where, f"a JSON {_type(m)}, not a model entry")
+        configs = m.get("configs")
+        if not isinstance(configs, list):
+            raise ResultFileError(where, f"configs must be a list, got {_show(configs)}")
+        for j, c in enumerate(configs):
+            if not isinstance(c, dict):
+                raise ResultFileError(f"{where}.configs[{j}]", f"a JSON {_type(c)}, "
+                                                               "not a setting")
+            _time(f"{where}.configs[{j}]", c.get("median_ns"), "median_ns", positive=True)
+            out.append((f"{where}.configs[{j}]", {
+                "config": {"model": m.get("model"), "batch": m.get("batch"),
+                           "settings": c.get("settings")},
+                "status": "ok", "summary": {"median": c.get("median_ns")}}))
+    return out
 
 
-def _peak(where: Path, summary: dict[str, Any]) -> dict[int, float] | float | None:
-    """The measured peak GFLOP/s of ``summary["peak"]["gflops"]``: one number,
-    or one per thread count ({"1": g1, "2": g2, ...})."""
+def _add_summary(rs: ResultSet, where: Path, summary: dict[str, Any]) -> None:
+    """The machine's peak, its operator scaling rows, and the fingerprint when
+    the rows carried none."""
+    rs.peak_gflops = _peak(where, summary)
+    if rs.machine is None and "machine" in summary:
+        _set_machine(rs, where, "machine", summary["machine"])
+    scaling = _get(summary, "operators.scaling")
+    if scaling is None:
+        return
+    if not isinstance(scaling, list):
+        raise ResultFileError(where, f"operators.scaling must be a list, got {_show(scaling)}")
+    for i, shape in enumerate(scaling):
+        at = f"{where}: operators.scaling[{i}]"
+        if not isinstance(shape, dict):
+            raise ResultFileError(at, f"a JSON {_type(shape)}, not a shape")
+        name = printable(_str(at, shape, "name"))
+        points = shape.get("points")
+        if not isinstance(points, list):
+            raise ResultFileError(at, f"points must be a list, got {_show(points)}")
+        sweep = _canonical({"operator": name})
+        for j, pt in enumerate(points):
+            p_at = f"{at}.points[{j}]"
+            if not isinstance(pt, dict):
+                raise ResultFileError(p_at, f"a JSON {_type(pt)}, not a point")
+            threads = _int(p_at, pt, "threads", "threads")
+            median = _time(p_at, pt.get("median_ns"), "median_ns", positive=True)
+            flops: Any = pt.get("flops")
+            if flops is not None and (not _num(flops) or not 0 < float(flops) < 1e18):
+                raise ResultFileError(p_at, f"flops must be a positive number, got {_show(flops)}")
+            key = _canonical({"operator": name, "threads": threads})
+            rs.rows[key] = Row(key, f"op {name} t{threads}", "ok", median, (), threads, sweep,
+                               float(flops) / 1e9 if flops is not None else None,
+                               sweep_label=f"op {name}")
+
+
+def _peak(where: Path, summary: dict[str, Any]) -> dict[int, float] | None:
+    """Measured FMA GFLOP/s per thread count, from ``peak.points``."""
     peak = summary.get("peak")
     if peak is None:
         return None
     if not isinstance(peak, dict):
         raise ResultFileError(where, f"peak must be an object, got {_show(peak)}")
-    g = peak.get("gflops")
-    if g is None:
-        return None
-    if isinstance(g, dict):
-        out: dict[int, float] = {}
-        for k, v in g.items():
-            try:
-                t = int(k)
-            except ValueError:
-                raise ResultFileError(where, f"peak.gflops keys must be thread counts, "
-                                             f"got {_show(k)}") from None
-            if not 1 <= t <= MAX_COUNT:
-                raise ResultFileError(where, f"peak.gflops: {t} threads is not plausible")
-            out[t] = _gflops(where, v, f"peak.gflops[{k!r}]")
-        if not out:
-            raise ResultFileError(where, "peak.gflops is empty")
-        return out
-    return _gflops(where, g, "peak.gflops")
-
-
-def _gflops(where: Path, v: Any, name: str) -> float:
-    if not _num(v) or not 0 < float(v) < 1e9:
-        raise ResultFileError(where, f"{name} must be a positive GFLOP/s figure, got {_show(v)}")
-    return float(v)
+    points = peak.get("points")
+    if not isinstance(points, list) or not points:
+        raise ResultFileError(where, "peak.points must be a non-empty list (the ceilings "
+                                     "per thread count)")
+    out: dict[int, float] = {}
+    for i, pt in enumerate(points):
+        at = f"{where}: peak.points[{i}]"
+        if not isinstance(pt, dict):
+            raise ResultFileError(at, f"a JSON {_type(pt)}, not a point")
+        threads = _int(at, pt, "threads", "threads")
+        g: Any = pt.get("fma_gflops")
+        if not _num(g) or not 0 < float(g) < 1e9:
+            raise ResultFileError(at, f"fma_gflops must be a positive GFLOP/s figure, "
+                                      f"got {_show(g)}")
+        out[threads] = float(g)
+    return out
 
 
 # -- pytest-benchmark ------------------------------------------------------------

@@ -12,6 +12,11 @@ ratios and p-values can be worked out by hand:
   mlp-512 b1 sync 1x2           A 20 .. 29 (10)           B 10 .. 19 (10)
   mlp-512 b8 sync 1x2           A 5 6 7                   B 4 5 6
   resnet50 (A only), dlrm-kaggle (B only), googlenet (failed on A)
+
+Each folder's summary.json has the report's shape: the measured peak per
+thread count, the settings' medians, and one operator's scaling (a GEMM of
+0.734 GFLOP; A at 1 and 2 threads: 14.68 and 7.5 ms, B at 1, 2 and 4:
+12.0, 6.2 and 3.3 ms).
 """
 
 from __future__ import annotations
@@ -101,7 +106,8 @@ def test_medians_ratios_p_values_and_marks(capsys: pytest.CaptureFixture[str]) -
     assert "too few samples" in few["note"] and "smallest p possible is 0.1" in few["note"]
     pair = res["comparisons"][0]
     assert [x.split(" ")[0] for x in pair["only_in_baseline"]] == ["resnet50"]
-    assert [x.split(" ")[0] for x in pair["only_in_other"]] == ["dlrm-kaggle"]
+    assert pair["only_in_other"] == ["dlrm-kaggle b1 sync 1x2 library/onednn/openmp none",
+                                     "op gemm 1024x700x512 t4"]
     assert len(pair["failed"]) == 1 and pair["failed"][0].startswith("googlenet")
     assert "MemoryError" in pair["failed"][0]
 
@@ -174,7 +180,7 @@ def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert "11 ms" in tf and "22 ms" in tf and "2.000" in tf and tf.rstrip(" │").endswith("*")
     b8 = next(line for line in lines if "mlp-512 b8" in line)
     assert "n=3,3" in b8 and not b8.rstrip(" │").endswith("*")
-    assert "only in A (1):" in out and "only in B (1):" in out
+    assert "only in A (1):" in out and "only in B (2):" in out
     assert "not compared, a side has no timing (1):" in out
 
 
@@ -218,6 +224,33 @@ def test_summary_json_reads_the_results_beside_it(capsys: pytest.CaptureFixture[
     assert rows(res)[TF]["ratio"] == pytest.approx(2.0)
 
 
+def test_operator_scaling_rows_from_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    res = compare_json(capsys, A, B)
+    by = {r["label"]: r for r in res["comparisons"][0]["rows"]}
+    t1, t2 = by["op gemm 1024x700x512 t1"], by["op gemm 1024x700x512 t2"]
+    assert t1["ratio"] == pytest.approx(12.0 / 14.68) and t2["ratio"] == pytest.approx(6.2 / 7.5)
+    assert t1["p_value"] is None and "0 and 0" in t1["note"]  # medians only
+    # per-core: the points' thread counts.
+    r = {x["label"]: x for x in compare_json(capsys, A, B, "--normalize", "per-core")[
+        "comparisons"][0]["rows"]}
+    assert r["op gemm 1024x700x512 t2"]["baseline"]["median"] == pytest.approx(2 * 7.5e6)
+
+
+def test_a_summary_on_its_own(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    shutil.copy(DATA / "machine_a" / "summary.json", tmp_path / "summary.json")
+    res = compare_json(capsys, str(tmp_path / "summary.json"), B)
+    assert res["inputs"][0]["source"] == str(tmp_path / "summary.json")
+    assert res["inputs"][0]["fingerprint"]["cpu_model"] == "AMD EPYC 7B13"
+    r = rows(res)
+    assert r[TF]["ratio"] == pytest.approx(2.0) and r[TWO]["ratio"] == pytest.approx(14.5 / 24.5)
+    assert r[TF]["p_value"] is None and "0 and 5" in r[TF]["note"]  # no per-run samples
+    pair = res["comparisons"][0]
+    # A summary lists failures without their settings: googlenet is B's only.
+    assert any(x.startswith("googlenet b1") for x in pair["only_in_other"])
+    res = compare_json(capsys, str(tmp_path / "summary.json"), B, "--normalize", "per-peak")
+    assert rows(res)[TF]["ratio"] == pytest.approx((22 * 240) / (11 * 100))
+
+
 def test_html_page(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     hostile = tmp_path / "hostile"
@@ -230,9 +263,10 @@ def test_html_page(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, err = run(capsys, A, B, str(hostile), "--html", str(page))
     assert code == 0, err
     html = page.read_text()
-    # B's ratio chart (the hostile file matches no row of A: no chart) and the
-    # 1xT thread sweep of mlp-512 b1 (1 and 2 threads on A and B).
-    assert html.count("data:image/png;base64,") == 2
+    # B's ratio chart (the hostile file matches no row of A: no chart), the
+    # 1xT thread sweep of mlp-512 b1 (1 and 2 threads on A and B) and the
+    # operator's scaling.
+    assert html.count("data:image/png;base64,") == 3
     assert "Thread sweeps" in html and "<script>" not in html
     assert "<h3>Only in C (1)</h3><ul><li>&lt;script&gt;alert(1)&lt;/script&gt; b1" in html
     assert "ISA oneDNN dispatches to" in html
@@ -298,6 +332,17 @@ BAD: list[tuple[str, bytes, str]] = [
     ("bench-types.json", BENCH.replace('"median": 0.0102', '"median": "0.0102"').encode(),
      'benchmarks[0]: stats.median must be a finite number, got "0.0102"'),
     ("bench-list.json", b'{"benchmarks": {}, "machine_info": {}}', "benchmarks must be a list"),
+    ("summary-models.json", b'{"models": {"a": 1}}', "models must be a list, got a JSON object"),
+    ("summary-config.json", b'{"models": [{"model": "m", "batch": 1, "configs": '
+                            b'[{"settings": {}, "median_ns": -1}]}]}',
+     "models[0].configs[0]: median_ns = -1 is not a plausible duration"),
+    ("summary-peak.json", b'{"models": [], "peak": {"points": [{"threads": 1, '
+                          b'"fma_gflops": "fast"}]}}',
+     'peak.points[0]: fma_gflops must be a positive GFLOP/s figure, got "fast"'),
+    ("summary-ops.json", b'{"models": [], "operators": {"scaling": [{"name": "g", '
+                         b'"points": [{"threads": 0, "median_ns": 5}]}]}}',
+     "operators.scaling[0].points[0]: threads must be an integer from 1"),
+    ("summary-empty.json", b'{"models": []}', "a summary with no measured settings or operators"),
     ("escape.jsonl", _record(config__model="a\x1b[2Jb").encode() + b"\n{",
      ":2: not complete JSON"),
 ]
