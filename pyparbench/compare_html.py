@@ -140,7 +140,8 @@ def render_html(c: Comparison) -> str:
         f = rs.fields
         h.append(f"<tr><td>{n}</td><td>{escape(rs.path)}</td><td>{rs.kind}</td>"
                  f"<td class='num'>{len(rs.rows)}</td>"
-                 f"<td>{escape(f.get('cpu_model', '?'))}</td><td class='num'>{rs.cores or '?'}</td>"
+                 f"<td>{escape(f.get('cpu_model', '?'))}</td>"
+                 f"<td class='num'>{rs.cores or '?'}</td>"
                  f"<td>{escape(f.get('onednn.isa', '?'))}</td>"
                  f"<td>{escape(f.get('onednn.version', '?'))}</td></tr>")
     h.append("</table>")

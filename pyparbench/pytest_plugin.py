@@ -73,6 +73,7 @@ class _Kernel(Protocol):
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register ``--ppb-threads``."""
     group = parser.getgroup("pyparbench")
     group.addoption("--ppb-threads", metavar="LIST", default=None,
                     help="thread counts for tests using the ppb_threads fixture, e.g. 1,2,max "
@@ -80,6 +81,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker; check ``--ppb-threads`` once."""
     config.addinivalue_line(
         "markers", f"{MARKER}(*counts): thread counts for the ppb_threads fixture of this test "
                    "(ints, or 'max' for the CPUs this process may use)")
@@ -131,6 +133,7 @@ def _default_counts() -> list[int]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize the ``ppb_threads`` fixture of each test that uses it."""
     if MARKER not in metafunc.fixturenames:
         return
     text = metafunc.config.getoption("--ppb-threads")
@@ -168,6 +171,7 @@ def fingerprint() -> dict[str, Any]:
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-benchmark, which may be absent
 def pytest_benchmark_update_machine_info(config: pytest.Config,
                                          machine_info: dict[str, Any]) -> None:
+    """Add pyparbench's fingerprint to a saved run's machine_info."""
     try:
         machine_info["pyparbench"] = fingerprint()
     except Exception as e:  # a broken install must not lose the user's whole run

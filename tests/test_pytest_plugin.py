@@ -47,7 +47,8 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 def test_the_entry_point_is_declared() -> None:
     tomllib = pytest.importorskip("tomllib")
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert meta["project"]["entry-points"]["pytest11"] == {"pyparbench": "pyparbench.pytest_plugin"}
+    plugins = meta["project"]["entry-points"]["pytest11"]
+    assert plugins == {"pyparbench": "pyparbench.pytest_plugin"}
 
 
 def test_the_entry_point_loads_the_plugin_and_bench_conftest_does_not_load_it_twice(

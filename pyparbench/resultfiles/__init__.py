@@ -1,0 +1,136 @@
+"""Reading result files from any machine, safely: pyparbench's and pytest-benchmark's.
+
+Accepted inputs, recognised by their content (not their names):
+
+* a pyparbench results folder (its ``results.jsonl``, and its ``summary.json``
+  for the measured ``peak`` when there is one);
+* a pyparbench ``results.jsonl``: one record per configuration, each with
+  ``config`` (model, batch, settings), ``status``, ``summary.median`` and the
+  raw per-run times ``ns``, and the machine fingerprint ``machine``;
+* a pyparbench ``summary.json`` (:mod:`pyparbench.report`): the
+  ``results.jsonl`` beside it is read for the rows when it is there (a
+  summary holds medians, no per-run samples), else the summary's own
+  settings; its measured ``peak`` and its operator scaling rows (standard
+  GEMM, convolution and embedding shapes at each thread count) are added;
+* a pytest-benchmark JSON file (``--benchmark-json`` or ``--benchmark-save``):
+  rows are its benchmarks; raw samples are ``stats.data`` when it was saved
+  with ``--benchmark-save-data``; the fingerprint is ``machine_info.pyparbench``
+  when the pyparbench pytest plugin was active, else what pytest-benchmark
+  itself records (CPU brand, CPU count, Python).
+
+The package: ``values`` (safe reading, value checks, ``ResultFileError``),
+``fingerprint``, ``rows`` (``Row``, ``ResultSet``), ``records`` (our
+JSONL records and summaries), ``pytest_benchmark``.
+
+A file comes from somewhere else and is treated as hostile: it is parsed with
+:mod:`json` only, never larger than a size limit, and every value used is
+type- and range-checked. Whatever is wrong raises :class:`ResultFileError`
+with a one-line message naming the file (and line) and what is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pyparbench.resultfiles.fingerprint import SIGNIFICANT_FIELDS, fingerprint_fields
+from pyparbench.resultfiles.pytest_benchmark import read_pytest_benchmark
+from pyparbench.resultfiles.records import add_summary, check_record, read_records, summary_records
+from pyparbench.resultfiles.rows import ResultSet, Row
+from pyparbench.resultfiles.values import (
+    DEFAULT_MAX_BYTES,
+    ResultFileError,
+    first_line_is_object,
+    json_error,
+    json_type,
+    loads,
+    parse_json,
+    parse_jsonl,
+    parse_size,
+    printable,
+    read_text,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "ResultFileError",
+    "ResultSet",
+    "Row",
+    "SIGNIFICANT_FIELDS",
+    "check_record",
+    "fingerprint_fields",
+    "load",
+    "parse_json",
+    "parse_jsonl",
+    "parse_size",
+    "printable",
+    "read_text",
+    "resolve",
+]
+
+
+def resolve(path: str | Path) -> tuple[Path, Path | None]:
+    """(the file holding rows, the summary.json with the machine's peak or None)
+    for a folder, a results.jsonl, a summary.json or a pytest-benchmark file."""
+    p = Path(path)
+    if p.is_dir():
+        results, summary = p / "results.jsonl", p / "summary.json"
+        if results.is_file():
+            return results, summary if summary.is_file() else None
+        if summary.is_file():
+            return summary, None
+        raise ResultFileError(p, "a folder with neither results.jsonl nor summary.json")
+    if p.name == "summary.json" and (p.parent / "results.jsonl").is_file():
+        # The raw samples are in the results beside it; the summary adds the peak.
+        return p.parent / "results.jsonl", p
+    if not p.exists():
+        raise ResultFileError(p, "no such file or folder")
+    return p, None
+
+
+def load(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ResultSet:
+    """Read one input (see the module docstring) into a :class:`ResultSet`.
+
+    Raises
+    ------
+    ResultFileError
+        The input is missing, too large, not JSON, or not a result; the
+        message names the file (and line) and what is wrong.
+    """
+    source, summary_path = resolve(path)
+    text = read_text(source, max_bytes)
+    if not text.strip():
+        raise ResultFileError(source, "empty file")
+    value: Any = None
+    try:
+        value = loads(text)
+        whole = True
+    except (ValueError, RecursionError) as e:
+        # Not one JSON value: JSONL when its first line is an object of its
+        # own, else one broken document (say, a truncated pretty-printed file).
+        if not first_line_is_object(text):
+            raise ResultFileError(source, json_error(e)) from None
+        whole = False
+    if whole and isinstance(value, dict) and "benchmarks" in value:
+        rs = read_pytest_benchmark(source, value)
+    elif whole and isinstance(value, dict) and "models" in value and "config" not in value:
+        rs = read_records(source, summary_records(source, value), allow_empty=True)
+        add_summary(rs, source, value)
+        if not rs.rows:
+            raise ResultFileError(source, "a summary with no measured settings or operators")
+    elif whole and isinstance(value, dict) and "config" not in value:
+        raise ResultFileError(source, "a JSON object that is not a result file (no "
+                                      "'benchmarks' of pytest-benchmark, no 'config' of a "
+                                      "pyparbench record, no 'models' of a summary)")
+    elif whole and not isinstance(value, dict):
+        raise ResultFileError(source, f"a JSON {json_type(value)}, not a result file")
+    else:
+        lines = [(1, value)] if whole else parse_jsonl(source, text)
+        rs = read_records(source, [(f"{source}:{n}", r) for n, r in lines])
+    rs.path = str(path)
+    if summary_path is not None:
+        summary = parse_json(summary_path, read_text(summary_path, max_bytes))
+        if not isinstance(summary, dict):
+            raise ResultFileError(summary_path, f"a JSON {json_type(summary)}, not a summary "
+                                                "(an object)")
+        add_summary(rs, summary_path, summary)
+    return rs

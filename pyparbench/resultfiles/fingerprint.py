@@ -1,0 +1,92 @@
+"""The machine fingerprint as compare and merge see it: the fields that change
+what a measurement means, as comparable text.
+
+Not compared, as they differ between runs of one machine: host names (the
+nodes of a cluster are one machine), clock readings, times, values of one
+process's environment (OpenMP's max threads, the CPU count Python sees) and
+oneDNN's build hash; of the CPUs allowed, only their count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyparbench.resultfiles.values import ResultFileError, dotted, int_ok, printable, show
+
+__all__ = ["SIGNIFICANT_FIELDS", "fingerprint_fields", "minor_version", "usable_cores"]
+
+
+# Fingerprint fields that change what a measurement means, with the words
+# used to report them: (dotted path in pyparbench's fingerprint, label).
+# Unlike results.MACHINE_IDENTITY (which keeps resume on one host) the host
+# is not here: the nodes of a cluster are one machine for comparisons.
+SIGNIFICANT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("cpu_model", "CPU model"),
+    ("onednn.isa", "ISA oneDNN dispatches to"),
+    ("onednn.version", "oneDNN version"),
+    ("onednn.cpu_runtime", "oneDNN CPU runtime"),
+    ("openmp.library", "OpenMP runtime"),
+    ("cpus.sockets", "sockets"),
+    ("cpus.numa_nodes", "NUMA nodes"),
+    ("cpus.physical_cores", "physical cores"),
+    ("cpus.logical", "logical CPUs"),
+    ("cpus.allowed", "CPUs allowed to the process"),
+    ("governor", "CPU frequency governor"),
+    ("pyparbench", "pyparbench version"),
+    ("python", "Python version"),
+)
+
+
+def fingerprint_fields(where: str, machine: dict[str, Any]) -> dict[str, str]:
+    """The significant fields of a pyparbench fingerprint, as comparable text
+    (absent fields are left out; a field of the wrong type is an error)."""
+    out: dict[str, str] = {}
+    for path, label in SIGNIFICANT_FIELDS:
+        v = dotted(machine, path)
+        if v is None:
+            continue
+        if path == "cpus.allowed":
+            # The count matters; which CPU numbers a job got (cgroups) does not.
+            if not isinstance(v, list) or not all(int_ok(c, 0) for c in v):
+                raise ResultFileError(where, f"machine.{path} must be a list of CPU numbers")
+            out[path] = str(len(v))
+        elif path.startswith("cpus."):
+            if not int_ok(v, 1):
+                raise ResultFileError(where, f"machine.{path} must be a positive integer, "
+                                             f"got {show(v)}")
+            out[path] = str(v)
+        elif isinstance(v, str):
+            if path == "openmp.library":
+                v = v.rsplit("/", 1)[-1]  # the runtime, wherever it is installed
+            elif path == "python":
+                v = minor_version(v)
+            elif path == "governor" and not v:
+                v = "(no cpufreq)"  # the fingerprint's "" when the kernel exposes no governor
+            out[path] = printable(v[:200])
+        else:
+            raise ResultFileError(where, f"machine.{path} must be a string, got {show(v)}")
+    return out
+
+
+def minor_version(version: str) -> str:
+    """'3.11.7' -> '3.11': patch releases do not change a measurement."""
+    return ".".join(version.split(".")[:2])
+
+
+def usable_cores(machine: dict[str, Any]) -> int | None:
+    """Physical cores the measuring process could use: from the topology when
+    the fingerprint has one, else min(physical cores, allowed CPUs)."""
+    topo = machine.get("topology")
+    allowed = dotted(machine, "cpus.allowed")
+    allowed_set = ({c for c in allowed if int_ok(c, 0)} if isinstance(allowed, list)
+                   else None)
+    if isinstance(topo, dict) and isinstance(topo.get("cores"), list):
+        cores = [c.get("cpus") for c in topo["cores"] if isinstance(c, dict)]
+        if allowed_set is None:
+            allowed_set = {x for c in cores if isinstance(c, list) for x in c}
+        n = sum(1 for c in cores if isinstance(c, list) and allowed_set & set(c))
+        if n:
+            return n
+    phys = dotted(machine, "cpus.physical_cores")
+    if int_ok(phys, 1):
+        return min(int(phys), len(allowed_set)) if allowed_set else int(phys)
+    return None

@@ -1,0 +1,57 @@
+"""What an input becomes: rows matched across inputs, and the machine that
+measured them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pyparbench.resultfiles.fingerprint import fingerprint_fields, usable_cores
+from pyparbench.resultfiles.values import ResultFileError, show
+
+__all__ = ["Kind", "ResultSet", "Row", "set_machine"]
+
+
+Kind = Literal["pyparbench", "pytest-benchmark"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured thing (a configuration, or a pytest-benchmark test), its
+    per-run times in nanoseconds and what is needed to compare it."""
+
+    key: str  # identity used to match rows across files
+    label: str  # what a person reads
+    status: str  # "ok", or why there is no timing ("error", "timeout", "skipped")
+    median_ns: float | None
+    samples_ns: tuple[float, ...] = ()
+    threads: int | None = None  # threads it ran with, when known
+    sweep: str | None = None  # its key with the thread count left out (thread-sweep curves)
+    gflop: float | None = None  # work per run, when the file says
+    error: str = ""
+    sweep_label: str = ""  # what a person reads for its thread sweep
+
+
+@dataclass
+class ResultSet:
+    """The rows of one input and the machine that measured them."""
+
+    path: str  # as given
+    source: str  # the file the rows were read from
+    kind: Kind
+    rows: dict[str, Row]
+    machine: dict[str, Any] | None  # the raw fingerprint, None when the file has none
+    fields: dict[str, str]  # significant fingerprint fields, as text
+    cores: int | None  # physical cores the process could use, when known
+    peak_gflops: dict[int, float] | None = None  # measured FMA peak per thread count
+    notes: list[str] = field(default_factory=list)
+
+
+def set_machine(rs: ResultSet, where: str | Path, name: str, machine: Any) -> None:
+    """Give ``rs`` the fingerprint ``machine`` (read from ``name`` at ``where``)."""
+    if not isinstance(machine, dict):
+        raise ResultFileError(where, f"{name} must be an object, got {show(machine)}")
+    rs.machine = machine
+    rs.fields = fingerprint_fields(str(where), machine)
+    rs.cores = usable_cores(machine)
