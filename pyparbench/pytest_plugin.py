@@ -35,8 +35,8 @@ Example::
 
 pytest-benchmark has no public call for recording times measured
 elsewhere; ``ppb_bench`` uses the fixture's ``_make_stats`` (present since
-pytest-benchmark 3), the approach its maintainers point to
-(ionelmc/pytest-benchmark#52). Without pytest-benchmark installed the plugin
+pytest-benchmark 3), the workaround given in ionelmc/pytest-benchmark#52,
+an open request for such a call. Without pytest-benchmark installed the plugin
 still loads, and ``ppb_bench`` skips its test.
 """
 
