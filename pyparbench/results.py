@@ -132,7 +132,14 @@ class ResultStore:
     def append(self, record: Result | Mapping[str, Any]) -> None:
         data = record.to_dict() if isinstance(record, Result) else dict(record)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as fh:
-            fh.write(json.dumps(data) + "\n")
+        with self.path.open("a+b") as fh:
+            # A crash mid-write leaves a last line with no newline: end it, so
+            # this record starts a line of its own and is not lost with it.
+            fh.seek(0, os.SEEK_END)
+            if fh.tell():
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    fh.write(b"\n")
+            fh.write((json.dumps(data) + "\n").encode())
             fh.flush()
             os.fsync(fh.fileno())

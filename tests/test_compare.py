@@ -383,11 +383,11 @@ def test_a_control_character_in_a_label_is_escaped(capsys: pytest.CaptureFixture
 def test_the_command_line_exit_status_and_no_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "junk.json"
     bad.write_bytes(b"\x00\x01junk")
-    out = subprocess.run([sys.executable, "-m", "pyparbench", "compare", A, str(bad)],
+    out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "compare", A, str(bad)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr == f"pyparbench compare: error: {bad}: binary data, not JSON text\n"
-    ok = subprocess.run([sys.executable, "-m", "pyparbench", "compare", A, B, "--json"],
+    ok = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "compare", A, B, "--json"],
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["comparisons"][0]["baseline"] == A

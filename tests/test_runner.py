@@ -58,6 +58,9 @@ def test_a_line_cut_short_by_a_crash_does_not_lose_the_others(tmp_path: Path,
         fh.write('{"key": "b", "sta')  # the process died mid-write
     assert [r["key"] for r in store.records()] == ["a"]
     assert "not JSON" in capsys.readouterr().err
+    # The next record after the crash is on a line of its own, and kept.
+    store.append({"key": "c", "status": "ok"})
+    assert [r["key"] for r in store.records()] == ["a", "c"]
 
 
 def test_summary_compares_the_best_with_each_preset() -> None:

@@ -235,7 +235,7 @@ def test_merge_reads_records_strictly(tmp_path: Path) -> None:
 
 def _cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
          ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pyparbench", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-P", "-m", "pyparbench", *args], capture_output=True,
                           text=True, timeout=600, env={**os.environ, **(env or {})}, cwd=cwd)
 
 
