@@ -1,8 +1,8 @@
-// The 2-D convolution of the Library layer, fp32, computed by oneDNN
-// (ops/conv2d.hpp), Eigen or BLAS. Conv2dOp holds what does not depend on
-// the library (output size, shapes, FLOPs, the checks of the arguments), so
-// every library accepts and rejects exactly the same input; each library's
-// kernel adds set_weights(), run() and timeit().
+// The 2-D convolution of the Library layer, fp32, computed by oneDNN, Eigen
+// or BLAS (onednn_ops.hpp, eigen_ops.hpp, blas_ops.hpp). Conv2dOp holds what
+// does not depend on the library (output size, shapes, FLOPs, the checks of
+// the arguments), so every library accepts and rejects exactly the same
+// input; each library's kernel adds set_weights(), run() and timeit().
 #pragma once
 
 #include "pyparbench/core/tensor.hpp"

@@ -2,8 +2,7 @@
 
 #include "pyparbench/math/blas_ops.hpp"
 #include "pyparbench/math/eigen_ops.hpp"
-#include "pyparbench/ops/conv2d.hpp"
-#include "pyparbench/ops/gemm.hpp"
+#include "pyparbench/math/onednn_ops.hpp"
 
 #include <stdexcept>
 
