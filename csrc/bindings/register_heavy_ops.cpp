@@ -4,9 +4,9 @@
 // oneDNN; EigenGemm, EigenConv2d; BlasGemm, BlasConv2d), each with the same
 // constructor; and the library names.
 #include "bindings/pybind.hpp"
+#include "pyparbench/core/knobs.hpp"
 #include "pyparbench/math/blas_ops.hpp"
 #include "pyparbench/math/eigen_ops.hpp"
-#include "pyparbench/math/library.hpp"
 #include "pyparbench/math/onednn_ops.hpp"
 #include "pyparbench/ops/kernel.hpp"
 
@@ -15,6 +15,13 @@
 namespace ppb::bind {
 
 namespace {
+
+// The `library` property of GemmOp and Conv2dOp.
+template <class Op>
+const char* library_of(const Op& op) {
+  return knob_name(op.library());
+}
+constexpr const char* kLibraryDoc = "The math library: 'onednn', 'eigen' or 'blas'.";
 
 py::object gemm_run(GemmOp& g, py::handle a, py::handle b, py::handle bias, py::object out) {
   auto av = in_view(a, "a"), bv = in_view(b, "b"), biasv = optional_in_view(bias, "bias");
@@ -108,10 +115,10 @@ std::string doc(const char* head, const char* args) { return std::string(head) +
 
 void register_heavy_ops(py::module_& m) {
   py::tuple names(kMathLibraries.size());
-  for (size_t i = 0; i < kMathLibraries.size(); ++i) names[i] = library_name(kMathLibraries[i]);
+  for (size_t i = 0; i < kMathLibraries.size(); ++i) names[i] = knob_name(kMathLibraries[i]);
   m.attr("LIBRARIES") = names;
   m.def("parse_library",
-        [](const std::string& name) { return std::string(library_name(parse_library(name))); },
+        [](const std::string& name) { return std::string(knob_name(parse_library(name))); },
         py::arg("name"), R"doc(
 Check a math-library name.
 
@@ -136,9 +143,7 @@ Interface of a prepared gemm, whichever math library computes it (``Gemm``:
 oneDNN, ``EigenGemm``, ``BlasGemm``): the same shapes, checks, ``run()`` and
 ``timeit()`` for all.
 )doc")
-      .def_property_readonly("library",
-                             [](const GemmOp& g) { return std::string(g.library()); },
-                             "The math library: 'onednn', 'eigen' or 'blas'.")
+      .def_property_readonly("library", &library_of<GemmOp>, kLibraryDoc)
       .def_property_readonly("a_shape", [](const GemmOp& g) { return shape_tuple(g.a_shape()); })
       .def_property_readonly("b_shape", [](const GemmOp& g) { return shape_tuple(g.b_shape()); })
       .def_property_readonly("out_shape", [](const GemmOp& g) { return shape_tuple(g.out_shape()); })
@@ -154,9 +159,7 @@ Interface of a prepared 2-D convolution, whichever math library computes it
 (``Conv2d``: oneDNN, ``EigenConv2d``, ``BlasConv2d``): the same shapes, checks,
 ``set_weights()``, ``run()`` and ``timeit()`` for all.
 )doc")
-      .def_property_readonly("library",
-                             [](const Conv2dOp& c) { return std::string(c.library()); },
-                             "The math library: 'onednn', 'eigen' or 'blas'.")
+      .def_property_readonly("library", &library_of<Conv2dOp>, kLibraryDoc)
       .def_property_readonly("input_shape", [](const Conv2dOp& c) { return shape_tuple(c.input_shape()); })
       .def_property_readonly("output_shape", [](const Conv2dOp& c) { return shape_tuple(c.output_shape()); })
       .def_property_readonly("weight_shape", [](const Conv2dOp& c) { return shape_tuple(c.weight_shape()); })

@@ -1,11 +1,11 @@
 #include "pyparbench/graph/node_runner.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/math/library.hpp"
 #include "pyparbench/ops/binary.hpp"
 #include "pyparbench/ops/concat.hpp"
 #include "pyparbench/ops/eltwise.hpp"
 #include "pyparbench/ops/embedding_bag.hpp"
-#include "pyparbench/math/library.hpp"
 #include "pyparbench/ops/normalization.hpp"
 #include "pyparbench/ops/pooling.hpp"
 #include "pyparbench/ops/softmax.hpp"
@@ -71,8 +71,6 @@ ConstFloatView pview(const ParamArray& p) { return {p.data, p.shape}; }
 Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const Tensor& out,
                       int threads, const ExecSettings& st, const std::vector<float>& ones) {
   const std::string& op = s.op;
-  // The heavy ops (gemm, conv) go through the chosen math library.
-  const MathLibrary lib = parse_library(st.library);
   if (op == "conv2d") {
     const Shape& x = ins[0].shape;
     Conv2dConfig c;
@@ -88,7 +86,7 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     const ParamArray* b = optional_param(s, "bias");
     c.bias = b != nullptr;
     c.relu = s.relu;
-    auto k = make_conv2d(lib, c, threads);
+    auto k = make_conv2d(st.library, c, threads);
     k->set_weights(pview(w), b ? pview(*b) : ConstFloatView{});
     return make_call<Conv2dOp>(std::move(k), [x = ins[0], y = out](Conv2dOp& k) {
       k.run(cview(x), fview(y));
@@ -101,7 +99,7 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     const int64_t m = ins[0].shape.size() == 3 ? ins[0].shape[0] * ins[0].shape[1]
                                                : ins[0].shape[0];
     GemmConfig g{0, m, n, k_dim, false, true, b != nullptr, s.relu};
-    auto k = make_gemm(lib, g, threads);
+    auto k = make_gemm(st.library, g, threads);
     const Tensor a{ins[0].data, {m, k_dim}}, y{out.data, {m, n}};
     const ParamArray wp = w, bp = b ? *b : ParamArray{};
     return make_call<GemmOp>(std::move(k), [a, y, wp, bp](GemmOp& k) {
@@ -114,7 +112,7 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     const int64_t m = a[a.size() - 2], k_dim = a.back();
     const int64_t n = s.trans_b ? b[b.size() - 2] : b.back();
     GemmConfig g{batched ? a[0] : 0, m, n, k_dim, false, s.trans_b, false, false};
-    auto k = make_gemm(lib, g, threads);
+    auto k = make_gemm(st.library, g, threads);
     return make_call<GemmOp>(std::move(k), [x = ins[0], w = ins[1], y = out](GemmOp& k) {
       k.run(cview(x), cview(w), {}, fview(y));
     });

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 namespace ppb {
@@ -20,14 +19,11 @@ int64_t elements(const Shape& s) {
   return n;
 }
 
-std::string settings_key(const ExecSettings& s) {
-  std::ostringstream os;
-  os << s.intra_op << '/' << (s.op_mode == OperatorMode::library ? 'L' : 'F') << '/'
-     << s.library;
-  return os.str();
-}
-
 }  // namespace
+
+Plan::RunnersKey Plan::runners_key(const ExecSettings& s) {
+  return {s.intra_op, s.op_mode, s.library};
+}
 
 Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs)
     : nodes_(std::move(nodes)), outputs_(std::move(outputs)) {
@@ -67,7 +63,8 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs)
     std::memset(p, 0, bytes);
     owned_.push_back(p);
     data_[i] = p;
-    if (s.op == "batch_norm" && s.shape.size() >= 2) max_channels = std::max(max_channels, s.shape[1]);
+    if (s.op == "batch_norm" && s.shape.size() >= 2)
+      max_channels = std::max(max_channels, s.shape[1]);
   }
   for (int o : outputs_)
     if (o < 0 || o >= n) throw std::invalid_argument("output " + std::to_string(o) + " is not a node");
@@ -97,7 +94,7 @@ void Plan::set_input(int node, const void* data, size_t bytes) {
 }
 
 Plan::Runners& Plan::prepared(const ExecSettings& settings) {
-  const std::string key = settings_key(settings);
+  const RunnersKey key = runners_key(settings);
   auto it = runners_.find(key);
   if (it != runners_.end()) return it->second;
   Runners runners(nodes_.size());

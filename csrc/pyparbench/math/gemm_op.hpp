@@ -6,6 +6,7 @@
 // run() and timeit().
 #pragma once
 
+#include "pyparbench/core/knobs.hpp"
 #include "pyparbench/core/tensor.hpp"
 
 #include <vector>
@@ -31,8 +32,7 @@ class GemmOp {
   GemmOp(const GemmOp&) = delete;
   GemmOp& operator=(const GemmOp&) = delete;
 
-  // "onednn", "eigen" or "blas".
-  virtual const char* library() const = 0;
+  virtual MathLibrary library() const = 0;
   // Intra-op threads, fixed at creation.
   virtual int threads() const = 0;
   // The kernel behind the op: placement (pin) and audit.

@@ -16,7 +16,7 @@ class Gemm : public KernelOp<PrimitiveKernel, GemmOp> {
  public:
   Gemm(const GemmConfig& cfg, std::optional<int> threads);
 
-  const char* library() const override { return "onednn"; }
+  MathLibrary library() const override { return MathLibrary::onednn; }
   void run(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out) override;
   std::vector<double> timeit(ConstFloatView a, ConstFloatView b, ConstFloatView bias,
                              FloatView out, int repeats, int warmup) override;
@@ -32,7 +32,7 @@ class Conv2d : public KernelOp<PrimitiveKernel, Conv2dOp> {
  public:
   Conv2d(const Conv2dConfig& cfg, std::optional<int> threads);
 
-  const char* library() const override { return "onednn"; }
+  MathLibrary library() const override { return MathLibrary::onednn; }
   // Copies weights (reordered) and bias into the kernel.
   void set_weights(ConstFloatView weight, ConstFloatView bias) override;
   void run(ConstFloatView x, FloatView out) override;
