@@ -21,9 +21,6 @@ namespace ppb {
 
 namespace {
 
-ConstFloatView cview(const Tensor& t) { return {static_cast<const float*>(t.data), t.shape}; }
-FloatView fview(const Tensor& t) { return {static_cast<float*>(t.data), t.shape}; }
-
 int64_t inner_size(const Shape& s) {
   int64_t n = 1;
   for (size_t i = 1; i < s.size(); ++i) n *= s[i];
@@ -64,9 +61,6 @@ const ParamArray* optional_param(const NodeSpec& s, const char* name) {
   return it == s.params.end() || !it->second.data ? nullptr : &it->second;
 }
 
-ConstFloatView pview(const ParamArray& p) { return {p.data, p.shape}; }
-
-
 // One kernel for the node on these (possibly sliced) tensors.
 Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const Tensor& out,
                       int threads, const ExecSettings& st, const std::vector<float>& ones) {
@@ -87,9 +81,9 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     c.bias = b != nullptr;
     c.relu = s.relu;
     auto k = make_conv2d(st.library, c, threads);
-    k->set_weights(pview(w), b ? pview(*b) : ConstFloatView{});
+    k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
     return make_call<Conv2dOp>(std::move(k), [x = ins[0], y = out](Conv2dOp& k) {
-      k.run(cview(x), fview(y));
+      k.run(x.input_view(), y.output_view());
     });
   }
   if (op == "linear") {
@@ -103,7 +97,7 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     const Tensor a{ins[0].data, {m, k_dim}}, y{out.data, {m, n}};
     const ParamArray wp = w, bp = b ? *b : ParamArray{};
     return make_call<GemmOp>(std::move(k), [a, y, wp, bp](GemmOp& k) {
-      k.run(cview(a), pview(wp), pview(bp), fview(y));
+      k.run(a.input_view(), wp.view(), bp.view(), y.output_view());
     });
   }
   if (op == "matmul") {
@@ -114,7 +108,7 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     GemmConfig g{batched ? a[0] : 0, m, n, k_dim, false, s.trans_b, false, false};
     auto k = make_gemm(st.library, g, threads);
     return make_call<GemmOp>(std::move(k), [x = ins[0], w = ins[1], y = out](GemmOp& k) {
-      k.run(cview(x), cview(w), {}, fview(y));
+      k.run(x.input_view(), w.input_view(), {}, y.output_view());
     });
   }
   if (op == "embedding_bag") {
@@ -124,19 +118,19 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     const ParamArray tp = t;
     return make_call<EmbeddingBag>(std::move(k), [tp, idx = ins[0], y = out](EmbeddingBag& k) {
       IndexView iv{idx.data, idx.shape, true};
-      k.run(pview(tp), iv, {}, {}, fview(y));
+      k.run(tp.view(), iv, {}, {}, y.output_view());
     });
   }
   if (op == "eltwise") {
     auto k = std::make_unique<Eltwise>(s.kind, out.shape, threads);
     return make_call<Eltwise>(std::move(k), [x = ins[0], y = out](Eltwise& k) {
-      k.run(cview(x), fview(y));
+      k.run(x.input_view(), y.output_view());
     });
   }
   if (op == "add" || op == "mul") {
     auto k = std::make_unique<Binary>(op, ins[0].shape, ins[1].shape, s.relu, threads);
     return make_call<Binary>(std::move(k), [a = ins[0], b = ins[1], y = out](Binary& k) {
-      k.run(cview(a), cview(b), fview(y));
+      k.run(a.input_view(), b.input_view(), y.output_view());
     });
   }
   if (op == "concat") {
@@ -146,8 +140,8 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     return make_call<Concat>(std::move(k), [xs = ins, y = out](Concat& k) {
       std::vector<ConstFloatView> views;
       views.reserve(xs.size());
-      for (const auto& t : xs) views.push_back(cview(t));
-      k.run(views, fview(y));
+      for (const auto& t : xs) views.push_back(t.input_view());
+      k.run(views, y.output_view());
     });
   }
   if (op == "pool2d") {
@@ -156,13 +150,13 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
                    s.padding[3],   s.ceil_mode,  s.count_include_pad};
     auto k = std::make_unique<Pool2d>(c, ins[0].shape, threads);
     return make_call<Pool2d>(std::move(k), [x = ins[0], y = out](Pool2d& k) {
-      k.run(cview(x), fview(y));
+      k.run(x.input_view(), y.output_view());
     });
   }
   if (op == "global_avg_pool") {
     auto k = std::make_unique<GlobalAvgPool>(ins[0].shape, threads);
     return make_call<GlobalAvgPool>(std::move(k), [x = ins[0], y = out](GlobalAvgPool& k) {
-      k.run(cview(x), fview(y));
+      k.run(x.input_view(), y.output_view());
     });
   }
   if (op == "batch_norm") {
@@ -175,32 +169,33 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     const ParamArray scale = sc ? *sc : ParamArray{ones.data(), {s4[1]}};
     const Tensor x{ins[0].data, s4}, y{out.data, s4};
     return make_call<BatchNorm>(std::move(k), [=](BatchNorm& k) {
-      k.run(cview(x), pview(mean), pview(var), pview(scale), pview(shift), fview(y));
+      k.run(x.input_view(), mean.view(), var.view(), scale.view(), shift.view(),
+            y.output_view());
     });
   }
   if (op == "layer_norm") {
     auto k = std::make_unique<LayerNorm>(ins[0].shape, s.eps, threads);
     const ParamArray scale = param(s, "scale"), shift = param(s, "shift");
     return make_call<LayerNorm>(std::move(k), [=, x = ins[0], y = out](LayerNorm& k) {
-      k.run(cview(x), pview(scale), pview(shift), fview(y));
+      k.run(x.input_view(), scale.view(), shift.view(), y.output_view());
     });
   }
   if (op == "softmax") {
     auto k = std::make_unique<Softmax>(ins[0].shape, s.axis, threads);
     return make_call<Softmax>(std::move(k), [x = ins[0], y = out](Softmax& k) {
-      k.run(cview(x), fview(y));
+      k.run(x.input_view(), y.output_view());
     });
   }
   if (op == "transpose") {
     auto k = std::make_unique<Transpose>(ins[0].shape, s.perm, threads);
     return make_call<Transpose>(std::move(k), [x = ins[0], y = out](Transpose& k) {
-      k.run(cview(x), fview(y));
+      k.run(x.input_view(), y.output_view());
     });
   }
   if (op == "tril_flatten") {
     auto k = std::make_unique<TrilFlatten>(ins[0].shape, threads);
     return make_call<TrilFlatten>(std::move(k), [x = ins[0], y = out](TrilFlatten& k) {
-      k.run(cview(x), fview(y));
+      k.run(x.input_view(), y.output_view());
     });
   }
   throw std::invalid_argument("node '" + s.name + "': unknown op '" + op + "'");

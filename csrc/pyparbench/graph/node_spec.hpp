@@ -15,6 +15,9 @@ namespace ppb {
 struct ParamArray {
   const float* data = nullptr;
   Shape shape;
+
+  // A view whose dimensions borrow this array's shape.
+  ConstFloatView view() const { return {data, shape}; }
 };
 
 struct NodeSpec {
