@@ -44,7 +44,9 @@ py::dict run_result(RunResult&& r) {
 void register_graph(py::module_& m) {
   py::class_<NodeSpec>(m, "NodeSpec", "One node of a plan (see pyparbench/graph.py for the ops).")
       .def(py::init<>())
-      .def_readwrite("op", &NodeSpec::op)
+      .def_property(
+          "op", [](const NodeSpec& s) { return op_name(s.op); },
+          [](NodeSpec& s, const std::string& name) { s.op = parse_op(name); })
       .def_readwrite("name", &NodeSpec::name)
       .def_readwrite("inputs", &NodeSpec::inputs)
       .def_readwrite("shape", &NodeSpec::shape)
