@@ -257,3 +257,25 @@ def test_a_pinned_run_leaves_no_pinning_behind() -> None:
     assert r.audit is not None
     for rec in r.audit.team(0):
         assert set(rec.affinity) == allowed, rec
+
+
+def test_a_pinned_run_keeps_its_team_pinned_after_a_pinned_kernel() -> None:
+    # A kernel pinned earlier from the same thread leaves its team pinned;
+    # the graph worker's own pinning (one CPU per team thread) must still
+    # hold through every node of the run.
+    import os
+
+    from pyparbench import ops
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs 2 CPUs")
+    k = ops.Gemm(64, 64, 64, threads=2)
+    k.pin([cpus[1], cpus[0]])
+    x = np.ones((64, 64), np.float32)
+    k.run(x, x)
+    g, _ = model("mlp-512")
+    r = compile_graph(g).run(Settings(intra_op=2, affinity="compact"), repeats=1, audit=True)
+    assert r.audit is not None
+    team = {rec.worker: rec for rec in r.audit.team(0)}
+    assert set(team[1].affinity) == {r.resolved["worker_cpus"][0][1]}

@@ -11,8 +11,7 @@ PYBIND11_MODULE(_core, m) {
   ppb::bind::register_threading(threading);
   auto ops = m.def_submodule("ops", "Prepared operator kernels");
   ppb::bind::register_kernel_base(ops);
-  ppb::bind::register_dense_ops(ops);
-  ppb::bind::register_math_ops(ops);  // after dense_ops: derives from its GemmOp, Conv2dOp
+  ppb::bind::register_heavy_ops(ops);
   ppb::bind::register_glue_ops(ops);
   ppb::bind::register_embedding_ops(ops);
   auto graph = m.def_submodule("graph", "Compiled graphs and their executor");

@@ -5,7 +5,7 @@
 #include "pyparbench/ops/concat.hpp"
 #include "pyparbench/ops/eltwise.hpp"
 #include "pyparbench/ops/normalization.hpp"
-#include "pyparbench/ops/pool.hpp"
+#include "pyparbench/ops/pooling.hpp"
 #include "pyparbench/ops/softmax.hpp"
 #include "pyparbench/ops/transpose.hpp"
 #include "pyparbench/ops/tril_flatten.hpp"

@@ -2,6 +2,7 @@
 // (pyparbench/executor.py), then compiled and run with no Python in the loop.
 #include "bindings/pybind.hpp"
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/core/knobs.hpp"
 #include "pyparbench/graph/exec_settings.hpp"
 #include "pyparbench/graph/instances.hpp"
 #include "pyparbench/graph/plan.hpp"
@@ -12,6 +13,22 @@
 namespace ppb::bind {
 
 namespace {
+
+// ExecSettings as Python fills it in. library and pool are kept as given and
+// parsed when the plan runs or cuts its nodes, so a bad name is reported
+// there; scheduler and operator are parsed when set.
+struct SettingsArg : ExecSettings {
+  std::string library_name = knob_name(ExecSettings{}.library);
+  std::string pool_name = knob_name(ExecSettings{}.pool);
+
+  // std::invalid_argument naming a bad library or pool.
+  ExecSettings parsed() const {
+    ExecSettings s = *this;
+    s.library = parse_library(library_name);
+    s.pool = parse_pool_kind(pool_name);
+    return s;
+  }
+};
 
 py::dict run_result(RunResult&& r) {
   py::dict d;
@@ -27,7 +44,9 @@ py::dict run_result(RunResult&& r) {
 void register_graph(py::module_& m) {
   py::class_<NodeSpec>(m, "NodeSpec", "One node of a plan (see pyparbench/graph.py for the ops).")
       .def(py::init<>())
-      .def_readwrite("op", &NodeSpec::op)
+      .def_property(
+          "op", [](const NodeSpec& s) { return op_name(s.op); },
+          [](NodeSpec& s, const std::string& name) { s.op = parse_op(name); })
       .def_readwrite("name", &NodeSpec::name)
       .def_readwrite("inputs", &NodeSpec::inputs)
       .def_readwrite("shape", &NodeSpec::shape)
@@ -54,19 +73,18 @@ void register_graph(py::module_& m) {
            py::arg("name"), py::arg("array"),
            "Borrow a float32 C-contiguous parameter array: the caller keeps it alive.");
 
-  py::class_<ExecSettings>(m, "ExecSettings", "Resolved execution settings of one plan run.")
+  py::class_<SettingsArg>(m, "ExecSettings", "Resolved execution settings of one plan run.")
       .def(py::init<>())
       .def_property(
-          "scheduler", [](const ExecSettings& s) { return s.scheduler == Scheduler::sync ? "sync" : "async"; },
-          [](ExecSettings& s, const std::string& v) { s.scheduler = parse_scheduler(v); })
+          "scheduler", [](const SettingsArg& s) { return knob_name(s.scheduler); },
+          [](SettingsArg& s, const std::string& v) { s.scheduler = parse_scheduler(v); })
       .def_property(
-          "operator",
-          [](const ExecSettings& s) { return s.op_mode == OperatorMode::library ? "library" : "framework"; },
-          [](ExecSettings& s, const std::string& v) { s.op_mode = parse_operator_mode(v); })
+          "operator", [](const SettingsArg& s) { return knob_name(s.op_mode); },
+          [](SettingsArg& s, const std::string& v) { s.op_mode = parse_operator_mode(v); })
       .def_readwrite("inter_op", &ExecSettings::inter_op)
       .def_readwrite("intra_op", &ExecSettings::intra_op)
-      .def_readwrite("library", &ExecSettings::library)
-      .def_readwrite("pool", &ExecSettings::pool)
+      .def_readwrite("library", &SettingsArg::library_name)
+      .def_readwrite("pool", &SettingsArg::pool_name)
       .def_readwrite("worker_cpus", &ExecSettings::worker_cpus)
       .def_readwrite("node_group", &ExecSettings::node_group)
       .def_readwrite("groups", &ExecSettings::groups);
@@ -105,8 +123,9 @@ void register_graph(py::module_& m) {
            },
            py::arg("node"), "A copy of a node's output buffer.")
       .def("run",
-           [](Plan& p, const ExecSettings& s, int repeats, int warmup, bool trace,
+           [](Plan& p, const SettingsArg& arg, int repeats, int warmup, bool trace,
               std::shared_ptr<Audit> audit) {
+             const ExecSettings s = arg.parsed();
              RunResult r;
              {
                py::gil_scoped_release nogil;
@@ -118,15 +137,18 @@ void register_graph(py::module_& m) {
            py::arg("trace") = false, py::arg("audit") = nullptr,
            "Run warmup + repeats times; returns {'ns': per-repeat ns, 'trace': [(node, "
            "worker, cpu, start_ns, end_ns)] of the last repeat when asked}.")
-      .def("blocks", [](Plan& p, const ExecSettings& s) {
+      .def("blocks", [](Plan& p, const SettingsArg& arg) {
+             const ExecSettings s = arg.parsed();
              py::gil_scoped_release nogil;
              return p.blocks(s);
            },
            py::arg("settings"), "Blocks each node is cut into under these settings.");
 
   m.def("run_instances",
-        [](const std::vector<Plan*>& plans, const std::vector<ExecSettings>& settings,
-           int repeats, int warmup) {
+        [](const std::vector<Plan*>& plans, const std::vector<SettingsArg>& args, int repeats,
+           int warmup) {
+          std::vector<ExecSettings> settings;
+          for (const SettingsArg& a : args) settings.push_back(a.parsed());
           std::vector<std::vector<double>> per;
           std::vector<double> ns;
           {

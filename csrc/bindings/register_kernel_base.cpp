@@ -1,6 +1,6 @@
 // The Python base class of every prepared kernel: what all kernels share.
 #include "bindings/pybind.hpp"
-#include "pyparbench/core/kernel.hpp"
+#include "pyparbench/ops/kernel.hpp"
 #include "pyparbench/threading/audit.hpp"
 
 namespace ppb::bind {

@@ -2,6 +2,7 @@
 // conversion and GIL release; the logic lives in csrc/pyparbench/threading
 // and in pyparbench/threading/.
 #include "bindings/pybind.hpp"
+#include "pyparbench/core/knobs.hpp"
 #include "pyparbench/threading/affinity.hpp"
 #include "pyparbench/threading/audit.hpp"
 #include "pyparbench/threading/placement.hpp"
@@ -102,8 +103,12 @@ void register_topology(py::module_& m) {
         "This machine's topology, or a synthetic one from an hwloc description.");
   m.def("process_allowed_cpus", &process_allowed_cpus,
         py::call_guard<py::gil_scoped_release>(), "CPUs this process may use now.");
-  m.def("place", &place, py::arg("topology"), py::arg("policy"), py::arg("pools"),
-        py::arg("threads"), py::arg("smt"), "CPU lists of a placement policy (see placement.hpp).");
+  m.def("place",
+        [](const Topology& topo, const std::string& policy, int pools, int threads, bool smt) {
+          return place(topo, parse_affinity_policy(policy), pools, threads, smt);
+        },
+        py::arg("topology"), py::arg("policy"), py::arg("pools"), py::arg("threads"),
+        py::arg("smt"), "CPU lists of a placement policy (see placement.hpp).");
   m.def("place_explicit", &place_explicit, py::arg("topology"), py::arg("cpus"), py::arg("pools"),
         py::arg("threads"), py::arg("smt"), "Checked explicit CPU lists, one per pool.");
 }
@@ -135,10 +140,10 @@ void register_pools(py::module_& m) {
                                     "pyparbench.threading.Pool.")
       .def(py::init([](const std::string& kind, int threads, std::vector<int> cpus) {
              py::gil_scoped_release nogil;
-             return make_pool(kind, threads, std::move(cpus));
+             return make_pool(parse_pool_kind(kind), threads, std::move(cpus));
            }),
            py::arg("kind"), py::arg("threads"), py::arg("cpus") = std::vector<int>{})
-      .def_property_readonly("kind", &ThreadPool::kind)
+      .def_property_readonly("kind", [](const ThreadPool& p) { return knob_name(p.kind()); })
       .def_property_readonly("threads", &ThreadPool::threads)
       .def_property_readonly("cpus", &ThreadPool::cpus)
       .def("work",

@@ -1,6 +1,8 @@
-// Non-owning views of dense, C-contiguous arrays handed in by a caller. The
-// dimensions are borrowed too (numpy's own shape array), so making a view
-// allocates nothing: a tiny kernel's run() stays within a few hundred ns.
+// Dense, C-contiguous arrays that the core reads and writes but never owns.
+// A view borrows its dimensions too (numpy's own shape array), so making one
+// allocates nothing: a tiny kernel's run() stays within a few hundred ns. A
+// Tensor keeps its own copy of the shape, so it can be stored and sliced (a
+// plan's node buffers) and viewed for each run.
 #pragma once
 
 #include <cstddef>
@@ -56,6 +58,16 @@ struct IndexView {
   bool is64 = true;
   bool present() const { return data != nullptr; }
   int64_t size() const { return shape.elements(); }
+};
+
+// A buffer of float32 or int64 elements, with its shape.
+struct Tensor {
+  void* data = nullptr;
+  Shape shape;
+
+  // Float32 views whose dimensions borrow this tensor's shape.
+  ConstFloatView input_view() const { return {static_cast<const float*>(data), shape}; }
+  FloatView output_view() const { return {static_cast<float*>(data), shape}; }
 };
 
 }  // namespace ppb

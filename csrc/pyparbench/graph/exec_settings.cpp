@@ -1,20 +1,9 @@
 #include "pyparbench/graph/exec_settings.hpp"
 
 #include <stdexcept>
+#include <string>
 
 namespace ppb {
-
-Scheduler parse_scheduler(const std::string& s) {
-  if (s == "sync") return Scheduler::sync;
-  if (s == "async") return Scheduler::async;
-  throw std::invalid_argument("scheduler must be 'sync' or 'async', got '" + s + "'");
-}
-
-OperatorMode parse_operator_mode(const std::string& s) {
-  if (s == "library") return OperatorMode::library;
-  if (s == "framework") return OperatorMode::framework;
-  throw std::invalid_argument("operator must be 'library' or 'framework', got '" + s + "'");
-}
 
 void validate(const ExecSettings& s, size_t nodes) {
   if (s.inter_op < 1)

@@ -3,13 +3,12 @@
 // policies and core groups into this).
 #pragma once
 
-#include <string>
+#include "pyparbench/core/knobs.hpp"
+
+#include <cstddef>
 #include <vector>
 
 namespace ppb {
-
-enum class Scheduler { sync, async };
-enum class OperatorMode { library, framework };
 
 struct ExecSettings {
   Scheduler scheduler = Scheduler::sync;
@@ -19,8 +18,8 @@ struct ExecSettings {
   // framework: the op is cut into intra_op blocks along its leading axis,
   // each run single-threaded on the worker's pool.
   OperatorMode op_mode = OperatorMode::library;
-  std::string library = "onednn";  // heavy ops' math library
-  std::string pool = "openmp";     // the workers' pools (framework mode)
+  MathLibrary library = MathLibrary::onednn;  // heavy ops' math library
+  PoolKind pool = PoolKind::openmp;           // the workers' pools (framework mode)
   // Per worker, the CPUs of its team (thread i on cpus[i % size]); empty
   // lists or no lists: not pinned.
   std::vector<std::vector<int>> worker_cpus;
@@ -32,9 +31,7 @@ struct ExecSettings {
   int groups = 1;
 };
 
-// Parses the knob names; std::invalid_argument naming a bad value.
-Scheduler parse_scheduler(const std::string& s);
-OperatorMode parse_operator_mode(const std::string& s);
+// std::invalid_argument naming a bad count, CPU list or node group.
 void validate(const ExecSettings& s, size_t nodes);
 
 }  // namespace ppb

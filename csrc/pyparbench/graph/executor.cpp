@@ -5,7 +5,6 @@
 #include "pyparbench/threading/audit.hpp"
 #include "pyparbench/threading/pool.hpp"
 
-#include <omp.h>
 #include <sched.h>
 
 #include <atomic>
@@ -32,48 +31,16 @@ double since(Clock::time_point t0) {
 class WorkerContext {
  public:
   WorkerContext(const ExecSettings& s, int worker, const std::shared_ptr<Audit>& audit)
-      : audit_(audit), worker_(worker), team_(s.intra_op) {
-    if (static_cast<size_t>(worker) < s.worker_cpus.size())
-      cpus_ = s.worker_cpus[static_cast<size_t>(worker)];
-    if (!cpus_.empty()) {
-      saved_ = thread_affinity();
-      // The worker's thread is confined to its CPU set, which later OpenMP
-      // threads inherit; each current team thread gets one CPU of it.
-      set_thread_affinity(cpus_);
-      if (s.op_mode == OperatorMode::library && team_ > 1) {
-        pinned_team_ = true;
-        const std::vector<int> cpus = cpus_;
-        try {
-          pin_team([&cpus](int t) {
-            return std::vector<int>{cpus[static_cast<size_t>(t) % cpus.size()]};
-          });
-        } catch (...) {
-          set_thread_affinity(saved_);  // no destructor runs for a failed constructor
-          throw;
-        }
-      }
-    }
+      : audit_(audit), worker_(worker), team_(s.intra_op), cpus_(cpus_of(s, worker)),
+        placement_(cpus_, team_, s.op_mode == OperatorMode::library) {
     if (s.op_mode == OperatorMode::framework) {
-      pool_ = make_pool(s.pool, s.intra_op, cpus_);
+      pool_ = make_pool(s.pool, team_, cpus_);
       if (audit_) pool_->attach_audit(audit_, worker_);
     }
     report();
   }
   ~WorkerContext() {
     if (pool_ && audit_) pool_->detach_audit();
-    pool_.reset();
-    if (!saved_.empty()) {
-      try {
-        // Later unpinned runs from this thread reuse the same team: give
-        // its threads, then the thread itself, the mask it had before.
-        if (pinned_team_) {
-          const std::vector<int> saved = saved_;
-          pin_team([&saved](int) { return saved; });
-        }
-        set_thread_affinity(saved_);
-      } catch (...) {  // the threads keep the narrower masks; nothing else to do
-      }
-    }
   }
   ThreadPool* pool() const { return pool_.get(); }
   // The worker and its OpenMP team report into the audit.
@@ -87,31 +54,16 @@ class WorkerContext {
   }
 
  private:
-  // Gives OpenMP thread t (t > 0) of the calling thread's team mask(t); an
-  // error inside the region is carried out of it, then rethrown.
-  template <class Mask>
-  void pin_team(Mask mask) const {
-    ThreadsScope scope(team_);
-    std::exception_ptr error;
-#pragma omp parallel num_threads(team_)
-    {
-      const int t = omp_get_thread_num();
-      if (t > 0) {
-        try {
-          set_thread_affinity(mask(t));
-        } catch (...) {
-#pragma omp critical(ppb_pin_team)
-          error = std::current_exception();
-        }
-      }
-    }
-    if (error) std::rethrow_exception(error);
+  // The worker's CPUs; empty: not pinned.
+  static std::vector<int> cpus_of(const ExecSettings& s, int worker) {
+    const auto w = static_cast<size_t>(worker);
+    return w < s.worker_cpus.size() ? s.worker_cpus[w] : std::vector<int>{};
   }
 
   std::shared_ptr<Audit> audit_;
   int worker_, team_;
-  bool pinned_team_ = false;
-  std::vector<int> cpus_, saved_;
+  std::vector<int> cpus_;
+  WorkerPlacement placement_;  // outlives the pool: its threads are stopped first
   std::unique_ptr<ThreadPool> pool_;
 };
 

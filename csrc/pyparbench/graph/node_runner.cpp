@@ -1,13 +1,13 @@
 #include "pyparbench/graph/node_runner.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/math/library.hpp"
 #include "pyparbench/ops/binary.hpp"
 #include "pyparbench/ops/concat.hpp"
 #include "pyparbench/ops/eltwise.hpp"
 #include "pyparbench/ops/embedding_bag.hpp"
-#include "pyparbench/math/library.hpp"
 #include "pyparbench/ops/normalization.hpp"
-#include "pyparbench/ops/pool.hpp"
+#include "pyparbench/ops/pooling.hpp"
 #include "pyparbench/ops/softmax.hpp"
 #include "pyparbench/ops/transpose.hpp"
 #include "pyparbench/ops/tril_flatten.hpp"
@@ -20,9 +20,6 @@
 namespace ppb {
 
 namespace {
-
-ConstFloatView cview(const Tensor& t) { return {static_cast<const float*>(t.data), t.shape}; }
-FloatView fview(const Tensor& t) { return {static_cast<float*>(t.data), t.shape}; }
 
 int64_t inner_size(const Shape& s) {
   int64_t n = 1;
@@ -51,11 +48,17 @@ Call make_call(std::unique_ptr<K> k, std::function<void(K&)> body) {
   return {std::shared_ptr<void>(std::move(k)), [raw, body = std::move(body)] { body(*raw); }};
 }
 
+// The call of a one-input kernel: k.run(x, y).
+template <class K>
+Call unary_call(std::unique_ptr<K> k, const Tensor& x, const Tensor& y) {
+  return make_call<K>(std::move(k), [x, y](K& k) { k.run(x.input_view(), y.output_view()); });
+}
+
 const ParamArray& param(const NodeSpec& s, const char* name) {
   auto it = s.params.find(name);
   if (it == s.params.end() || !it->second.data)
-    throw std::invalid_argument("node '" + s.name + "' (" + s.op + ") has no '" + name +
-                                "' parameter");
+    throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) + ") has no '" +
+                                name + "' parameter");
   return it->second;
 }
 
@@ -64,166 +67,147 @@ const ParamArray* optional_param(const NodeSpec& s, const char* name) {
   return it == s.params.end() || !it->second.data ? nullptr : &it->second;
 }
 
-ConstFloatView pview(const ParamArray& p) { return {p.data, p.shape}; }
-
-
 // One kernel for the node on these (possibly sliced) tensors.
 Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const Tensor& out,
                       int threads, const ExecSettings& st, const std::vector<float>& ones) {
-  const std::string& op = s.op;
-  // The heavy ops (gemm, conv) go through the chosen math library.
-  const MathLibrary lib = parse_library(st.library);
-  if (op == "conv2d") {
-    const Shape& x = ins[0].shape;
-    Conv2dConfig c;
-    c.n = x[0]; c.c = x[1]; c.h = x[2]; c.w = x[3];
-    c.out_channels = out.shape[1];
-    const ParamArray& w = param(s, "weight");
-    c.kh = w.shape[2]; c.kw = w.shape[3];
-    c.stride_h = s.stride[0]; c.stride_w = s.stride[1];
-    c.pad_top = s.padding[0]; c.pad_bottom = s.padding[1];
-    c.pad_left = s.padding[2]; c.pad_right = s.padding[3];
-    c.dilation_h = s.dilation[0]; c.dilation_w = s.dilation[1];
-    c.groups = s.groups;
-    const ParamArray* b = optional_param(s, "bias");
-    c.bias = b != nullptr;
-    c.relu = s.relu;
-    auto k = make_conv2d(lib, c, threads);
-    k->set_weights(pview(w), b ? pview(*b) : ConstFloatView{});
-    return make_call<Conv2dOp>(std::move(k), [x = ins[0], y = out](Conv2dOp& k) {
-      k.run(cview(x), fview(y));
-    });
+  switch (s.op) {
+    case OpKind::conv2d: {
+      const Shape& x = ins[0].shape;
+      Conv2dConfig c;
+      c.n = x[0]; c.c = x[1]; c.h = x[2]; c.w = x[3];
+      c.out_channels = out.shape[1];
+      const ParamArray& w = param(s, "weight");
+      c.kh = w.shape[2]; c.kw = w.shape[3];
+      c.stride_h = s.stride[0]; c.stride_w = s.stride[1];
+      c.pad_top = s.padding[0]; c.pad_bottom = s.padding[1];
+      c.pad_left = s.padding[2]; c.pad_right = s.padding[3];
+      c.dilation_h = s.dilation[0]; c.dilation_w = s.dilation[1];
+      c.groups = s.groups;
+      const ParamArray* b = optional_param(s, "bias");
+      c.bias = b != nullptr;
+      c.relu = s.relu;
+      auto k = make_conv2d(st.library, c, threads);
+      k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
+      return unary_call(std::move(k), ins[0], out);
+    }
+    case OpKind::linear: {
+      const ParamArray& w = param(s, "weight");
+      const ParamArray* b = optional_param(s, "bias");
+      const int64_t k_dim = ins[0].shape.back(), n = w.shape[0];
+      const int64_t m = ins[0].shape.size() == 3 ? ins[0].shape[0] * ins[0].shape[1]
+                                                 : ins[0].shape[0];
+      GemmConfig g{0, m, n, k_dim, false, true, b != nullptr, s.relu};
+      auto k = make_gemm(st.library, g, threads);
+      const Tensor a{ins[0].data, {m, k_dim}}, y{out.data, {m, n}};
+      const ParamArray wp = w, bp = b ? *b : ParamArray{};
+      return make_call<GemmOp>(std::move(k), [a, y, wp, bp](GemmOp& k) {
+        k.run(a.input_view(), wp.view(), bp.view(), y.output_view());
+      });
+    }
+    case OpKind::matmul: {
+      const Shape &a = ins[0].shape, &b = ins[1].shape;
+      const bool batched = a.size() == 3;
+      const int64_t m = a[a.size() - 2], k_dim = a.back();
+      const int64_t n = s.trans_b ? b[b.size() - 2] : b.back();
+      GemmConfig g{batched ? a[0] : 0, m, n, k_dim, false, s.trans_b, false, false};
+      auto k = make_gemm(st.library, g, threads);
+      return make_call<GemmOp>(std::move(k), [x = ins[0], w = ins[1], y = out](GemmOp& k) {
+        k.run(x.input_view(), w.input_view(), {}, y.output_view());
+      });
+    }
+    case OpKind::embedding_bag: {
+      const ParamArray& t = param(s, "table");
+      auto k = std::make_unique<EmbeddingBag>(t.shape[0], t.shape[1], parse_bag_mode(s.mode),
+                                              threads);
+      const ParamArray tp = t;
+      return make_call<EmbeddingBag>(std::move(k), [tp, idx = ins[0], y = out](EmbeddingBag& k) {
+        IndexView iv{idx.data, idx.shape, true};
+        k.run(tp.view(), iv, {}, {}, y.output_view());
+      });
+    }
+    case OpKind::eltwise:
+      return unary_call(std::make_unique<Eltwise>(s.kind, out.shape, threads), ins[0], out);
+    case OpKind::add:
+    case OpKind::mul: {
+      auto k = std::make_unique<Binary>(op_name(s.op), ins[0].shape, ins[1].shape, s.relu,
+                                        threads);
+      return make_call<Binary>(std::move(k), [a = ins[0], b = ins[1], y = out](Binary& k) {
+        k.run(a.input_view(), b.input_view(), y.output_view());
+      });
+    }
+    case OpKind::concat: {
+      std::vector<Shape> shapes;
+      for (const auto& t : ins) shapes.push_back(t.shape);
+      auto k = std::make_unique<Concat>(shapes, s.axis, threads);
+      return make_call<Concat>(std::move(k), [xs = ins, y = out](Concat& k) {
+        std::vector<ConstFloatView> views;
+        views.reserve(xs.size());
+        for (const auto& t : xs) views.push_back(t.input_view());
+        k.run(views, y.output_view());
+      });
+    }
+    case OpKind::pool2d: {
+      Pool2dConfig c{s.kind,         s.kernel[0],  s.kernel[1],  s.stride[0],
+                     s.stride[1],    s.padding[0], s.padding[1], s.padding[2],
+                     s.padding[3],   s.ceil_mode,  s.count_include_pad};
+      return unary_call(std::make_unique<Pool2d>(c, ins[0].shape, threads), ins[0], out);
+    }
+    case OpKind::global_avg_pool:
+      return unary_call(std::make_unique<GlobalAvgPool>(ins[0].shape, threads), ins[0], out);
+    case OpKind::batch_norm: {
+      // The kernel takes (N, C) or (N, C, H, W): other ranks fold into H.
+      Shape s4 = ins[0].shape;
+      if (s4.size() != 2 && s4.size() != 4) s4 = {s4[0], s4[1], inner_size(s4) / s4[1], 1};
+      auto k = std::make_unique<BatchNorm>(s4, s.eps, threads);
+      const ParamArray mean = param(s, "mean"), var = param(s, "var"), shift = param(s, "shift");
+      const ParamArray* sc = optional_param(s, "scale");
+      const ParamArray scale = sc ? *sc : ParamArray{ones.data(), {s4[1]}};
+      const Tensor x{ins[0].data, s4}, y{out.data, s4};
+      return make_call<BatchNorm>(std::move(k), [=](BatchNorm& k) {
+        k.run(x.input_view(), mean.view(), var.view(), scale.view(), shift.view(),
+              y.output_view());
+      });
+    }
+    case OpKind::layer_norm: {
+      auto k = std::make_unique<LayerNorm>(ins[0].shape, s.eps, threads);
+      const ParamArray scale = param(s, "scale"), shift = param(s, "shift");
+      return make_call<LayerNorm>(std::move(k), [=, x = ins[0], y = out](LayerNorm& k) {
+        k.run(x.input_view(), scale.view(), shift.view(), y.output_view());
+      });
+    }
+    case OpKind::softmax:
+      return unary_call(std::make_unique<Softmax>(ins[0].shape, s.axis, threads), ins[0], out);
+    case OpKind::transpose:
+      return unary_call(std::make_unique<Transpose>(ins[0].shape, s.perm, threads), ins[0], out);
+    case OpKind::tril_flatten:
+      return unary_call(std::make_unique<TrilFlatten>(ins[0].shape, threads), ins[0], out);
+    case OpKind::input:
+    case OpKind::reshape:
+      break;
   }
-  if (op == "linear") {
-    const ParamArray& w = param(s, "weight");
-    const ParamArray* b = optional_param(s, "bias");
-    const int64_t k_dim = ins[0].shape.back(), n = w.shape[0];
-    const int64_t m = ins[0].shape.size() == 3 ? ins[0].shape[0] * ins[0].shape[1]
-                                               : ins[0].shape[0];
-    GemmConfig g{0, m, n, k_dim, false, true, b != nullptr, s.relu};
-    auto k = make_gemm(lib, g, threads);
-    const Tensor a{ins[0].data, {m, k_dim}}, y{out.data, {m, n}};
-    const ParamArray wp = w, bp = b ? *b : ParamArray{};
-    return make_call<GemmOp>(std::move(k), [a, y, wp, bp](GemmOp& k) {
-      k.run(cview(a), pview(wp), pview(bp), fview(y));
-    });
-  }
-  if (op == "matmul") {
-    const Shape &a = ins[0].shape, &b = ins[1].shape;
-    const bool batched = a.size() == 3;
-    const int64_t m = a[a.size() - 2], k_dim = a.back();
-    const int64_t n = s.trans_b ? b[b.size() - 2] : b.back();
-    GemmConfig g{batched ? a[0] : 0, m, n, k_dim, false, s.trans_b, false, false};
-    auto k = make_gemm(lib, g, threads);
-    return make_call<GemmOp>(std::move(k), [x = ins[0], w = ins[1], y = out](GemmOp& k) {
-      k.run(cview(x), cview(w), {}, fview(y));
-    });
-  }
-  if (op == "embedding_bag") {
-    const ParamArray& t = param(s, "table");
-    auto k = std::make_unique<EmbeddingBag>(t.shape[0], t.shape[1], parse_bag_mode(s.mode),
-                                            threads);
-    const ParamArray tp = t;
-    return make_call<EmbeddingBag>(std::move(k), [tp, idx = ins[0], y = out](EmbeddingBag& k) {
-      IndexView iv{idx.data, idx.shape, true};
-      k.run(pview(tp), iv, {}, {}, fview(y));
-    });
-  }
-  if (op == "eltwise") {
-    auto k = std::make_unique<Eltwise>(s.kind, out.shape, threads);
-    return make_call<Eltwise>(std::move(k), [x = ins[0], y = out](Eltwise& k) {
-      k.run(cview(x), fview(y));
-    });
-  }
-  if (op == "add" || op == "mul") {
-    auto k = std::make_unique<Binary>(op, ins[0].shape, ins[1].shape, s.relu, threads);
-    return make_call<Binary>(std::move(k), [a = ins[0], b = ins[1], y = out](Binary& k) {
-      k.run(cview(a), cview(b), fview(y));
-    });
-  }
-  if (op == "concat") {
-    std::vector<Shape> shapes;
-    for (const auto& t : ins) shapes.push_back(t.shape);
-    auto k = std::make_unique<Concat>(shapes, s.axis, threads);
-    return make_call<Concat>(std::move(k), [xs = ins, y = out](Concat& k) {
-      std::vector<ConstFloatView> views;
-      views.reserve(xs.size());
-      for (const auto& t : xs) views.push_back(cview(t));
-      k.run(views, fview(y));
-    });
-  }
-  if (op == "pool2d") {
-    Pool2dConfig c{s.kind,         s.kernel[0],  s.kernel[1],  s.stride[0],
-                   s.stride[1],    s.padding[0], s.padding[1], s.padding[2],
-                   s.padding[3],   s.ceil_mode,  s.count_include_pad};
-    auto k = std::make_unique<Pool2d>(c, ins[0].shape, threads);
-    return make_call<Pool2d>(std::move(k), [x = ins[0], y = out](Pool2d& k) {
-      k.run(cview(x), fview(y));
-    });
-  }
-  if (op == "global_avg_pool") {
-    auto k = std::make_unique<GlobalAvgPool>(ins[0].shape, threads);
-    return make_call<GlobalAvgPool>(std::move(k), [x = ins[0], y = out](GlobalAvgPool& k) {
-      k.run(cview(x), fview(y));
-    });
-  }
-  if (op == "batch_norm") {
-    // The kernel takes (N, C) or (N, C, H, W): other ranks fold into H.
-    Shape s4 = ins[0].shape;
-    if (s4.size() != 2 && s4.size() != 4) s4 = {s4[0], s4[1], inner_size(s4) / s4[1], 1};
-    auto k = std::make_unique<BatchNorm>(s4, s.eps, threads);
-    const ParamArray mean = param(s, "mean"), var = param(s, "var"), shift = param(s, "shift");
-    const ParamArray* sc = optional_param(s, "scale");
-    const ParamArray scale = sc ? *sc : ParamArray{ones.data(), {s4[1]}};
-    const Tensor x{ins[0].data, s4}, y{out.data, s4};
-    return make_call<BatchNorm>(std::move(k), [=](BatchNorm& k) {
-      k.run(cview(x), pview(mean), pview(var), pview(scale), pview(shift), fview(y));
-    });
-  }
-  if (op == "layer_norm") {
-    auto k = std::make_unique<LayerNorm>(ins[0].shape, s.eps, threads);
-    const ParamArray scale = param(s, "scale"), shift = param(s, "shift");
-    return make_call<LayerNorm>(std::move(k), [=, x = ins[0], y = out](LayerNorm& k) {
-      k.run(cview(x), pview(scale), pview(shift), fview(y));
-    });
-  }
-  if (op == "softmax") {
-    auto k = std::make_unique<Softmax>(ins[0].shape, s.axis, threads);
-    return make_call<Softmax>(std::move(k), [x = ins[0], y = out](Softmax& k) {
-      k.run(cview(x), fview(y));
-    });
-  }
-  if (op == "transpose") {
-    auto k = std::make_unique<Transpose>(ins[0].shape, s.perm, threads);
-    return make_call<Transpose>(std::move(k), [x = ins[0], y = out](Transpose& k) {
-      k.run(cview(x), fview(y));
-    });
-  }
-  if (op == "tril_flatten") {
-    auto k = std::make_unique<TrilFlatten>(ins[0].shape, threads);
-    return make_call<TrilFlatten>(std::move(k), [x = ins[0], y = out](TrilFlatten& k) {
-      k.run(cview(x), fview(y));
-    });
-  }
-  throw std::invalid_argument("node '" + s.name + "': unknown op '" + op + "'");
+  throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) + ") has no kernel");
 }
 
 // Which inputs are cut along with the output's leading axis in framework
 // mode; false for an op that cannot be cut there.
 bool split_inputs(const NodeSpec& s, const std::vector<Tensor>& ins, std::vector<bool>& cut) {
-  const std::string& op = s.op;
   cut.assign(ins.size(), true);
-  if (op == "softmax" || op == "concat") return s.axis != 0;
-  if (op == "transpose") return !s.perm.empty() && s.perm[0] == 0;
-  if (op == "matmul") {
-    cut[1] = ins[0].shape.size() == 3;  // 2-D: b is the same for every row block
-    return true;
+  switch (s.op) {
+    case OpKind::softmax:
+    case OpKind::concat:
+      return s.axis != 0;
+    case OpKind::transpose:
+      return !s.perm.empty() && s.perm[0] == 0;
+    case OpKind::matmul:
+      cut[1] = ins[0].shape.size() == 3;  // 2-D: b is the same for every row block
+      return true;
+    case OpKind::add:
+    case OpKind::mul:
+      cut[1] = ins[1].shape[0] == ins[0].shape[0] && ins[0].shape[0] > 1;
+      return true;
+    default:
+      return true;
   }
-  if (op == "add" || op == "mul") {
-    cut[1] = ins[1].shape[0] == ins[0].shape[0] && ins[0].shape[0] > 1;
-    return true;
-  }
-  return true;
 }
 
 // Channels [c0, c1) of a batch-1 tensor (N, C, ...): contiguous.
@@ -254,17 +238,18 @@ std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& i
                                  const std::vector<float>& ones) {
   std::vector<Call> calls;
   if (out.shape.size() < 2 || out.shape[0] != 1) return calls;
-  const std::string& op = s.op;
-  const bool conv = op == "conv2d";
-  const bool linear = op == "linear" && inner_size(out.shape) == out.shape.back();
+  const OpKind op = s.op;
+  const bool conv = op == OpKind::conv2d;
+  const bool linear = op == OpKind::linear && inner_size(out.shape) == out.shape.back();
   const bool channelwise =
-      op == "eltwise" || op == "batch_norm" || op == "pool2d" || op == "global_avg_pool" ||
-      ((op == "add" || op == "mul") && ins[1].shape == ins[0].shape);
+      op == OpKind::eltwise || op == OpKind::batch_norm || op == OpKind::pool2d ||
+      op == OpKind::global_avg_pool ||
+      ((op == OpKind::add || op == OpKind::mul) && ins[1].shape == ins[0].shape);
   // (1, S, F) row ops (a Transformer's at batch 1): cut along S, whole
   // parameters for every block.
   const bool rowwise = out.shape.size() >= 3 && !channelwise &&
-                       ((op == "linear" && !linear) || op == "layer_norm" ||
-                        (op == "softmax" && s.axis != 1));
+                       ((op == OpKind::linear && !linear) || op == OpKind::layer_norm ||
+                        (op == OpKind::softmax && s.axis != 1));
   if (!conv && !linear && !channelwise && !rowwise) return calls;
   const int64_t features = linear && !rowwise ? out.shape.back() : out.shape[1];
   const int64_t per_unit = conv && s.groups > 1 ? features / s.groups : 1;
@@ -337,7 +322,7 @@ class SplitRunner : public NodeRunner {
 std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::vector<Tensor>& ins,
                                              const Tensor& out, const ExecSettings& settings,
                                              const std::vector<float>& ones) {
-  if (spec.is_alias()) return nullptr;
+  if (is_alias(spec.op)) return nullptr;
   if (settings.op_mode == OperatorMode::library)
     return std::make_unique<LibraryRunner>(
         make_kernel_call(spec, ins, out, settings.intra_op, settings, ones));
@@ -355,7 +340,7 @@ std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::ve
     const int64_t r0 = lead * b / blocks, r1 = lead * (b + 1) / blocks;
     std::vector<Tensor> bins;
     for (size_t i = 0; i < ins.size(); ++i) {
-      const size_t elem = (spec.op == "embedding_bag") ? sizeof(int64_t) : sizeof(float);
+      const size_t elem = spec.op == OpKind::embedding_bag ? sizeof(int64_t) : sizeof(float);
       bins.push_back(blocks > 1 && cut[i] ? rows(ins[i], r0, r1, elem) : ins[i]);
     }
     const Tensor bout = blocks > 1 ? rows(out, r0, r1, sizeof(float)) : out;

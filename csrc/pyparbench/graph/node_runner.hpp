@@ -5,6 +5,7 @@
 // kernel, and the blocks run on the worker's pool.
 #pragma once
 
+#include "pyparbench/core/tensor.hpp"
 #include "pyparbench/graph/exec_settings.hpp"
 #include "pyparbench/graph/node_spec.hpp"
 
@@ -22,12 +23,6 @@ class NodeRunner {
   virtual void run(ThreadPool* pool) = 0;
   // Blocks the op was cut into (1 in library mode).
   virtual int blocks() const = 0;
-};
-
-// A node's output (or input) as it sits in the plan's buffers.
-struct Tensor {
-  void* data = nullptr;
-  Shape shape;
 };
 
 // Builds the runner of node `spec`, reading its inputs from `ins` and

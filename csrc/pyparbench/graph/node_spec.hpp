@@ -3,6 +3,7 @@
 #pragma once
 
 #include "pyparbench/core/tensor.hpp"
+#include "pyparbench/graph/op_kind.hpp"
 
 #include <array>
 #include <map>
@@ -15,12 +16,13 @@ namespace ppb {
 struct ParamArray {
   const float* data = nullptr;
   Shape shape;
+
+  // A view whose dimensions borrow this array's shape.
+  ConstFloatView view() const { return {data, shape}; }
 };
 
 struct NodeSpec {
-  std::string op;    // input, conv2d, linear, matmul, embedding_bag, eltwise, add, mul,
-                     // concat, pool2d, global_avg_pool, batch_norm, layer_norm, softmax,
-                     // reshape, transpose, tril_flatten
+  OpKind op = OpKind::input;
   std::string name;
   std::vector<int> inputs;  // indices of earlier nodes
   Shape shape;              // output
@@ -36,12 +38,6 @@ struct NodeSpec {
   bool relu = false, trans_b = false, ceil_mode = false, count_include_pad = true;
   std::vector<int64_t> perm;
   std::map<std::string, ParamArray> params;  // weight, bias, table, mean, var, scale, shift
-
-  bool heavy() const {
-    return op == "conv2d" || op == "linear" || op == "matmul" || op == "embedding_bag";
-  }
-  // Ops that compute nothing: their output is an input's buffer or the caller's.
-  bool is_alias() const { return op == "input" || op == "reshape"; }
 };
 
 }  // namespace ppb

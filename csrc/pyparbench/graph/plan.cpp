@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 namespace ppb {
@@ -20,14 +19,11 @@ int64_t elements(const Shape& s) {
   return n;
 }
 
-std::string settings_key(const ExecSettings& s) {
-  std::ostringstream os;
-  os << s.intra_op << '/' << (s.op_mode == OperatorMode::library ? 'L' : 'F') << '/'
-     << s.library;
-  return os.str();
-}
-
 }  // namespace
+
+Plan::RunnersKey Plan::runners_key(const ExecSettings& s) {
+  return {s.intra_op, s.op_mode, s.library};
+}
 
 Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs)
     : nodes_(std::move(nodes)), outputs_(std::move(outputs)) {
@@ -45,21 +41,21 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs)
       if (in < 0 || in >= i)
         throw std::invalid_argument("node '" + s.name + "' reads node " + std::to_string(in) +
                                     ", which does not come before it");
-      if (nodes_[in].int64 && s.op != "embedding_bag")
-        throw std::invalid_argument("node '" + s.name + "' (" + s.op +
+      if (nodes_[in].int64 && s.op != OpKind::embedding_bag)
+        throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
                                     ") cannot read the int64 node '" + nodes_[in].name + "'");
       distinct.insert(in);
     }
     for (int in : distinct) consumers_[in].push_back(i);
     dependencies_[i] = static_cast<int>(distinct.size());
-    if (s.op == "reshape") {
+    if (s.op == OpKind::reshape) {
       if (s.inputs.size() != 1 || elements(nodes_[s.inputs[0]].shape) != elements(s.shape))
         throw std::invalid_argument("reshape node '" + s.name + "' changes the element count");
       data_[i] = data_[s.inputs[0]];
       continue;
     }
-    if (s.op != "input" && s.inputs.empty())
-      throw std::invalid_argument("node '" + s.name + "' (" + s.op + ") has no inputs");
+    if (s.op != OpKind::input && s.inputs.empty())
+      throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) + ") has no inputs");
     const size_t bytes = static_cast<size_t>(elements(s.shape)) * (s.int64 ? 8 : 4);
     // 64-byte aligned: rows of 16 floats start on a cache line.
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -67,7 +63,8 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs)
     std::memset(p, 0, bytes);
     owned_.push_back(p);
     data_[i] = p;
-    if (s.op == "batch_norm" && s.shape.size() >= 2) max_channels = std::max(max_channels, s.shape[1]);
+    if (s.op == OpKind::batch_norm && s.shape.size() >= 2)
+      max_channels = std::max(max_channels, s.shape[1]);
   }
   for (int o : outputs_)
     if (o < 0 || o >= n) throw std::invalid_argument("output " + std::to_string(o) + " is not a node");
@@ -87,7 +84,7 @@ const void* Plan::buffer(int node) const { return data_.at(static_cast<size_t>(n
 
 void Plan::set_input(int node, const void* data, size_t bytes) {
   const NodeSpec& s = nodes_.at(static_cast<size_t>(node));
-  if (s.op != "input") throw std::invalid_argument("node '" + s.name + "' is not an input");
+  if (s.op != OpKind::input) throw std::invalid_argument("node '" + s.name + "' is not an input");
   if (bytes != buffer_bytes(node))
     throw std::invalid_argument("input '" + s.name + "' takes " +
                                 std::to_string(buffer_bytes(node)) + " bytes, got " +
@@ -97,7 +94,7 @@ void Plan::set_input(int node, const void* data, size_t bytes) {
 }
 
 Plan::Runners& Plan::prepared(const ExecSettings& settings) {
-  const std::string key = settings_key(settings);
+  const RunnersKey key = runners_key(settings);
   auto it = runners_.find(key);
   if (it != runners_.end()) return it->second;
   Runners runners(nodes_.size());

@@ -12,7 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <string>
+#include <tuple>
 #include <vector>
 
 namespace ppb {
@@ -59,6 +59,10 @@ class Plan {
 
  private:
   using Runners = std::vector<std::unique_ptr<NodeRunner>>;
+  // What the runners depend on: the kernels' threads, how an op is cut,
+  // and the heavy ops' library.
+  using RunnersKey = std::tuple<int, OperatorMode, MathLibrary>;
+  static RunnersKey runners_key(const ExecSettings& settings);
   Runners& prepared(const ExecSettings& settings);
 
   std::vector<NodeSpec> nodes_;
@@ -68,7 +72,7 @@ class Plan {
   std::vector<std::vector<int>> consumers_;
   std::vector<int> dependencies_;  // distinct input nodes per node
   std::vector<float> ones_;        // a default batch-norm scale
-  std::map<std::string, Runners> runners_;
+  std::map<RunnersKey, Runners> runners_;
   std::mutex mu_;                  // one run at a time
 };
 

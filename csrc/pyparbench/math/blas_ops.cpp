@@ -9,7 +9,7 @@
 namespace ppb {
 
 BlasGemm::BlasGemm(const GemmConfig& cfg, std::optional<int> threads)
-    : MatmulGemm(cfg, "BlasGemm", "blas", threads) {
+    : MatmulGemm(cfg, "BlasGemm", MathLibrary::blas, threads) {
   require_blas_int("m", cfg.m);
   require_blas_int("n", cfg.n);
   require_blas_int("k", cfg.k);
@@ -18,7 +18,7 @@ BlasGemm::BlasGemm(const GemmConfig& cfg, std::optional<int> threads)
 void BlasGemm::matmul(const Matmul& p) { blas_matmul(p, threads_); }
 
 BlasConv2d::BlasConv2d(const Conv2dConfig& cfg, std::optional<int> threads)
-    : Im2colConv2d(cfg, "BlasConv2d", "blas", threads) {
+    : Im2colConv2d(cfg, "BlasConv2d", MathLibrary::blas, threads) {
   require_blas_int("out_h * out_w", out_h() * out_w());
   require_blas_int("in_channels / groups * kh * kw", cfg.c / cfg.groups * cfg.kh * cfg.kw);
 }

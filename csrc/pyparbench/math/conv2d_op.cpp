@@ -47,9 +47,9 @@ double Conv2dOp::flops() const {
          cfg_.kw;
 }
 
-void Conv2dOp::require_nchw(const char* library) const {
+void Conv2dOp::require_nchw(MathLibrary library) const {
   if (cfg_.nhwc)
-    throw std::invalid_argument(std::string("conv2d: the ") + library +
+    throw std::invalid_argument(std::string("conv2d: the ") + knob_name(library) +
                                 " library supports nchw only, got nhwc; use the onednn "
                                 "library for nhwc activations");
 }

@@ -1,10 +1,11 @@
-// The 2-D convolution of the Library layer, fp32, computed by oneDNN
-// (ops/conv2d.hpp), Eigen or BLAS. Conv2dOp holds what does not depend on
-// the library (output size, shapes, FLOPs, the checks of the arguments), so
-// every library accepts and rejects exactly the same input; each library's
-// kernel adds set_weights(), run() and timeit().
+// The 2-D convolution of the Library layer, fp32, computed by oneDNN, Eigen
+// or BLAS (onednn_ops.hpp, eigen_ops.hpp, blas_ops.hpp). Conv2dOp holds what
+// does not depend on the library (output size, shapes, FLOPs, the checks of
+// the arguments), so every library accepts and rejects exactly the same
+// input; each library's kernel adds set_weights(), run() and timeit().
 #pragma once
 
+#include "pyparbench/core/knobs.hpp"
 #include "pyparbench/core/tensor.hpp"
 
 #include <vector>
@@ -40,8 +41,7 @@ class Conv2dOp {
   Conv2dOp(const Conv2dOp&) = delete;
   Conv2dOp& operator=(const Conv2dOp&) = delete;
 
-  // "onednn", "eigen" or "blas".
-  virtual const char* library() const = 0;
+  virtual MathLibrary library() const = 0;
   // Intra-op threads, fixed at creation.
   virtual int threads() const = 0;
   // The kernel behind the op: placement (pin) and audit.
@@ -70,8 +70,8 @@ class Conv2dOp {
   // dilation or group count, or a kernel larger than the padded input.
   Conv2dOp(const Conv2dConfig& cfg, const char* name);
   // Throws std::invalid_argument for NCHW-only implementations given NHWC;
-  // `library` names the library in the message.
-  void require_nchw(const char* library) const;
+  // `library` is named in the message.
+  void require_nchw(MathLibrary library) const;
   // Throws std::invalid_argument unless the weight and bias fit.
   void check_weights(ConstFloatView weight, ConstFloatView bias) const;
   // Throws std::invalid_argument unless weights are set, x and out have the

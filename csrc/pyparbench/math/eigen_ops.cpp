@@ -20,10 +20,11 @@ std::shared_ptr<EigenDevice> EigenDevice::shared(int threads) {
 }
 
 EigenGemm::EigenGemm(const GemmConfig& cfg, std::optional<int> threads)
-    : MatmulGemm(cfg, "EigenGemm", "eigen", threads), device_(EigenDevice::shared(threads_)) {}
+    : MatmulGemm(cfg, "EigenGemm", MathLibrary::eigen, threads),
+      device_(EigenDevice::shared(threads_)) {}
 
 EigenConv2d::EigenConv2d(const Conv2dConfig& cfg, std::optional<int> threads)
-    : Im2colConv2d(cfg, "EigenConv2d", "eigen", threads),
+    : Im2colConv2d(cfg, "EigenConv2d", MathLibrary::eigen, threads),
       device_(EigenDevice::shared(threads_)) {}
 
 }  // namespace ppb

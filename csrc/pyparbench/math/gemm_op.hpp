@@ -1,10 +1,12 @@
 // The gemm of the Library layer: C = op(A)·op(B) (+ bias) (+ ReLU) in fp32,
-// 2-D or batched, computed by oneDNN (ops/gemm.hpp), Eigen or BLAS. GemmOp
-// holds what does not depend on the library (shapes, FLOPs, the checks of
-// the arguments), so every library accepts and rejects exactly the same
-// input; each library's kernel adds run() and timeit().
+// 2-D or batched, computed by oneDNN, Eigen or BLAS (onednn_ops.hpp,
+// eigen_ops.hpp, blas_ops.hpp). GemmOp holds what does not depend on the
+// library (shapes, FLOPs, the checks of the arguments), so every library
+// accepts and rejects exactly the same input; each library's kernel adds
+// run() and timeit().
 #pragma once
 
+#include "pyparbench/core/knobs.hpp"
 #include "pyparbench/core/tensor.hpp"
 
 #include <vector>
@@ -30,8 +32,7 @@ class GemmOp {
   GemmOp(const GemmOp&) = delete;
   GemmOp& operator=(const GemmOp&) = delete;
 
-  // "onednn", "eigen" or "blas".
-  virtual const char* library() const = 0;
+  virtual MathLibrary library() const = 0;
   // Intra-op threads, fixed at creation.
   virtual int threads() const = 0;
   // The kernel behind the op: placement (pin) and audit.

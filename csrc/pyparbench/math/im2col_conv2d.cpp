@@ -6,7 +6,7 @@
 
 namespace ppb {
 
-Im2colConv2d::Im2colConv2d(const Conv2dConfig& cfg, const char* name, const char* library,
+Im2colConv2d::Im2colConv2d(const Conv2dConfig& cfg, const char* name, MathLibrary library,
                            std::optional<int> threads)
     : KernelOp(cfg, name, threads), library_(library), identity_(im2col_is_identity(cfg)) {
   require_nchw(library);

@@ -14,16 +14,16 @@ namespace ppb {
 
 class Im2colConv2d : public KernelOp<Kernel, Conv2dOp> {
  public:
-  const char* library() const override { return library_; }
+  MathLibrary library() const override { return library_; }
   // Copies the weights (OIHW is already the (O, C/g·KH·KW) matrix) and bias.
   void set_weights(ConstFloatView weight, ConstFloatView bias) override;
   void run(ConstFloatView x, FloatView out) override;
   std::vector<double> timeit(ConstFloatView x, FloatView out, int repeats, int warmup) override;
 
  protected:
-  // `name` is the class name for messages, `library` what library() says.
+  // `name` is the class name for messages.
   // Throws std::invalid_argument for NHWC.
-  Im2colConv2d(const Conv2dConfig& cfg, const char* name, const char* library,
+  Im2colConv2d(const Conv2dConfig& cfg, const char* name, MathLibrary library,
                std::optional<int> threads);
   // Runs f(begin, end) over [0, n) on the library's threads; each item
   // reads about `bytes_per_item` bytes and writes as many.
@@ -36,7 +36,7 @@ class Im2colConv2d : public KernelOp<Kernel, Conv2dOp> {
   void bind(ConstFloatView x, FloatView out);
   void execute() override;
 
-  const char* library_;
+  MathLibrary library_;
   bool identity_;                // the image is its own column matrix
   std::vector<float> columns_;   // one image's column matrix (empty when identity_)
   std::vector<float> weights_, bias_;

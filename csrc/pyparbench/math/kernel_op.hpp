@@ -3,7 +3,7 @@
 // members all implementations answer alike are written once.
 #pragma once
 
-#include "pyparbench/core/kernel.hpp"
+#include "pyparbench/ops/kernel.hpp"
 
 #include <optional>
 

@@ -4,7 +4,7 @@
 
 namespace ppb {
 
-MatmulGemm::MatmulGemm(const GemmConfig& cfg, const char* name, const char* library,
+MatmulGemm::MatmulGemm(const GemmConfig& cfg, const char* name, MathLibrary library,
                        std::optional<int> threads)
     : KernelOp(cfg, name, threads), library_(library) {}
 

@@ -10,14 +10,14 @@ namespace ppb {
 
 class MatmulGemm : public KernelOp<Kernel, GemmOp> {
  public:
-  const char* library() const override { return library_; }
+  MathLibrary library() const override { return library_; }
   void run(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out) override;
   std::vector<double> timeit(ConstFloatView a, ConstFloatView b, ConstFloatView bias,
                              FloatView out, int repeats, int warmup) override;
 
  protected:
-  // `name` is the class name for messages, `library` what library() says.
-  MatmulGemm(const GemmConfig& cfg, const char* name, const char* library,
+  // `name` is the class name for messages.
+  MatmulGemm(const GemmConfig& cfg, const char* name, MathLibrary library,
              std::optional<int> threads);
   // One product on the library, with the kernel's threads.
   virtual void matmul(const Matmul& p) = 0;
@@ -26,7 +26,7 @@ class MatmulGemm : public KernelOp<Kernel, GemmOp> {
   void bind(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out);
   void execute() override;
 
-  const char* library_;
+  MathLibrary library_;
   const float* a_ = nullptr;
   const float* b_ = nullptr;
   const float* bias_ = nullptr;

@@ -21,12 +21,7 @@ Binary::Binary(const std::string& kind, Shape a, Shape b, bool relu, std::option
                                 " (same rank, each size equal or 1)");
   ThreadsScope scope(threads_);
   const auto a_md = plain_md(a_), b_md = plain_md(b_);
-  dnnl::primitive_attr attr = base_attr();
-  if (relu) {
-    dnnl::post_ops ops;
-    compat::append_eltwise(ops, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    attr.set_post_ops(ops);
-  }
+  const dnnl::primitive_attr attr = base_attr(relu);
   const auto pd = compat::binary_pd(
       cpu_engine(), kind == "add" ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul,
       a_md, b_md, a_md, attr);

@@ -5,8 +5,8 @@
 // random row reads).
 #pragma once
 
-#include "pyparbench/core/kernel.hpp"
 #include "pyparbench/core/tensor.hpp"
+#include "pyparbench/ops/kernel.hpp"
 
 #include <string>
 

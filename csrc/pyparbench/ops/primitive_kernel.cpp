@@ -1,5 +1,7 @@
 #include "pyparbench/ops/primitive_kernel.hpp"
 
+#include "pyparbench/dnnl_compat.hpp"
+
 namespace ppb {
 
 dnnl::memory::desc plain_md(const Shape& shape) {
@@ -10,9 +12,14 @@ dnnl::memory::desc plain_md(const Shape& shape) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
-dnnl::primitive_attr PrimitiveKernel::base_attr() {
+dnnl::primitive_attr PrimitiveKernel::base_attr(bool fused_relu) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (fused_relu) {
+    dnnl::post_ops ops;
+    compat::append_eltwise(ops, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(ops);
+  }
   return attr;
 }
 

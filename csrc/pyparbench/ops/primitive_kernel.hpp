@@ -4,8 +4,8 @@
 #pragma once
 
 #include "pyparbench/core/engine.hpp"
-#include "pyparbench/core/kernel.hpp"
 #include "pyparbench/core/tensor.hpp"
+#include "pyparbench/ops/kernel.hpp"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -20,10 +20,11 @@ class PrimitiveKernel : public Kernel {
  protected:
   using Kernel::Kernel;
 
-  // Attributes every primitive is created with: a user-managed scratchpad.
-  // oneDNN's library-managed one is shared between primitives, which then
-  // cannot run at once (the async executor runs independent nodes at once).
-  static dnnl::primitive_attr base_attr();
+  // Attributes every primitive is created with: a user-managed scratchpad
+  // (oneDNN's library-managed one is shared between primitives, which then
+  // cannot run at once, and the async executor runs independent nodes at
+  // once), and a ReLU post-op when `fused_relu`.
+  static dnnl::primitive_attr base_attr(bool fused_relu = false);
   // Gives the kernel its own scratchpad, sized for this primitive.
   void add_scratchpad(const dnnl::primitive_desc_base& pd);
 

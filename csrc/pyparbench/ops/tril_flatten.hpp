@@ -3,8 +3,8 @@
 // dlrm reference's interact_features without self-interaction).
 #pragma once
 
-#include "pyparbench/core/kernel.hpp"
 #include "pyparbench/core/tensor.hpp"
+#include "pyparbench/ops/kernel.hpp"
 
 namespace ppb {
 

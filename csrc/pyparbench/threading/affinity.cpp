@@ -50,6 +50,11 @@ int try_pin(const std::vector<int>& cpus) {
   }
 }
 
+// Thread t's CPU when a team is pinned one thread per CPU.
+std::vector<int> one_of(const std::vector<int>& cpus, int t) {
+  return {cpus[static_cast<size_t>(t) % cpus.size()]};
+}
+
 void check_pin(int err, const std::vector<int>& cpus) {
   if (err != 0)
     throw std::system_error(err, std::generic_category(),
@@ -59,6 +64,34 @@ void check_pin(int err, const std::vector<int>& cpus) {
 // Size of the team pinned by pin_omp_team for this master thread (0: not
 // pinned, or reset since).
 thread_local int t_pinned_team = 0;
+// A WorkerPlacement of this thread pinned its team: unpinned runs keep it.
+thread_local bool t_team_held = false;
+
+// Gives each thread t >= first of the calling thread's OpenMP team of
+// `team_size` the mask mask_of(t); std::system_error for a failed pin, after
+// the others are pinned.
+template <class MaskOf>
+void pin_team_threads(int team_size, int first, MaskOf mask_of) {
+  std::atomic<int> err{0};
+  std::atomic<int> bad_thread{-1};
+#pragma omp parallel num_threads(team_size)
+  {
+    const int t = omp_get_thread_num();
+    if (t >= first) {
+      int e;
+      try {
+        e = try_pin(mask_of(t));
+      } catch (...) {
+        e = ENOMEM;
+      }
+      if (e != 0) {
+        err.store(e);
+        bad_thread.store(t);
+      }
+    }
+  }
+  if (err.load() != 0) check_pin(err.load(), mask_of(bad_thread.load()));
+}
 
 }  // namespace
 
@@ -102,19 +135,8 @@ void pin_omp_team(const std::vector<int>& cpus, int team_size) {
   // Threads libgomp starts in the region below inherit the master's mask:
   // the team's CPUs, never more.
   set_thread_affinity(cpus);
-  std::atomic<int> err{0};
-  std::atomic<int> bad_cpu{-1};
-#pragma omp parallel num_threads(team_size)
-  {
-    const size_t i = static_cast<size_t>(omp_get_thread_num()) % cpus.size();
-    const int e = try_pin({cpus[i]});
-    if (e != 0) {
-      err.store(e);
-      bad_cpu.store(cpus[i]);
-    }
-  }
   t_pinned_team = std::max(t_pinned_team, team_size);
-  if (err.load() != 0) check_pin(err.load(), {bad_cpu.load()});
+  pin_team_threads(team_size, 0, [&cpus](int t) { return one_of(cpus, t); });
 }
 
 std::vector<long> omp_team_tids(int team_size) {
@@ -139,24 +161,49 @@ TeamPlacement::TeamPlacement(const std::vector<int>& cpus, int team_size) {
       try_pin(saved_);
       throw;
     }
-  } else if (t_pinned_team > 0) {
+  } else if (t_pinned_team > 0 && !t_team_held) {
     // An earlier run pinned this master's team: give its threads the
     // master's own mask back before running unpinned.
     const std::vector<int> mask = thread_affinity();
     const int n = std::max(t_pinned_team, team_size);
-    std::atomic<int> err{0};
-#pragma omp parallel num_threads(n)
-    {
-      const int e = try_pin(mask);
-      if (e != 0) err.store(e);
-    }
     t_pinned_team = 0;
-    check_pin(err.load(), mask);
+    pin_team_threads(n, 0, [&mask](int) { return mask; });
   }
 }
 
 TeamPlacement::~TeamPlacement() {
   if (restore_) try_pin(saved_);
+}
+
+WorkerPlacement::WorkerPlacement(const std::vector<int>& cpus, int team_size, bool pin_team) {
+  if (cpus.empty()) return;
+  saved_ = thread_affinity();
+  set_thread_affinity(cpus);
+  pinned_ = true;
+  if (pin_team && team_size > 1) {
+    try {
+      pin_team_threads(team_size, 1, [&cpus](int t) { return one_of(cpus, t); });
+    } catch (...) {
+      try_pin(saved_);  // no destructor runs for a failed constructor
+      throw;
+    }
+    team_size_ = team_size;
+    held_before_ = t_team_held;
+    t_team_held = true;
+  }
+}
+
+WorkerPlacement::~WorkerPlacement() {
+  if (!pinned_) return;
+  if (team_size_ > 0) {
+    t_team_held = held_before_;
+    // Later unpinned runs from this thread reuse the same team.
+    try {
+      pin_team_threads(team_size_, 1, [this](int) { return saved_; });
+    } catch (...) {  // those threads keep the narrower masks; nothing else to do
+    }
+  }
+  try_pin(saved_);
 }
 
 }  // namespace ppb

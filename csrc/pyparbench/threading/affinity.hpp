@@ -36,7 +36,8 @@ std::vector<long> omp_team_tids(int team_size);
 
 // Pins the calling thread's team for one kernel run and undoes what must be
 // undone after it: the calling thread gets its own mask back. With no CPUs,
-// a team that an earlier run left pinned is given the caller's mask again.
+// a team that an earlier run left pinned is given the caller's mask again,
+// unless a WorkerPlacement of the calling thread holds it.
 class TeamPlacement {
  public:
   TeamPlacement(const std::vector<int>& cpus, int team_size);
@@ -47,6 +48,26 @@ class TeamPlacement {
  private:
   std::vector<int> saved_;
   bool restore_ = false;
+};
+
+// Pins a graph worker's thread for a whole run to all of `cpus` (threads its
+// OpenMP team starts later inherit that mask) and, with pin_team, the other
+// threads of its team of `team_size` one CPU each: thread t on
+// cpus[t % size]. Unpinned kernel runs from the thread meanwhile keep the
+// team as pinned here. The destructor gives the team, then the thread, the
+// thread's earlier mask. No CPUs: nothing is pinned.
+class WorkerPlacement {
+ public:
+  WorkerPlacement(const std::vector<int>& cpus, int team_size, bool pin_team);
+  ~WorkerPlacement();
+  WorkerPlacement(const WorkerPlacement&) = delete;
+  WorkerPlacement& operator=(const WorkerPlacement&) = delete;
+
+ private:
+  std::vector<int> saved_;
+  bool pinned_ = false;
+  int team_size_ = 0;  // of the team pinned here; 0: none
+  bool held_before_ = false;
 };
 
 }  // namespace ppb

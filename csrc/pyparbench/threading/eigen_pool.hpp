@@ -16,7 +16,7 @@ class EigenPool final : public ThreadPool {
  public:
   EigenPool(int threads, std::vector<int> cpus);
   ~EigenPool() override;
-  const char* kind() const override { return "eigen"; }
+  PoolKind kind() const override { return PoolKind::eigen; }
 
  protected:
   void enqueue(Task task) override;

@@ -22,7 +22,7 @@ class OpenMPPool final : public ThreadPool {
  public:
   OpenMPPool(int threads, std::vector<int> cpus);
   ~OpenMPPool() override;
-  const char* kind() const override { return "openmp"; }
+  PoolKind kind() const override { return PoolKind::openmp; }
   void parallel_for(int64_t n, const std::function<void(int64_t)>& fn) override;
 
  protected:

@@ -178,19 +178,9 @@ CpuLists place_scatter(const Topology& topo, int pools, int threads, bool smt) {
 
 }  // namespace
 
-AffinityPolicy parse_affinity_policy(const std::string& name) {
-  if (name == "none") return AffinityPolicy::none;
-  if (name == "compact") return AffinityPolicy::compact;
-  if (name == "scatter") return AffinityPolicy::scatter;
-  throw std::invalid_argument("unknown affinity policy '" + name +
-                              "'; expected 'none', 'compact', 'scatter' or a list of CPUs");
-}
-
-CpuLists place(const Topology& topo, const std::string& policy, int pools, int threads,
-               bool smt) {
-  const AffinityPolicy p = parse_affinity_policy(policy);
+CpuLists place(const Topology& topo, AffinityPolicy policy, int pools, int threads, bool smt) {
   require_shape(pools, threads);
-  switch (p) {
+  switch (policy) {
     case AffinityPolicy::none:
       return CpuLists(static_cast<size_t>(pools));
     case AffinityPolicy::compact:

@@ -14,26 +14,20 @@
 // enough: with smt=false each core offers its first allowed PU only.
 #pragma once
 
+#include "pyparbench/core/knobs.hpp"
 #include "pyparbench/threading/topology.hpp"
 
-#include <string>
 #include <vector>
 
 namespace ppb {
 
 using CpuLists = std::vector<std::vector<int>>;
 
-enum class AffinityPolicy { none, compact, scatter };
-
-// std::invalid_argument naming the bad name.
-AffinityPolicy parse_affinity_policy(const std::string& name);
-
 // `pools` lists of `threads` OS CPU indices each (empty lists for none).
 // std::invalid_argument when pools or threads < 1, or when pinning needs more
 // CPUs than the process may use (physical cores with smt=false, logical CPUs
 // with smt=true).
-CpuLists place(const Topology& topo, const std::string& policy, int pools, int threads,
-               bool smt);
+CpuLists place(const Topology& topo, AffinityPolicy policy, int pools, int threads, bool smt);
 
 // Explicit lists, one per pool, each of `threads` CPUs. std::invalid_argument
 // for a CPU the process may not use, a CPU listed twice, a list of the wrong

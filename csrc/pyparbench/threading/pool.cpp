@@ -153,17 +153,16 @@ void ThreadPool::report() noexcept {
   if (audit) audit->record(team, current_worker());
 }
 
-std::unique_ptr<ThreadPool> make_pool(const std::string& kind, int threads,
-                                      std::vector<int> cpus) {
-  if (kind != "openmp" && kind != "std" && kind != "eigen")
-    throw std::invalid_argument("unknown pool kind '" + kind +
-                                "'; expected 'openmp', 'std' or 'eigen'");
+std::unique_ptr<ThreadPool> make_pool(PoolKind kind, int threads, std::vector<int> cpus) {
   if (threads < 1)
     throw std::invalid_argument("threads must be >= 1, got " + std::to_string(threads));
   if (!cpus.empty()) require_pinnable(cpus, "pool cpus");
-  if (kind == "openmp") return std::make_unique<OpenMPPool>(threads, std::move(cpus));
-  if (kind == "std") return std::make_unique<StdPool>(threads, std::move(cpus));
-  return std::make_unique<EigenPool>(threads, std::move(cpus));
+  switch (kind) {
+    case PoolKind::openmp: return std::make_unique<OpenMPPool>(threads, std::move(cpus));
+    case PoolKind::std: return std::make_unique<StdPool>(threads, std::move(cpus));
+    case PoolKind::eigen: return std::make_unique<EigenPool>(threads, std::move(cpus));
+  }
+  throw std::invalid_argument(std::string("no pool of kind ") + knob_name(kind));
 }
 
 }  // namespace ppb

@@ -11,6 +11,7 @@
 // its threads. A task must not wait on its own pool (no nested parallel_for).
 #pragma once
 
+#include "pyparbench/core/knobs.hpp"
 #include "pyparbench/threading/audit.hpp"
 
 #include <atomic>
@@ -78,7 +79,7 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  virtual const char* kind() const = 0;
+  virtual PoolKind kind() const = 0;
   int threads() const { return threads_; }
   // The CPUs the pool's threads are pinned to (empty: not pinned).
   const std::vector<int>& cpus() const { return cpus_; }
@@ -134,9 +135,8 @@ class ThreadPool {
   int audit_team_ = 0;
 };
 
-// "openmp", "std" or "eigen"; std::invalid_argument naming a bad kind or
-// thread count; cpus as for require_pinnable (empty: not pinned).
-std::unique_ptr<ThreadPool> make_pool(const std::string& kind, int threads,
-                                      std::vector<int> cpus = {});
+// std::invalid_argument naming a bad thread count; cpus as for
+// require_pinnable (empty: not pinned).
+std::unique_ptr<ThreadPool> make_pool(PoolKind kind, int threads, std::vector<int> cpus = {});
 
 }  // namespace ppb

@@ -17,7 +17,7 @@ class StdPool final : public ThreadPool {
  public:
   StdPool(int threads, std::vector<int> cpus);
   ~StdPool() override;
-  const char* kind() const override { return "std"; }
+  PoolKind kind() const override { return PoolKind::std; }
 
  protected:
   void enqueue(Task task) override;

@@ -1,4 +1,4 @@
-#include "pyparbench/ops/pool.hpp"
+#include "pyparbench/ops/pooling.hpp"
 
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/core/threads.hpp"

@@ -1,4 +1,4 @@
-#include "pyparbench/core/kernel.hpp"
+#include "pyparbench/ops/kernel.hpp"
 
 #include "pyparbench/threading/audit.hpp"
 

@@ -5,7 +5,9 @@
 // A kernel can also carry a placement (the CPUs of its OpenMP team: thread i
 // on cpus[i % size], the calling thread being thread 0), applied around every
 // run and timed loop, and an attached audit that its team reports into at
-// the start and end of each run and timed loop.
+// the start and end of each run and timed loop. Placement, audit and the
+// timed loop come from threading/ and timing/, so the base of the kernels
+// sits in ops/, above them.
 #pragma once
 
 #include "pyparbench/core/threads.hpp"

@@ -1,0 +1,233 @@
+// The heavy ops (the study's Library layer): the interfaces GemmOp and
+// Conv2dOp, which carry run(), timeit() and the properties, bound once for
+// every math library; one class per library's implementation (Gemm, Conv2d:
+// oneDNN; EigenGemm, EigenConv2d; BlasGemm, BlasConv2d), each with the same
+// constructor; and the library names.
+#include "bindings/pybind.hpp"
+#include "pyparbench/core/knobs.hpp"
+#include "pyparbench/math/blas_ops.hpp"
+#include "pyparbench/math/eigen_ops.hpp"
+#include "pyparbench/math/onednn_ops.hpp"
+#include "pyparbench/ops/kernel.hpp"
+
+#include <array>
+
+namespace ppb::bind {
+
+namespace {
+
+// The `library` property of GemmOp and Conv2dOp.
+template <class Op>
+const char* library_of(const Op& op) {
+  return knob_name(op.library());
+}
+constexpr const char* kLibraryDoc = "The math library: 'onednn', 'eigen' or 'blas'.";
+
+py::object gemm_run(GemmOp& g, py::handle a, py::handle b, py::handle bias, py::object out) {
+  auto av = in_view(a, "a"), bv = in_view(b, "b"), biasv = optional_in_view(bias, "bias");
+  return run_released(g.out_shape(), out, [&](FloatView o) { g.run(av, bv, biasv, o); });
+}
+
+py::array_t<double> gemm_timeit(GemmOp& g, py::handle a, py::handle b, py::handle bias,
+                                py::object out, int repeats, int warmup) {
+  auto av = in_view(a, "a"), bv = in_view(b, "b"), biasv = optional_in_view(bias, "bias");
+  return time_released(g.out_shape(), out,
+                       [&](FloatView o) { return g.timeit(av, bv, biasv, o, repeats, warmup); });
+}
+
+py::object conv_run(Conv2dOp& c, py::handle x, py::object out) {
+  auto xv = in_view(x, "x");
+  return run_released(c.output_shape(), out, [&](FloatView o) { c.run(xv, o); });
+}
+
+py::array_t<double> conv_timeit(Conv2dOp& c, py::handle x, py::object out, int repeats,
+                                int warmup) {
+  auto xv = in_view(x, "x");
+  return time_released(c.output_shape(), out,
+                       [&](FloatView o) { return c.timeit(xv, o, repeats, warmup); });
+}
+
+// K(const GemmConfig&, std::optional<int> threads), as `name`.
+template <class K>
+py::class_<K, Kernel, GemmOp> bind_gemm_class(py::module_& m, const char* name, const char* doc) {
+  py::class_<K, Kernel, GemmOp> cls(m, name, doc);
+  cls.def(py::init([](int64_t m, int64_t n, int64_t k, int64_t batch, bool trans_a, bool trans_b,
+                      bool bias, bool relu, std::optional<int> threads) {
+            return new K(GemmConfig{batch, m, n, k, trans_a, trans_b, bias, relu}, threads);
+          }),
+          py::arg("m"), py::arg("n"), py::arg("k"), py::kw_only(), py::arg("batch") = 0,
+          py::arg("trans_a") = false, py::arg("trans_b") = false, py::arg("bias") = false,
+          py::arg("relu") = false, py::arg("threads") = py::none());
+  return cls;
+}
+
+// K(const Conv2dConfig&, std::optional<int> threads), as `name`; input_shape
+// is NCHW, or NHWC with nhwc=True.
+template <class K>
+py::class_<K, Kernel, Conv2dOp> bind_conv2d_class(py::module_& m, const char* name,
+                                                  const char* doc) {
+  py::class_<K, Kernel, Conv2dOp> cls(m, name, doc);
+  cls.def(py::init([](std::array<int64_t, 4> input, int64_t out_channels,
+                      std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
+                      std::array<int64_t, 4> padding, std::array<int64_t, 2> dilation,
+                      int64_t groups, bool bias, bool relu, bool nhwc,
+                      std::optional<int> threads) {
+            Conv2dConfig c;
+            if (nhwc) {
+              c.n = input[0]; c.h = input[1]; c.w = input[2]; c.c = input[3];
+            } else {
+              c.n = input[0]; c.c = input[1]; c.h = input[2]; c.w = input[3];
+            }
+            c.out_channels = out_channels;
+            c.kh = kernel[0]; c.kw = kernel[1];
+            c.stride_h = stride[0]; c.stride_w = stride[1];
+            c.pad_top = padding[0]; c.pad_bottom = padding[1];
+            c.pad_left = padding[2]; c.pad_right = padding[3];
+            c.dilation_h = dilation[0]; c.dilation_w = dilation[1];
+            c.groups = groups; c.bias = bias; c.relu = relu; c.nhwc = nhwc;
+            return new K(c, threads);
+          }),
+          py::arg("input_shape"), py::arg("out_channels"), py::arg("kernel"), py::kw_only(),
+          py::arg("stride") = std::array<int64_t, 2>{1, 1},
+          py::arg("padding") = std::array<int64_t, 4>{0, 0, 0, 0},
+          py::arg("dilation") = std::array<int64_t, 2>{1, 1}, py::arg("groups") = 1,
+          py::arg("bias") = false, py::arg("relu") = false, py::arg("nhwc") = false,
+          py::arg("threads") = py::none());
+  return cls;
+}
+
+constexpr const char* kGemmArgs = R"doc(
+A is (m, k) (or (k, m) with trans_a), B is (k, n) (or (n, k) with trans_b),
+with a leading batch dimension when batch >= 1; bias (length n) and ReLU as
+in ``Gemm``, which takes and rejects exactly the same arguments.
+)doc";
+
+constexpr const char* kConvArgs = R"doc(
+Activations must be NCHW (nhwc=True raises ValueError); otherwise the same
+arguments as ``Conv2d`` (stride, padding (top, bottom, left, right),
+dilation, groups, bias, ReLU), accepted and rejected alike. ``set_weights``
+copies the OIHW weights, which are already the (O, I·KH·KW) matrix.
+)doc";
+
+std::string doc(const char* head, const char* args) { return std::string(head) + args; }
+
+}  // namespace
+
+void register_heavy_ops(py::module_& m) {
+  py::tuple names(kMathLibraries.size());
+  for (size_t i = 0; i < kMathLibraries.size(); ++i) names[i] = knob_name(kMathLibraries[i]);
+  m.attr("LIBRARIES") = names;
+  m.def("parse_library",
+        [](const std::string& name) { return std::string(knob_name(parse_library(name))); },
+        py::arg("name"), R"doc(
+Check a math-library name.
+
+Parameters
+----------
+name : str
+    'onednn', 'eigen' or 'blas'.
+
+Returns
+-------
+str
+    The name.
+
+Raises
+------
+ValueError
+    For any other name (the message lists the valid ones).
+)doc");
+
+  py::class_<GemmOp>(m, "GemmOp", R"doc(
+Interface of a prepared gemm, whichever math library computes it (``Gemm``:
+oneDNN, ``EigenGemm``, ``BlasGemm``): the same shapes, checks, ``run()`` and
+``timeit()`` for all.
+)doc")
+      .def_property_readonly("library", &library_of<GemmOp>, kLibraryDoc)
+      .def_property_readonly("a_shape", [](const GemmOp& g) { return shape_tuple(g.a_shape()); })
+      .def_property_readonly("b_shape", [](const GemmOp& g) { return shape_tuple(g.b_shape()); })
+      .def_property_readonly("out_shape", [](const GemmOp& g) { return shape_tuple(g.out_shape()); })
+      .def_property_readonly("flops", &GemmOp::flops)
+      .def("run", &gemm_run, py::arg("a"), py::arg("b"), py::arg("bias") = py::none(),
+           py::arg("out") = py::none(), "Compute into `out` (allocated when None) and return it.")
+      .def("timeit", &gemm_timeit, py::arg("a"), py::arg("b"), py::arg("bias") = py::none(),
+           py::arg("out") = py::none(), py::kw_only(), py::arg("repeats") = 100,
+           py::arg("warmup") = 10, kTimeitDoc);
+
+  py::class_<Conv2dOp>(m, "Conv2dOp", R"doc(
+Interface of a prepared 2-D convolution, whichever math library computes it
+(``Conv2d``: oneDNN, ``EigenConv2d``, ``BlasConv2d``): the same shapes, checks,
+``set_weights()``, ``run()`` and ``timeit()`` for all.
+)doc")
+      .def_property_readonly("library", &library_of<Conv2dOp>, kLibraryDoc)
+      .def_property_readonly("input_shape", [](const Conv2dOp& c) { return shape_tuple(c.input_shape()); })
+      .def_property_readonly("output_shape", [](const Conv2dOp& c) { return shape_tuple(c.output_shape()); })
+      .def_property_readonly("weight_shape", [](const Conv2dOp& c) { return shape_tuple(c.weight_shape()); })
+      .def_property_readonly("flops", &Conv2dOp::flops)
+      .def_property_readonly("has_weights", &Conv2dOp::has_weights)
+      .def("set_weights",
+           [](Conv2dOp& c, py::handle weight, py::handle bias) {
+             auto wv = in_view(weight, "weight");
+             auto bv = optional_in_view(bias, "bias");
+             py::gil_scoped_release nogil;
+             c.set_weights(wv, bv);
+           },
+           py::arg("weight"), py::arg("bias") = py::none(),
+           "Copy the weights (OIHW) and bias into the kernel, in the library's layout.")
+      .def("run", &conv_run, py::arg("x"), py::arg("out") = py::none(),
+           "Compute into `out` (allocated when None) and return it.")
+      .def("timeit", &conv_timeit, py::arg("x"), py::arg("out") = py::none(), py::kw_only(),
+           py::arg("repeats") = 100, py::arg("warmup") = 10, kTimeitDoc);
+
+  bind_gemm_class<Gemm>(m, "Gemm", R"doc(
+Prepared C = A·B (+ bias) (+ ReLU) in fp32: one oneDNN matmul primitive,
+created once for these sizes and thread count. ``run()`` creates nothing.
+
+A is (m, k) (or (k, m) with trans_a), B is (k, n) (or (n, k) with trans_b),
+with a leading batch dimension when batch >= 1. Arrays must be float32 and
+C-contiguous (TypeError otherwise; ``pyparbench.ops.gemm`` converts instead).
+)doc");
+
+  bind_conv2d_class<Conv2d>(m, "Conv2d", R"doc(
+Prepared 2-D convolution in fp32: one oneDNN convolution primitive. Weights
+(OIHW, I = in_channels / groups) are reordered once by ``set_weights`` into
+the layout oneDNN picked; ``run()`` creates nothing.
+
+padding is (top, bottom, left, right); dilation 1 means a dense kernel.
+With nhwc=True activations are (N, H, W, C) arrays, else (N, C, H, W).
+)doc");
+
+  static const std::string eigen_gemm = doc(R"doc(
+Prepared C = A·B (+ bias) (+ ReLU) in fp32 through Eigen: a tensor contraction
+on an Eigen ThreadPoolDevice whose pool (``threads`` threads) the kernel owns,
+with bias and ReLU fused as an output kernel, as TensorFlow's non-oneDNN
+MatMul computes it. A batch is one contraction per entry.
+)doc", kGemmArgs);
+  bind_gemm_class<EigenGemm>(m, "EigenGemm", eigen_gemm.c_str());
+
+  static const std::string blas_gemm = doc(R"doc(
+Prepared C = A·B (+ bias) (+ ReLU) in fp32 through the system OpenBLAS:
+cblas_sgemm (one call per batch entry), then bias and ReLU in one pass.
+OpenBLAS's thread count is process-wide: it is set to ``threads`` before
+each call, so BLAS kernels with different counts run at once from several
+threads compute correctly but each with whichever count was set last.
+)doc", kGemmArgs);
+  bind_gemm_class<BlasGemm>(m, "BlasGemm", blas_gemm.c_str());
+
+  static const std::string eigen_conv = doc(R"doc(
+Prepared 2-D convolution in fp32 through Eigen: im2col on the kernel's Eigen
+ThreadPoolDevice, then one tensor contraction per image and group (bias and
+ReLU fused), as TensorFlow's non-oneDNN Conv2D computes it.
+)doc", kConvArgs);
+  bind_conv2d_class<EigenConv2d>(m, "EigenConv2d", eigen_conv.c_str());
+
+  static const std::string blas_conv = doc(R"doc(
+Prepared 2-D convolution in fp32 through the system OpenBLAS: im2col on the
+kernel's OpenMP threads, then one cblas_sgemm per image and group (bias and
+ReLU in one pass after each). 1x1 convolutions with stride 1 and no padding
+skip im2col. OpenBLAS's thread count is process-wide (see ``BlasGemm``).
+)doc", kConvArgs);
+  bind_conv2d_class<BlasConv2d>(m, "BlasConv2d", blas_conv.c_str());
+}
+
+}  // namespace ppb::bind

@@ -1,0 +1,37 @@
+#include "pyparbench/graph/op_kind.hpp"
+
+#include "pyparbench/core/enum_names.hpp"
+
+namespace ppb {
+
+namespace {
+
+constexpr std::pair<OpKind, const char*> kOpNames[] = {
+    {OpKind::input, "input"},
+    {OpKind::conv2d, "conv2d"},
+    {OpKind::linear, "linear"},
+    {OpKind::matmul, "matmul"},
+    {OpKind::embedding_bag, "embedding_bag"},
+    {OpKind::eltwise, "eltwise"},
+    {OpKind::add, "add"},
+    {OpKind::mul, "mul"},
+    {OpKind::concat, "concat"},
+    {OpKind::pool2d, "pool2d"},
+    {OpKind::global_avg_pool, "global_avg_pool"},
+    {OpKind::batch_norm, "batch_norm"},
+    {OpKind::layer_norm, "layer_norm"},
+    {OpKind::softmax, "softmax"},
+    {OpKind::reshape, "reshape"},
+    {OpKind::transpose, "transpose"},
+    {OpKind::tril_flatten, "tril_flatten"},
+};
+
+}  // namespace
+
+const char* op_name(OpKind op) { return enum_name(kOpNames, op); }
+
+OpKind parse_op(const std::string& name) { return enum_value(kOpNames, "op", name); }
+
+bool is_alias(OpKind op) { return op == OpKind::input || op == OpKind::reshape; }
+
+}  // namespace ppb

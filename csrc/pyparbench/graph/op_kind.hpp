@@ -1,0 +1,39 @@
+// The ops a compiled graph is made of (the vocabulary of pyparbench/graph.py,
+// which documents their attributes), and the one place that converts
+// between their names and kinds.
+#pragma once
+
+#include <string>
+
+namespace ppb {
+
+enum class OpKind {
+  input,  // a graph input: its buffer is filled by the caller
+  conv2d,
+  linear,
+  matmul,
+  embedding_bag,
+  eltwise,
+  add,
+  mul,
+  concat,
+  pool2d,
+  global_avg_pool,
+  batch_norm,
+  layer_norm,
+  softmax,
+  reshape,  // its input's buffer under another shape
+  transpose,
+  tril_flatten,
+};
+
+// The op's name in the graph IR ("conv2d", "global_avg_pool", ...).
+const char* op_name(OpKind op);
+// The inverse of op_name; std::invalid_argument naming `name` and the valid
+// names.
+OpKind parse_op(const std::string& name);
+
+// Ops that compute nothing: their output is an input's buffer or the caller's.
+bool is_alias(OpKind op);
+
+}  // namespace ppb

@@ -1,0 +1,46 @@
+// The onednn math library: gemm as one oneDNN matmul primitive, conv2d as
+// one oneDNN convolution primitive, each with a fused ReLU post-op.
+// gemm_op.hpp and conv2d_op.hpp hold the shapes and checks all libraries
+// share.
+#pragma once
+
+#include "pyparbench/math/conv2d_op.hpp"
+#include "pyparbench/math/gemm_op.hpp"
+#include "pyparbench/math/kernel_op.hpp"
+#include "pyparbench/ops/primitive_kernel.hpp"
+
+namespace ppb {
+
+// C = A·B (+ bias) (+ ReLU), fp32, 2-D or batched 3-D, optional transposes.
+class Gemm : public KernelOp<PrimitiveKernel, GemmOp> {
+ public:
+  Gemm(const GemmConfig& cfg, std::optional<int> threads);
+
+  MathLibrary library() const override { return MathLibrary::onednn; }
+  void run(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out) override;
+  std::vector<double> timeit(ConstFloatView a, ConstFloatView b, ConstFloatView bias,
+                             FloatView out, int repeats, int warmup) override;
+
+ private:
+  void bind(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out);
+};
+
+// 2-D convolution, fp32. Activations are NCHW (or NHWC); weights arrive as
+// OIHW (PyTorch's layout) and are reordered once, in set_weights(), into the
+// blocked layout the primitive picked.
+class Conv2d : public KernelOp<PrimitiveKernel, Conv2dOp> {
+ public:
+  Conv2d(const Conv2dConfig& cfg, std::optional<int> threads);
+
+  MathLibrary library() const override { return MathLibrary::onednn; }
+  // Copies weights (reordered) and bias into the kernel.
+  void set_weights(ConstFloatView weight, ConstFloatView bias) override;
+  void run(ConstFloatView x, FloatView out) override;
+  std::vector<double> timeit(ConstFloatView x, FloatView out, int repeats, int warmup) override;
+
+ private:
+  void bind(ConstFloatView x, FloatView out);
+  dnnl::memory::desc user_weights_md_;
+};
+
+}  // namespace ppb
