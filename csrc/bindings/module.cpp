@@ -2,6 +2,10 @@
 // register_<area>() in its own file.
 #include "bindings/pybind.hpp"
 
+namespace ppb::bind {
+void register_peak(py::module_& m);  // register_peak.cpp
+}
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "pyparbench native core (oneDNN + OpenMP kernels)";
   ppb::bind::register_errors(m);
@@ -16,4 +20,6 @@ PYBIND11_MODULE(_core, m) {
   ppb::bind::register_embedding_ops(ops);
   auto graph = m.def_submodule("graph", "Compiled graphs and their executor");
   ppb::bind::register_graph(graph);
+  auto peak = m.def_submodule("peak", "Measured ceilings: FMA, triad, gather");
+  ppb::bind::register_peak(peak);
 }

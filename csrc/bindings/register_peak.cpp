@@ -1,0 +1,107 @@
+// The machine's measured ceilings (pyparbench.peak builds the roofline on them).
+#include "bindings/pybind.hpp"
+#include "pyparbench/timing/peak.hpp"
+
+namespace ppb::bind {
+
+namespace {
+
+py::tuple timing_tuple(PeakTiming&& t) {
+  const double work = t.work;
+  return py::make_tuple(as_array(std::move(t.ns)), work);
+}
+
+}  // namespace
+
+void register_peak(py::module_& m) {
+  m.def("isas", &peak_isas, "ISAs of the ceiling kernels this CPU runs, widest first.");
+  m.def(
+      "fma_kernel",
+      [](const std::string& isa) {
+        const FmaKernelInfo k = fma_kernel_info(isa);
+        py::dict d;
+        d["isa"] = k.isa;
+        d["lanes"] = k.lanes;
+        d["fused"] = k.fused;
+        d["chains"] = k.chains;
+        return d;
+      },
+      py::arg("isa") = "",
+      "The multiply-add kernel of `isa` (empty: the widest): its ISA, float lanes per "
+      "vector, whether a step is one fused multiply-add, and its independent chains per "
+      "thread. ValueError for an ISA this CPU does not run.");
+  m.def(
+      "time_fma",
+      [](int threads, int64_t iterations, int repeats, int warmup, const std::string& isa,
+         const std::vector<int>& cpus) {
+        PeakTiming t;
+        {
+          py::gil_scoped_release nogil;
+          t = time_fma(threads, iterations, repeats, warmup, isa, cpus);
+        }
+        return timing_tuple(std::move(t));
+      },
+      py::arg("threads"), py::arg("iterations"), py::kw_only(), py::arg("repeats") = 5,
+      py::arg("warmup") = 1, py::arg("isa") = "", py::arg("cpus") = std::vector<int>{},
+      R"doc(
+Time fp32 multiply-add throughput: each of `threads` OpenMP threads runs
+`iterations` rounds of independent vector multiply-add chains.
+
+Returns (ns, flops): the duration of each timed run (numpy float64) and the
+FLOPs of one run (a multiply-add is 2). `isa`: "avx512", "avx2", "generic" or
+"" (the widest this CPU runs). `cpus`: thread i runs on cpus[i] (empty: not
+pinned); the threads get their masks back afterwards.
+)doc");
+  m.def(
+      "time_triad",
+      [](int threads, int64_t elements, int repeats, int warmup, const std::vector<int>& cpus) {
+        PeakTiming t;
+        {
+          py::gil_scoped_release nogil;
+          t = time_triad(threads, elements, repeats, warmup, cpus);
+        }
+        return timing_tuple(std::move(t));
+      },
+      py::arg("threads"), py::arg("elements"), py::kw_only(), py::arg("repeats") = 5,
+      py::arg("warmup") = 1, py::arg("cpus") = std::vector<int>{},
+      R"doc(
+Time the STREAM triad a = b + s * c over three arrays of `elements` floats,
+split evenly over `threads` threads (each touched its share first).
+
+Returns (ns, bytes): per-run durations and bytes of one run, counted as
+STREAM does (3 * elements * 4).
+)doc");
+  m.def(
+      "time_gather",
+      [](int threads, int64_t rows, int64_t dim, int64_t bags, int64_t bag, int repeats,
+         int warmup, const std::vector<int>& cpus, uint64_t seed) {
+        PeakTiming t;
+        {
+          py::gil_scoped_release nogil;
+          t = time_gather(threads, rows, dim, bags, bag, repeats, warmup, cpus, seed);
+        }
+        return timing_tuple(std::move(t));
+      },
+      py::arg("threads"), py::arg("rows"), py::arg("dim"), py::arg("bags"), py::arg("bag"),
+      py::kw_only(), py::arg("repeats") = 5, py::arg("warmup") = 1,
+      py::arg("cpus") = std::vector<int>{}, py::arg("seed") = 0,
+      R"doc(
+Time random-row gathers, the work of embedding_bag: `bags` sums of `bag`
+rows drawn at random from a rows x dim float table, bags split evenly over
+`threads` threads.
+
+Returns (ns, bytes): per-run durations and bytes of one run, counted as the
+graph analysis counts embedding_bag (gathered rows, int64 indices, output).
+)doc");
+  m.def(
+      "clock_mhz",
+      [](int64_t cycles, int rounds) {
+        py::gil_scoped_release nogil;
+        return measure_clock_mhz(cycles, rounds);
+      },
+      py::arg("cycles") = 20'000'000, py::arg("rounds") = 5,
+      "The calling thread's core clock in MHz, from a chain of dependent integer adds "
+      "(one per cycle on x86-64); best of `rounds`. 0.0 on other architectures.");
+}
+
+}  // namespace ppb::bind

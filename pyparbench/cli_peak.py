@@ -1,0 +1,86 @@
+"""``pyparbench peak``: this machine's measured ceilings (FMA throughput,
+triad and gather bandwidth at 1..N threads) beside the theoretical peak."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Group
+
+    from pyparbench.peak import Peak
+
+__all__ = ["add_peak_command", "peak_renderable"]
+
+
+def peak_renderable(peak: Peak) -> Group:
+    """The ISA and clock lines and a table of the ceilings per thread count."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    clock = peak.clock
+    others = ", ".join(f"{k} {v:.0f} MHz" for k, v in clock.readings.items()
+                       if k != clock.source)
+    lines = [
+        Text(f"ISA: {peak.isa} ({peak.lanes} fp32 lanes, "
+             f"{'fused multiply-add' if peak.fused else 'multiply + add'}, {peak.chains} "
+             f"independent chains per thread)"),
+        Text(f"clock assumed: {clock.mhz:.0f} MHz from {clock.source}"
+             + (f" (also: {others})" if others else "")),
+        Text(f"theoretical peak per core: {clock.mhz / 1e3:.3f} GHz x {peak.fma_pipes} "
+             f"pipe(s) x {peak.lanes} lanes x 2 = {peak.flops_per_cycle * clock.mhz / 1e3:.1f} "
+             f"GFLOP/s; one thread reached {peak.fma_ops_per_cycle:.2f} vector FMAs/cycle at "
+             f"the measured {peak.measured_clock_mhz:.0f} MHz"),
+        Text(f"triad: 3 arrays of {peak.triad_array_bytes / 2**20:.0f} MiB; gather: "
+             f"{peak.gather_table_bytes / 2**20:.0f} MiB table, dim {peak.gather_dim}, "
+             f"{peak.gather_bag} rows per bag (last-level cache "
+             f"{peak.llc_bytes / 2**20:.0f} MiB); best run (median)"),
+    ]
+    table = Table(title="measured ceilings", title_style="bold")
+    for col in ("threads", "FMA GFLOP/s", "theoretical", "%", "triad GB/s", "gather GB/s"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for p in peak.points:
+        table.add_row(str(p.threads), f"{p.fma_gflops:.1f} ({p.fma_gflops_median:.0f})",
+                      f"{p.theoretical_gflops:.1f}", f"{100 * p.fma_fraction:.0f}%",
+                      f"{p.triad_gbs:.1f} ({p.triad_gbs_median:.1f})",
+                      f"{p.gather_gbs:.1f} ({p.gather_gbs_median:.1f})")
+    return Group(*lines, table)
+
+
+def _cmd_peak(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pyparbench.peak import load_or_measure, measure_peak
+
+    if args.output:
+        peak, cached = load_or_measure(args.output, quick=args.quick, remeasure=args.remeasure)
+    else:
+        peak, cached = measure_peak(quick=args.quick, isa=args.isa), False
+    if args.json:
+        json.dump({**peak.as_dict(), "cached": cached}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    console = Console()
+    console.print(peak_renderable(peak), width=min(console.width, 100))
+    if cached:
+        console.print(f"(measured {peak.measured_at}, cached in {args.output})")
+    return 0
+
+
+def add_peak_command(sub: Any) -> None:
+    p = sub.add_parser("peak", help="measured FMA, triad and gather ceilings (the roofline)",
+                       description=__doc__)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--quick", action="store_true", help="fewer, shorter runs")
+    p.add_argument("--isa", default="", choices=["", "avx512", "avx2", "generic"],
+                   help="FMA kernel ISA (default: the widest this CPU runs)")
+    p.add_argument("-o", "--output", default="",
+                   help="results folder: reuse the ceilings cached there for this machine, "
+                        "or measure and cache them")
+    p.add_argument("--remeasure", action="store_true",
+                   help="with -o: measure again even if cached")
+    p.set_defaults(func=_cmd_peak)

@@ -1,0 +1,37 @@
+"""The main job's report: summary dict (``summary.py``), figures
+(``plots.py``), the HTML page (``html.py``) and the terminal table
+(``terminal.py``); :func:`write_report` writes ``summary.json`` and
+``report.html`` into a results folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyparbench.report.summary import summarize_run
+
+if TYPE_CHECKING:
+    from pyparbench.peak import Peak
+
+__all__ = ["REPORT_FILE", "SUMMARY_FILE", "summarize_run", "write_report"]
+
+SUMMARY_FILE = "summary.json"
+REPORT_FILE = "report.html"
+
+
+def write_report(directory: str | Path, records: Sequence[Mapping[str, Any]],
+                 op_records: Sequence[Mapping[str, Any]] = (), peak: Peak | None = None
+                 ) -> tuple[dict[str, Any], Path]:
+    """Summarise the records, write ``summary.json`` and ``report.html`` into
+    ``directory``; returns the summary and the report's path."""
+    from pyparbench.report.html import render_html
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarize_run(records, op_records, peak)
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
+    page = out / REPORT_FILE
+    page.write_text(render_html(summary))
+    return summary, page
