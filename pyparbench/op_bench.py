@@ -4,9 +4,9 @@ Two kinds of task, each run in a fresh process like a model configuration
 (``python -m pyparbench.op_bench``), its result appended to a JSONL store
 as soon as it is known (:func:`run_op_tasks`, resumable by key):
 
-* ``scaling``: one standard shape (:data:`STANDARD_SHAPES`: DeepBench GEMMs,
-  oneDNN benchdnn's ResNet-50 convolutions, DLRM embedding tables, as listed
-  in ``bench/shapes/``) timed as a prepared kernel in its C++ loop at each
+* ``scaling``: one standard shape (:data:`SELECTION` of the published lists
+  in :mod:`pyparbench.shapes`: DeepBench GEMMs, oneDNN benchdnn's ResNet-50
+  convolutions, DLRM embedding tables) timed as a prepared kernel in its C++ loop at each
   thread count, one thread per physical core, pinned compact.
 * ``nodes``: every heavy node (conv2d, linear, matmul, embedding_bag) of a
   model graph, timed from per-node traces of the whole graph run
@@ -23,23 +23,22 @@ of it reached.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 if TYPE_CHECKING:
     from pyparbench.graph import Graph
     from pyparbench.peak import Peak
     from pyparbench.runner import ResultStore
 
-__all__ = ["STANDARD_SHAPES", "OpShape", "OpTask", "measure_nodes", "measure_scaling",
+__all__ = ["LEVELS", "SELECTION", "OpShape", "OpTask", "measure_nodes", "measure_scaling",
            "run_op_task", "run_op_tasks", "shape_graph", "standard_shapes"]
 
 
@@ -48,10 +47,10 @@ class OpShape:
     """One standard operator shape and where it comes from.
 
     ``kind`` "gemm" (``m, n, k``: C (m x n) = A (m x k) B (k x n)), "conv"
-    (``n, c, h, w, out_channels, kh, kw, stride, pad``, symmetric padding)
-    or "embedding" (``rows, dim, batch, bag``: batch bags of bag rows each).
-    ``level``: the smallest suite level that measures it ("quick",
-    "default" or "full").
+    (``n, c, h, w, out_channels, kh, kw, stride_h, stride_w, pad_t, pad_b,
+    pad_l, pad_r, groups``) or "embedding" (``rows, dim, batch, bag``: batch
+    bags of bag rows each). ``level``: the smallest suite level that
+    measures it ("quick", "default" or "full").
     """
 
     kind: str
@@ -69,56 +68,81 @@ class OpShape:
         return cls(d["kind"], d["name"], d["source"], dict(d["params"]), d.get("level", "default"))
 
 
-_GEMM = "bench/shapes/gemm_deepbench.csv (DeepBench gemm_problems.h, {})"
-_CONV = "bench/shapes/benchdnn_conv_resnet_50.txt (oneDNN benchdnn shapes_resnet_50, {})"
-_DLRM = "bench/shapes/dlrm_configs.json ({})"
-
-# Transposes of the DeepBench rows are not kept: every GEMM here is A B.
-STANDARD_SHAPES: tuple[OpShape, ...] = (
-    OpShape("gemm", "gemm 1024x700x512", _GEMM.format("inference_server"),
-            {"m": 1024, "n": 700, "k": 512}, "quick"),
-    OpShape("gemm", "gemv 3072x1x1024", _GEMM.format("inference_server"),
-            {"m": 3072, "n": 1, "k": 1024}, "quick"),
-    OpShape("gemm", "gemm 1760x128x1760", _GEMM.format("training"),
-            {"m": 1760, "n": 128, "k": 1760}),
-    OpShape("gemm", "gemm 5124x700x2048", _GEMM.format("inference_server"),
-            {"m": 5124, "n": 700, "k": 2048}),
-    OpShape("gemm", "gemm 7680x1500x2560", _GEMM.format("inference_server"),
-            {"m": 7680, "n": 1500, "k": 2560}, "full"),
-    OpShape("gemm", "gemm 2048x16x2048", _GEMM.format("training"),
-            {"m": 2048, "n": 16, "k": 2048}, "full"),
-    OpShape("conv", "resnet_50:res2a_branch2b", _CONV.format("res2a_branch2b"),
-            {"n": 1, "c": 64, "h": 56, "w": 56, "out_channels": 64, "kh": 3, "kw": 3,
-             "stride": 1, "pad": 1}, "quick"),
-    OpShape("conv", "resnet_50:conv1", _CONV.format("conv1"),
-            {"n": 1, "c": 3, "h": 224, "w": 224, "out_channels": 64, "kh": 7, "kw": 7,
-             "stride": 2, "pad": 3}),
-    OpShape("conv", "resnet_50:res4a_branch2b", _CONV.format("res4a_branch2b"),
-            {"n": 1, "c": 256, "h": 14, "w": 14, "out_channels": 256, "kh": 3, "kw": 3,
-             "stride": 1, "pad": 1}),
-    OpShape("conv", "resnet_50:res3a_branch2c", _CONV.format("res3a_branch2c"),
-            {"n": 1, "c": 128, "h": 28, "w": 28, "out_channels": 512, "kh": 1, "kw": 1,
-             "stride": 1, "pad": 0}, "full"),
-    OpShape("conv", "resnet_50:res5a_branch2b", _CONV.format("res5a_branch2b"),
-            {"n": 1, "c": 512, "h": 7, "w": 7, "out_channels": 512, "kh": 3, "kw": 3,
-             "stride": 1, "pad": 1}, "full"),
-    OpShape("embedding", "dlrm benchmark table", _DLRM.format("dlrm_s_benchmark: one of 8 "
-            "tables, 1M rows, dim 64, 100 lookups per sample, mini-batch 2048"),
-            {"rows": 1_000_000, "dim": 64, "batch": 2048, "bag": 100}, "quick"),
-    OpShape("embedding", "criteo-kaggle table", _DLRM.format("dlrm_s_criteo_kaggle: dim 16, "
-            "one lookup per sample; the benchmark's mini-batch 2048, rows capped at 1M"),
-            {"rows": 1_000_000, "dim": 16, "batch": 2048, "bag": 1}),
-)
-
 LEVELS = ("quick", "default", "full")
+
+# Which entries of the published lists (pyparbench.shapes) the main job
+# measures, and from which level on: (kind, list, entry, level). GEMMs are
+# DeepBench (m, n, k) rows; convolutions benchdnn's ResNet-50 layers (mb1);
+# embeddings a table of each DLRM configuration.
+SELECTION: tuple[tuple[str, str, Any, str], ...] = (
+    ("gemm", "inference_server", (1024, 700, 512), "quick"),
+    ("gemm", "inference_server", (3072, 1, 1024), "quick"),
+    ("gemm", "training", (1760, 128, 1760), "default"),
+    ("gemm", "inference_server", (5124, 700, 2048), "default"),
+    ("gemm", "training", (2048, 16, 2048), "full"),
+    ("gemm", "inference_server", (7680, 1500, 2560), "full"),
+    ("conv", "resnet_50", "res2a_branch2b", "quick"),
+    ("conv", "resnet_50", "conv1", "default"),
+    ("conv", "resnet_50", "res4a_branch2b", "default"),
+    ("conv", "resnet_50", "res3a_branch2c", "full"),
+    ("conv", "resnet_50", "res5a_branch2b", "full"),
+    ("embedding", "dlrm_s_benchmark", None, "quick"),
+    ("embedding", "dlrm_s_criteo_kaggle", None, "default"),
+)
+# A Criteo-Kaggle table capped as the models cap it (the largest holds 10M rows).
+_KAGGLE_ROWS = 1_000_000
+# The DLRM benchmark's mini-batch, also used for the Kaggle table (its own is 128).
+_DLRM_BATCH = 2048
+
+
+def _resolve(kind: str, listing: str, entry: Any, level: str) -> OpShape:
+    """The shape of one SELECTION entry, read from its published list."""
+    from pyparbench import shapes
+
+    if kind == "gemm":
+        m, n, k = entry
+        found = [p for p in shapes.gemm_problems(listing) if (p.m, p.n, p.k) == (m, n, k)]
+        if not found:
+            raise ValueError(f"DeepBench {listing} has no GEMM {m}x{n}x{k}")
+        name = f"{'gemv' if n == 1 else 'gemm'} {m}x{n}x{k}"
+        return OpShape(kind, name, f"DeepBench gemm_problems.h, {listing}",
+                       {"m": m, "n": n, "k": k}, level)
+    if kind == "conv":
+        wanted = f"{listing}:{entry}"
+        conv = [c for c in shapes.conv_problems(listing) if c.name.split("*")[0] == wanted]
+        if not conv:
+            raise ValueError(f"benchdnn {listing} has no layer {entry!r}")
+        c = conv[0]
+        return OpShape(kind, wanted, f"oneDNN benchdnn shapes_{listing}",
+                       {"n": c.n, "c": c.c, "h": c.h, "w": c.w,
+                        "out_channels": c.out_channels, "kh": c.kh, "kw": c.kw,
+                        "stride_h": c.stride[0], "stride_w": c.stride[1],
+                        "pad_t": c.padding[0], "pad_b": c.padding[1], "pad_l": c.padding[2],
+                        "pad_r": c.padding[3], "groups": c.groups}, level)
+    if kind == "embedding":
+        args = shapes.dlrm_config(listing)["args"]
+        dim = int(args["arch_sparse_feature_size"])
+        if listing == "dlrm_s_benchmark":
+            rows, bag = int(args["arch_embedding_size"][0]), int(args["num_indices_per_lookup"])
+            batch = int(args["mini_batch_size"])
+            return OpShape(kind, "dlrm benchmark table",
+                           f"facebookresearch/dlrm {listing}.sh: one of its tables",
+                           {"rows": rows, "dim": dim, "batch": batch, "bag": bag}, level)
+        return OpShape(kind, "criteo-kaggle table",
+                       f"facebookresearch/dlrm {listing}.sh: dim {dim}, one lookup per "
+                       f"sample; rows capped at {_KAGGLE_ROWS:,}, mini-batch {_DLRM_BATCH}",
+                       {"rows": _KAGGLE_ROWS, "dim": dim, "batch": _DLRM_BATCH, "bag": 1},
+                       level)
+    raise ValueError(f"unknown shape kind {kind!r}")
 
 
 def standard_shapes(level: str) -> list[OpShape]:
-    """The standard shapes a suite level measures (each level adds to the one before)."""
+    """The standard shapes a suite level measures (each level adds to the one
+    before), read from the published lists in :mod:`pyparbench.shapes`."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     upto = LEVELS[:LEVELS.index(level) + 1]
-    return [s for s in STANDARD_SHAPES if s.level in upto]
+    return [_resolve(*sel) for sel in SELECTION if sel[3] in upto]
 
 
 def shape_graph(shape: OpShape) -> Graph:
@@ -132,8 +156,10 @@ def shape_graph(shape: OpShape) -> Graph:
         y = b.linear(x, p["n"], bias=False, name="op")
     elif shape.kind == "conv":
         x = b.input("x", (p["n"], p["c"], p["h"], p["w"]))
-        y = b.conv2d(x, p["out_channels"], (p["kh"], p["kw"]), stride=p["stride"],
-                     padding=p["pad"], bias=False, name="op")
+        y = b.conv2d(x, p["out_channels"], (p["kh"], p["kw"]),
+                     stride=(p["stride_h"], p["stride_w"]),
+                     padding=(p["pad_t"], p["pad_b"], p["pad_l"], p["pad_r"]),
+                     groups=p["groups"], bias=False, name="op")
     elif shape.kind == "embedding":
         x = b.input("indices", (p["batch"], p["bag"]), "int64")
         y = b.embedding_bag(x, p["rows"], p["dim"], name="op")
@@ -189,59 +215,61 @@ def _repeats_for(one_ns: float, target_s: float, lo: int, hi: int) -> int:
     return int(min(hi, max(lo, target_s * 1e9 / max(one_ns, 1.0))))
 
 
+def _timer(shape: OpShape, threads: int, rng: np.random.Generator
+           ) -> Callable[[int, int], npt.NDArray[np.float64]]:
+    """A prepared kernel of ``shape`` on ``threads`` pinned threads, with its
+    inputs bound: ``timer(repeats, warmup)`` returns per-run ns (C++ loop)."""
+    from pyparbench import memory, ops
+    from pyparbench.peak import compact_cpus
+
+    p = shape.params
+    cpus = list(compact_cpus(threads))
+    if shape.kind == "gemm":
+        g = ops.Gemm(p["m"], p["n"], p["k"], threads=threads)
+        a = rng.standard_normal(g.a_shape, dtype=np.float32)
+        b = rng.standard_normal(g.b_shape, dtype=np.float32)
+        out = np.empty(g.out_shape, np.float32)
+        g.pin(cpus)
+        return lambda n, w: g.timeit(a, b, None, out, repeats=n, warmup=w)
+    if shape.kind == "conv":
+        c = ops.Conv2d((p["n"], p["c"], p["h"], p["w"]), p["out_channels"],
+                       (p["kh"], p["kw"]), stride=(p["stride_h"], p["stride_w"]),
+                       padding=(p["pad_t"], p["pad_b"], p["pad_l"], p["pad_r"]),
+                       groups=p["groups"], threads=threads)
+        c.set_weights(rng.standard_normal(c.weight_shape, dtype=np.float32))
+        x = rng.standard_normal(c.input_shape, dtype=np.float32)
+        y = np.empty(c.output_shape, np.float32)
+        c.pin(cpus)
+        return lambda n, w: c.timeit(x, y, repeats=n, warmup=w)
+    e = ops.EmbeddingBag(p["rows"], p["dim"], threads=threads)
+    table = memory.aligned_empty((p["rows"], p["dim"]))
+    table.fill(0.5)  # the values do not change the traffic
+    idx = rng.integers(0, p["rows"], size=(p["batch"], p["bag"]), dtype=np.int64)
+    bags = np.empty((p["batch"], p["dim"]), np.float32)
+    e.pin(cpus)
+    return lambda n, w: e.timeit(table, idx, None, None, bags, repeats=n, warmup=w)
+
+
 def measure_scaling(shape: OpShape, threads: Sequence[int], *, repeats: int = 5,
                     target_s: float = 0.15) -> list[dict[str, Any]]:
     """Time ``shape`` as a prepared oneDNN (or embedding-bag) kernel at each
-    thread count; ``repeats`` at least, more for short kernels (about
-    ``target_s`` per point). One dict per count: threads, cpus, ns, summary,
-    flops, bytes."""
-    from pyparbench import memory, ops
+    thread count, one pinned thread per core; ``repeats`` at least, more for
+    short kernels (about ``target_s`` per point). One dict per count:
+    threads, cpus, ns, summary, flops, bytes."""
     from pyparbench.peak import compact_cpus
     from pyparbench.timing import summarize
 
     stats = shape_graph(shape).stats[-1]
-    p = shape.params
     rng = np.random.default_rng(0)
     points = []
     for t in threads:
-        cpus = list(compact_cpus(t))
-        if shape.kind == "gemm":
-            g = ops.Gemm(p["m"], p["n"], p["k"], threads=t)
-            a = rng.standard_normal(g.a_shape, dtype=np.float32)
-            bm = rng.standard_normal(g.b_shape, dtype=np.float32)
-            out = np.empty(g.out_shape, np.float32)
-            g.pin(cpus)
-
-            def timeit(n: int, w: int, g: Any = g, a: Any = a, bm: Any = bm,
-                       out: Any = out) -> Any:
-                return g.timeit(a, bm, None, out, repeats=n, warmup=w)
-        elif shape.kind == "conv":
-            c = ops.Conv2d((p["n"], p["c"], p["h"], p["w"]), p["out_channels"],
-                           (p["kh"], p["kw"]), stride=(p["stride"], p["stride"]),
-                           padding=(p["pad"],) * 4, threads=t)
-            c.set_weights(rng.standard_normal(c.weight_shape, dtype=np.float32))
-            x = rng.standard_normal(c.input_shape, dtype=np.float32)
-            out = np.empty(c.output_shape, np.float32)
-            c.pin(cpus)
-
-            def timeit(n: int, w: int, c: Any = c, x: Any = x, out: Any = out) -> Any:
-                return c.timeit(x, out, repeats=n, warmup=w)
-        else:
-            e = ops.EmbeddingBag(p["rows"], p["dim"], threads=t)
-            table = memory.aligned_empty((p["rows"], p["dim"]))
-            table.fill(0.5)  # the values do not change the traffic
-            idx = rng.integers(0, p["rows"], size=(p["batch"], p["bag"]), dtype=np.int64)
-            out = np.empty((p["batch"], p["dim"]), np.float32)
-            e.pin(cpus)
-
-            def timeit(n: int, w: int, e: Any = e, table: Any = table, idx: Any = idx,
-                       out: Any = out) -> Any:
-                return e.timeit(table, idx, None, None, out, repeats=n, warmup=w)
-        first = timeit(1, 1)
+        timer = _timer(shape, t, rng)
+        first = timer(1, 1)
         n = _repeats_for(float(first[0]), target_s, repeats, 500)
-        ns = [float(v) for v in timeit(n, 2)]
-        points.append({"threads": t, "cpus": cpus, "ns": ns, "summary": summarize(ns).as_dict(),
-                       "flops": stats.flops, "bytes": stats.bytes})
+        ns = [float(v) for v in timer(n, 2)]
+        points.append({"threads": t, "cpus": list(compact_cpus(t)), "ns": ns,
+                       "summary": summarize(ns).as_dict(), "flops": stats.flops,
+                       "bytes": stats.bytes})
     return points
 
 
@@ -293,24 +321,22 @@ def _op_of(task: Mapping[str, Any]) -> str:
     return {"gemm": "linear", "conv": "conv2d", "embedding": "embedding_bag"}[kind]
 
 
-def _python() -> list[str]:
-    # -P (3.11+): the child's sys.path does not start with the current
-    # folder, so it imports the installed package, not a source checkout.
-    return [sys.executable, "-P"] if sys.version_info >= (3, 11) else [sys.executable]
-
-
-def run_op_task(task: OpTask, peak: Peak, *, timeout: float = 600.0) -> dict[str, Any]:
+def run_op_task(task: OpTask, peak: Peak, *, timeout: float = 600.0,
+                machine: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run one task in a fresh Python process; its record, on the roofline
     (``status`` "ok") or with what went wrong (``status`` "error")."""
     from pyparbench.peak import fingerprint_id
+    from pyparbench.results import SCHEMA
+    from pyparbench.runner import CHILD_CWD, child_command, machine_fingerprint
 
     started = time.time()
-    base = {"key": task.key, "task": task.as_dict(), "started": started,
+    base = {"key": task.key, "task": task.as_dict(), "started": started, "schema": SCHEMA,
+            "machine": machine if machine is not None else machine_fingerprint(),
             "peak_id": fingerprint_id(peak.fingerprint)}
     try:
-        proc = subprocess.run([*_python(), "-m", "pyparbench.op_bench"],
+        proc = subprocess.run(child_command("pyparbench.op_bench"),
                               input=json.dumps(task.as_dict()), capture_output=True, text=True,
-                              timeout=timeout, env=dict(os.environ))
+                              timeout=timeout, cwd=CHILD_CWD, check=False)
     except subprocess.TimeoutExpired:
         return {**base, "status": "timeout", "error": f"timed out after {timeout:.0f} s"}
     if proc.returncode != 0:
@@ -326,8 +352,17 @@ def run_op_tasks(tasks: Iterable[OpTask], store: ResultStore, peak: Peak, *,
                  ) -> Iterator[dict[str, Any]]:
     """Run every task not in ``store`` yet, appending each record as soon as
     it is known; yields the records (skipped ones from the store).
-    ``on_result(task, record)`` after each (record None when skipped)."""
-    done = {r["key"]: r for r in store.records()} if resume else {}
+    ``on_result(task, record)`` after each (record None when skipped).
+
+    Raises
+    ------
+    ValueError
+        On resume, when the store holds another machine's or schema's records.
+    """
+    from pyparbench.runner import machine_fingerprint
+
+    machine = machine_fingerprint()
+    done = {r["key"]: r for r in store.check_resumable(machine)} if resume else {}
     for task in tasks:
         previous = done.get(task.key)
         if previous is not None and (previous.get("status") == "ok" or not retry_failed):
@@ -335,7 +370,7 @@ def run_op_tasks(tasks: Iterable[OpTask], store: ResultStore, peak: Peak, *,
                 on_result(task, None)
             yield previous
             continue
-        record = run_op_task(task, peak, timeout=timeout)
+        record = run_op_task(task, peak, timeout=timeout, machine=machine)
         store.append(record)
         if on_result:
             on_result(task, record)
@@ -344,8 +379,6 @@ def run_op_tasks(tasks: Iterable[OpTask], store: ResultStore, peak: Peak, *,
 
 def _child_main() -> int:
     """In the fresh process: run the task read from stdin, print one JSON line."""
-    from pyparbench.runner import machine_fingerprint
-
     task = OpTask.from_dict(json.loads(sys.stdin.read()))
     out: dict[str, Any]
     if task.kind == "scaling" and task.shape is not None:
@@ -354,7 +387,6 @@ def _child_main() -> int:
         out = measure_nodes(task.model, task.batch, task.threads[0], repeats=task.repeats)
     else:
         raise ValueError(f"unknown task kind {task.kind!r}")
-    out["machine"] = machine_fingerprint()
     print(json.dumps(out))
     return 0
 

@@ -43,9 +43,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Ceiling", "Clock", "Peak", "PeakPoint", "assumed_clock", "load_or_measure",
-           "compact_cpus", "fingerprint_id", "measure_peak", "peak_cache_path",
-           "thread_counts"]
+__all__ = [
+    "Ceiling",
+    "Clock",
+    "Peak",
+    "PeakPoint",
+    "assumed_clock",
+    "compact_cpus",
+    "fingerprint_id",
+    "load_or_measure",
+    "measure_peak",
+    "peak_cache_path",
+    "thread_counts",
+]
 
 # FMA pipes per core assumed for the theoretical peak (Intel since Haswell,
 # AMD since Zen 4 at 256 bits, Zen 5 at 512); the generic kernel's step is a

@@ -1,56 +1,261 @@
-"""The built-in default suite of ``pyparbench run``: a few models of each
-kind, each at a small and a larger batch, under the presets (the study's
-guidelines and the frameworks' defaults) and a sweep of the Scheduler,
-Operator and Library knobs that fits the machine without oversubscribing it."""
+"""The suites of ``pyparbench run``: what each level measures, and how long
+that is expected to take.
+
+Three levels, each adding to the one before:
+
+* ``quick`` (about 2 minutes on 2 cores): the default models at batch 1,
+  the presets and one grid per study layer: every inter_op x intra_op split
+  of the cores (Scheduler), framework operator mode on Eigen's pool
+  (Operator), the Eigen and OpenBLAS math libraries (Library); a few
+  standard operator shapes and each model's heavy nodes on the roofline.
+* ``default`` (about 5 minutes on 2 cores): batches 1 and 8, unpinned
+  threads, framework mode on the OpenMP pool, one thread alone; more shapes.
+* ``full``: every model at batches 1, 8 and 32, and the remaining knobs
+  (the std pool, OpenMP wait policies, SMT, data-parallel instances,
+  per-socket placement of branches); every shape.
+
+A level with a time budget (:data:`BUDGET_S`) is planned to fit it:
+:func:`plan_suite` estimates each measurement (:func:`estimate_config_s`,
+:func:`estimate_task_s`: process start, weights, warm-up and repeats at the
+latency the machine's ceilings predict) and, if the total is over, drops
+the least important first: the last grid settings of every model, never a
+preset.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyparbench.grid import ALL, Grid, expand_all
 from pyparbench.names import PRESETS
+from pyparbench.op_bench import OpTask, standard_shapes
 from pyparbench.runner import Config
 from pyparbench.settings import Settings, preset
 
-__all__ = ["DEFAULT_BATCHES", "DEFAULT_MODELS", "SWEEP", "default_suite", "sweep"]
+if TYPE_CHECKING:
+    from pyparbench.graph import Graph
+    from pyparbench.peak import Peak
 
+__all__ = ["BATCHES", "BUDGET_S", "DEFAULT_BATCHES", "DEFAULT_MODELS", "GRIDS", "LEVELS",
+           "REPEATS", "SuitePlan", "default_suite", "estimate_config_s", "estimate_task_s",
+           "level_models", "plan_suite", "sweep"]
+
+LEVELS = ("quick", "default", "full")
 DEFAULT_MODELS = ("resnet50", "googlenet", "mlp-512", "dlrm-kaggle", "transformer")
 DEFAULT_BATCHES = (1, 8)
+BATCHES = {"quick": (1,), "default": DEFAULT_BATCHES, "full": (1, 8, 32)}
+REPEATS = {"quick": 3, "default": 5, "full": 10}
+# Seconds a level is planned to fit in (None: no limit), with a margin below
+# the 2 and 5 minutes it promises for what the estimate does not see.
+BUDGET_S: dict[str, float | None] = {"quick": 100.0, "default": 250.0, "full": None}
+
+_COMPACT = ("compact",)
+# The settings measured besides the presets, per level, most important first.
+GRIDS: dict[str, tuple[Grid, ...]] = {
+    "quick": (
+        # Scheduler: sync on every core, and async with every split of them.
+        Grid({"inter_op": ALL, "affinity": _COMPACT}),
+        # Library: the other math libraries.
+        Grid({"library": ("eigen", "blas"), "affinity": _COMPACT}),
+        # Operator: ops split into blocks on the framework's pool (TensorFlow's Eigen pool).
+        Grid({"operator": ("framework",), "pool": ("eigen",), "affinity": _COMPACT}),
+    ),
+    "default": (
+        Grid({"operator": ("framework",), "pool": ("openmp",), "affinity": _COMPACT}),
+        Grid({"inter_op": ALL, "affinity": ("none",)}),
+        # One thread alone: what the cores add.
+        Grid({"inter_op": (1,), "intra_op": (1,), "affinity": _COMPACT}, fill=False),
+    ),
+    "full": (
+        Grid({"operator": ("framework",), "pool": ("std",), "affinity": _COMPACT}),
+        Grid({"omp_wait": ("passive", "active"), "affinity": _COMPACT}),
+        Grid({"smt": (True,), "affinity": _COMPACT}),
+        Grid({"instances": ALL, "affinity": _COMPACT}),
+        Grid({"inter_op": ALL, "placement": ("per-socket",), "affinity": ("scatter",)}),
+    ),
+}
 
 
-# The sweep around the presets, one knob at a time: every inter_op x intra_op
-# split of the cores (Scheduler), unpinned, framework operator mode on Eigen's
-# pool (Operator), and the Eigen math library (Library).
-SWEEP = (
-    Grid({"affinity": ("none",)}),
-    Grid({"inter_op": ALL, "affinity": ("compact",)}),
-    Grid({"operator": ("framework",), "pool": ("eigen",)}),
-    Grid({"library": ("eigen",)}),
-)
+def _upto(level: str) -> tuple[str, ...]:
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    return LEVELS[:LEVELS.index(level) + 1]
 
 
-def sweep(cores: int) -> list[Settings]:
-    """The settings of :data:`SWEEP` on ``cores`` cores."""
-    return expand_all(SWEEP, cores)
+def level_grids(level: str) -> tuple[Grid, ...]:
+    """Every grid a level measures, its own after the levels before it."""
+    return tuple(g for lv in _upto(level) for g in GRIDS[lv])
+
+
+def level_models(level: str) -> tuple[str, ...]:
+    """The models a level runs when none are named."""
+    if level == "full":
+        from pyparbench.models import MODELS
+
+        return tuple(MODELS)
+    _upto(level)
+    return DEFAULT_MODELS
+
+
+def sweep(cores: int, level: str = "default") -> list[Settings]:
+    """The grid settings of ``level`` on ``cores`` cores, most important first."""
+    return expand_all(level_grids(level), cores)
+
+
+# ---------------------------------------------------------------- estimates
+
+# Fixed cost of a fresh process (interpreter, imports, fingerprint, plan).
+_START_S = 0.35
+# Random weights are drawn at about this rate (bytes per second).
+_WEIGHTS_BPS = 0.4e9
+# Executor cost per node and run, and the share of the ceilings a model reaches.
+_NODE_S = 15e-6
+_EFFICIENCY = {"onednn": 0.5, "eigen": 0.25, "blas": 0.35}
+# Without measured ceilings: per core.
+_FALLBACK_GFLOPS, _FALLBACK_GBS = 40.0, 10.0
+
+
+def _ceilings(peak: Peak | None, threads: int) -> tuple[float, float]:
+    if peak is None:
+        return _FALLBACK_GFLOPS * threads, _FALLBACK_GBS * max(1, min(threads, 4))
+    p = peak.point(threads)
+    return p.fma_gflops, p.triad_gbs
+
+
+def _latency_s(graph: Graph, settings: Settings, peak: Peak | None) -> float:
+    """A rough latency of one pass: compute at a share of the FMA ceiling,
+    traffic at the triad bandwidth, plus the executor's per-node cost."""
+    gflops, gbs = _ceilings(peak, max(1, settings.threads))
+    eff = _EFFICIENCY[settings.library] * (0.7 if settings.operator == "framework" else 1.0)
+    return (graph.flops / (gflops * 1e9 * eff) + graph.bytes_moved / (gbs * 1e9)
+            + len(graph.nodes) * _NODE_S)
+
+
+def estimate_config_s(config: Config, graph: Graph, peak: Peak | None = None) -> float:
+    """Seconds one model configuration is expected to take, process start included."""
+    weights = 4.0 * graph.num_params / _WEIGHTS_BPS
+    runs = config.warmup + config.repeats
+    return _START_S + weights + runs * _latency_s(graph, config.settings, peak)
+
+
+def estimate_task_s(task: OpTask, graph: Graph, peak: Peak | None = None) -> float:
+    """Seconds one operator task is expected to take (``graph``: the model's
+    for a nodes task, the shape's one-node graph for a scaling task)."""
+    if task.kind == "nodes":
+        s = Settings(intra_op=task.threads[0])
+        weights = 4.0 * graph.num_params / _WEIGHTS_BPS
+        return _START_S + weights + (2 + task.repeats) * _latency_s(graph, s, peak)
+    # Each thread count: about 0.15 s of timed runs plus set-up (tables filled).
+    setup = graph.bytes_moved / 2e9 if task.shape and task.shape.kind == "embedding" else 0.05
+    table = 4.0 * graph.num_params / 2e9
+    return _START_S + table + len(task.threads) * (0.2 + setup)
+
+
+# ---------------------------------------------------------------- plans
+
+
+@dataclass
+class SuitePlan:
+    """What a run of a level will measure, in order, with its estimates."""
+
+    level: str
+    configs: list[Config]
+    tasks: list[OpTask]
+    config_s: list[float]
+    task_s: list[float]
+    budget_s: float | None
+    dropped: list[Config] = field(default_factory=list)
+
+    @property
+    def estimate_s(self) -> float:
+        """Expected seconds for everything planned."""
+        return sum(self.config_s) + sum(self.task_s)
 
 
 def default_suite(models: Sequence[str] = DEFAULT_MODELS,
                   batches: Sequence[int] = DEFAULT_BATCHES, *, repeats: int = 5,
-                  cores: int | None = None) -> list[Config]:
-    """Every (model, batch) under the presets and the sweep, presets first."""
+                  cores: int | None = None, level: str = "default") -> list[Config]:
+    """Every (model, batch) under the presets and the level's grids, presets first."""
     from pyparbench.models import build
     from pyparbench.settings import allowed_cores
     from pyparbench.threading.topology import topology
 
     topo = topology()
     n = cores or allowed_cores(topo)
+    grid = sweep(n, level)
     configs = []
     for model in models:
         for batch in batches:
-            graph = build(model, batch)
-            chosen = [preset(p, topo, graph) for p in PRESETS]
-            for s in sweep(n):
-                if s not in chosen:
-                    chosen.append(s)
+            chosen = [preset(p, topo, build(model, batch)) for p in PRESETS]
+            # A grid setting a preset already measures (names aside) is not run twice.
+            same = {c.with_(name="") for c in chosen}
+            chosen += [s for s in grid if s not in same]
             configs += [Config(model, batch, s, repeats=repeats) for s in chosen]
     return configs
+
+
+def plan_suite(level: str, models: Sequence[str] | None = None,
+               batches: Sequence[int] | None = None, *, repeats: int | None = None,
+               cores: int | None = None, peak: Peak | None = None,
+               budget_s: float | None = -1.0, operators: bool = True) -> SuitePlan:
+    """The configurations and operator tasks of a level (models, batches and
+    repeats default to the level's), fitted to ``budget_s`` (default: the
+    level's :data:`BUDGET_S`; None: no limit).
+
+    Fitting drops grid settings by rank, the last of every model first, until
+    the estimate fits; presets and operator tasks are always kept.
+    """
+    from pyparbench.models import build
+    from pyparbench.op_bench import shape_graph
+    from pyparbench.peak import thread_counts
+    from pyparbench.settings import allowed_cores
+    from pyparbench.threading.topology import topology
+
+    _upto(level)
+    budget = BUDGET_S[level] if budget_s == -1.0 else budget_s
+    models = list(models or level_models(level))
+    batches = list(batches or BATCHES[level])
+    reps = repeats or REPEATS[level]
+    n = cores or allowed_cores(topology())
+    configs = default_suite(models, batches, repeats=reps, cores=n, level=level)
+    graphs = {(m, b): build(m, b) for m in models for b in batches}
+    config_s = [estimate_config_s(c, graphs[(c.model, c.batch)], peak) for c in configs]
+    tasks: list[OpTask] = []
+    task_s: list[float] = []
+    if operators:
+        for m in models:
+            for b in batches:
+                t = OpTask("nodes", (n,), model=m, batch=b, repeats=reps)
+                tasks.append(t)
+                task_s.append(estimate_task_s(t, graphs[(m, b)], peak))
+        for shape in standard_shapes(level):
+            t = OpTask("scaling", tuple(thread_counts(n)), shape, repeats=reps)
+            tasks.append(t)
+            task_s.append(estimate_task_s(t, shape_graph(shape), peak))
+    plan = SuitePlan(level, configs, tasks, config_s, task_s, budget)
+    if budget is not None:
+        _fit(plan, budget)
+    return plan
+
+
+def _fit(plan: SuitePlan, budget: float) -> None:
+    """Drop grid settings, highest rank first, until the plan fits ``budget``."""
+    rank: list[int] = []
+    seen: dict[tuple[str, int], int] = {}
+    for c in plan.configs:
+        k = (c.model, c.batch)
+        seen[k] = seen.get(k, -1) + 1
+        rank.append(-1 if c.settings.name in PRESETS else seen[k])
+    order = sorted(range(len(plan.configs)), key=lambda i: rank[i], reverse=True)
+    drop: set[int] = set()
+    total = plan.estimate_s
+    for i in order:
+        if total <= budget or rank[i] < 0:
+            break
+        drop.add(i)
+        total -= plan.config_s[i]
+    plan.dropped = [c for i, c in enumerate(plan.configs) if i in drop]
+    plan.config_s = [s for i, s in enumerate(plan.config_s) if i not in drop]
+    plan.configs = [c for i, c in enumerate(plan.configs) if i not in drop]

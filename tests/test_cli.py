@@ -55,17 +55,20 @@ def test_bad_arguments_are_reported_without_a_traceback() -> None:
 
 
 def test_run_a_small_suite_then_resume(tmp_path: Path) -> None:
-    out_file = tmp_path / "r.jsonl"
-    args = ("run", "--models", "mlp-512", "--batches", "2", "--repeats", "1", "-o", str(out_file))
+    out_dir = tmp_path / "results"
+    args = ("run", "--models", "mlp-512", "--batches", "2", "--repeats", "1", "--no-operators",
+            "-o", str(out_dir))
     out = cli(*args)
     assert out.returncode == 0, out.stderr
-    lines = out_file.read_text().splitlines()
+    lines = (out_dir / "results.jsonl").read_text().splitlines()
     assert len(lines) >= 4 and all(json.loads(x)["status"] == "ok" for x in lines)
     assert "vs tuner" in out.stdout and f"{len(lines)} results" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == f"report: {out_dir / 'report.html'}"
     again = cli(*args)
-    assert again.returncode == 0 and len(out_file.read_text().splitlines()) == len(lines)
+    assert again.returncode == 0
+    assert len((out_dir / "results.jsonl").read_text().splitlines()) == len(lines)
 
 
 def test_run_rejects_an_unknown_model(tmp_path: Path) -> None:
-    out = cli("run", "--models", "alexnet", "-o", str(tmp_path / "r.jsonl"))
+    out = cli("run", "--models", "alexnet", "-o", str(tmp_path / "r"))
     assert out.returncode == 2 and "unknown model(s) ['alexnet']" in out.stderr

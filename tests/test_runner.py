@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pyparbench.cli.run import summarize_records
+from pyparbench.report.summary import summarize_run
 from pyparbench.runner import Config, ResultStore, run_configs
 from pyparbench.settings import Settings
 from pyparbench.suite import default_suite, sweep
@@ -66,23 +66,29 @@ def test_a_line_cut_short_by_a_crash_does_not_lose_the_others(tmp_path: Path,
 def test_summary_compares_the_best_with_each_preset() -> None:
     def rec(name: str, ms: float) -> dict[str, object]:
         s = Settings(name=name).as_dict()
-        return {"status": "ok", "config": {"model": "m", "batch": 1, "settings": s},
-                "summary": {"median": ms * 1e6}}
+        return {"key": f"{name}-{ms}", "status": "ok",
+                "config": {"model": "m", "batch": 1, "settings": s},
+                "summary": {"median": ms * 1e6, "q1": ms * 1e6, "q3": ms * 1e6, "n": 1}}
 
-    rows = summarize_records([rec("tensorflow", 4.0), rec("tftuner", 2.0), rec("", 1.0),
-                              {"status": "error", "config": {"model": "m", "batch": 1}}])
-    assert len(rows) == 1
-    r = rows[0]
-    assert r["best_ms"] == 1.0 and r["best_vs_tensorflow"] == 4.0 and r["best_vs_tftuner"] == 2.0
-    assert "intel_ms" not in r
+    summary = summarize_run([rec("tensorflow", 4.0), rec("tftuner", 2.0), rec("", 1.0),
+                             {"key": "x", "status": "error", "error": "boom",
+                              "config": {"model": "m", "batch": 1,
+                                         "settings": Settings().as_dict()}}],
+                            fingerprint={"host": "h"})
+    (r,) = summary["models"]
+    assert r["best"]["median_ms"] == 1.0
+    assert r["speedup"] == {"tensorflow": 4.0, "tftuner": 2.0}
+    assert r["regret"] == {"tftuner": 1.0}  # twice as slow as the best
+    assert "intel" not in r["presets"] and r["failed"] == 1 and r["status"] == "partial"
 
 
 def test_default_suite_has_presets_then_a_sweep_without_oversubscription() -> None:
     configs = default_suite(["mlp-512"], [1], repeats=2, cores=2)
     names = [c.settings.name for c in configs]
     assert names[:3] == ["tensorflow", "intel", "tftuner"]
-    for s in sweep(2):
-        assert s.inter_op * s.intra_op <= 2
+    for level in ("quick", "default", "full"):
+        for s in sweep(2, level):
+            assert s.threads <= 2
     assert json.loads(configs[0].key)["model"] == "mlp-512"
 
 

@@ -1,6 +1,7 @@
 # Stubs of the compiled extension pyparbench._core (csrc/bindings/).
 from . import graph as graph
 from . import ops as ops
+from . import peak as peak
 from . import runtime as runtime
 from . import threading as threading
 

@@ -1,124 +1,161 @@
-"""``pyparbench run``: the default suite (or a chosen part of it), each
-configuration in a fresh process, results appended to a JSONL file as they
-finish; then, per model and batch, the best setting found against the
-presets (TensorFlow's defaults, Intel's advice, the study's tuner)."""
+"""``pyparbench run``: the main job, as a report a person reads.
+
+Measures this machine's ceilings (once per machine, cached in the results
+folder), then a suite (:mod:`pyparbench.suite`: ``--quick``, the default,
+or ``--full``): each model configuration and each operator measurement in
+a fresh process, every result appended to the folder as it finishes (an
+interrupted run resumes where it stopped). Then it writes ``summary.json``
+and ``report.html`` beside ``results.jsonl`` and prints the best setting
+per model against the presets, within 80 columns.
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections import defaultdict
-from typing import Any
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pyparbench.cli._common import positive_int
-from pyparbench.names import PRESETS
-from pyparbench.settings import Settings
 
-__all__ = ["add_command", "summarize_records"]
-
-
-def summarize_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (model, batch): the fastest configuration and each preset's median
-    time, with the speed-up of the fastest over each preset."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        if r.get("status") == "ok":
-            groups[(r["config"]["model"], r["config"]["batch"])].append(r)
-    rows = []
-    for (model, batch), rs in groups.items():
-        best = min(rs, key=lambda r: r["summary"]["median"])
-        row: dict[str, Any] = {"model": model, "batch": batch,
-                               "best_ms": best["summary"]["median"] / 1e6,
-                               "best": Settings.from_dict(best["config"]["settings"]).label()}
-        for name in PRESETS:
-            p = [r for r in rs if r["config"]["settings"].get("name") == name]
-            if p:
-                t = p[0]["summary"]["median"]
-                row[f"{name}_ms"] = t / 1e6
-                row[f"best_vs_{name}"] = t / best["summary"]["median"]
-        rows.append(row)
-    return rows
-
-
-def _print_summary(rows: list[dict[str, Any]], failed: int, skipped: int) -> None:
+if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="best setting found vs the presets (median latency)")
-    for col in ("model", "batch", "best ms", "best setting", "vs tf", "vs intel",
-                "vs tuner"):
-        table.add_column(col, justify="left" if col in ("model", "best setting") else "right",
-                         no_wrap=col != "best setting")
+    from pyparbench.op_bench import OpTask
+    from pyparbench.runner import Config
+    from pyparbench.suite import SuitePlan
 
-    def preset_cell(row: dict[str, Any], name: str) -> str:
-        key = f"best_vs_{name}"
-        return f"x{row[key]:.2f}" if key in row else "-"
+__all__ = ["DEFAULT_OUTPUT", "OPERATORS_FILE", "RESULTS_FILE", "add_command"]
 
-    for r in rows:
-        table.add_row(r["model"], str(r["batch"]), f"{r['best_ms']:.3g}", r["best"],
-                      preset_cell(r, "tensorflow"), preset_cell(r, "intel"),
-                      preset_cell(r, "tftuner"))
-    console = Console()
-    console.print(table)
-    console.print("vs P: how many times faster the best setting is than preset P "
-                  "(tf: TensorFlow's defaults, intel: Intel's advice, tuner: the study's).")
-    if failed:
-        console.print(f"[yellow]{failed} configuration(s) failed; see the JSONL file "
-                      "('status': 'error' or 'timeout').[/yellow]")
-    if skipped:
-        console.print(f"{skipped} configuration(s) skipped: settings this machine cannot "
-                      "hold ('status': 'skipped').")
+DEFAULT_OUTPUT = "pyparbench-results"
+RESULTS_FILE = "results.jsonl"
+OPERATORS_FILE = "operators.jsonl"
+
+
+def _level(args: argparse.Namespace) -> str:
+    return "quick" if args.quick else "full" if args.full else "default"
+
+
+def _plan_line(plan: SuitePlan) -> str:
+    text = (f"{len(plan.configs)} model configurations and {len(plan.tasks)} operator "
+            f"measurements, about {plan.estimate_s / 60:.1f} min estimated")
+    if plan.dropped:
+        text += (f"; {len(plan.dropped)} grid settings left out to fit the "
+                 f"{plan.budget_s:.0f} s budget (--full runs them)")
+    return text
+
+
+def _run_plan(plan: SuitePlan, out: Path, peak: Any, args: argparse.Namespace,
+              console: Console) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run every configuration and operator task of the plan under a progress
+    bar whose units are estimated seconds, so its ETA weighs each item."""
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from pyparbench.op_bench import run_op_tasks
+    from pyparbench.results import ResultStore
+    from pyparbench.runner import run_configs
+
+    records: list[dict[str, Any]] = []
+    op_records: list[dict[str, Any]] = []
+    items = len(plan.configs) + len(plan.tasks)
+    columns = (TextColumn("{task.fields[n]:>4}/{task.fields[of]}"), BarColumn(bar_width=20),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+               TextColumn("{task.description}"))
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("starting", total=plan.estimate_s, n=0, of=items)
+        done = [0]
+        weights = dict(zip((c.key for c in plan.configs), plan.config_s, strict=True))
+        weights.update(zip((t.key for t in plan.tasks), plan.task_s, strict=True))
+
+        def step(key: str, what: str, record: dict[str, Any] | None) -> None:
+            done[0] += 1
+            status = "done before" if record is None else record["status"]
+            progress.update(bar, advance=weights[key], n=done[0],
+                            description=f"{what[:38]}: {status}")
+
+        def on_config(config: Config, record: dict[str, Any] | None) -> None:
+            step(config.key, f"{config.model} b{config.batch} {config.settings.label()}",
+                 record)
+
+        def on_task(task: OpTask, record: dict[str, Any] | None) -> None:
+            step(task.key, task.label, record)
+
+        resume = not args.no_resume
+        records += run_configs(plan.configs, ResultStore(out / RESULTS_FILE), resume=resume,
+                               retry_failed=args.retry_failed, on_result=on_config)
+        op_records += run_op_tasks(plan.tasks, ResultStore(out / OPERATORS_FILE), peak,
+                                   resume=resume, retry_failed=args.retry_failed,
+                                   on_result=on_task)
+    return records, op_records
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.console import Console
 
     from pyparbench.models import MODELS
-    from pyparbench.runner import Config, ResultStore, run_configs
-    from pyparbench.shards import apply_shard
-    from pyparbench.suite import DEFAULT_BATCHES, DEFAULT_MODELS, default_suite
+    from pyparbench.peak import load_or_measure
+    from pyparbench.report import write_report
+    from pyparbench.report.terminal import print_summary
+    from pyparbench.suite import plan_suite
 
-    models = args.models or list(DEFAULT_MODELS)
-    unknown = [m for m in models if m not in MODELS]
+    started = time.perf_counter()
+    level = _level(args)
+    unknown = [m for m in args.models or () if m not in MODELS]
     if unknown:
         raise ValueError(f"unknown model(s) {unknown}; valid names: {', '.join(MODELS)}")
-    batches = args.batches or list(DEFAULT_BATCHES)
-    configs = default_suite(models, batches, repeats=args.repeats)
-    configs = apply_shard(configs, args.shard, args.output)
-    store = ResultStore(args.output)
-    records = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), transient=False) as progress:
-        task = progress.add_task("running", total=len(configs))
-
-        def advance(config: Config, record: dict[str, Any] | None) -> None:
-            what = "skipped (done)" if record is None else record["status"]
-            progress.update(task, advance=1,
-                            description=f"{config.model} b{config.batch} "
-                                        f"{config.settings.label()}: {what}")
-
-        for record in run_configs(configs, store, resume=not args.no_resume,
-                                  retry_failed=args.retry_failed, on_result=advance):
-            records.append(record)
-    failed = sum(1 for r in records if r.get("status") in ("error", "timeout"))
-    skipped = sum(1 for r in records if r.get("status") == "skipped")
-    _print_summary(summarize_records(records), failed, skipped)
-    print(f"{len(records)} results in {store.path}")
+    # Absolute before any child starts: children run in another directory.
+    out = Path(args.output).expanduser().absolute()
+    out.mkdir(parents=True, exist_ok=True)
+    console = Console()
+    console.print(f"pyparbench run ({level}) into {out}", width=min(console.width, 80))
+    with console.status("measuring this machine's ceilings (pyparbench peak)"):
+        peak, cached = load_or_measure(out, quick=level == "quick")
+    top = peak.points[-1]
+    console.print(f"ceilings {'(cached)' if cached else f'({peak.seconds:.1f} s)'}: "
+                  f"{top.fma_gflops:.0f} GFLOP/s FMA {peak.isa} at {top.threads} threads, "
+                  f"{top.triad_gbs:.1f} GB/s triad, {top.gather_gbs:.1f} GB/s gather",
+                  width=min(console.width, 80))
+    plan = plan_suite(level, args.models, args.batches, repeats=args.repeats, peak=peak,
+                      operators=not args.no_operators)
+    console.print(_plan_line(plan), width=min(console.width, 80))
+    records, op_records = _run_plan(plan, out, peak, args, console)
+    summary, page = write_report(out, records, op_records, peak)
+    print_summary(summary, console)
+    failed = sum(1 for r in records + op_records if r.get("status") in ("error", "timeout"))
+    console.print(f"{len(records)} results in {out / RESULTS_FILE}, summary in "
+                  f"{out / 'summary.json'}; {time.perf_counter() - started:.0f} s",
+                  width=min(console.width, 80), soft_wrap=True)
+    console.print(f"report: {page}", soft_wrap=True, style="bold")
     return 1 if failed else 0
 
 
-def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("run", help="run the default suite (presets and a sweep) and compare",
-                       description=__doc__)
-    p.add_argument("--models", nargs="+", help="models (default: a few of each kind)")
+def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``run [--quick | --full] [-o DIR] [--models ...] [--batches ...]``."""
+    p = subparsers.add_parser("run", help="the main job: presets, a sweep, operators and "
+                              "ceilings, into a report", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true",
+                      help="a smaller suite: about 2 minutes on 2 cores")
+    size.add_argument("--full", action="store_true",
+                      help="everything: every model, batch and knob (no time budget)")
+    p.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
+                   help=f"results folder (default: {DEFAULT_OUTPUT}/): results.jsonl, "
+                        "operators.jsonl, summary.json, report.html; finished "
+                        "measurements in it are not redone")
+    p.add_argument("--models", nargs="+", help="models (default: the level's)")
     p.add_argument("--batches", nargs="+", type=positive_int("--batches"),
-                   help="batch sizes (default: 1 8)")
-    p.add_argument("--repeats", type=positive_int("--repeats"), default=5,
-                   help="timed runs per configuration")
-    p.add_argument("-o", "--output", default="pyparbench-results.jsonl",
-                   help="JSONL results file; finished configurations in it are skipped")
-    p.add_argument("--no-resume", action="store_true", help="run everything again")
+                   help="batch sizes (default: the level's: quick 1; default 1 8; full 1 8 32)")
+    p.add_argument("--repeats", type=positive_int("--repeats"), default=None,
+                   help="timed runs per configuration (default: quick 3, default 5, full 10)")
+    p.add_argument("--no-operators", action="store_true",
+                   help="model configurations only: no operator scaling or roofline points")
+    p.add_argument("--no-resume", action="store_true", help="measure everything again")
     p.add_argument("--retry-failed", action="store_true", help="run failed ones again")
-    p.add_argument("--shard", metavar="K/N",
-                   help="run configurations K, K+N, K+2N, ... only (K from 0; default: "
-                        "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT in a Slurm array)")
     p.set_defaults(func=_cmd_run)

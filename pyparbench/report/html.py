@@ -63,12 +63,12 @@ def _machine(summary: Mapping[str, Any]) -> str:
     openmp = m.get("openmp", {})
     rows = [("fingerprint id", m.get("fingerprint_id", "")), ("host", m.get("host", "")),
             ("CPU", m.get("cpu_model", "")), ("frequency governor", m.get("governor") or "n/a"),
-            ("logical CPUs / physical cores", f"{cpus.get('logical')} / "
-                                              f"{cpus.get('physical_cores')}"),
+            ("logical CPUs / physical cores",
+             f"{cpus.get('logical')} / {cpus.get('physical_cores')}"),
             ("sockets / NUMA nodes", f"{cpus.get('sockets')} / {cpus.get('numa_nodes')}"),
             ("CPUs allowed", ",".join(map(str, cpus.get("allowed", [])))),
-            ("oneDNN", f"{onednn.get('version')} ({onednn.get('isa')}, "
-                       f"{onednn.get('cpu_runtime')} runtime)"),
+            ("oneDNN",
+             f"{onednn.get('version')} ({onednn.get('isa')}, {onednn.get('cpu_runtime')})"),
             ("OpenMP", openmp.get("library", "")),
             ("pyparbench / Python", f"{m.get('pyparbench')} / {m.get('python')}")]
     out = ["<h2 id='machine'>Machine</h2>", _table(["what", "value"], rows)]
@@ -88,14 +88,14 @@ def _machine(summary: Mapping[str, Any]) -> str:
                    f"{peak['gather_dim']}, {peak['gather_bag']} rows per bag); last-level cache "
                    f"{peak['llc_bytes'] / 2**20:.0f} MiB. Best of the repeats (median in "
                    f"brackets).</p>")
-        rows = [(p["threads"], f"{p['fma_gflops']:.1f} ({p['fma_gflops_median']:.1f})",
+        points = [(p["threads"], f"{p['fma_gflops']:.1f} ({p['fma_gflops_median']:.1f})",
                  f"{p['theoretical_gflops']:.1f}",
                  f"{100 * p['fma_gflops'] / p['theoretical_gflops']:.0f}%",
                  f"{p['triad_gbs']:.1f} ({p['triad_gbs_median']:.1f})",
                  f"{p['gather_gbs']:.1f} ({p['gather_gbs_median']:.1f})")
-                for p in peak["points"]]
+                  for p in peak["points"]]
         out.append(_table(["threads", "FMA GFLOP/s", "theoretical", "of theoretical",
-                           "triad GB/s", "gather GB/s"], rows, [True] * 6))
+                           "triad GB/s", "gather GB/s"], points, [True] * 6))
     return "\n".join(out)
 
 
@@ -151,10 +151,10 @@ def _model_section(m: Mapping[str, Any]) -> str:
                  f"{e['denominator']['median_ms']:.4g}") for e in eff.values()]
         out.append(_table(["ratio", "value", "numerator", "ms", "denominator", "ms"], rows,
                           [False, True, False, True, False, True]))
-    rows = [(c["label"], f"{c['median_ms']:.4g}", f"{c['q1_ms']:.4g} - {c['q3_ms']:.4g}")
-            for c in m["configs"]]
+    every = [(c["label"], f"{c['median_ms']:.4g}", f"{c['q1_ms']:.4g} - {c['q3_ms']:.4g}")
+             for c in m["configs"]]
     out.append("<details><summary>every setting measured</summary>"
-               + _table(["setting", "median ms", "IQR ms"], rows, [False, True, True])
+               + _table(["setting", "median ms", "IQR ms"], every, [False, True, True])
                + "</details>")
     out.append("</section>")
     return "\n".join(out)
@@ -193,14 +193,14 @@ def _operators(summary: Mapping[str, Any]) -> str:
                "arithmetic intensity from the graph analysis.</p>")
     out.append(_img(img, "roofline"))
     for r in roofline:
-        rows = [(n["name"], n["op"], "x".join(map(str, n.get("shape") or [])),
+        nodes = [(n["name"], n["op"], "x".join(map(str, n.get("shape") or [])),
                  f"{n['median_ms']:.4g}", f"{n['gflops']:.1f}", f"{n['gbs']:.1f}",
                  f"{n['intensity']:.3g}", n["bound"], f"{n['percent']:.0f}%")
-                for n in r["nodes"]]
-        out.append(f"<details><summary>{_e(r['model'])} b{r['batch']}: {len(rows)} heavy "
+                 for n in r["nodes"]]
+        out.append(f"<details><summary>{_e(r['model'])} b{r['batch']}: {len(nodes)} heavy "
                    f"nodes at {r['threads']} threads, graph {r['graph_ms']:.4g} ms</summary>"
                    + _table(["node", "op", "output", "ms", "GFLOP/s", "GB/s", "FLOP/B",
-                             "bound", "of bound"], rows,
+                             "bound", "of bound"], nodes,
                             [False, False, False, True, True, True, True, False, True])
                    + "</details>")
     return "\n".join(out)
@@ -239,13 +239,13 @@ def render_html(summary: Mapping[str, Any]) -> str:
         "<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
         "<title>pyparbench report</title>", f"<style>{_CSS}</style></head><body>",
         "<h1>pyparbench: parallelism settings, operators and ceilings</h1>",
-        f"<p class='note'>Generated {_e(summary['generated'])}. Every latency is the median of "
-        "its repeats, each configuration run in a fresh process.</p>",
+        (f"<p class='note'>Generated {_e(summary['generated'])}. Every latency is the median "
+         "of its repeats, each configuration run in a fresh process.</p>"),
         _machine(summary),
         "<h2 id='summary'>Best setting vs the presets</h2>", _overview(summary),
         "<h2 id='effects'>Scheduler, Operator and Library effects</h2>",
-        "<p class='note'>As the study's figures: per model, the best latency with the first "
-        "option over the best with the second, the other knobs free.</p>",
+        ("<p class='note'>As the study's figures: per model, the best latency with the first "
+         "option over the best with the second, the other knobs free.</p>"),
         _img(effects, "scheduler, operator and library effects") if effects else
         "<p>Not enough settings measured to compare the layers.</p>",
         "<h2 id='models'>Models</h2>",

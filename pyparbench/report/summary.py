@@ -16,8 +16,9 @@ beside it (``median_ns``) so the two can be matched exactly:
 ``peak``
     The ceilings (:meth:`Peak.as_dict`), or None.
 ``counts``, ``failures``
-    Configurations in all, ok and not ok; each one not ok with its model,
-    batch, setting, status and error.
+    Configurations in all, ok, failed (error or timeout) and skipped (a
+    setting this machine cannot hold); each one not ok with its model,
+    batch, setting, status and error (the reason, for a skipped one).
 ``models``
     Per model and batch: ``best`` (the fastest setting measured), ``presets``
     (each preset's latency), ``speedup`` {preset: preset latency / best
@@ -30,7 +31,8 @@ beside it (``median_ns``) so the two can be matched exactly:
     means the second is faster); ``grid`` (the fastest setting at each
     inter_op x intra_op); ``configs`` (every setting, fastest first);
     ``graph`` (GFLOPs, heavy ops, depth, average width) and ``status``:
-    "ok", "partial" (some configurations failed) or "failed" (all did).
+    "ok", "partial" (some configurations failed) or "failed" (none ran).
+    Each timing carries ``label`` and ``short`` (defaults left out).
 ``framework_overhead``
     None unless framework runs are among the records. A framework run is a
     record whose ``config`` has a ``framework`` name ("tensorflow",
@@ -63,13 +65,21 @@ PRESET_NAMES = ("tensorflow", "intel", "tftuner")
 CHOOSERS = ("tftuner", "recommended")
 
 
-def settings_label(s: Mapping[str, Any]) -> str:
-    """A compact description, e.g. 'tftuner: async 2x1 lib/onednn compact'."""
+def settings_label(s: Mapping[str, Any], *, short: bool = False) -> str:
+    """A compact description, e.g. 'tftuner: async 2x1 lib/onednn compact';
+    ``short`` leaves out what is the default (library mode, oneDNN, unpinned):
+    'tftuner: async 2x1 compact'."""
     aff = s.get("affinity", "none")
     aff = aff if isinstance(aff, str) else "explicit"
-    op = "lib" if s.get("operator", "library") == "library" else f"fw/{s.get('pool', 'openmp')}"
-    text = (f"{s.get('scheduler', 'sync')} {s.get('inter_op', 1)}x{s.get('intra_op', 1)} "
-            f"{op}/{s.get('library', 'onednn')} {aff}")
+    framework = s.get("operator", "library") == "framework"
+    op = f"fw/{s.get('pool', 'openmp')}" if framework else "lib"
+    lib = s.get("library", "onednn")
+    threads = f"{s.get('scheduler', 'sync')} {s.get('inter_op', 1)}x{s.get('intra_op', 1)}"
+    if short:
+        text = " ".join([threads, *([op] if framework else []),
+                         *([lib] if lib != "onednn" else []), *([aff] if aff != "none" else [])])
+    else:
+        text = f"{threads} {op}/{lib} {aff}"
     extras = []
     if s.get("smt"):
         extras.append("smt")
@@ -86,14 +96,18 @@ def settings_label(s: Mapping[str, Any]) -> str:
 def _timing(r: Mapping[str, Any]) -> dict[str, Any]:
     s = r["summary"]
     return {"label": settings_label(r["config"]["settings"]),
+            "short": settings_label(r["config"]["settings"], short=True),
             "settings": r["config"]["settings"], "key": r["key"],
             "median_ns": s["median"], "median_ms": s["median"] / 1e6,
             "q1_ms": s["q1"] / 1e6, "q3_ms": s["q3"] / 1e6, "n": s.get("n", 0)}
 
 
 def _best(rs: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    rs = list(rs)
-    return min(rs, key=lambda r: r["summary"]["median"]) if rs else None
+    found: Mapping[str, Any] | None = None
+    for r in rs:
+        if found is None or r["summary"]["median"] < found["summary"]["median"]:
+            found = r
+    return found
 
 
 def _ratio(name: str, meaning: str, num: Iterable[Mapping[str, Any]],
@@ -111,7 +125,8 @@ def _effects(rs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The study's Scheduler, Operator and Library layers as latency ratios
     between the best settings that differ in that layer only."""
     def s(r: Mapping[str, Any]) -> Mapping[str, Any]:
-        return r["config"]["settings"]
+        settings: Mapping[str, Any] = r["config"]["settings"]
+        return settings
 
     single = [r for r in rs if s(r).get("instances", 1) == 1]
     lib = [r for r in single if s(r)["operator"] == "library"]
@@ -174,10 +189,11 @@ def _graph_info(model: str, batch: int) -> dict[str, Any] | None:
 
 def _model_entry(model: str, batch: int, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ok = [r for r in rs if r.get("status") == "ok"]
+    skipped = sum(1 for r in rs if r.get("status") == "skipped")
+    failed = len(rs) - len(ok) - skipped
     entry: dict[str, Any] = {"model": model, "batch": batch, "configs": len(rs),
-                             "ok": len(ok), "failed": len(rs) - len(ok),
-                             "status": "ok" if len(ok) == len(rs) else
-                             "partial" if ok else "failed",
+                             "ok": len(ok), "failed": failed, "skipped": skipped,
+                             "status": "failed" if not ok else "partial" if failed else "ok",
                              "graph": _graph_info(model, batch)}
     best = _best(ok)
     entry["best"] = _timing(best) if best is not None else None
@@ -278,6 +294,7 @@ def summarize_run(records: Sequence[Mapping[str, Any]],
         machine = dict(fingerprint)
     machine["fingerprint_id"] = fingerprint_id(machine)
     not_ok = [r for r in records if r.get("status") != "ok"]
+    skipped = sum(1 for r in not_ok if r.get("status") == "skipped")
     ok_ops = [r for r in op_records if r.get("status") == "ok"]
     return {
         "schema": SCHEMA,
@@ -286,7 +303,8 @@ def summarize_run(records: Sequence[Mapping[str, Any]],
         "peak": None if peak is None else {k: v for k, v in peak.as_dict().items()
                                            if k != "fingerprint"},
         "counts": {"configs": len(records), "ok": len(records) - len(not_ok),
-                   "failed": len(not_ok), "operator_tasks": len(op_records),
+                   "failed": len(not_ok) - skipped, "skipped": skipped,
+                   "operator_tasks": len(op_records),
                    "operator_failed": len(op_records) - len(ok_ops)},
         "failures": [_failure(r) for r in not_ok] + [
             {"model": r["task"].get("model") or r["task"].get("shape", {}).get("name"),

@@ -33,11 +33,11 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     table.add_column("regret", justify="right", no_wrap=True)
     for m in summary["models"]:
         if m["best"] is None:
-            table.add_row(m["model"], str(m["batch"]), "-", Text("all failed", style="red"),
+            table.add_row(m["model"], str(m["batch"]), "-", Text("failed", style="red"),
                           "-", "-", "-", "-")
             continue
         regret = m.get("regret", {}).get("tftuner")
-        setting = m["best"]["label"]
+        setting = m["best"]["short"]
         if m["failed"]:
             setting += f" ({m['failed']} failed)"
         table.add_row(m["model"], str(m["batch"]), f"{m['best']['median_ms']:.3g}", setting,
@@ -60,12 +60,16 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
         parts.append(Text(f"ceilings at {top['threads']} threads: {top['fma_gflops']:.0f} "
                           f"GFLOP/s FMA ({peak['isa']}), {top['triad_gbs']:.1f} GB/s triad, "
                           f"{top['gather_gbs']:.1f} GB/s gather"))
-    failures = summary.get("failures") or []
+    failures = [f for f in summary.get("failures") or [] if f["status"] != "skipped"]
     if failures:
-        parts.append(Text(f"{len(failures)} configuration(s) failed, e.g. "
-                          f"{failures[0]['model']} b{failures[0]['batch']} "
-                          f"{failures[0]['setting']}: {str(failures[0]['error'])[:120]}",
-                          style="yellow"))
+        f = failures[0]
+        last = (str(f["error"]).strip().splitlines() or [""])[-1][:120]
+        parts.append(Text(f"{len(failures)} configuration(s) failed, e.g. {f['model']} "
+                          f"b{f['batch']} {f['setting']}: {last}; the rest are reported "
+                          "(report.html lists them all)", style="yellow"))
+    skipped = summary["counts"].get("skipped", 0)
+    if skipped:
+        parts.append(Text(f"{skipped} setting(s) skipped: this machine cannot hold them"))
     if report:
         parts.append(Text(f"report: {report}", style="bold"))
     return Group(*parts)

@@ -4,16 +4,16 @@ triad and gather bandwidth at 1..N threads) beside the theoretical peak."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pyparbench.cli._common import print_json
 
 if TYPE_CHECKING:
     from rich.console import Group
 
     from pyparbench.peak import Peak
 
-__all__ = ["add_peak_command", "peak_renderable"]
+__all__ = ["add_command", "peak_renderable"]
 
 
 def peak_renderable(peak: Peak) -> Group:
@@ -61,8 +61,7 @@ def _cmd_peak(args: argparse.Namespace) -> int:
     else:
         peak, cached = measure_peak(quick=args.quick, isa=args.isa), False
     if args.json:
-        json.dump({**peak.as_dict(), "cached": cached}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json({**peak.as_dict(), "cached": cached})
         return 0
     console = Console()
     console.print(peak_renderable(peak), width=min(console.width, 100))
@@ -71,8 +70,9 @@ def _cmd_peak(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_peak_command(sub: Any) -> None:
-    p = sub.add_parser("peak", help="measured FMA, triad and gather ceilings (the roofline)",
+def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``peak [--json] [--quick] [--isa ISA] [-o DIR [--remeasure]]``."""
+    p = subparsers.add_parser("peak", help="measured FMA, triad and gather ceilings (the roofline)",
                        description=__doc__)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--quick", action="store_true", help="fewer, shorter runs")

@@ -1,0 +1,19 @@
+# Stubs of pyparbench._core.peak (csrc/bindings/register_peak.cpp).
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+Timings = npt.NDArray[np.float64]
+
+def isas() -> list[str]: ...
+def fma_kernel(isa: str = "") -> dict[str, Any]: ...
+def time_fma(threads: int, iterations: int, *, repeats: int = 5, warmup: int = 1,
+             isa: str = "", cpus: Sequence[int] = ()) -> tuple[Timings, float]: ...
+def time_triad(threads: int, elements: int, *, repeats: int = 5, warmup: int = 1,
+               cpus: Sequence[int] = ()) -> tuple[Timings, float]: ...
+def time_gather(threads: int, rows: int, dim: int, bags: int, bag: int, *, repeats: int = 5,
+                warmup: int = 1, cpus: Sequence[int] = (), seed: int = 0
+                ) -> tuple[Timings, float]: ...
+def clock_mhz(cycles: int = 20_000_000, rounds: int = 5) -> float: ...

@@ -1,0 +1,151 @@
+"""The machine's ceilings (`pyparbench peak`): native kernels, the
+theoretical peak beside the measured one, the roofline placement, the cache."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pyparbench._core import peak as native
+from pyparbench.peak import (Clock, Peak, PeakPoint, assumed_clock, load_or_measure,
+                             peak_cache_path, thread_counts)
+
+
+def _peak_json(*args: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "peak", "--json", "--quick",
+                          *args], capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
+
+
+def _holds(values: list[float], tolerance: float = 0.6) -> bool:
+    """Each value at least ``tolerance`` of the best one at fewer threads
+    (bandwidth rises or holds with threads, up to noise)."""
+    return all(v >= tolerance * max(values[:i]) for i, v in enumerate(values) if i)
+
+
+def test_peak_json_measures_every_thread_count_near_the_theoretical_peak() -> None:
+    data = _peak_json()
+    points = data["points"]
+    assert [p["threads"] for p in points] == thread_counts(len(points[-1]["cpus"]))
+    for p in points:
+        # Measured FMA throughput within a sane band of what the ISA and clock allow.
+        assert 0.05 <= p["fma_gflops"] / p["theoretical_gflops"] <= 1.5, p
+        assert p["triad_gbs"] > 0 and p["gather_gbs"] > 0
+        assert len(p["cpus"]) == p["threads"] == len(set(p["cpus"]))
+    if not (_holds([p["triad_gbs"] for p in points])
+            and _holds([p["gather_gbs"] for p in points])):
+        # Another process took the cores during the first measurement: once more.
+        points = _peak_json()["points"]
+    assert _holds([p["triad_gbs"] for p in points]), points
+    assert _holds([p["gather_gbs"] for p in points]), points
+    clock = data["clock"]
+    assert clock["source"] in clock["readings"]
+    assert clock["mhz"] == max(clock["readings"].values())
+    assert data["isa"] == native.isas()[0]
+
+
+def test_peak_table_says_the_isa_and_the_clock_it_assumes() -> None:
+    out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "peak", "--quick"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    assert f"ISA: {native.isas()[0]}" in out.stdout
+    assert "clock assumed:" in out.stdout and "MHz from" in out.stdout
+    assert "FMA GFLOP/s" in out.stdout and "gather GB/s" in out.stdout
+
+
+def test_the_isa_matches_the_cpu_flags() -> None:
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    isas = native.isas()
+    assert isas[-1] == "generic"
+    assert ("avx512" in isas) == ({"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags)
+    assert ("avx2" in isas) == ({"avx2", "fma"} <= flags)
+
+
+@pytest.mark.parametrize("isa", native.isas())
+def test_fma_work_is_counted_from_the_kernel_shape(isa: str) -> None:
+    k = native.fma_kernel(isa)
+    ns, flops = native.time_fma(1, 1000, repeats=2, isa=isa)
+    assert flops == 2 * k["lanes"] * k["chains"] * 1000
+    assert len(ns) == 2 and np.all(ns > 0)
+
+
+def test_triad_and_gather_count_bytes_as_documented() -> None:
+    ns, nbytes = native.time_triad(1, 1 << 16, repeats=2)
+    assert nbytes == 3 * 4 * (1 << 16) and np.all(ns > 0)
+    ns, nbytes = native.time_gather(1, 1000, 16, 10, 4, repeats=2)
+    # Gathered rows and their int64 indices, and the output written.
+    assert nbytes == 40 * (16 * 4 + 8) + 10 * 16 * 4 and np.all(ns > 0)
+
+
+def test_bad_arguments_raise_value_errors() -> None:
+    with pytest.raises(ValueError, match="isa 'sse9' is not one this CPU runs"):
+        native.fma_kernel("sse9")
+    with pytest.raises(ValueError, match="threads"):
+        native.time_fma(0, 10)
+    with pytest.raises(ValueError, match="cpus lists 1 CPUs for 2 threads"):
+        native.time_triad(2, 1 << 10, cpus=[0])
+    with pytest.raises(ValueError, match="bag"):
+        native.time_gather(1, 10, 4, 2, 0)
+
+
+def test_the_clock_chain_measures_a_plausible_clock() -> None:
+    mhz = native.clock_mhz(1_000_000, 5)
+    assert 200 < mhz < 8000
+
+
+def test_the_assumed_clock_is_the_highest_reading_and_says_which() -> None:
+    c = assumed_clock(measured_mhz=1e6)  # higher than any real reading
+    assert c.mhz == 1e6 and c.source == "measured (dependent-add chain)"
+    assert assumed_clock().source != "measured (dependent-add chain)"
+
+
+def _synthetic_peak() -> Peak:
+    point = PeakPoint(threads=1, cpus=(0,), fma_gflops=100.0, fma_gflops_median=90.0,
+                      theoretical_gflops=128.0, triad_gbs=10.0, triad_gbs_median=9.0,
+                      gather_gbs=5.0, gather_gbs_median=4.0)
+    two = PeakPoint(threads=2, cpus=(0, 1), fma_gflops=200.0, fma_gflops_median=180.0,
+                    theoretical_gflops=256.0, triad_gbs=16.0, triad_gbs_median=15.0,
+                    gather_gbs=8.0, gather_gbs_median=7.0)
+    return Peak(isa="avx2", lanes=8, fused=True, chains=12, fma_pipes=2,
+                clock=Clock(4000.0, "x", {"x": 4000.0}), measured_clock_mhz=4000.0,
+                points=(point, two), triad_array_bytes=1, gather_table_bytes=1, gather_dim=64,
+                gather_bag=100, llc_bytes=1, fingerprint={}, measured_at="", seconds=0.0)
+
+
+def test_an_op_is_placed_under_the_ceiling_that_bounds_it() -> None:
+    peak = _synthetic_peak()
+    # 100 FLOP/B: compute-bound at 2 threads (100 * 16 GB/s > 200 GFLOP/s).
+    c = peak.ceiling("conv2d", flops=1e9, nbytes=1e7, seconds=0.01, threads=2)
+    assert (c.bound, c.ceiling, c.unit) == ("compute", 200.0, "GFLOP/s")
+    assert c.gflops == pytest.approx(100.0) and c.percent == pytest.approx(50.0)
+    # 1 FLOP/B: memory-bound, ceiling intensity x triad.
+    c = peak.ceiling("linear", flops=1e8, nbytes=1e8, seconds=0.01, threads=1)
+    assert (c.bound, c.ceiling) == ("memory", 10.0) and c.percent == pytest.approx(100.0)
+    # An embedding bag against the gather bandwidth, in GB/s.
+    c = peak.ceiling("embedding_bag", flops=1e6, nbytes=4e7, seconds=0.01, threads=2)
+    assert (c.bound, c.unit, c.ceiling) == ("gather", "GB/s", 8.0)
+    assert c.gbs == pytest.approx(4.0) and c.percent == pytest.approx(50.0)
+    # More threads than measured: the largest measured count.
+    assert peak.point(64).threads == 2
+    assert Peak.from_dict(json.loads(json.dumps(peak.as_dict()))) == peak
+
+
+def test_the_measurement_is_cached_per_machine(tmp_path: Path) -> None:
+    first, cached = load_or_measure(tmp_path, quick=True)
+    assert not cached and peak_cache_path(tmp_path).exists()
+    again, cached = load_or_measure(tmp_path, quick=True)
+    assert cached and again == first
+    fresh, cached = load_or_measure(tmp_path, quick=True, remeasure=True)
+    assert not cached and fresh.measured_at >= first.measured_at

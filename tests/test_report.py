@@ -1,0 +1,294 @@
+"""The main job as a report: results.jsonl, summary.json and report.html
+hold the measured numbers; the terminal summary fits 80 columns; a failed
+configuration is reported and the rest still are; the suite levels fit
+their time budgets."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from pyparbench.names import PRESETS
+from pyparbench.report import write_report
+from pyparbench.report.html import model_anchor, render_html
+from pyparbench.report.summary import summarize_run
+from pyparbench.report.terminal import MAX_WIDTH, print_summary
+from pyparbench.results import ResultStore
+from pyparbench.runner import Config, run_configs
+from pyparbench.settings import Settings
+from pyparbench.suite import BUDGET_S, DEFAULT_MODELS, plan_suite
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ("--quick", "--models", "mlp-512", "--batches", "1", "--repeats", "2")
+PNG = b"\x89PNG\r\n\x1a\n"
+VOID = {"meta", "img", "br", "hr", "link", "input"}
+
+
+def _pyparbench() -> list[str]:
+    script = Path(sys.executable).parent / "pyparbench"
+    return [str(script)] if script.exists() else [sys.executable, "-P", "-m", "pyparbench"]
+
+
+def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*_pyparbench(), "run", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600, check=False)
+
+
+class _Page(HTMLParser):
+    """Checks nesting (every non-void tag closed, in order) and collects
+    ids and images."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.ids: set[str] = set()
+        self.images: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(str(a["id"]))
+        if tag == "img":
+            self.images.append((str(a.get("alt")), str(a.get("src"))))
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:]}")
+        else:
+            self.stack.pop()
+
+
+def _check_page(text: str) -> _Page:
+    page = _Page()
+    page.feed(text)
+    page.close()
+    assert not page.errors and not page.stack, (page.errors, page.stack)
+    assert "http://" not in text and "https://" not in text  # nothing fetched
+    for alt, src in page.images:
+        assert src.startswith("data:image/png;base64,"), alt
+        try:
+            data = base64.b64decode(src.split(",", 1)[1], validate=True)
+        except binascii.Error as e:
+            raise AssertionError(f"{alt}: not base64 ({e})") from None
+        assert data.startswith(PNG) and b"IHDR" in data[:32], alt
+    return page
+
+
+def _medians(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    out: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        if r["status"] == "ok":
+            out[(r["config"]["model"], r["config"]["batch"])].append(r)
+    return out
+
+
+def _check_run_folder(out: Path) -> dict[str, Any]:
+    """The three files are there and hold the measured numbers."""
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    summary = json.loads((out / "summary.json").read_text())
+    page = _check_page((out / "report.html").read_text())
+    assert records and all(r["status"] == "ok" for r in records), records
+    assert all(r["machine"]["cpu_model"] == summary["machine"]["cpu_model"] for r in records)
+    by_model = _medians(records)
+    assert {(m["model"], m["batch"]) for m in summary["models"]} == set(by_model)
+    for m in summary["models"]:
+        rs = by_model[(m["model"], m["batch"])]
+        # The summary's latencies are the JSONL medians.
+        assert m["best"]["median_ns"] == min(r["summary"]["median"] for r in rs)
+        for name, p in m["presets"].items():
+            assert p["median_ns"] in [r["summary"]["median"] for r in rs
+                                      if r["config"]["settings"]["name"] == name]
+            assert m["speedup"][name] == pytest.approx(p["median_ns"] / m["best"]["median_ns"])
+        assert set(m["presets"]) == set(PRESETS)
+        assert m["regret"]["tftuner"] >= 0.0
+        assert {"scheduler", "operator", "library_eigen", "library_blas"} <= set(m["effects"])
+        assert sorted(c["median_ns"] for c in m["configs"]) == \
+            sorted(r["summary"]["median"] for r in rs)
+        # Each model's section and its plots are on the page.
+        anchor = model_anchor(m["model"], m["batch"])
+        assert anchor in page.ids
+        alts = [alt for alt, _ in page.images if alt.startswith(f"{m['model']} batch")]
+        assert len(alts) == 3, alts  # heatmap, speed-up bars, layer effects
+    alts = {alt for alt, _ in page.images}
+    assert {"operator scaling curves", "roofline",
+            "scheduler, operator and library effects"} <= alts
+    ops = summary["operators"]
+    assert {s["kind"] for s in ops["scaling"]} == {"gemm", "conv", "embedding"}
+    for s in ops["scaling"]:
+        for p in s["points"]:
+            assert p["bound"] in ("compute", "memory", "gather") and p["percent"] > 0
+            assert p["intensity"] == pytest.approx(p["flops"] / p["bytes"])
+    (roof,) = ops["roofline"]
+    assert roof["nodes"] and all(n["op"] in ("linear", "matmul", "conv2d", "embedding_bag")
+                                 for n in roof["nodes"])
+    assert summary["peak"]["points"] and summary["framework_overhead"] is None
+    return summary
+
+
+def test_quick_run_from_the_repository_root(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = _run(REPO, *TINY, "-o", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _check_run_folder(out)
+    lines = proc.stdout.rstrip().splitlines()
+    assert lines[-1] == f"report: {out / 'report.html'}"
+    table = [x for x in lines if x[:1] in "┏┃┡│└"]
+    assert table and max(len(x) for x in table) <= MAX_WIDTH
+    assert "mlp-512" in proc.stdout and "vs tuner" in proc.stdout
+
+
+def test_quick_run_from_another_folder_with_a_relative_path_then_resume(tmp_path: Path
+                                                                       ) -> None:
+    proc = _run(tmp_path, *TINY, "-o", "rel")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = tmp_path / "rel"
+    first = _check_run_folder(out)
+    n = len((out / "results.jsonl").read_text().splitlines())
+    again = _run(tmp_path, *TINY, "-o", "rel")
+    assert again.returncode == 0, again.stderr
+    assert "(cached)" in again.stdout  # the ceilings are measured once per machine
+    assert len((out / "results.jsonl").read_text().splitlines()) == n
+    second = _check_run_folder(out)
+    assert [m["best"]["median_ns"] for m in second["models"]] == \
+        [m["best"]["median_ns"] for m in first["models"]]
+
+
+def test_a_failed_configuration_is_reported_and_the_rest_still_are(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path / "results.jsonl")
+    configs = [Config("mlp-512", 1, Settings(intra_op=1), repeats=2),
+               Config("no-such-model", 1, Settings(), repeats=1),
+               Config("mlp-512", 1, Settings(intra_op=1, library="eigen"), repeats=2)]
+    records = list(run_configs(configs, store))
+    assert [r["status"] for r in records] == ["ok", "error", "ok"]
+    # One more of mlp-512's settings failing, as a crash would record it.
+    crashed = dict(records[2], status="error", error="exit status -11: Segmentation fault",
+                   key="crashed")
+    crashed.pop("summary")
+    summary, page = write_report(tmp_path, [*records, crashed])
+    assert summary["counts"] == {"configs": 4, "ok": 2, "failed": 2, "skipped": 0,
+                                 "operator_tasks": 0, "operator_failed": 0}
+    assert {f["model"] for f in summary["failures"]} == {"no-such-model", "mlp-512"}
+    assert "unknown model" in next(f["error"] for f in summary["failures"]
+                                   if f["model"] == "no-such-model")
+    by_name = {m["model"]: m for m in summary["models"]}
+    mlp = by_name["mlp-512"]
+    assert mlp["status"] == "partial" and mlp["failed"] == 1 and mlp["ok"] == 2
+    assert mlp["best"]["median_ns"] == min(r["summary"]["median"] for r in records
+                                           if r["status"] == "ok")
+    assert by_name["no-such-model"]["status"] == "failed"
+    assert by_name["no-such-model"]["best"] is None
+    text = page.read_text()
+    _check_page(text)
+    assert "Failed configurations" in text and "Segmentation fault" in text
+    assert "Every configuration of this model failed" in text
+    buf = io.StringIO()
+    print_summary(summary, Console(file=buf, width=120))
+    said = " ".join(buf.getvalue().split())
+    assert "2 configuration(s) failed" in said
+    row = next(x for x in buf.getvalue().splitlines() if "no-such-model" in x)
+    assert "failed" in row and "x" not in row.replace("no-such-model", "")
+
+
+def _synthetic_summary(n_models: int) -> dict[str, Any]:
+    """A summary of long names and labels, to test the terminal width."""
+    recs = []
+    for i in range(n_models):
+        for name, ms in (("tensorflow", 9.0), ("intel", 7.0), ("tftuner", 5.5), ("", 5.0)):
+            s = Settings(scheduler="async", inter_op=2, intra_op=14, operator="framework",
+                         library="eigen", pool="eigen", affinity="compact", omp_wait="passive",
+                         name=name).as_dict()
+            recs.append({"key": f"{i}{name}", "status": "ok",
+                         "config": {"model": f"inception-v3-long-name-{i}", "batch": 1024,
+                                    "settings": s},
+                         "summary": {"median": ms * 1e9, "q1": ms * 1e9, "q3": ms * 1e9,
+                                     "n": 3}})
+    return summarize_run(recs, fingerprint={"host": "h"})
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_the_terminal_summary_fits_80_columns(width: int) -> None:
+    buf = io.StringIO()
+    print_summary(_synthetic_summary(3), Console(file=buf, width=width), report="/x/report.html")
+    lines = buf.getvalue().splitlines()
+    assert max(len(x) for x in lines) <= MAX_WIDTH, "\n".join(lines)
+    assert any("x1.80" in x for x in lines)  # the tensorflow speed-up: 9.0 / 5.0
+    assert any("10%" in x for x in lines)  # the tuner's regret: 5.5 / 5.0 - 1
+
+
+def test_framework_overhead_is_paired_with_the_native_run() -> None:
+    def rec(framework: str | None, ms: float) -> dict[str, Any]:
+        c: dict[str, Any] = {"model": "mlp-512", "batch": 1,
+                             "settings": Settings(intra_op=2).as_dict()}
+        if framework:
+            c["framework"] = framework
+        return {"key": f"{framework}", "status": "ok", "config": c,
+                "summary": {"median": ms * 1e6, "q1": ms * 1e6, "q3": ms * 1e6, "n": 1}}
+
+    summary = summarize_run([rec(None, 2.0), rec("pytorch", 3.0)], fingerprint={"host": "h"})
+    (o,) = summary["framework_overhead"]
+    assert (o["framework"], o["native_ms"], o["framework_ms"]) == ("pytorch", 2.0, 3.0)
+    assert o["overhead_ms"] == pytest.approx(1.0)
+    assert o["overhead_pct"] == pytest.approx(100 / 3)
+    # The framework run is not one of the native settings compared.
+    assert [c["median_ms"] for c in summary["models"][0]["configs"]] == [2.0]
+    page = _check_page(render_html(summary))
+    assert "framework overhead" in {alt for alt, _ in page.images}
+
+
+def test_quick_plan_fits_its_budget_and_keeps_every_preset() -> None:
+    plan = plan_suite("quick", cores=2)
+    budget = BUDGET_S["quick"]
+    assert budget is not None and plan.estimate_s <= budget <= 120
+    assert {(c.model, c.batch) for c in plan.configs} == {(m, 1) for m in DEFAULT_MODELS}
+    for m in DEFAULT_MODELS:
+        names = [c.settings.name for c in plan.configs if c.model == m]
+        assert names[:3] == list(PRESETS)
+        assert len(names) > 3  # and the grids
+    assert all(c.repeats == 3 for c in plan.configs)
+    kinds = {t.kind for t in plan.tasks}
+    assert kinds == {"nodes", "scaling"}
+    default = plan_suite("default", cores=2)
+    full = plan_suite("full", cores=2)
+    assert len(plan.configs) < len(default.configs) < len(full.configs)
+    assert len(plan.tasks) < len(default.tasks) < len(full.tasks)
+    assert default.estimate_s <= (BUDGET_S["default"] or 0) <= 300 and full.budget_s is None
+
+
+def test_an_over_budget_plan_drops_grid_settings_never_presets() -> None:
+    whole = plan_suite("default", cores=2, budget_s=None)
+    tight = plan_suite("default", cores=2, budget_s=whole.estimate_s / 2)
+    assert tight.dropped and tight.estimate_s < whole.estimate_s
+    assert len(tight.configs) + len(tight.dropped) == len(whole.configs)
+    assert not any(c.settings.name for c in tight.dropped)
+    assert [c for c in whole.configs if c.settings.name] == \
+        [c for c in tight.configs if c.settings.name]
+    # Dropped by rank: the last grid setting of every model goes first.
+    last = {(c.model, c.batch): c for c in whole.configs}
+    assert set(last.values()) <= set(tight.dropped)
+    # A budget below the presets alone keeps the presets all the same.
+    bare = plan_suite("quick", cores=2, budget_s=0.0)
+    assert {c.settings.name for c in bare.configs} == set(PRESETS)
+
+
+def test_a_bad_level_or_model_is_refused() -> None:
+    with pytest.raises(ValueError, match="level must be one of"):
+        plan_suite("medium")
+    out = subprocess.run([*_pyparbench(), "run", "--quick", "--full"], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert out.returncode == 2 and "not allowed with argument" in out.stderr
+    assert re.search(r"--quick.*--full|--full.*--quick", out.stderr)
