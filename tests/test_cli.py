@@ -62,7 +62,7 @@ def test_run_a_small_suite_then_resume(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     lines = (out_dir / "results.jsonl").read_text().splitlines()
     assert len(lines) >= 4 and all(json.loads(x)["status"] == "ok" for x in lines)
-    assert "vs tuner" in out.stdout and f"{len(lines)} results" in out.stdout
+    assert "xtuner" in out.stdout and f"{len(lines)} results" in out.stdout
     assert out.stdout.strip().splitlines()[-1] == f"report: {out_dir / 'report.html'}"
     again = cli(*args)
     assert again.returncode == 0

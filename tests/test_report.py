@@ -149,7 +149,7 @@ def test_quick_run_from_the_repository_root(tmp_path: Path) -> None:
     assert lines[-1] == f"report: {out / 'report.html'}"
     table = [x for x in lines if x[:1] in "┏┃┡│└"]
     assert table and max(len(x) for x in table) <= MAX_WIDTH
-    assert "mlp-512" in proc.stdout and "vs tuner" in proc.stdout
+    assert "mlp-512" in proc.stdout and "xtuner" in proc.stdout
 
 
 def test_quick_run_from_another_folder_with_a_relative_path_then_resume(tmp_path: Path

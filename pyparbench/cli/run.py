@@ -12,6 +12,7 @@ per model against the presets, within 80 columns.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,10 +102,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pyparbench.models import MODELS
     from pyparbench.peak import load_or_measure
     from pyparbench.report import write_report
+    from pyparbench.report.summary import busy_note
     from pyparbench.report.terminal import print_summary
     from pyparbench.suite import plan_suite
 
     started = time.perf_counter()
+    # Before this job adds its own load: were other processes using the cores?
+    cpus = len(os.sched_getaffinity(0))
+    load = os.getloadavg()[0]
+    conditions = {"loadavg_start": load, "cpus": cpus, "busy": busy_note(load, cpus)}
     level = _level(args)
     unknown = [m for m in args.models or () if m not in MODELS]
     if unknown:
@@ -125,7 +131,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                       operators=not args.no_operators)
     console.print(_plan_line(plan), width=min(console.width, 80))
     records, op_records = _run_plan(plan, out, peak, args, console)
-    summary, page = write_report(out, records, op_records, peak)
+    summary, page = write_report(out, records, op_records, peak, conditions)
     print_summary(summary, console)
     failed = sum(1 for r in records + op_records if r.get("status") in ("error", "timeout"))
     console.print(f"{len(records)} results in {out / RESULTS_FILE}, summary in "

@@ -22,15 +22,15 @@ REPORT_FILE = "report.html"
 
 
 def write_report(directory: str | Path, records: Sequence[Mapping[str, Any]],
-                 op_records: Sequence[Mapping[str, Any]] = (), peak: Peak | None = None
-                 ) -> tuple[dict[str, Any], Path]:
+                 op_records: Sequence[Mapping[str, Any]] = (), peak: Peak | None = None,
+                 conditions: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], Path]:
     """Summarise the records, write ``summary.json`` and ``report.html`` into
     ``directory``; returns the summary and the report's path."""
     from pyparbench.report.html import render_html
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    summary = summarize_run(records, op_records, peak)
+    summary = summarize_run(records, op_records, peak, conditions=conditions)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
     page = out / REPORT_FILE
     page.write_text(render_html(summary))

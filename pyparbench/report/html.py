@@ -71,7 +71,13 @@ def _machine(summary: Mapping[str, Any]) -> str:
              f"{onednn.get('version')} ({onednn.get('isa')}, {onednn.get('cpu_runtime')})"),
             ("OpenMP", openmp.get("library", "")),
             ("pyparbench / Python", f"{m.get('pyparbench')} / {m.get('python')}")]
+    cond = summary.get("conditions") or {}
+    if "loadavg_start" in cond:
+        rows.append(("load average before the run",
+                     f"{cond['loadavg_start']:.2f} on {cond.get('cpus')} CPUs"))
     out = ["<h2 id='machine'>Machine</h2>", _table(["what", "value"], rows)]
+    if cond.get("busy"):
+        out.append(f"<p class='bad'>Note: {_e(cond['busy'])}.</p>")
     peak = summary.get("peak")
     if peak:
         clock = peak["clock"]

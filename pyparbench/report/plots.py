@@ -11,6 +11,9 @@ from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 __all__ = ["effects_png", "heatmap_png", "model_effects_png", "overhead_png", "roofline_png",
            "scaling_png", "speedup_png"]
@@ -89,12 +92,38 @@ def speedup_png(entry: Mapping[str, Any]) -> bytes | None:
     return _png(fig)
 
 
-def _ratio_bars(ax: Axes, labels: Sequence[str], values: Sequence[float], color: str) -> None:
-    bars = ax.bar(range(len(values)), values, color=color)
-    ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], padding=2, fontsize=7)
+def _ratio_axis(ax: Axes, values: Sequence[float]) -> None:
+    """A log axis centred on 1, so x2 and x0.5 look alike and an outlier
+    does not flatten the rest."""
+    import math
+
+    lo, hi = min([1.0, *values]) / 1.6, max([1.0, *values]) * 1.6
+    ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
     ax.axhline(1.0, color="black", lw=0.8)
+    base = 2.0 if hi / lo < 2.0 ** 10 else 10.0
+    ticks = [base ** k for k in range(math.floor(math.log(lo, base)),
+                                      math.ceil(math.log(hi, base)) + 1)]
+    ax.yaxis.set_major_locator(FixedLocator([t for t in ticks if lo <= t <= hi]))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _bars_from_one(ax: Axes, xs: Sequence[float], values: Sequence[float], width: float,
+                   color: str, label: str | None = None) -> None:
+    # Bars start at 1 (no effect) and go up (second faster) or down.
+    bars = ax.bar(xs, [v - 1.0 for v in values], bottom=1.0, width=width, color=color,
+                  label=label)
+    for b, v in zip(bars, values, strict=True):
+        ax.annotate(f"{v:.2f}", (b.get_x() + b.get_width() / 2, v), ha="center",
+                    va="bottom" if v >= 1 else "top", fontsize=7,
+                    xytext=(0, 2 if v >= 1 else -2), textcoords="offset points")
+
+
+def _ratio_bars(ax: Axes, labels: Sequence[str], values: Sequence[float], color: str) -> None:
+    _bars_from_one(ax, list(range(len(values))), values, 0.8, color)
+    _ratio_axis(ax, values)
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
-    ax.set_ylim(0, max([1.0, *values]) * 1.2)
 
 
 def model_effects_png(entry: Mapping[str, Any]) -> bytes | None:
@@ -127,7 +156,7 @@ def effects_png(models: Sequence[Mapping[str, Any]]) -> bytes | None:
     tags = [_tag(m) for m in models]
     for ax, (title, keys, colors) in zip(axes, panels, strict=True):
         width = 0.8 / len(keys)
-        top = 1.0
+        shown: list[float] = []
         for i, (key, color) in enumerate(zip(keys, colors, strict=True)):
             xs, vals = [], []
             for j, m in enumerate(models):
@@ -136,13 +165,11 @@ def effects_png(models: Sequence[Mapping[str, Any]]) -> bytes | None:
                     xs.append(j + (i - (len(keys) - 1) / 2) * width)
                     vals.append(e["ratio"])
             if vals:
-                bars = ax.bar(xs, vals, width=width, color=color, label=_EFFECT_SHORT[key])
-                ax.bar_label(bars, labels=[f"{v:.2f}" for v in vals], padding=2, fontsize=7)
-                top = max(top, *vals)
-        ax.axhline(1.0, color="black", lw=0.8)
+                _bars_from_one(ax, xs, vals, width, color, _EFFECT_SHORT[key])
+                shown += vals
+        _ratio_axis(ax, shown)
         ax.set_xticks(range(len(tags)), tags, rotation=30, ha="right", fontsize=8)
-        ax.set_ylim(0, top * 1.2)
-        ax.set_ylabel("latency ratio")
+        ax.set_ylabel("latency ratio (log)")
         ax.set_title(title + " (above 1: the second is faster)", fontsize=9)
         if len(keys) > 1:
             ax.legend(fontsize=7)
@@ -187,7 +214,7 @@ def roofline_png(roofline: Sequence[Mapping[str, Any]], scaling: Sequence[Mappin
     import numpy as np
 
     top = peak["points"][-1]
-    fig = Figure(figsize=(7.5, 5.0))
+    fig = Figure(figsize=(9.0, 5.5))
     ax = fig.add_subplot()
     xs = [n["intensity"] for r in roofline for n in r["nodes"]]
     xs += [s["points"][-1]["intensity"] for s in scaling]
@@ -200,17 +227,30 @@ def roofline_png(roofline: Sequence[Mapping[str, Any]], scaling: Sequence[Mappin
             lw=0.8, label=f"gather {top['gather_gbs']:.0f} GB/s (embedding bags)")
     ax.axhline(top["theoretical_gflops"], color="grey", ls=":", lw=0.8,
                label=f"theoretical {top['theoretical_gflops']:.0f} GFLOP/s")
+    ax.scatter([], [], marker="x", color="black", label="standard shape")
     palette = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3",
                "#8c8c8c", "#ccb974", "#64b5cd"]
+    # Legends in the figure's right margin (kept by savefig, unlike an axes' extra legend).
+    fig.subplots_adjust(right=0.7)
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=6, loc="upper left",
+               bbox_to_anchor=(0.71, 0.88), title="ceilings", title_fontsize=7)
+    model_handles = []
+    ops_seen: set[str] = set()
     for i, r in enumerate(roofline):
         color = palette[i % len(palette)]
         for op, marker in _OP_MARKERS.items():
             pts = [n for n in r["nodes"] if n["op"] == op and n["intensity"] > 0
                    and n["gflops"] > 0]
             if pts:
+                ops_seen.add(op)
                 ax.scatter([n["intensity"] for n in pts], [n["gflops"] for n in pts],
-                           marker=marker, s=18, color=color, alpha=0.75, edgecolors="none",
-                           label=f"{r['model']} b{r['batch']} {op}")
+                           marker=marker, s=18, color=color, alpha=0.75, edgecolors="none")
+        model_handles.append(Patch(color=color, label=f"{r['model']} b{r['batch']}"))
+    op_handles = [Line2D([], [], ls="", marker=m, color="black", label=op)
+                  for op, m in _OP_MARKERS.items() if op in ops_seen]
+    if model_handles:
+        fig.legend(handles=model_handles + op_handles, fontsize=6, loc="lower left",
+                   bbox_to_anchor=(0.71, 0.11), title="heavy nodes", title_fontsize=7)
     for s in scaling:
         p = s["points"][-1]
         if p["intensity"] > 0 and p["gflops"] > 0:
@@ -220,10 +260,10 @@ def roofline_png(roofline: Sequence[Mapping[str, Any]], scaling: Sequence[Mappin
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
+    ax.set_ylim(top=2.0 * max(top["theoretical_gflops"], top["fma_gflops"]))
     ax.set_xlabel("arithmetic intensity (FLOP / byte moved)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(f"roofline at {top['threads']} threads; x: standard shapes", fontsize=9)
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _png(fig)
 
 

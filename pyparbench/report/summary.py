@@ -13,6 +13,10 @@ beside it (``median_ns``) so the two can be matched exactly:
 ``machine``
     The fingerprint of the run's records (the first ok record's, else this
     process's) and its ``fingerprint_id``.
+``conditions``
+    What the machine was doing: ``loadavg_start`` (1-minute load average
+    before the run), ``cpus``, and ``busy``, a warning (or None) when other
+    processes were using the cores.
 ``peak``
     The ceilings (:meth:`Peak.as_dict`), or None.
 ``counts``, ``failures``
@@ -57,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyparbench.peak import Peak
 
-__all__ = ["CHOOSERS", "PRESET_NAMES", "SCHEMA", "settings_label", "summarize_run"]
+__all__ = ["CHOOSERS", "PRESET_NAMES", "SCHEMA", "busy_note", "settings_label", "summarize_run"]
 
 SCHEMA = 1
 PRESET_NAMES = ("tensorflow", "intel", "tftuner")
@@ -269,10 +273,21 @@ def _roofline(rec: Mapping[str, Any]) -> dict[str, Any]:
             "graph_ms": rec["graph_ns"]["median"] / 1e6, "nodes": nodes}
 
 
+def busy_note(loadavg: float, cpus: int) -> str | None:
+    """A warning when other processes were using the cores (load average at
+    least half the CPUs before the run started), else None."""
+    if loadavg < 0.5 * cpus:
+        return None
+    return (f"the machine was busy when this run started (load average {loadavg:.1f} on "
+            f"{cpus} CPUs): other processes shared the cores, so timings are noisy and "
+            "multi-threaded settings suffer most")
+
+
 def summarize_run(records: Sequence[Mapping[str, Any]],
                   op_records: Sequence[Mapping[str, Any]] = (),
                   peak: Peak | None = None, *,
-                  fingerprint: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                  fingerprint: Mapping[str, Any] | None = None,
+                  conditions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary dict of a run (see the module docstring for its fields)."""
     from pyparbench.peak import fingerprint_id
 
@@ -300,6 +315,7 @@ def summarize_run(records: Sequence[Mapping[str, Any]],
         "schema": SCHEMA,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": machine,
+        "conditions": dict(conditions or {}),
         "peak": None if peak is None else {k: v for k, v in peak.as_dict().items()
                                            if k != "fingerprint"},
         "counts": {"configs": len(records), "ok": len(records) - len(not_ok),

@@ -29,7 +29,7 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     table.add_column("best ms", justify="right", no_wrap=True)
     table.add_column("best setting", overflow="fold", ratio=1)
     for name in ("tf", "intel", "tuner"):
-        table.add_column(f"vs {name}", justify="right", no_wrap=True)
+        table.add_column(f"x{name}", justify="right", no_wrap=True)
     table.add_column("regret", justify="right", no_wrap=True)
     for m in summary["models"]:
         if m["best"] is None:
@@ -51,9 +51,12 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
     """The table and the lines under it: what the columns mean, failures,
     the ceilings, and where the report is."""
     parts: list[Any] = [summary_table(summary)]
-    parts.append(Text("vs P: how many times faster the best setting is than preset P (tf: "
+    parts.append(Text("xP: how many times faster the best setting is than preset P (tf: "
                       "TensorFlow's defaults, intel: Intel's advice, tuner: the study's "
                       "tuner); regret: how much slower the tuner's choice is than the best."))
+    busy = summary.get("conditions", {}).get("busy")
+    if busy:
+        parts.append(Text(busy, style="yellow"))
     peak = summary.get("peak")
     if peak:
         top = peak["points"][-1]
