@@ -26,11 +26,19 @@ if TYPE_CHECKING:
     from pyparbench.runner import Config
     from pyparbench.suite import SuitePlan
 
-__all__ = ["DEFAULT_OUTPUT", "OPERATORS_FILE", "RESULTS_FILE", "add_command"]
+__all__ = ["DEFAULT_OUTPUT", "OPERATORS_FILE", "RESULTS_FILE", "add_command", "results_paths"]
 
 DEFAULT_OUTPUT = "pyparbench-results"
 RESULTS_FILE = "results.jsonl"
 OPERATORS_FILE = "operators.jsonl"
+
+
+def results_paths(output: str) -> tuple[Path, Path]:
+    """(results folder, results.jsonl) for ``-o``: a folder, or a path ending
+    in ``.jsonl`` that names the results file itself (the rest goes beside
+    it). Absolute, from the user's working directory."""
+    p = Path(output).expanduser().absolute()
+    return (p.parent, p) if p.suffix == ".jsonl" else (p, p / RESULTS_FILE)
 
 
 def _level(args: argparse.Namespace) -> str:
@@ -46,7 +54,7 @@ def _plan_line(plan: SuitePlan) -> str:
     return text
 
 
-def _run_plan(plan: SuitePlan, out: Path, peak: Any, args: argparse.Namespace,
+def _run_plan(plan: SuitePlan, out: Path, results: Path, peak: Any, args: argparse.Namespace,
               console: Console) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run every configuration and operator task of the plan under a progress
     bar whose units are estimated seconds, so its ETA weighs each item."""
@@ -88,7 +96,7 @@ def _run_plan(plan: SuitePlan, out: Path, peak: Any, args: argparse.Namespace,
             step(task.key, task.label, record)
 
         resume = not args.no_resume
-        records += run_configs(plan.configs, ResultStore(out / RESULTS_FILE), resume=resume,
+        records += run_configs(plan.configs, ResultStore(results), resume=resume,
                                retry_failed=args.retry_failed, on_result=on_config)
         op_records += run_op_tasks(plan.tasks, ResultStore(out / OPERATORS_FILE), peak,
                                    resume=resume, retry_failed=args.retry_failed,
@@ -104,6 +112,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pyparbench.report import write_report
     from pyparbench.report.summary import busy_note
     from pyparbench.report.terminal import print_summary
+    from pyparbench.shards import apply_shard, resolve_shard
     from pyparbench.suite import plan_suite
 
     started = time.perf_counter()
@@ -115,8 +124,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     unknown = [m for m in args.models or () if m not in MODELS]
     if unknown:
         raise ValueError(f"unknown model(s) {unknown}; valid names: {', '.join(MODELS)}")
+    shard = resolve_shard(args.shard)  # a bad one is refused before anything runs
     # Absolute before any child starts: children run in another directory.
-    out = Path(args.output).expanduser().absolute()
+    out, results = results_paths(args.output)
     out.mkdir(parents=True, exist_ok=True)
     console = Console()
     console.print(f"pyparbench run ({level}) into {out}", width=min(console.width, 80))
@@ -127,14 +137,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   f"{top.fma_gflops:.0f} GFLOP/s FMA {peak.isa} at {top.threads} threads, "
                   f"{top.triad_gbs:.1f} GB/s triad, {top.gather_gbs:.1f} GB/s gather",
                   width=min(console.width, 80))
+    # Every shard must build the same list, so a sharded suite is not fitted
+    # to a budget (which depends on this job's measured ceilings); the
+    # machine-level operator measurements go to shard 0.
     plan = plan_suite(level, args.models, args.batches, repeats=args.repeats, peak=peak,
-                      operators=not args.no_operators)
+                      operators=not args.no_operators and (shard is None or shard.index == 0),
+                      **({"budget_s": None} if shard is not None else {}))
+    if shard is not None:
+        chosen = apply_shard(plan.configs, args.shard, results, log=console.print)
+        plan.config_s = [s for c, s in zip(plan.configs, plan.config_s, strict=True)
+                         if c in chosen]
+        plan.configs = chosen
     console.print(_plan_line(plan), width=min(console.width, 80))
-    records, op_records = _run_plan(plan, out, peak, args, console)
+    records, op_records = _run_plan(plan, out, results, peak, args, console)
     summary, page = write_report(out, records, op_records, peak, conditions)
     print_summary(summary, console)
     failed = sum(1 for r in records + op_records if r.get("status") in ("error", "timeout"))
-    console.print(f"{len(records)} results in {out / RESULTS_FILE}, summary in "
+    console.print(f"{len(records)} results in {results}, summary in "
                   f"{out / 'summary.json'}; {time.perf_counter() - started:.0f} s",
                   width=min(console.width, 80), soft_wrap=True)
     console.print(f"report: {page}", soft_wrap=True, style="bold")
@@ -154,7 +173,8 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
                    help=f"results folder (default: {DEFAULT_OUTPUT}/): results.jsonl, "
                         "operators.jsonl, summary.json, report.html; finished "
-                        "measurements in it are not redone")
+                        "measurements in it are not redone. A path ending in .jsonl names "
+                        "the results file, the rest goes beside it")
     p.add_argument("--models", nargs="+", help="models (default: the level's)")
     p.add_argument("--batches", nargs="+", type=positive_int("--batches"),
                    help="batch sizes (default: the level's: quick 1; default 1 8; full 1 8 32)")
@@ -164,4 +184,8 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                    help="model configurations only: no operator scaling or roofline points")
     p.add_argument("--no-resume", action="store_true", help="measure everything again")
     p.add_argument("--retry-failed", action="store_true", help="run failed ones again")
+    p.add_argument("--shard", metavar="K/N",
+                   help="run configurations K, K+N, K+2N, ... only (K from 0; default: "
+                        "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT in a Slurm array); "
+                        "no time budget, operator measurements in shard 0")
     p.set_defaults(func=_cmd_run)
