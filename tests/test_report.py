@@ -188,12 +188,14 @@ def test_a_failed_configuration_is_reported_and_the_rest_still_are(tmp_path: Pat
     by_name = {m["model"]: m for m in summary["models"]}
     mlp = by_name["mlp-512"]
     assert mlp["status"] == "partial" and mlp["failed"] == 1 and mlp["ok"] == 2
+    assert mlp["total"] == 3 and len(mlp["configs"]) == 2
     assert mlp["best"]["median_ns"] == min(r["summary"]["median"] for r in records
                                            if r["status"] == "ok")
     assert by_name["no-such-model"]["status"] == "failed"
     assert by_name["no-such-model"]["best"] is None
     text = page.read_text()
     _check_page(text)
+    assert "1 of 3 configurations failed" in text
     assert "Failed configurations" in text and "Segmentation fault" in text
     assert "Every configuration of this model failed" in text
     buf = io.StringIO()

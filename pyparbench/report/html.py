@@ -138,12 +138,12 @@ def _model_section(m: Mapping[str, Any]) -> str:
     if g:
         out.append(f"<p class='note'>{g['gflops']:.3g} GFLOPs per pass, {g['heavy_ops']} heavy "
                    f"ops, heavy depth {g['depth']}, average width {g['avg_width']:.2f}; "
-                   f"{m['configs']} settings measured, {m['failed']} failed.</p>")
+                   f"{m['total']} settings, {m['failed']} failed.</p>")
     if m["best"] is None:
         out.append("<p class='bad'>Every configuration of this model failed.</p></section>")
         return "\n".join(out)
     if m["failed"]:
-        out.append(f"<p class='bad'>{m['failed']} of {m['configs']} configurations failed; "
+        out.append(f"<p class='bad'>{m['failed']} of {m['total']} configurations failed; "
                    "the figures use the others.</p>")
     out.append("<div class='figs'>")
     out.append(_img(plots.heatmap_png(m), f"{tag}: inter_op x intra_op heatmap"))

@@ -33,8 +33,9 @@ beside it (``median_ns``) so the two can be matched exactly:
     ``operator`` framework / library, ``library_eigen`` and ``library_blas``
     eigen or blas / onednn, ``pool_*`` in framework mode; a ratio above 1
     means the second is faster); ``grid`` (the fastest setting at each
-    inter_op x intra_op); ``configs`` (every setting, fastest first);
-    ``graph`` (GFLOPs, heavy ops, depth, average width) and ``status``:
+    inter_op x intra_op); ``configs`` (every setting that ran, fastest
+    first); ``total``, ``ok``, ``failed``, ``skipped`` (configurations by
+    outcome); ``graph`` (GFLOPs, heavy ops, depth, average width) and ``status``:
     "ok", "partial" (some configurations failed) or "failed" (none ran).
     Each timing carries ``label`` and ``short`` (defaults left out).
 ``framework_overhead``
@@ -195,7 +196,7 @@ def _model_entry(model: str, batch: int, rs: Sequence[Mapping[str, Any]]) -> dic
     ok = [r for r in rs if r.get("status") == "ok"]
     skipped = sum(1 for r in rs if r.get("status") == "skipped")
     failed = len(rs) - len(ok) - skipped
-    entry: dict[str, Any] = {"model": model, "batch": batch, "configs": len(rs),
+    entry: dict[str, Any] = {"model": model, "batch": batch, "total": len(rs),
                              "ok": len(ok), "failed": failed, "skipped": skipped,
                              "status": "failed" if not ok else "partial" if failed else "ok",
                              "graph": _graph_info(model, batch)}
