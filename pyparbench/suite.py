@@ -17,8 +17,9 @@ Three levels, each adding to the one before:
 A level with a time budget (:data:`BUDGET_S`) is planned to fit it:
 :func:`plan_suite` estimates each measurement (:func:`estimate_config_s`,
 :func:`estimate_task_s`: process start, weights, warm-up and repeats at the
-latency the machine's ceilings predict) and, if the total is over, drops
-the least important first: the last grid settings of every model, never a
+latency the machine's ceilings predict, times :func:`busy_slowdown` when
+other processes are using the cores) and, if the total is over, drops the
+least important first: the last grid settings of every model, never a
 preset.
 """
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from pyparbench.peak import Peak
 
 __all__ = ["BATCHES", "BUDGET_S", "DEFAULT_BATCHES", "DEFAULT_MODELS", "GRIDS", "LEVELS",
-           "REPEATS", "SuitePlan", "default_suite", "estimate_config_s", "estimate_task_s",
+           "REPEATS", "SuitePlan", "busy_slowdown", "default_suite", "estimate_config_s", "estimate_task_s",
            "level_models", "plan_suite", "sweep"]
 
 LEVELS = ("quick", "default", "full")
@@ -167,11 +168,19 @@ class SuitePlan:
     task_s: list[float]
     budget_s: float | None
     dropped: list[Config] = field(default_factory=list)
+    slowdown: float = 1.0
 
     @property
     def estimate_s(self) -> float:
         """Expected seconds for everything planned."""
         return sum(self.config_s) + sum(self.task_s)
+
+
+def busy_slowdown(loadavg: float, cpus: int, threads: int) -> float:
+    """How much slower than on an idle machine a run of ``threads`` threads
+    is expected to go while other processes keep ``loadavg`` CPUs busy out
+    of ``cpus``: the CPUs wanted over the CPUs there are, at least 1."""
+    return max(1.0, (loadavg + threads) / max(1, cpus))
 
 
 def default_suite(models: Sequence[str] = DEFAULT_MODELS,
@@ -199,14 +208,19 @@ def default_suite(models: Sequence[str] = DEFAULT_MODELS,
 def plan_suite(level: str, models: Sequence[str] | None = None,
                batches: Sequence[int] | None = None, *, repeats: int | None = None,
                cores: int | None = None, peak: Peak | None = None,
-               budget_s: float | None = -1.0, operators: bool = True) -> SuitePlan:
+               budget_s: float | None = -1.0, operators: bool = True,
+               slowdown: float = 1.0) -> SuitePlan:
     """The configurations and operator tasks of a level (models, batches and
     repeats default to the level's), fitted to ``budget_s`` (default: the
     level's :data:`BUDGET_S`; None: no limit).
 
-    Fitting drops grid settings by rank, the last of every model first, until
-    the estimate fits; presets and operator tasks are always kept.
+    ``slowdown`` multiplies every estimate: how much slower than an idle
+    machine this one is now (see :func:`busy_slowdown`). Fitting drops grid
+    settings by rank, the last of every model first, until the estimate
+    fits; presets and operator tasks are always kept.
     """
+    if slowdown < 1.0:
+        raise ValueError(f"slowdown must be >= 1, got {slowdown}")
     from pyparbench.models import build
     from pyparbench.op_bench import shape_graph
     from pyparbench.peak import thread_counts
@@ -221,7 +235,8 @@ def plan_suite(level: str, models: Sequence[str] | None = None,
     n = cores or allowed_cores(topology())
     configs = default_suite(models, batches, repeats=reps, cores=n, level=level)
     graphs = {(m, b): build(m, b) for m in models for b in batches}
-    config_s = [estimate_config_s(c, graphs[(c.model, c.batch)], peak) for c in configs]
+    config_s = [slowdown * estimate_config_s(c, graphs[(c.model, c.batch)], peak)
+                for c in configs]
     tasks: list[OpTask] = []
     task_s: list[float] = []
     if operators:
@@ -229,12 +244,12 @@ def plan_suite(level: str, models: Sequence[str] | None = None,
             for b in batches:
                 t = OpTask("nodes", (n,), model=m, batch=b, repeats=reps)
                 tasks.append(t)
-                task_s.append(estimate_task_s(t, graphs[(m, b)], peak))
+                task_s.append(slowdown * estimate_task_s(t, graphs[(m, b)], peak))
         for shape in standard_shapes(level):
             t = OpTask("scaling", tuple(thread_counts(n)), shape, repeats=reps)
             tasks.append(t)
-            task_s.append(estimate_task_s(t, shape_graph(shape), peak))
-    plan = SuitePlan(level, configs, tasks, config_s, task_s, budget)
+            task_s.append(slowdown * estimate_task_s(t, shape_graph(shape), peak))
+    plan = SuitePlan(level, configs, tasks, config_s, task_s, budget, slowdown=slowdown)
     if budget is not None:
         _fit(plan, budget)
     return plan

@@ -13,8 +13,15 @@ import numpy as np
 import pytest
 
 from pyparbench._core import peak as native
-from pyparbench.peak import (Clock, Peak, PeakPoint, assumed_clock, load_or_measure,
-                             peak_cache_path, thread_counts)
+from pyparbench.peak import (
+    Clock,
+    Peak,
+    PeakPoint,
+    assumed_clock,
+    load_or_measure,
+    peak_cache_path,
+    thread_counts,
+)
 
 
 def _peak_json(*args: str) -> dict[str, Any]:

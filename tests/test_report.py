@@ -28,7 +28,7 @@ from pyparbench.report.terminal import MAX_WIDTH, print_summary
 from pyparbench.results import ResultStore
 from pyparbench.runner import Config, run_configs
 from pyparbench.settings import Settings
-from pyparbench.suite import BUDGET_S, DEFAULT_MODELS, plan_suite
+from pyparbench.suite import BUDGET_S, DEFAULT_MODELS, busy_slowdown, plan_suite
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ("--quick", "--models", "mlp-512", "--batches", "1", "--repeats", "2")
@@ -285,6 +285,20 @@ def test_an_over_budget_plan_drops_grid_settings_never_presets() -> None:
     # A budget below the presets alone keeps the presets all the same.
     bare = plan_suite("quick", cores=2, budget_s=0.0)
     assert {c.settings.name for c in bare.configs} == set(PRESETS)
+
+
+def test_a_busy_machine_plans_less_to_keep_the_budget() -> None:
+    idle = plan_suite("quick", cores=2)
+    busy = plan_suite("quick", cores=2, slowdown=busy_slowdown(8.0, 2, 2))
+    assert busy_slowdown(0.0, 2, 2) == 1.0 and busy_slowdown(8.0, 2, 2) == 5.0
+    assert busy.slowdown == 5.0 and busy.dropped and not idle.dropped
+    assert busy.estimate_s < 5.0 * idle.estimate_s
+    # Within the budget, or down to what is never left out (presets, operators).
+    assert busy.estimate_s <= (BUDGET_S["quick"] or 0) or \
+        all(c.settings.name in PRESETS for c in busy.configs)
+    assert {c.settings.name for c in busy.configs} >= set(PRESETS)
+    with pytest.raises(ValueError, match="slowdown must be >= 1"):
+        plan_suite("quick", cores=2, slowdown=0.5)
 
 
 def test_a_bad_level_or_model_is_refused() -> None:

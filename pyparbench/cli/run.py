@@ -48,6 +48,8 @@ def _level(args: argparse.Namespace) -> str:
 def _plan_line(plan: SuitePlan) -> str:
     text = (f"{len(plan.configs)} model configurations and {len(plan.tasks)} operator "
             f"measurements, about {plan.estimate_s / 60:.1f} min estimated")
+    if plan.slowdown > 1.0:
+        text += f" (x{plan.slowdown:.1f}: other processes are using the cores)"
     if plan.dropped:
         text += (f"; {len(plan.dropped)} grid settings left out to fit the "
                  f"{plan.budget_s:.0f} s budget (--full runs them)")
@@ -113,7 +115,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pyparbench.report.summary import busy_note
     from pyparbench.report.terminal import print_summary
     from pyparbench.shards import apply_shard, resolve_shard
-    from pyparbench.suite import plan_suite
+    from pyparbench.suite import busy_slowdown, plan_suite
 
     started = time.perf_counter()
     # Before this job adds its own load: were other processes using the cores?
@@ -142,6 +144,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # machine-level operator measurements go to shard 0.
     plan = plan_suite(level, args.models, args.batches, repeats=args.repeats, peak=peak,
                       operators=not args.no_operators and (shard is None or shard.index == 0),
+                      slowdown=busy_slowdown(load, cpus, peak.points[-1].threads),
                       **({"budget_s": None} if shard is not None else {}))
     if shard is not None:
         chosen = apply_shard(plan.configs, args.shard, results, log=console.print)
