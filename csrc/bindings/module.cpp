@@ -2,10 +2,6 @@
 // register_<area>() in its own file.
 #include "bindings/pybind.hpp"
 
-namespace ppb::bind {
-void register_peak(py::module_& m);  // register_peak.cpp
-}
-
 PYBIND11_MODULE(_core, m) {
   m.doc() = "pyparbench native core (oneDNN + OpenMP kernels)";
   ppb::bind::register_errors(m);

@@ -26,6 +26,7 @@ void register_heavy_ops(py::module_& m);
 void register_glue_ops(py::module_& m);
 void register_embedding_ops(py::module_& m);
 void register_graph(py::module_& m);
+void register_peak(py::module_& m);
 
 ConstFloatView in_view(py::handle obj, const char* name);
 // None -> an absent view.
