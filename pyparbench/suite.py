@@ -56,12 +56,14 @@ _COMPACT = ("compact",)
 # The settings measured besides the presets, per level, most important first.
 GRIDS: dict[str, tuple[Grid, ...]] = {
     "quick": (
+        # One layer after another, so a budget that drops the last settings
+        # keeps one comparison of each layer as long as it can.
         # Scheduler: sync on every core, and async with every split of them.
         Grid({"inter_op": ALL, "affinity": _COMPACT}),
-        # Library: the other math libraries.
-        Grid({"library": ("eigen", "blas"), "affinity": _COMPACT}),
         # Operator: ops split into blocks on the framework's pool (TensorFlow's Eigen pool).
         Grid({"operator": ("framework",), "pool": ("eigen",), "affinity": _COMPACT}),
+        # Library: the other math libraries.
+        Grid({"library": ("eigen", "blas"), "affinity": _COMPACT}),
     ),
     "default": (
         Grid({"operator": ("framework",), "pool": ("openmp",), "affinity": _COMPACT}),
