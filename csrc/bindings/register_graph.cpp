@@ -65,6 +65,9 @@ void register_graph(py::module_& m) {
       .def_readwrite("ceil_mode", &NodeSpec::ceil_mode)
       .def_readwrite("count_include_pad", &NodeSpec::count_include_pad)
       .def_readwrite("perm", &NodeSpec::perm)
+      .def_readwrite("activation", &NodeSpec::activation)
+      .def_readwrite("nhwc", &NodeSpec::nhwc)
+      .def_readwrite("inplace", &NodeSpec::inplace)
       .def("set_param",
            [](NodeSpec& s, const std::string& name, py::handle array) {
              ConstFloatView v = in_view(array, name.c_str());

@@ -148,6 +148,10 @@ inline void append_eltwise(dnnl::post_ops& ops, algorithm alg, float alpha, floa
 #endif
 }
 
+// Post-op sum (dst = op(src) + dst) with scale 1: v3 added a zero point
+// before the data type, so only the scale is passed.
+inline void append_sum(dnnl::post_ops& ops) { ops.append_sum(1.0f); }
+
 // Name of the ISA oneDNN dispatches to. The enum grew between versions.
 inline std::string isa_name(dnnl::cpu_isa isa) {
   using I = dnnl::cpu_isa;

@@ -14,6 +14,7 @@
 #include "pyparbench/threading/pool.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <stdexcept>
 
@@ -67,6 +68,12 @@ const ParamArray* optional_param(const NodeSpec& s, const char* name) {
   return it == s.params.end() || !it->second.data ? nullptr : &it->second;
 }
 
+// The tensor as stored: 4-D channels-last data gets its (N, H, W, C) shape.
+Tensor stored(const Tensor& t, bool nhwc) {
+  if (!nhwc || t.shape.size() != 4) return t;
+  return {t.data, nchw_to_nhwc(t.shape)};
+}
+
 // One kernel for the node on these (possibly sliced) tensors.
 Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const Tensor& out,
                       int threads, const ExecSettings& st, const std::vector<float>& ones) {
@@ -86,9 +93,21 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       const ParamArray* b = optional_param(s, "bias");
       c.bias = b != nullptr;
       c.relu = s.relu;
+      c.activation = s.activation;
+      c.nhwc = s.nhwc;
+      c.sum = ins.size() == 2;
       auto k = make_conv2d(st.library, c, threads);
       k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
-      return unary_call(std::move(k), ins[0], out);
+      const Tensor xs = stored(ins[0], s.nhwc), ys = stored(out, s.nhwc);
+      if (!c.sum) return unary_call(std::move(k), xs, ys);
+      // The sum post-op adds what the output holds: the residual, unless the
+      // output already is the residual's buffer, is copied there first.
+      const Tensor r = ins[1];
+      const size_t bytes = static_cast<size_t>(Dims(out.shape).elements()) * sizeof(float);
+      return make_call<Conv2dOp>(std::move(k), [xs, ys, r, bytes](Conv2dOp& k) {
+        if (r.data != ys.data) std::memcpy(ys.data, r.data, bytes);
+        k.run(xs.input_view(), ys.output_view());
+      });
     }
     case OpKind::linear: {
       const ParamArray& w = param(s, "weight");
@@ -96,7 +115,7 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       const int64_t k_dim = ins[0].shape.back(), n = w.shape[0];
       const int64_t m = ins[0].shape.size() == 3 ? ins[0].shape[0] * ins[0].shape[1]
                                                  : ins[0].shape[0];
-      GemmConfig g{0, m, n, k_dim, false, true, b != nullptr, s.relu};
+      GemmConfig g{0, m, n, k_dim, false, true, b != nullptr, s.relu, s.activation};
       auto k = make_gemm(st.library, g, threads);
       const Tensor a{ins[0].data, {m, k_dim}}, y{out.data, {m, n}};
       const ParamArray wp = w, bp = b ? *b : ParamArray{};
@@ -109,7 +128,8 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       const bool batched = a.size() == 3;
       const int64_t m = a[a.size() - 2], k_dim = a.back();
       const int64_t n = s.trans_b ? b[b.size() - 2] : b.back();
-      GemmConfig g{batched ? a[0] : 0, m, n, k_dim, false, s.trans_b, false, false};
+      GemmConfig g{batched ? a[0] : 0, m, n, k_dim, false, s.trans_b, false, false,
+                   s.activation};
       auto k = make_gemm(st.library, g, threads);
       return make_call<GemmOp>(std::move(k), [x = ins[0], w = ins[1], y = out](GemmOp& k) {
         k.run(x.input_view(), w.input_view(), {}, y.output_view());
@@ -136,10 +156,17 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       });
     }
     case OpKind::concat: {
+      // Channels-last: the channel axis (1) is stored last.
+      const bool cl = s.nhwc && out.shape.size() == 4;
+      const int axis = cl ? (s.axis == 1 ? 3 : s.axis == 0 ? 0 : s.axis - 1) : s.axis;
+      std::vector<Tensor> xs;
       std::vector<Shape> shapes;
-      for (const auto& t : ins) shapes.push_back(t.shape);
-      auto k = std::make_unique<Concat>(shapes, s.axis, threads);
-      return make_call<Concat>(std::move(k), [xs = ins, y = out](Concat& k) {
+      for (const auto& t : ins) {
+        xs.push_back(stored(t, cl));
+        shapes.push_back(xs.back().shape);
+      }
+      auto k = std::make_unique<Concat>(shapes, axis, threads);
+      return make_call<Concat>(std::move(k), [xs, y = stored(out, cl)](Concat& k) {
         std::vector<ConstFloatView> views;
         views.reserve(xs.size());
         for (const auto& t : xs) views.push_back(t.input_view());
@@ -150,15 +177,19 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       Pool2dConfig c{s.kind,         s.kernel[0],  s.kernel[1],  s.stride[0],
                      s.stride[1],    s.padding[0], s.padding[1], s.padding[2],
                      s.padding[3],   s.ceil_mode,  s.count_include_pad};
-      return unary_call(std::make_unique<Pool2d>(c, ins[0].shape, threads), ins[0], out);
+      return unary_call(std::make_unique<Pool2d>(c, ins[0].shape, threads, s.nhwc),
+                        stored(ins[0], s.nhwc), stored(out, s.nhwc));
     }
     case OpKind::global_avg_pool:
-      return unary_call(std::make_unique<GlobalAvgPool>(ins[0].shape, threads), ins[0], out);
+      return unary_call(std::make_unique<GlobalAvgPool>(ins[0].shape, threads, s.nhwc),
+                        stored(ins[0], s.nhwc), out);
     case OpKind::batch_norm: {
       // The kernel takes (N, C) or (N, C, H, W): other ranks fold into H.
       Shape s4 = ins[0].shape;
       if (s4.size() != 2 && s4.size() != 4) s4 = {s4[0], s4[1], inner_size(s4) / s4[1], 1};
-      auto k = std::make_unique<BatchNorm>(s4, s.eps, threads);
+      const bool cl = s.nhwc && ins[0].shape.size() == 4;
+      auto k = std::make_unique<BatchNorm>(s4, s.eps, threads, cl);
+      if (cl) s4 = nchw_to_nhwc(s4);
       const ParamArray mean = param(s, "mean"), var = param(s, "var"), shift = param(s, "shift");
       const ParamArray* sc = optional_param(s, "scale");
       const ParamArray scale = sc ? *sc : ParamArray{ones.data(), {s4[1]}};
@@ -179,6 +210,18 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       return unary_call(std::make_unique<Softmax>(ins[0].shape, s.axis, threads), ins[0], out);
     case OpKind::transpose:
       return unary_call(std::make_unique<Transpose>(ins[0].shape, s.perm, threads), ins[0], out);
+    case OpKind::reorder: {
+      // nhwc: NCHW -> NHWC; else NHWC -> NCHW (the input stored channels-last).
+      const Shape& l = ins[0].shape;
+      if (l.size() != 4)
+        throw std::invalid_argument("reorder node '" + s.name + "' needs a 4-D input");
+      if (s.nhwc)
+        return unary_call(std::make_unique<Transpose>(l, std::vector<int64_t>{0, 2, 3, 1}, threads),
+                          ins[0], stored(out, true));
+      return unary_call(std::make_unique<Transpose>(nchw_to_nhwc(l),
+                                                    std::vector<int64_t>{0, 3, 1, 2}, threads),
+                        stored(ins[0], true), out);
+    }
     case OpKind::tril_flatten:
       return unary_call(std::make_unique<TrilFlatten>(ins[0].shape, threads), ins[0], out);
     case OpKind::input:
@@ -238,6 +281,10 @@ std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& i
                                  const std::vector<float>& ones) {
   std::vector<Call> calls;
   if (out.shape.size() < 2 || out.shape[0] != 1) return calls;
+  // Channels of channels-last data are not contiguous, and a fused residual
+  // would need its channels cut too: such nodes stay whole.
+  if (s.nhwc || s.op == OpKind::reorder || (s.op == OpKind::conv2d && ins.size() == 2))
+    return calls;
   const OpKind op = s.op;
   const bool conv = op == OpKind::conv2d;
   const bool linear = op == OpKind::linear && inner_size(out.shape) == out.shape.back();

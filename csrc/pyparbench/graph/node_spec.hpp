@@ -36,6 +36,17 @@ struct NodeSpec {
   int axis = 1;
   float eps = 1e-5f;
   bool relu = false, trans_b = false, ceil_mode = false, count_include_pad = true;
+  // A fused eltwise activation of conv2d / linear / matmul (an eltwise kind,
+  // empty for none). A conv2d with a second input adds it to its result
+  // before the activation (a fused residual add).
+  std::string activation;
+  // The node's 4-D activations (inputs and output; only the input of
+  // global_avg_pool) are stored channels-last; shape stays logical NCHW. For
+  // reorder: true converts NCHW -> NHWC, false NHWC -> NCHW.
+  bool nhwc = false;
+  // >= 0: the output is written in place into the buffer of input `inplace`
+  // (that input is dead once this node has run).
+  int inplace = -1;
   std::vector<int64_t> perm;
   std::map<std::string, ParamArray> params;  // weight, bias, table, mean, var, scale, shift
 };

@@ -24,6 +24,7 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::reshape, "reshape"},
     {OpKind::transpose, "transpose"},
     {OpKind::tril_flatten, "tril_flatten"},
+    {OpKind::reorder, "reorder"},
 };
 
 }  // namespace

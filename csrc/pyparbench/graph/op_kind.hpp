@@ -25,6 +25,7 @@ enum class OpKind {
   reshape,  // its input's buffer under another shape
   transpose,
   tril_flatten,
+  reorder,  // the same logical tensor in another memory layout (NodeSpec::nhwc)
 };
 
 // The op's name in the graph IR ("conv2d", "global_avg_pool", ...).

@@ -54,6 +54,18 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs)
       data_[i] = data_[s.inputs[0]];
       continue;
     }
+    if (s.inplace >= 0) {
+      if (s.inplace >= static_cast<int>(s.inputs.size()))
+        throw std::invalid_argument("node '" + s.name + "' writes in place into input " +
+                                    std::to_string(s.inplace) + " of " +
+                                    std::to_string(s.inputs.size()));
+      const NodeSpec& src = nodes_[s.inputs[s.inplace]];
+      if (src.op == OpKind::input || src.int64 || elements(src.shape) != elements(s.shape))
+        throw std::invalid_argument("node '" + s.name + "' cannot write in place into '" +
+                                    src.name + "'");
+      data_[i] = data_[s.inputs[s.inplace]];
+      continue;
+    }
     if (s.op != OpKind::input && s.inputs.empty())
       throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) + ") has no inputs");
     const size_t bytes = static_cast<size_t>(elements(s.shape)) * (s.int64 ? 8 : 4);

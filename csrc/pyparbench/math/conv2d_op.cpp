@@ -1,6 +1,7 @@
 #include "pyparbench/math/conv2d_op.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/math/gemm_op.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -19,6 +20,8 @@ int64_t conv_out_size(const char* axis, int64_t in, int64_t k, int64_t stride, i
 }
 
 Conv2dOp::Conv2dOp(const Conv2dConfig& cfg, const char* name) : cfg_(cfg), name_(name) {
+  cfg_.activation = fused_activation(cfg.relu, cfg.activation);
+  cfg_.relu = cfg_.activation == "relu";
   require_positive_dims("input", Shape{cfg.n, cfg.c, cfg.h, cfg.w});
   require_at_least("out_channels", cfg.out_channels, 1);
   require_positive_dims("kernel", Shape{cfg.kh, cfg.kw});

@@ -8,6 +8,7 @@
 #include "pyparbench/core/knobs.hpp"
 #include "pyparbench/core/tensor.hpp"
 
+#include <string>
 #include <vector>
 
 namespace ppb {
@@ -25,6 +26,11 @@ struct Conv2dConfig {
   bool bias = false;
   bool relu = false;
   bool nhwc = false;  // activations stored N,H,W,C instead of N,C,H,W
+  // A fused eltwise activation, as GemmConfig's; relu = true is "relu".
+  std::string activation;
+  // dst = conv(x) + dst before the activation: the output buffer holds a
+  // residual on entry (oneDNN's sum post-op).
+  bool sum = false;
 };
 
 // Output size along one axis (PyTorch's floor rule). Throws

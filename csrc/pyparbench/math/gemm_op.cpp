@@ -16,7 +16,23 @@ Shape with_batch(int64_t batch, Shape s) {
 
 }  // namespace
 
+std::string fused_activation(bool relu, const std::string& activation) {
+  if (relu && !activation.empty() && activation != "relu")
+    throw std::invalid_argument("relu=True and activation '" + activation +
+                                "' both ask for a fused activation; give one");
+  return relu ? std::string("relu") : activation;
+}
+
+void require_relu_only(const char* op, MathLibrary library, const std::string& activation) {
+  if (!activation.empty() && activation != "relu")
+    throw std::invalid_argument(std::string(op) + ": the " + knob_name(library) +
+                                " library fuses only relu, got activation '" + activation +
+                                "'; use the onednn library");
+}
+
 GemmOp::GemmOp(const GemmConfig& cfg, const char* name) : cfg_(cfg), name_(name) {
+  cfg_.activation = fused_activation(cfg.relu, cfg.activation);
+  cfg_.relu = cfg_.activation == "relu";
   require_at_least("batch", cfg.batch, 0);
   require_at_least("m", cfg.m, 1);
   require_at_least("n", cfg.n, 1);

@@ -9,6 +9,7 @@
 #include "pyparbench/core/knobs.hpp"
 #include "pyparbench/core/tensor.hpp"
 
+#include <string>
 #include <vector>
 
 namespace ppb {
@@ -22,7 +23,17 @@ struct GemmConfig {
   bool trans_b = false;  // B is stored as (n, k)
   bool bias = false;     // a bias vector of length n is added to every row
   bool relu = false;
+  // A fused eltwise activation (relu, relu6, sigmoid, tanh, gelu,
+  // gelu_tanh); empty for none. relu = true is the same as "relu".
+  std::string activation;
 };
+
+// The activation a gemm or conv config asks for ("" for none);
+// std::invalid_argument when relu and another activation are both set.
+std::string fused_activation(bool relu, const std::string& activation);
+// std::invalid_argument unless the fused activation is none or relu (the
+// Eigen and BLAS epilogues know only ReLU); `op` and `library` name it.
+void require_relu_only(const char* op, MathLibrary library, const std::string& activation);
 
 class GemmOp {
  public:

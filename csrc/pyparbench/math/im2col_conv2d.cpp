@@ -1,8 +1,11 @@
 #include "pyparbench/math/im2col_conv2d.hpp"
 
+#include "pyparbench/math/gemm_op.hpp"
 #include "pyparbench/math/im2col.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace ppb {
 
@@ -10,6 +13,10 @@ Im2colConv2d::Im2colConv2d(const Conv2dConfig& cfg, const char* name, MathLibrar
                            std::optional<int> threads)
     : KernelOp(cfg, name, threads), library_(library), identity_(im2col_is_identity(cfg)) {
   require_nchw(library);
+  require_relu_only("conv2d", library, config().activation);
+  if (config().sum)
+    throw std::invalid_argument(std::string("conv2d: the ") + knob_name(library) +
+                                " library has no fused residual sum; use the onednn library");
   if (!identity_)
     columns_.resize(static_cast<size_t>(cfg.c * cfg.kh * cfg.kw * out_h() * out_w()));
   weights_.resize(static_cast<size_t>(Dims(weight_shape()).elements()));

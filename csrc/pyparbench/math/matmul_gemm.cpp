@@ -6,7 +6,9 @@ namespace ppb {
 
 MatmulGemm::MatmulGemm(const GemmConfig& cfg, const char* name, MathLibrary library,
                        std::optional<int> threads)
-    : KernelOp(cfg, name, threads), library_(library) {}
+    : KernelOp(cfg, name, threads), library_(library) {
+  require_relu_only("gemm", library, config().activation);
+}
 
 void MatmulGemm::bind(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out) {
   check_run(a, b, bias, out);

@@ -34,7 +34,7 @@ Gemm::Gemm(const GemmConfig& cfg, std::optional<int> threads)
   const auto dst = operand_md(cfg.batch, cfg.m, cfg.n, false);
   const auto bias = cfg.bias ? plain_md(cfg.batch > 0 ? Shape{1, 1, cfg.n} : Shape{1, cfg.n})
                              : memory::desc();
-  const dnnl::primitive_attr attr = base_attr(cfg.relu);
+  const dnnl::primitive_attr attr = post_op_attr(config().activation, false);
   const auto pd = compat::matmul_pd(cpu_engine(), src, wei, bias, dst, attr);
   prim_ = dnnl::matmul(pd);
   add_scratchpad(pd);
@@ -75,7 +75,7 @@ Conv2d::Conv2d(const Conv2dConfig& cfg, std::optional<int> threads)
   const memory::desc any_weights(wdims, f32, tag::any);
   const memory::desc bias = cfg.bias ? memory::desc({cfg.out_channels}, f32, tag::x)
                                      : memory::desc();
-  const dnnl::primitive_attr attr = base_attr(cfg.relu);
+  const dnnl::primitive_attr attr = post_op_attr(config().activation, cfg.sum);
   // oneDNN counts dilation from 0 (0 = dense kernel).
   const auto pd = compat::conv_pd(cpu_engine(), src, any_weights, bias, dst,
                                   {cfg.stride_h, cfg.stride_w},

@@ -1,5 +1,6 @@
 // The onednn math library: gemm as one oneDNN matmul primitive, conv2d as
-// one oneDNN convolution primitive, each with a fused ReLU post-op.
+// one oneDNN convolution primitive, each with fused post-ops (an eltwise
+// activation; for conv also the sum of a residual held in the output).
 // gemm_op.hpp and conv2d_op.hpp hold the shapes and checks all libraries
 // share.
 #pragma once

@@ -10,7 +10,9 @@ namespace ppb {
 // axis 1 of an (N, C) or (N, C, H, W) input. In place is allowed.
 class BatchNorm : public PrimitiveKernel {
  public:
-  BatchNorm(Shape shape, float eps, std::optional<int> threads);
+  // nhwc: a 4-D input (logical N, C, H, W) stored channels-last; shape()
+  // and run()'s checks are then (N, H, W, C).
+  BatchNorm(Shape shape, float eps, std::optional<int> threads, bool nhwc = false);
   const Shape& shape() const { return shape_; }
   float eps() const { return eps_; }
 

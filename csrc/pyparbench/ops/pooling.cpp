@@ -33,10 +33,14 @@ int64_t pooled_size(const char* axis, int64_t in, int64_t k, int64_t s, int64_t 
 
 }  // namespace
 
-Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> threads)
-    : UnaryKernel(threads, std::move(input_nchw), false), cfg_(cfg) {
-  const Shape& in = input_shape();
-  require_nchw(in);
+Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> threads,
+               bool nhwc)
+    : UnaryKernel(threads, nhwc && input_nchw.size() == 4 ? nchw_to_nhwc(input_nchw) : input_nchw,
+                  false),
+      cfg_(cfg),
+      nhwc_(nhwc) {
+  require_nchw(input_nchw);
+  const Shape& in = input_nchw;
   require_positive_dims("kernel", Shape{cfg.kh, cfg.kw});
   require_positive_dims("stride", Shape{cfg.stride_h, cfg.stride_w});
   for (auto p : {cfg.pad_top, cfg.pad_bottom, cfg.pad_left, cfg.pad_right})
@@ -61,7 +65,8 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
                                  cfg.pad_bottom, cfg.ceil_mode);
   const int64_t ow = pooled_size("width", in[3], cfg.kw, cfg.stride_w, cfg.pad_left,
                                  cfg.pad_right, cfg.ceil_mode);
-  set_output_shape({in[0], in[1], oh, ow});
+  const Shape out_nchw{in[0], in[1], oh, ow};
+  set_output_shape(nhwc ? nchw_to_nhwc(out_nchw) : out_nchw);
   // oneDNN derives nothing from ceil mode: the extra windows are expressed as
   // extra right/bottom padding.
   const int64_t pb = (oh - 1) * cfg.stride_h + cfg.kh - in[2] - cfg.pad_top;
@@ -74,7 +79,8 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
   }
 
   ThreadsScope scope(threads_);
-  const auto src = plain_md(in), dst = plain_md(output_shape());
+  const auto src = nhwc ? nhwc_md(in) : plain_md(in);
+  const auto dst = nhwc ? nhwc_md(out_nchw) : plain_md(out_nchw);
   const auto pd = compat::pooling_pd(cpu_engine(), alg, src, dst, {cfg.stride_h, cfg.stride_w},
                                      {cfg.kh, cfg.kw}, {cfg.pad_top, cfg.pad_left}, {pb, pr},
                                      base_attr());
@@ -89,9 +95,25 @@ void Pool2d::execute() {
   if (last_row_scale_ == 1.f && last_col_scale_ == 1.f) return;
   auto* y = static_cast<float*>(args_.at(DNNL_ARG_DST).get_data_handle());
   const Shape& o = output_shape();
-  const int64_t planes = o[0] * o[1], oh = o[2], ow = o[3];
   const float rs = last_row_scale_, cs = last_col_scale_;
   ThreadsScope scope(threads_);
+  if (nhwc_) {
+    // (N, OH, OW, C): scale the channels of the last row's and last
+    // column's pixels.
+    const int64_t n = o[0], oh = o[1], ow = o[2], c = o[3];
+#pragma omp parallel for
+    for (int64_t i = 0; i < n * oh; ++i) {
+      const int64_t row = i % oh;
+      float* line = y + i * ow * c;
+      for (int64_t j = 0; j < ow; ++j) {
+        const float s = (row == oh - 1 ? rs : 1.f) * (j == ow - 1 ? cs : 1.f);
+        if (s != 1.f)
+          for (int64_t k = 0; k < c; ++k) line[j * c + k] *= s;
+      }
+    }
+    return;
+  }
+  const int64_t planes = o[0] * o[1], oh = o[2], ow = o[3];
 #pragma omp parallel for
   for (int64_t p = 0; p < planes; ++p) {
     float* plane = y + p * oh * ow;
@@ -102,13 +124,16 @@ void Pool2d::execute() {
   }
 }
 
-GlobalAvgPool::GlobalAvgPool(Shape input_nchw, std::optional<int> threads)
-    : UnaryKernel(threads, std::move(input_nchw), false) {
-  const Shape& in = input_shape();
-  require_nchw(in);
+GlobalAvgPool::GlobalAvgPool(Shape input_nchw, std::optional<int> threads, bool nhwc)
+    : UnaryKernel(threads, nhwc && input_nchw.size() == 4 ? nchw_to_nhwc(input_nchw) : input_nchw,
+                  false) {
+  require_nchw(input_nchw);
+  const Shape& in = input_nchw;
   set_output_shape({in[0], in[1]});
   ThreadsScope scope(threads_);
-  const auto src = plain_md(in), dst = plain_md({in[0], in[1], 1, 1});
+  // (N, C, 1, 1) is the same memory in either layout.
+  const auto src = nhwc ? nhwc_md(in) : plain_md(in);
+  const auto dst = nhwc ? nhwc_md({in[0], in[1], 1, 1}) : plain_md({in[0], in[1], 1, 1});
   const auto pd = compat::pooling_pd(cpu_engine(), dnnl::algorithm::pooling_avg_exclude_padding,
                                      src, dst, {1, 1}, {in[2], in[3]}, {0, 0}, {0, 0},
                                      base_attr());

@@ -18,7 +18,10 @@ struct Pool2dConfig {
 
 class Pool2d : public UnaryKernel {
  public:
-  Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> threads);
+  // nhwc: input and output are stored channels-last (their shapes, as
+  // run() checks them, are then (N, H, W, C)).
+  Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> threads,
+         bool nhwc = false);
   const Pool2dConfig& config() const { return cfg_; }
 
  protected:
@@ -30,12 +33,14 @@ class Pool2d : public UnaryKernel {
   // last window by the full kernel, PyTorch by the window clipped to the
   // padded input; these rescale the last output row / column to match.
   float last_row_scale_ = 1.f, last_col_scale_ = 1.f;
+  bool nhwc_ = false;
 };
 
 // Mean over H and W: (N, C, H, W) -> (N, C).
 class GlobalAvgPool : public UnaryKernel {
  public:
-  GlobalAvgPool(Shape input_nchw, std::optional<int> threads);
+  // nhwc: the input is stored channels-last ((N, H, W, C) as run() checks it).
+  GlobalAvgPool(Shape input_nchw, std::optional<int> threads, bool nhwc = false);
 };
 
 }  // namespace ppb

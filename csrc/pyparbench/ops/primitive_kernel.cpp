@@ -1,6 +1,9 @@
 #include "pyparbench/ops/primitive_kernel.hpp"
 
+#include "pyparbench/core/checks.hpp"
 #include "pyparbench/dnnl_compat.hpp"
+
+#include <stdexcept>
 
 namespace ppb {
 
@@ -12,12 +15,42 @@ dnnl::memory::desc plain_md(const Shape& shape) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
+dnnl::memory::desc nhwc_md(const Shape& nchw) {
+  if (nchw.size() != 4)
+    throw std::invalid_argument("channels-last data must be 4-D, got shape " + shape_str(nchw));
+  return dnnl::memory::desc(dnnl::memory::dims(nchw.begin(), nchw.end()),
+                            dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
+}
+
+Shape nchw_to_nhwc(const Shape& s) { return {s.at(0), s.at(2), s.at(3), s.at(1)}; }
+Shape nhwc_to_nchw(const Shape& s) { return {s.at(0), s.at(3), s.at(1), s.at(2)}; }
+
+EltwiseAlgorithm eltwise_algorithm(const std::string& kind) {
+  using alg = dnnl::algorithm;
+  if (kind == "relu") return {alg::eltwise_relu};
+  if (kind == "relu6") return {alg::eltwise_clip, 0.f, 6.f};
+  if (kind == "sigmoid") return {alg::eltwise_logistic};
+  if (kind == "tanh") return {alg::eltwise_tanh};
+  if (kind == "gelu") return {alg::eltwise_gelu_erf};
+  if (kind == "gelu_tanh") return {alg::eltwise_gelu_tanh};
+  throw std::invalid_argument("unknown eltwise kind '" + kind +
+                              "'; expected relu, relu6, sigmoid, tanh, gelu or gelu_tanh");
+}
+
 dnnl::primitive_attr PrimitiveKernel::base_attr(bool fused_relu) {
+  return post_op_attr(fused_relu ? "relu" : "", false);
+}
+
+dnnl::primitive_attr PrimitiveKernel::post_op_attr(const std::string& activation, bool sum) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (fused_relu) {
+  if (!activation.empty() || sum) {
     dnnl::post_ops ops;
-    compat::append_eltwise(ops, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    if (sum) compat::append_sum(ops);
+    if (!activation.empty()) {
+      const EltwiseAlgorithm e = eltwise_algorithm(activation);
+      compat::append_eltwise(ops, e.alg, e.alpha, e.beta);
+    }
     attr.set_post_ops(ops);
   }
   return attr;

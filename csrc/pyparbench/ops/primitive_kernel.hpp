@@ -9,12 +9,26 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <string>
 #include <unordered_map>
 
 namespace ppb {
 
 // A plain (row-major, dense) fp32 descriptor of any rank.
 dnnl::memory::desc plain_md(const Shape& shape);
+// A 4-D fp32 descriptor of logical (N, C, H, W) dims stored channels-last.
+dnnl::memory::desc nhwc_md(const Shape& nchw);
+// (N, C, H, W) <-> (N, H, W, C) shapes.
+Shape nchw_to_nhwc(const Shape& nchw);
+Shape nhwc_to_nchw(const Shape& nhwc);
+
+// An eltwise kind (relu, relu6, sigmoid, tanh, gelu, gelu_tanh) as oneDNN's
+// algorithm and its alpha / beta; std::invalid_argument naming the kinds.
+struct EltwiseAlgorithm {
+  dnnl::algorithm alg;
+  float alpha = 0.f, beta = 0.f;
+};
+EltwiseAlgorithm eltwise_algorithm(const std::string& kind);
 
 class PrimitiveKernel : public Kernel {
  protected:
@@ -25,6 +39,9 @@ class PrimitiveKernel : public Kernel {
   // cannot run at once, and the async executor runs independent nodes at
   // once), and a ReLU post-op when `fused_relu`.
   static dnnl::primitive_attr base_attr(bool fused_relu = false);
+  // base_attr with post-ops: `sum` adds what dst holds (a residual) to the
+  // result, then `activation` (an eltwise kind, empty for none) is applied.
+  static dnnl::primitive_attr post_op_attr(const std::string& activation, bool sum);
   // Gives the kernel its own scratchpad, sized for this primitive.
   void add_scratchpad(const dnnl::primitive_desc_base& pd);
 
