@@ -1,8 +1,11 @@
 """Compile a Graph into a native plan and run it under Settings.
 
 ``compile_graph(graph)`` makes a
-:class:`CompiledGraph`: the native plan holds one buffer per node and, for
-each execution setting used, the prepared kernels; ``run()`` times it in C++
+:class:`CompiledGraph`: the graph is rewritten by the optimisation passes
+that ``Settings.graph_opt`` asks for (and the library / operator mode
+allows: :mod:`pyparbench.graph.passes`), and each such optimised graph gets
+a native plan, which holds one buffer per node and, for each execution
+setting used, the prepared kernels; ``run()`` times it in C++
 with no Python between nodes, and can return a per-node trace (Chrome trace
 JSON via :meth:`RunRecord.chrome_trace`) and a threading audit.
 
@@ -25,6 +28,7 @@ import numpy.typing as npt
 from pyparbench._core import graph as _g
 from pyparbench._core import threading as _t
 from pyparbench.graph import NATIVE_ATTRS, Graph, Node
+from pyparbench.graph.passes import OptimizeResult, optimize, pipeline
 from pyparbench.settings import Settings, allowed_sockets
 from pyparbench.threading.audit import ThreadAudit, ThreadingMismatch, ThreadingMismatchError
 from pyparbench.threading.placement import place
@@ -156,28 +160,84 @@ def _spec(node: Node) -> _g.NodeSpec:
     for attr in NATIVE_ATTRS.get(node.op, ()):
         value = node.attrs[attr]
         setattr(spec, attr, list(value) if isinstance(value, tuple) else value)
+    # What the optimisation passes set (graph.opdefs.PASS_ATTRS).
+    spec.activation = node.attrs.get("activation") or ""
+    spec.nhwc = node.attrs.get("layout") == "nhwc"
+    spec.inplace = int(node.attrs.get("inplace", -1))
     return spec
 
 
-class CompiledGraph:
-    """A graph compiled to a native plan (see the module docstring)."""
+class _Variant:
+    """One optimised graph and its native plan."""
 
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
+    def __init__(self, opt: OptimizeResult) -> None:
+        self.opt = opt
+        self.graph = opt.graph
         specs = []
-        self._params: list[npt.NDArray[np.float32]] = []  # the plan borrows these
-        for node in graph.nodes:
+        self.params: list[npt.NDArray[np.float32]] = []  # the plan borrows these
+        for node in self.graph.nodes:
             spec = _spec(node)
             for name in node.params:
                 arr = np.ascontiguousarray(node.params[name], dtype=np.float32)
-                self._params.append(arr)
+                self.params.append(arr)
                 spec.set_param(name, arr)
             specs.append(spec)
-        self._plan = _g.Plan(specs, list(graph.outputs))
+        self.plan = _g.Plan(specs, list(self.graph.outputs))
+
+    def output(self, node: int) -> npt.NDArray[np.float32]:
+        """A node's value in NCHW whatever layout it is stored in."""
+        n = self.graph[node]
+        arr = self.plan.output(node)
+        if n.attrs.get("layout") == "nhwc" and len(n.shape) == 4 and n.op != "global_avg_pool":
+            b, c, h, w = n.shape
+            arr = np.ascontiguousarray(arr.reshape(b, h, w, c).transpose(0, 3, 1, 2))
+        return arr
+
+
+class CompiledGraph:
+    """A graph compiled to native plans (see the module docstring): one per
+    optimised graph that the settings run so far asked for."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self._variants: dict[tuple[str, ...], _Variant] = {}
+        self._inputs: dict[str, npt.NDArray[Any]] = {}
+        self._last = self._variant(Settings())
         self.set_inputs(graph.random_inputs(seed=0))
 
+    def optimization(self, settings: Settings | None = None) -> OptimizeResult:
+        """The optimised graph run under ``settings`` (default: Settings()),
+        the passes applied and those skipped, with the reason."""
+        return self._variant(settings or Settings()).opt
+
+    def optimized(self, settings: Settings | None = None) -> Graph:
+        """The graph the plan runs under ``settings`` (its node ids are those
+        of traces, blocks() and output())."""
+        return self.optimization(settings).graph
+
+    @property
+    def _plan(self) -> _g.Plan:
+        """The native plan of the last run's optimised graph."""
+        return self._last.plan
+
+    def _variant(self, settings: Settings) -> _Variant:
+        wanted = pipeline(settings.graph_opt)
+        key = (*wanted, settings.library, settings.operator)
+        v = self._variants.get(key)
+        if v is None:
+            opt = optimize(self.graph, wanted, library=settings.library,
+                           operator=settings.operator)
+            # Settings that end with the same passes share one plan.
+            same = next((u for u in self._variants.values()
+                         if u.opt.applied == opt.applied and u.opt.skipped == opt.skipped), None)
+            v = same if same is not None else _Variant(opt)
+            if same is None and self._inputs:
+                self._copy_inputs(v, self._inputs)
+            self._variants[key] = v
+        return v
+
     def set_inputs(self, inputs: Mapping[str, npt.ArrayLike]) -> None:
-        """Copy graph inputs (by name) into the plan; every input must be given."""
+        """Copy graph inputs (by name) into the plans; every input must be given."""
         names = {self.graph[i].name: i for i in self.graph.inputs}
         unknown = set(inputs) - set(names)
         if unknown:
@@ -186,22 +246,36 @@ class CompiledGraph:
         missing = set(names) - set(inputs)
         if missing:
             raise ValueError(f"missing graph inputs {sorted(missing)}")
+        arrays = {}
         for name, arr in inputs.items():
             node = self.graph[names[name]]
             dtype = np.int64 if node.dtype == "int64" else np.float32
-            self._plan.set_input(names[name], np.ascontiguousarray(arr, dtype=dtype))
+            arrays[name] = np.ascontiguousarray(arr, dtype=dtype)
+        for v in {id(v): v for v in self._variants.values()}.values():
+            self._copy_inputs(v, arrays)
+        self._inputs = arrays
+
+    @staticmethod
+    def _copy_inputs(v: _Variant, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
+        # The passes keep every input node and its name.
+        for name, arr in arrays.items():
+            v.plan.set_input(v.graph[name].id, arr)
 
     def outputs(self) -> dict[str, npt.NDArray[np.float32]]:
         """The graph outputs of the last run, by name."""
-        return {self.graph[o].name: self._plan.output(o) for o in self.graph.outputs}
+        g = self._last.graph
+        return {g[o].name: self._last.output(o) for o in g.outputs}
 
     def output(self, node: int) -> npt.NDArray[np.float32]:
-        """Any node's output of the last run (a copy)."""
-        return self._plan.output(node)
+        """Any node's output of the last run (a copy, NCHW); ``node`` is an id
+        of the last run's optimised graph (:meth:`optimized`)."""
+        return self._last.output(node)
 
     def blocks(self, settings: Settings) -> list[int]:
-        """Blocks each node is cut into under ``settings`` (framework mode)."""
-        return list(self._plan.blocks(resolve(settings, self.graph)))
+        """Blocks each node of the optimised graph is cut into under
+        ``settings`` (framework mode)."""
+        v = self._variant(settings)
+        return list(v.plan.blocks(resolve(settings, v.graph)))
 
     def run(self, settings: Settings | None = None, *, repeats: int = 10, warmup: int = 2,
             trace: bool = False, audit: bool = False, strict: bool = False,
@@ -218,20 +292,33 @@ class CompiledGraph:
         if settings.instances != 1:
             raise ValueError("instances > 1 runs copies of the model on slices of the batch: "
                              "use pyparbench.executor.run_model(name, batch, settings)")
-        native = resolve(settings, self.graph, topology)
+        v = self._variant(settings)
+        self._last = v
+        g = v.graph
+        native = resolve(settings, g, topology)
         recorder = _t.Audit() if audit else None
-        res = self._plan.run(native, repeats=repeats, warmup=warmup, trace=trace,
-                             audit=recorder)
-        ns = [float(v) for v in res["ns"]]
-        events = [TraceEvent(n, self.graph[n].name, self.graph[n].op, w, c, s, e)
+        res = v.plan.run(native, repeats=repeats, warmup=warmup, trace=trace, audit=recorder)
+        ns = [float(x) for x in res["ns"]]
+        events = [TraceEvent(n, g[n].name, g[n].op, w, c, s, e)
                   for (n, w, c, s, e) in res["trace"]]
+        resolved = _resolved_dict(native)
+        resolved["graph_opt"] = _graph_opt_dict(settings, self.graph, v.opt)
         record = RunRecord(self.graph.name, self.graph.meta.get("batch", _batch(self.graph)),
-                           settings, _resolved_dict(native), ns, summarize(ns), events)
+                           settings, resolved, ns, summarize(ns), events)
         if recorder is not None:
             record.audit = ThreadAudit.from_native(recorder.threads())
             record.mismatches = audit_mismatches(native, record.audit)
             _report(record.mismatches, strict)
         return record
+
+
+def _graph_opt_dict(settings: Settings, original: Graph, opt: OptimizeResult) -> dict[str, Any]:
+    """What the passes did: asked for, applied, skipped (why), and the node
+    counts and FLOPs before and after."""
+    return {"requested": settings.graph_opt, "applied": list(opt.applied),
+            "skipped": dict(opt.skipped), "nodes": len(opt.graph),
+            "original_nodes": len(original), "flops": opt.graph.flops,
+            "original_flops": original.flops}
 
 
 def _batch(graph: Graph) -> int:
@@ -306,9 +393,11 @@ def run_model(name: str, batch: int, settings: Settings, *, repeats: int = 10, w
     for i in range(k):
         graph = build(name, batch // k, **model_kw)
         cpus = [c for p in placement.pools[i * per:(i + 1) * per] for c in (p or ())]
-        compiled.append(compile_graph(graph))
-        natives.append(resolve(one, graph, topo, cpus=cpus))
-    ns_all, each = _g.run_instances([c._plan for c in compiled], natives, repeats=repeats,
+        cg = compile_graph(graph)
+        compiled.append(cg)
+        natives.append(resolve(one, cg.optimized(one), topo, cpus=cpus))
+    plans = [c._variant(one) for c in compiled]
+    ns_all, each = _g.run_instances([p.plan for p in plans], natives, repeats=repeats,
                                     warmup=warmup)
     ns = [float(v) for v in ns_all]
     return RunRecord(name, batch, settings, {"instances": [_resolved_dict(n) for n in natives]},

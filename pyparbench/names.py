@@ -7,8 +7,8 @@ grid crosses them, and the native core's own lists (``_core.ops.LIBRARIES``,
 
 from __future__ import annotations
 
-__all__ = ["AFFINITIES", "LIBRARIES", "OPERATORS", "PLACEMENTS", "POOLS", "PRESETS",
-           "SCHEDULERS"]
+__all__ = ["AFFINITIES", "GRAPH_OPTS", "GRAPH_PASSES", "LIBRARIES", "OPERATORS", "PLACEMENTS",
+           "POOLS", "PRESETS", "SCHEDULERS"]
 
 SCHEDULERS = ("sync", "async")
 OPERATORS = ("library", "framework")
@@ -17,3 +17,7 @@ POOLS = ("openmp", "std", "eigen")
 AFFINITIES = ("none", "compact", "scatter")
 PLACEMENTS = ("shared", "per-socket")
 PRESETS = ("tensorflow", "intel", "tftuner")
+# The graph optimisation passes (pyparbench/graph/passes.py), in pipeline order.
+GRAPH_PASSES = ("bn_fold", "residual", "activation", "layout")
+# Settings.graph_opt: no pass, the whole pipeline, or one pass alone.
+GRAPH_OPTS = ("none", "full", *GRAPH_PASSES)

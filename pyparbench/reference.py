@@ -125,23 +125,33 @@ def conv2d_reference(x: npt.ArrayLike, w: npt.ArrayLike, bias: npt.ArrayLike | N
     return np.asarray(np.maximum(y, 0) if relu else y)
 
 
+def _activate(node: Node, y: Array) -> Array:
+    """A fused activation (attribute set by the optimisation passes)."""
+    kind = node.attrs.get("activation")
+    return _ELTWISE[kind](y) if kind else y
+
+
 def _conv2d(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
     a = node.attrs
     bias = _param(node, "bias", ft) if "bias" in node.params else None
-    return conv2d_reference(args[0], _param(node, "weight", ft), bias, a["stride"],
-                            a["padding"], a["dilation"], a["groups"], a["relu"], ft)
+    y = conv2d_reference(args[0], _param(node, "weight", ft), bias, a["stride"],
+                         a["padding"], a["dilation"], a["groups"], a["relu"], ft)
+    if len(args) == 2:  # a fused residual, added before the activation
+        y = y + args[1]
+    return _activate(node, y)
 
 
 def _linear(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
     y = args[0] @ _param(node, "weight", ft).T
     if "bias" in node.params:
         y = y + _param(node, "bias", ft)
-    return np.maximum(y, 0) if node.attrs["relu"] else y
+    return _activate(node, np.maximum(y, 0) if node.attrs["relu"] else y)
 
 
 def _matmul(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
     a, b = args
-    return np.asarray(np.matmul(a, np.swapaxes(b, -1, -2) if node.attrs["trans_b"] else b))
+    return _activate(node, np.asarray(
+        np.matmul(a, np.swapaxes(b, -1, -2) if node.attrs["trans_b"] else b)))
 
 
 def _embedding_bag(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
@@ -268,4 +278,6 @@ _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
     "transpose": lambda node, args, ft: np.ascontiguousarray(
         args[0].transpose(node.attrs["perm"])),
     "tril_flatten": _tril_flatten,
+    # A change of memory layout only: the same values.
+    "reorder": lambda node, args, ft: args[0],
 }

@@ -21,6 +21,10 @@ placement   ``shared`` or ``per-socket`` (parallel          Beyond one socket
 omp_wait    spin policy of idle OpenMP threads: ``None``,   Library
             ``"active"``, ``"passive"`` or a spin count
             (process-wide: applied in a fresh subprocess)
+graph_opt   graph passes applied when the plan is built:    (native executor)
+            ``full`` (default), ``none`` (op for op as
+            built) or one pass (``bn_fold``, ``residual``,
+            ``activation``, ``layout``)
 =========== ============================================== ====================
 
 Presets (:func:`preset`): ``tensorflow`` (TensorFlow's defaults),
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Union
 from pyparbench._checks import choice, positive_int
 from pyparbench.names import (
     AFFINITIES,
+    GRAPH_OPTS,
     LIBRARIES,
     OPERATORS,
     PLACEMENTS,
@@ -75,6 +80,7 @@ class Settings:
     instances: int = 1
     placement: str = "shared"
     omp_wait: OmpWait = None
+    graph_opt: str = "full"
     name: str = ""  # the preset it came from, if any
 
     def __post_init__(self) -> None:
@@ -83,6 +89,7 @@ class Settings:
         choice("library", self.library, LIBRARIES)
         choice("pool", self.pool, POOLS)
         choice("placement", self.placement, PLACEMENTS)
+        choice("graph_opt", self.graph_opt, GRAPH_OPTS)
         for f in ("inter_op", "intra_op", "instances"):
             # Stored as a plain int: a numpy integer would not serialise to JSON.
             object.__setattr__(self, f, positive_int(getattr(self, f), f))
@@ -141,6 +148,8 @@ class Settings:
             parts.append(self.placement)
         if self.omp_wait is not None:
             parts.append(f"omp_wait={self.omp_wait}")
+        if self.graph_opt != "full":
+            parts.append(f"graph_opt={self.graph_opt}")
         return " ".join(parts)
 
 

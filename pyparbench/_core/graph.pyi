@@ -26,6 +26,9 @@ class NodeSpec:
     ceil_mode: bool
     count_include_pad: bool
     perm: list[int]
+    activation: str
+    nhwc: bool
+    inplace: int
     def __init__(self) -> None: ...
     def set_param(self, name: str, array: npt.NDArray[np.float32]) -> None: ...
 

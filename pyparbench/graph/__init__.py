@@ -3,7 +3,8 @@
 * :mod:`~pyparbench.graph.opdefs` — the op vocabulary, listed once;
 * :mod:`~pyparbench.graph.ir` — :class:`Node`, :class:`Params`, :class:`Graph`;
 * :mod:`~pyparbench.graph.analysis` — FLOPs, bytes, depth, widths, work / span;
-* :mod:`~pyparbench.graph.builder` — :class:`GraphBuilder`.
+* :mod:`~pyparbench.graph.builder` — :class:`GraphBuilder`;
+* :mod:`~pyparbench.graph.passes` — the optimisation passes run at compile time.
 
 A graph is compiled into a native plan by :func:`pyparbench.executor.compile_graph`.
 """
@@ -11,15 +12,25 @@ A graph is compiled into a native plan by :func:`pyparbench.executor.compile_gra
 from pyparbench.graph.analysis import EXACT_WIDTH_LIMIT, NodeStats
 from pyparbench.graph.builder import GraphBuilder
 from pyparbench.graph.ir import Graph, Node, Params, ParamSpec
-from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS, HEAVY_OPS, NATIVE_ATTRS, OPS
+from pyparbench.graph.opdefs import (
+    DTYPE_BYTES,
+    ELTWISE_FLOPS,
+    FUSABLE_ACTIVATIONS,
+    HEAVY_OPS,
+    NATIVE_ATTRS,
+    OPS,
+    PASS_ATTRS,
+)
 
 __all__ = [
     "DTYPE_BYTES",
     "ELTWISE_FLOPS",
     "EXACT_WIDTH_LIMIT",
+    "FUSABLE_ACTIVATIONS",
     "HEAVY_OPS",
     "NATIVE_ATTRS",
     "OPS",
+    "PASS_ATTRS",
     "Graph",
     "GraphBuilder",
     "Node",

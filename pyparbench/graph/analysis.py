@@ -212,6 +212,11 @@ def _flops(n: Node, ins: Sequence[Node]) -> tuple[int, int]:
     a = n.attrs
     out = _size(n)
     fused = out * (int("bias" in n.params) + int(bool(a.get("relu", False))))
+    # What the optimisation passes fuse: an activation, a conv's residual add.
+    if a.get("activation"):
+        fused += ELTWISE_FLOPS[a["activation"]] * out
+    if n.op == "conv2d" and len(n.inputs) == 2:
+        fused += out
     if n.op == "conv2d":
         _, i, kh, kw = n.params.shapes["weight"]
         macs = out * i * kh * kw
@@ -222,7 +227,7 @@ def _flops(n: Node, ins: Sequence[Node]) -> tuple[int, int]:
     if n.op == "matmul":
         k = ins[0].shape[-1]
         macs = out * k
-        return 2 * macs, macs
+        return 2 * macs + fused, macs
     if n.op == "embedding_bag":
         return _size(ins[0]) * n.shape[-1] + (out if a["mode"] == "mean" else 0), 0
     if n.op == "eltwise":

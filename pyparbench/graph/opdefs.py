@@ -5,12 +5,13 @@ framework runners) reads the ops from here."""
 
 from __future__ import annotations
 
-__all__ = ["DTYPE_BYTES", "ELTWISE_FLOPS", "HEAVY_OPS", "NATIVE_ATTRS", "OPS"]
+__all__ = ["DTYPE_BYTES", "ELTWISE_FLOPS", "FUSABLE_ACTIVATIONS", "HEAVY_OPS", "NATIVE_ATTRS",
+           "OPS", "PASS_ATTRS"]
 
 OPS = frozenset({
     "input", "conv2d", "linear", "matmul", "embedding_bag", "eltwise", "add", "mul",
     "concat", "pool2d", "global_avg_pool", "batch_norm", "layer_norm", "softmax",
-    "reshape", "transpose", "tril_flatten",
+    "reshape", "transpose", "tril_flatten", "reorder",
 })
 HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag"})
 DTYPE_BYTES = {"float32": 4, "int64": 8}
@@ -22,6 +23,16 @@ ELTWISE_FLOPS = {
     "tanh": 5,      # (exp(2x) - 1) / (exp(2x) + 1): multiply, exp, subtract, add, divide
     "gelu": 5,      # 0.5 * x * (1 + erf(x / sqrt 2)): divide, erf, add, multiply, multiply
 }
+
+# Activations a conv2d / linear / matmul can apply as a fused post-op.
+FUSABLE_ACTIVATIONS = tuple(ELTWISE_FLOPS)
+
+# Attributes only the optimisation passes (graph/passes.py) set, any op may
+# carry them, absent means the default: "activation" (a fused eltwise kind of
+# conv2d / linear / matmul), "layout" ("nhwc": the node's 4-D data stored
+# channels-last; for a reorder, the layout of its output), "inplace" (the
+# input whose buffer the output takes).
+PASS_ATTRS = ("activation", "layout", "inplace")
 
 # Attributes the native plan takes, per op (NodeSpec fields of the same names);
 # the rest (reshape's shape, input's dtype, batch-norm's scale flag) are given

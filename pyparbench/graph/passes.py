@@ -1,0 +1,395 @@
+"""Optimisation passes run when a graph is compiled: small named rewrites of
+the IR, each switchable, that leave every output unchanged (up to rounding).
+
+=============  ===============================================================
+``bn_fold``    inference batch-norm folded into the weights and bias of the
+               conv2d / linear before it (when nothing else reads that output)
+``residual``   a same-shape ``add`` (and its ReLU) fused into the conv2d that
+               produces one of its inputs: oneDNN's sum post-op, computed in
+               place into the other input's buffer when that input is dead
+               once the add has run
+``activation`` an eltwise activation fused into the conv2d / linear / matmul
+               that produces it (an oneDNN eltwise post-op)
+``layout``     channels-last (NHWC) activations through conv / pool / batch
+               norm / eltwise / add / concat chains, ``reorder`` nodes where
+               data must be plain NCHW; graph inputs and outputs keep NCHW
+=============  ===============================================================
+
+Rewritten nodes carry only attributes the reference understands
+(``activation``; a conv2d's second input is its residual) or that describe
+memory and not values (``layout``, ``inplace``, and the ``reorder`` op, an
+identity): :func:`pyparbench.reference.reference_forward` of the optimised
+graph is the original's. :func:`optimize` applies a pipeline and says which
+passes ran and which were skipped for the settings' library or operator mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pyparbench.graph.ir import F32Array, Graph, Node, Params, ParamSpec, Shape
+from pyparbench.graph.opdefs import FUSABLE_ACTIVATIONS
+from pyparbench.names import GRAPH_OPTS, GRAPH_PASSES
+
+__all__ = ["GRAPH_OPTS", "PASSES", "DerivedParams", "OptimizeResult", "activation_fusion",
+           "bn_fold", "layout_nhwc", "optimize", "pipeline", "residual_fusion"]
+
+PASSES = GRAPH_PASSES
+"""Every pass, in the order the full pipeline applies them (BN first, so a
+folded conv can take its residual and activation; layout last, on the fused
+nodes). Settings.graph_opt takes GRAPH_OPTS: none, full or one pass alone."""
+
+
+class DerivedParams(Params):
+    """Parameters computed from other nodes' parameters (a folded conv's
+    weights), made together on first access, read-only like any Params."""
+
+    def __init__(self, shapes: Mapping[str, Shape],
+                 make: Callable[[], Mapping[str, np.ndarray]]) -> None:
+        # The init fields are unused: the arrays come from `make`.
+        super().__init__({k: ParamSpec(tuple(s), "normal", 0.0, 0.0) for k, s in shapes.items()},
+                         0, 0)
+        self._make = make
+
+    def __getitem__(self, key: str) -> F32Array:
+        if key not in self._specs:
+            raise KeyError(key)
+        if key not in self._made:
+            for k, arr in self._make().items():
+                a = np.ascontiguousarray(arr, dtype=np.float32)
+                a.flags.writeable = False
+                self._made[k] = a
+        return self._made[key]
+
+
+# ------------------------------------------------------------------ rewriting
+
+
+@dataclass
+class _New:
+    op: str
+    inputs: tuple[int, ...]
+    attrs: dict[str, Any]
+    params: Params
+    shape: Shape
+    dtype: str
+    name: str
+
+
+class _Emitter:
+    """Builds the rewritten graph: nodes in a valid order, ids renumbered."""
+
+    def __init__(self) -> None:
+        self.nodes: list[_New] = []
+
+    def emit(self, n: _New) -> int:
+        self.nodes.append(n)
+        return len(self.nodes) - 1
+
+    def copy(self, node: Node, inputs: Iterable[int], **attrs: Any) -> int:
+        return self.emit(_New(node.op, tuple(inputs), {**node.attrs, **attrs}, node.params,
+                              node.shape, node.dtype, node.name))
+
+    def graph(self, like: Graph, outputs: Sequence[int]) -> Graph:
+        nodes = [Node(i, n.op, n.inputs, n.attrs, n.params, n.shape, n.dtype, n.name)
+                 for i, n in enumerate(self.nodes)]
+        return Graph(like.name, nodes, outputs, like.meta)
+
+
+def _fusable(g: Graph, producer: Node, consumer: Node) -> bool:
+    """The consumer is the producer's only reader and the producer's value is
+    no graph output: the producer's value can disappear into a fused node."""
+    return g.consumers[producer.id] == (consumer.id,) and producer.id not in g.outputs
+
+
+def _has_activation(n: Node) -> bool:
+    return bool(n.attrs.get("relu")) or bool(n.attrs.get("activation"))
+
+
+# ----------------------------------------------------------------- the passes
+
+
+def bn_fold(g: Graph) -> Graph:
+    """Fold each inference batch-norm into the conv2d or 2-D linear before it:
+    w' = w * s, b' = (b - mean) * s + shift with s = scale / sqrt(var + eps),
+    per output channel, computed in float64. Only when the conv / linear
+    output has no other reader and no fused activation or residual."""
+    folds: dict[int, int] = {}  # producer id -> batch-norm id
+    for n in g.nodes:
+        if n.op != "batch_norm":
+            continue
+        p = g[n.inputs[0]]
+        ok = (p.op == "conv2d" and len(p.inputs) == 1) or (p.op == "linear" and len(p.shape) == 2)
+        if ok and not _has_activation(p) and _fusable(g, p, n):
+            folds[p.id] = n.id
+    if not folds:
+        return g
+    em = _Emitter()
+    remap: dict[int, int] = {}
+    for n in g.nodes:
+        if n.id in remap:  # a folded batch norm, emitted with its producer
+            continue
+        ins = tuple(remap[i] for i in n.inputs)
+        bn_id = folds.get(n.id)
+        if bn_id is None:
+            remap[n.id] = em.copy(n, ins)
+            continue
+        bn = g[bn_id]
+        out_channels = n.params.shapes["weight"][0]
+        shapes = {"weight": n.params.shapes["weight"], "bias": (out_channels,)}
+        params = DerivedParams(shapes, _folded(n, bn))
+        new = em.emit(_New(n.op, ins, dict(n.attrs), params, bn.shape, bn.dtype, bn.name))
+        remap[n.id] = remap[bn_id] = new
+    return em.graph(g, [remap[o] for o in g.outputs])
+
+
+def _folded(conv: Node, bn: Node) -> Callable[[], dict[str, np.ndarray]]:
+    def make() -> dict[str, np.ndarray]:
+        w = np.asarray(conv.params["weight"], np.float64)
+        b = (np.asarray(conv.params["bias"], np.float64) if "bias" in conv.params
+             else np.zeros(w.shape[0]))
+        mean = np.asarray(bn.params["mean"], np.float64)
+        var = np.asarray(bn.params["var"], np.float64)
+        scale = (np.asarray(bn.params["scale"], np.float64) if "scale" in bn.params
+                 else np.ones_like(mean))
+        shift = np.asarray(bn.params["shift"], np.float64)
+        s = scale / np.sqrt(var + float(bn.attrs["eps"]))
+        return {"weight": w * s.reshape((-1,) + (1,) * (w.ndim - 1)), "bias": (b - mean) * s + shift}
+    return make
+
+
+def _ancestors(g: Graph, node: int) -> set[int]:
+    seen: set[int] = set()
+    stack = list(g[node].inputs)
+    while stack:
+        i = stack.pop()
+        if i not in seen:
+            seen.add(i)
+            stack.extend(g[i].inputs)
+    return seen
+
+
+def _may_overwrite(g: Graph, residual: Node, conv: Node, add: Node) -> bool:
+    """The fused node may write into the residual's buffer: that buffer is
+    the residual's own (not a graph input's, not shared by a reshape), it is
+    no graph output, and every other reader of it has finished before the
+    conv starts (is the conv's ancestor), so nothing reads it afterwards."""
+    if residual.op in ("input", "reshape") or residual.id in g.outputs:
+        return False
+    before = _ancestors(g, conv.id)
+    for c in g.consumers[residual.id]:
+        if c == add.id:
+            continue
+        if g[c].op == "reshape" or c not in before:
+            return False
+    return True
+
+
+def residual_fusion(g: Graph) -> Graph:
+    """Fuse ``add(conv(x), r)`` (and the add's ReLU) into the conv: its second
+    input is the residual, added by oneDNN's sum post-op before the
+    activation. Where the residual is dead after the add the conv writes in
+    place into its buffer (attribute ``inplace``), else into its own after a
+    copy. Of two conv inputs the later one is fused (the other, computed
+    first, is the residual)."""
+    fuse: dict[int, tuple[int, int, bool]] = {}  # add id -> (conv id, residual id, in place)
+    for n in g.nodes:
+        if n.op != "add" or g[n.inputs[0]].shape != g[n.inputs[1]].shape:
+            continue
+        cands = [g[i] for i in n.inputs
+                 if g[i].op == "conv2d" and len(g[i].inputs) == 1 and not _has_activation(g[i])
+                 and _fusable(g, g[i], n) and g[i].attrs.get("layout") is None]
+        if not cands or n.inputs[0] == n.inputs[1]:
+            continue
+        conv = max(cands, key=lambda c: c.id)
+        r = g[n.inputs[1] if n.inputs[0] == conv.id else n.inputs[0]]
+        fuse[n.id] = (conv.id, r.id, _may_overwrite(g, r, conv, n))
+    if not fuse:
+        return g
+    by_conv = {c: (a, r, inplace) for a, (c, r, inplace) in fuse.items()}
+    em = _Emitter()
+    remap: dict[int, int] = {}
+    for n in g.nodes:
+        if n.id in by_conv:  # emitted at its add, where the residual exists
+            continue
+        if n.id in fuse:
+            conv_id, r_id, inplace = fuse[n.id]
+            conv = g[conv_id]
+            attrs = dict(conv.attrs)
+            if n.attrs.get("relu"):
+                attrs["activation"] = "relu"
+            if inplace:
+                attrs["inplace"] = 1
+            ins = (remap[conv.inputs[0]], remap[r_id])
+            remap[n.id] = remap[conv_id] = em.emit(
+                _New("conv2d", ins, attrs, conv.params, n.shape, n.dtype, n.name))
+            continue
+        remap[n.id] = em.copy(n, (remap[i] for i in n.inputs))
+    return em.graph(g, [remap[o] for o in g.outputs])
+
+
+def activation_fusion(g: Graph, kinds: Iterable[str] = FUSABLE_ACTIVATIONS) -> Graph:
+    """Fuse each eltwise of ``kinds`` into the conv2d / linear / matmul before
+    it (attribute ``activation``), when nothing else reads the producer's
+    value and it has no activation yet. A conv with a residual applies the
+    activation after the sum, as the eltwise did after the add."""
+    allowed = set(kinds)
+    fuse: dict[int, int] = {}  # producer id -> eltwise id
+    for n in g.nodes:
+        if n.op != "eltwise" or n.attrs["kind"] not in allowed:
+            continue
+        p = g[n.inputs[0]]
+        if p.op in ("conv2d", "linear", "matmul") and not _has_activation(p) \
+                and _fusable(g, p, n):
+            fuse[p.id] = n.id
+    if not fuse:
+        return g
+    em = _Emitter()
+    remap: dict[int, int] = {}
+    for n in g.nodes:
+        if n.id in remap:
+            continue
+        ins = tuple(remap[i] for i in n.inputs)
+        e = fuse.get(n.id)
+        if e is None:
+            remap[n.id] = em.copy(n, ins)
+            continue
+        act = g[e]
+        remap[n.id] = remap[e] = em.emit(_New(n.op, ins, {**n.attrs, "activation": act.attrs["kind"]},
+                                              n.params, act.shape, act.dtype, act.name))
+    return em.graph(g, [remap[o] for o in g.outputs])
+
+
+# Ops that run on channels-last data; the others need NCHW.
+_NHWC_ANCHORS = ("conv2d", "pool2d", "batch_norm")
+_NHWC_FOLLOWERS = ("eltwise", "add", "mul", "concat")
+
+
+def layout_nhwc(g: Graph) -> Graph:
+    """Run 4-D conv2d / pool2d / batch_norm on channels-last data, and the
+    eltwise / same-shape add and mul / concat nodes that read them, with one
+    ``reorder`` node per value that crosses between layouts. A
+    global_avg_pool reads channels-last data directly. Graph outputs keep
+    NCHW: a channels-last output is reordered back under its own name."""
+    cl: set[int] = set()
+    for n in g.nodes:
+        if len(n.shape) != 4 or n.dtype != "float32":
+            continue
+        if n.op in _NHWC_ANCHORS:
+            cl.add(n.id)
+        elif n.op in _NHWC_FOLLOWERS and any(i in cl for i in n.inputs):
+            if n.op in ("add", "mul") and g[n.inputs[0]].shape != g[n.inputs[1]].shape:
+                continue
+            cl.add(n.id)
+    if not any(g[i].op == "conv2d" for i in cl):
+        return g
+    em = _Emitter()
+    plain: dict[int, int] = {}  # old id -> new id of its NCHW value
+    last: dict[int, int] = {}   # old id -> new id of its NHWC value
+    outputs = set(g.outputs)
+
+    def nchw(i: int) -> int:
+        if i not in plain:
+            n = g[i]
+            plain[i] = em.emit(_New("reorder", (last[i],), {"layout": "nchw"}, Params({}, 0, 0),
+                                    n.shape, n.dtype, n.name if i in outputs else f"{n.name}/nchw"))
+        return plain[i]
+
+    def nhwc(i: int) -> int:
+        if i not in last:
+            n = g[i]
+            last[i] = em.emit(_New("reorder", (plain[i],), {"layout": "nhwc"}, Params({}, 0, 0),
+                                   n.shape, n.dtype, f"{n.name}/nhwc"))
+        return last[i]
+
+    for n in g.nodes:
+        if n.id in cl:
+            attrs = {**n.attrs, "layout": "nhwc"}
+            if n.op == "conv2d" and len(n.inputs) == 2 and n.inputs[1] not in cl:
+                # The residual's channels-last copy may have other readers.
+                attrs.pop("inplace", None)
+            ins = tuple(nhwc(i) for i in n.inputs)
+            name = f"{n.name}/nhwc" if n.id in outputs else n.name
+            last[n.id] = em.emit(_New(n.op, ins, attrs, n.params, n.shape, n.dtype, name))
+            if n.id in outputs:
+                nchw(n.id)
+        elif n.op == "global_avg_pool" and n.inputs[0] in cl:
+            plain[n.id] = em.copy(n, (last[n.inputs[0]],), layout="nhwc")
+        else:
+            plain[n.id] = em.copy(n, (nchw(i) if i in cl else plain[i] for i in n.inputs))
+    return em.graph(g, [plain[o] for o in g.outputs])
+
+
+# ------------------------------------------------------------------- pipeline
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """An optimised graph, the passes applied in order, and the passes asked
+    for but skipped, each with the reason."""
+
+    graph: Graph
+    applied: tuple[str, ...]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passes": list(self.applied), "skipped": dict(self.skipped),
+                "nodes": len(self.graph), "flops": self.graph.flops}
+
+
+def pipeline(graph_opt: str) -> tuple[str, ...]:
+    """The passes a Settings.graph_opt value asks for."""
+    if graph_opt not in GRAPH_OPTS:
+        raise ValueError(f"graph_opt must be one of {', '.join(GRAPH_OPTS)}, got {graph_opt!r}")
+    if graph_opt == "none":
+        return ()
+    return PASSES if graph_opt == "full" else (graph_opt,)
+
+
+def unsupported(name: str, library: str, operator: str) -> str | None:
+    """Why pass ``name`` cannot run under this library and operator mode, or
+    None. Eigen and BLAS convolve NCHW only and fuse nothing but ReLU (the
+    activation pass then fuses ReLU alone); framework mode cuts batch-1 ops
+    along channels, which channels-last data and a residual buffer forbid."""
+    if name in ("layout", "residual"):
+        if library != "onednn":
+            return f"the {library} library has no channels-last conv and no fused sum"
+        if operator != "library":
+            return "framework mode cuts ops along channels"
+    return None
+
+
+def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
+             operator: str = "library") -> OptimizeResult:
+    """Apply ``passes`` (names of PASSES, in the pipeline's order) to ``graph``
+    for a run under ``library`` and ``operator`` mode."""
+    unknown = [p for p in passes if p not in PASSES]
+    if unknown:
+        raise ValueError(f"unknown passes {unknown}; passes are {', '.join(PASSES)}")
+    applied: list[str] = []
+    skipped: dict[str, str] = {}
+    g = graph
+    for name in (p for p in PASSES if p in passes):
+        why = unsupported(name, library, operator)
+        if why is not None:
+            skipped[name] = why
+            continue
+        if name == "bn_fold":
+            g = bn_fold(g)
+        elif name == "residual":
+            g = residual_fusion(g)
+        elif name == "activation":
+            if library != "onednn":
+                g = activation_fusion(g, ("relu",))
+                skipped["activation"] = (f"only relu fused: the {library} library has no "
+                                         "other fused activation")
+            else:
+                g = activation_fusion(g)
+        else:
+            g = layout_nhwc(g)
+        applied.append(name)
+    return OptimizeResult(g, tuple(applied), skipped)
