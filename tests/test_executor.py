@@ -25,6 +25,11 @@ SMALL = {"googlenet": {"image_size": 64}, "inception-v2": {"image_size": 64},
 
 SETTINGS = [
     Settings(),
+    Settings(graph_opt="none"),
+    Settings(intra_op=2, graph_opt="none"),
+    Settings(operator="framework", intra_op=2, graph_opt="none"),
+    Settings(graph_opt="layout"),
+    Settings(scheduler="async", inter_op=2, intra_op=1, graph_opt="residual"),
     Settings(intra_op=2),
     Settings(scheduler="async", inter_op=2),
     Settings(scheduler="async", inter_op=2, affinity="compact"),
@@ -78,6 +83,7 @@ def test_every_model_at_batch_one_in_framework_mode(name: str) -> None:
     g, want = model(name, 1)
     cg = compile_graph(g)
     for s in (Settings(operator="framework", intra_op=2, pool="eigen"),
+              Settings(operator="framework", intra_op=2, pool="std", graph_opt="none"),
               Settings(scheduler="async", inter_op=2, intra_op=2, operator="framework",
                        pool="std", library="blas")):
         cg.run(s, repeats=1, warmup=0)
@@ -115,13 +121,15 @@ def test_trace_shows_branches_overlapping_only_under_async() -> None:
     g, _ = model("googlenet")
     cg = compile_graph(g)
     sync = cg.run(Settings(), repeats=1, trace=True)
-    assert len(sync.trace) == len(g.nodes)
+    assert len(sync.trace) == len(cg.optimized()) < len(g.nodes)
+    assert len(cg.run(Settings(graph_opt="none"), repeats=1, trace=True).trace) == len(g.nodes)
     assert _overlaps(sync.trace) == 0
     assert {e.worker for e in sync.trace} == {0}
     # Inception's four branches are independent: two workers run some at once.
-    for _attempt in range(3):
+    # On a loaded machine one worker may miss a whole repeat: try a few.
+    for _attempt in range(6):
         r = cg.run(Settings(scheduler="async", inter_op=2), repeats=2, trace=True)
-        if _overlaps(r.trace) > 0:
+        if _overlaps(r.trace) > 0 and {e.worker for e in r.trace} == {0, 1}:
             break
     assert {e.worker for e in r.trace} == {0, 1}
     assert _overlaps(r.trace) > 0
@@ -131,12 +139,13 @@ def test_trace_shows_branches_overlapping_only_under_async() -> None:
 
 def test_chrome_trace_json(tmp_path: Any) -> None:
     g, _ = model("squeezenet")
-    r = compile_graph(g).run(Settings(scheduler="async", inter_op=2), repeats=1, trace=True)
+    cg = compile_graph(g)
+    r = cg.run(Settings(scheduler="async", inter_op=2), repeats=1, trace=True)
     path = tmp_path / "trace.json"
     r.write_chrome_trace(path)
     data = json.loads(path.read_text())
     slices = [e for e in data["traceEvents"] if e["ph"] == "X"]
-    assert len(slices) == len(g.nodes)
+    assert len(slices) == len(cg.optimized(Settings(scheduler="async", inter_op=2)))
     assert {e["tid"] for e in slices} <= {0, 1}
     assert all(e["dur"] >= 0 for e in slices)
 
@@ -144,12 +153,16 @@ def test_chrome_trace_json(tmp_path: Any) -> None:
 def test_framework_mode_cuts_ops_into_blocks() -> None:
     g, _ = model("resnet50")
     cg = compile_graph(g)
-    lib = cg.blocks(Settings(intra_op=2))
-    fw = cg.blocks(Settings(operator="framework", intra_op=2))
-    computing = [i for i, n in enumerate(g.nodes) if n.op not in ("input", "reshape")]
-    assert all(lib[i] == 1 for i in computing)
-    # Batch 2: every op splits along the batch into 2 blocks.
-    assert all(fw[i] == 2 for i in computing)
+    for opt in ("none", "full"):
+        lib_s = Settings(intra_op=2, graph_opt=opt)
+        fw_s = Settings(operator="framework", intra_op=2, graph_opt=opt)
+        lib, fw = cg.blocks(lib_s), cg.blocks(fw_s)
+        for s, blocks, want in ((lib_s, lib, 1), (fw_s, fw, 2)):
+            og = cg.optimized(s)
+            computing = [i for i, n in enumerate(og.nodes) if n.op not in ("input", "reshape")]
+            # Library mode: one block; batch 2 in framework mode: every op
+            # splits along the batch into 2 blocks.
+            assert computing and all(blocks[i] == want for i in computing), (opt, s.label())
 
 
 def test_audit_of_a_pinned_async_run() -> None:
@@ -239,11 +252,14 @@ def test_framework_mode_cuts_batch_one_ops_by_feature(name: str) -> None:
     s = Settings(operator="framework", intra_op=2, pool="std")
     cg.run(s, repeats=1, warmup=0)
     assert_matches(cg.outputs(), want)
-    blocks = cg.blocks(s)
-    heavy = [i for i, n in enumerate(g.nodes) if n.op in ("conv2d", "linear")]
-    assert heavy and all(blocks[i] == 2 for i in heavy)
-    glue = [i for i, n in enumerate(g.nodes) if n.op in ("eltwise", "batch_norm", "pool2d")]
-    assert all(blocks[i] == 2 for i in glue)
+    for opt in ("none", "full"):
+        s = s.with_(graph_opt=opt)
+        blocks = cg.blocks(s)
+        og = cg.optimized(s)
+        heavy = [i for i, n in enumerate(og.nodes) if n.op in ("conv2d", "linear")]
+        assert heavy and all(blocks[i] == 2 for i in heavy)
+        glue = [i for i, n in enumerate(og.nodes) if n.op in ("eltwise", "batch_norm", "pool2d")]
+        assert all(blocks[i] == 2 for i in glue)
 
 
 def test_a_pinned_run_leaves_no_pinning_behind() -> None:

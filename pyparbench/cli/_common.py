@@ -55,6 +55,9 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
                    help=f"{', '.join(names.AFFINITIES)}, or CPU lists such as 0,1:2,3")
     g.add_argument("--smt", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--placement", choices=names.PLACEMENTS)
+    g.add_argument("--graph-opt", choices=names.GRAPH_OPTS,
+                   help="graph passes applied to the native plan (default full; none: op for "
+                        "op as built)")
 
 
 def settings_from_args(args: argparse.Namespace, graph: Graph | None = None) -> Settings:
@@ -62,7 +65,7 @@ def settings_from_args(args: argparse.Namespace, graph: Graph | None = None) -> 
     base = preset(args.preset, graph=graph) if args.preset else Settings()
     changes: dict[str, Any] = {}
     for f in ("scheduler", "inter_op", "intra_op", "operator", "library", "pool", "smt",
-              "placement"):
+              "placement", "graph_opt"):
         v = getattr(args, f)
         if v is not None:
             changes[f] = v

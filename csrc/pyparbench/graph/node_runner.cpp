@@ -189,10 +189,10 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       if (s4.size() != 2 && s4.size() != 4) s4 = {s4[0], s4[1], inner_size(s4) / s4[1], 1};
       const bool cl = s.nhwc && ins[0].shape.size() == 4;
       auto k = std::make_unique<BatchNorm>(s4, s.eps, threads, cl);
-      if (cl) s4 = nchw_to_nhwc(s4);
       const ParamArray mean = param(s, "mean"), var = param(s, "var"), shift = param(s, "shift");
       const ParamArray* sc = optional_param(s, "scale");
       const ParamArray scale = sc ? *sc : ParamArray{ones.data(), {s4[1]}};
+      if (cl) s4 = nchw_to_nhwc(s4);
       const Tensor x{ins[0].data, s4}, y{out.data, s4};
       return make_call<BatchNorm>(std::move(k), [=](BatchNorm& k) {
         k.run(x.input_view(), mean.view(), var.view(), scale.view(), shift.view(),

@@ -1,0 +1,208 @@
+"""The graph optimisation passes: each rewrite against the float64 reference
+and the unoptimised plan, what each pass leaves in the graph, and the knob."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyparbench import models
+from pyparbench.cli._common import add_settings_args, settings_from_args
+from pyparbench.executor import compile_graph
+from pyparbench.graph import Graph, GraphBuilder
+from pyparbench.graph.passes import (
+    PASSES,
+    activation_fusion,
+    bn_fold,
+    layout_nhwc,
+    optimize,
+    residual_fusion,
+)
+from pyparbench.names import GRAPH_OPTS
+from pyparbench.reference import reference_forward
+from pyparbench.settings import Settings
+
+RTOL = 2e-4
+
+
+def _err(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.abs(got - want).max()) / max(1.0, float(np.abs(want).max()))
+
+
+def _block(act: str = "relu") -> Graph:
+    """A ResNet-like block: conv -> BN -> act -> conv -> BN -> conv, + the
+    first act (the residual), relu; then max pool, a 1x1 conv and the mean."""
+    b = GraphBuilder("block", seed=3)
+    x = b.input("x", (2, 8, 9, 9))
+    y = b.conv2d(x, 8, 3, padding=1, bias=False)
+    y = b.batch_norm(y, eps=1e-3)
+    a = b.eltwise(y, act)
+    z = b.conv2d(a, 8, 3, padding=1, bias=True)
+    z = b.batch_norm(z, scale=False)
+    z = b.conv2d(b.eltwise(z, "relu"), 8, 1)
+    s = b.add(z, a, relu=True)
+    p = b.pool2d(s, "max", 3, stride=2, padding=1)
+    c = b.conv2d(p, 4, 1)
+    g = b.global_avg_pool(c)
+    return b.build([g, s])
+
+
+def _run(g: Graph, settings: Settings) -> dict[str, np.ndarray]:
+    cg = compile_graph(g)
+    cg.run(settings, repeats=1, warmup=0)
+    return cg.outputs()
+
+
+def test_bn_fold_numerics_and_structure() -> None:
+    g = _block()
+    f = bn_fold(g)
+    assert [n.op for n in f].count("batch_norm") == 0
+    assert len(f) == len(g) - 2 and [n.op for n in g].count("batch_norm") == 2
+    # The folded conv keeps its output's name and gains a bias.
+    folded = f[g.nodes[2].name]
+    assert folded.op == "conv2d" and "bias" in folded.params
+    inputs = g.random_inputs(seed=1)
+    want = reference_forward(g, inputs)
+    got = reference_forward(f, inputs)
+    for k in want:
+        assert _err(got[k], want[k]) < 1e-6  # float64 maths on float32-rounded weights
+
+
+def test_bn_fold_skips_a_conv_read_elsewhere() -> None:
+    b = GraphBuilder("shared", seed=0)
+    x = b.input("x", (1, 4, 5, 5))
+    c = b.conv2d(x, 4, 1)
+    n = b.batch_norm(c)
+    g = b.build([b.add(n, c)])
+    assert bn_fold(g) is g
+
+
+@pytest.mark.parametrize("act", ["relu", "relu6", "sigmoid", "tanh", "gelu"])
+def test_activation_fusion_equals_unfused(act: str) -> None:
+    b = GraphBuilder("act", seed=1)
+    x = b.input("x", (3, 16))
+    y = b.eltwise(b.linear(x, 32), act)
+    m = b.eltwise(b.matmul(y, b.input("w", (32, 8))), act)
+    c = b.eltwise(b.conv2d(b.input("img", (1, 3, 6, 6)), 4, 3), act)
+    g = b.build([m, c])
+    f = activation_fusion(g)
+    assert not any(n.op == "eltwise" for n in f)
+    assert {n.attrs.get("activation") for n in f if n.op in ("linear", "matmul", "conv2d")} == {act}
+    want = reference_forward(g, g.random_inputs(seed=0))
+    for s in (Settings(graph_opt="none"), Settings(graph_opt="activation"),
+              Settings(intra_op=2, graph_opt="activation")):
+        got = _run(g, s)
+        for k in want:
+            assert _err(got[k], want[k]) <= RTOL, (act, s.label(), k)
+
+
+def test_fused_conv_bias_add_relu_equals_unfused() -> None:
+    g = _block()
+    f = residual_fusion(bn_fold(g))
+    fused = [n for n in f if n.op == "conv2d" and len(n.inputs) == 2]
+    assert len(fused) == 1 and fused[0].attrs["activation"] == "relu"
+    assert not any(n.op == "add" for n in f)
+    # Its residual (the first activation) is also read by the conv before,
+    # which has finished by then: the sum is computed in place.
+    assert fused[0].attrs.get("inplace") == 1
+    want = reference_forward(g, g.random_inputs(seed=0))
+    unfused = _run(g, Settings(graph_opt="none"))
+    for s in (Settings(), Settings(intra_op=2), Settings(scheduler="async", inter_op=2)):
+        got = _run(g, s)
+        for k in want:
+            assert _err(got[k], want[k]) <= RTOL, (s.label(), k)
+            assert _err(got[k], unfused[k]) <= RTOL, (s.label(), k)
+
+
+def test_residual_copied_when_it_is_read_later() -> None:
+    # The residual x is read again after the add: no in-place write.
+    b = GraphBuilder("later", seed=2)
+    x = b.conv2d(b.input("x", (1, 4, 6, 6)), 4, 1)
+    s = b.add(b.conv2d(x, 4, 3, padding=1), x)
+    g = b.build([b.add(s, b.conv2d(x, 4, 1))])
+    f = residual_fusion(g)
+    fused = {f[n.inputs[1]].name: n for n in f if n.op == "conv2d" and len(n.inputs) == 2}
+    assert "inplace" not in fused[g[x].name].attrs
+    # The second add's residual (the first sum) is dead after it.
+    assert fused[g[s].name].attrs.get("inplace") == 1
+    want = reference_forward(g, g.random_inputs(seed=0))
+    for s_ in (Settings(), Settings(scheduler="async", inter_op=2)):
+        got = _run(g, s_)
+        for k in want:
+            assert _err(got[k], want[k]) <= RTOL
+
+
+def test_layout_round_trip() -> None:
+    g = _block()
+    f = layout_nhwc(g)
+    reorders = [n for n in f if n.op == "reorder"]
+    # In at the input, out for the 4-D graph output; the pooled head is read
+    # by global_avg_pool straight from channels-last data.
+    assert [n.attrs["layout"] for n in reorders] == ["nhwc", "nchw"]
+    assert f.output_names == g.output_names and f.input_names == g.input_names
+    assert all(n.attrs.get("layout") == "nhwc" for n in f
+               if n.op in ("conv2d", "batch_norm", "pool2d", "eltwise", "add"))
+    # Values are unchanged by construction; the native plan computes them in NHWC.
+    want = reference_forward(g, g.random_inputs(seed=0))
+    got_ref = reference_forward(f, g.random_inputs(seed=0))
+    cg = compile_graph(g)
+    cg.run(Settings(graph_opt="layout"), repeats=1, warmup=0)
+    got = cg.outputs()
+    for k in want:
+        assert np.array_equal(got_ref[k], want[k])
+        assert _err(got[k], want[k]) <= RTOL
+    # An intermediate channels-last value reads back as NCHW.
+    og = cg.optimized(Settings(graph_opt="layout"))
+    conv = next(n for n in og if n.op == "conv2d")
+    all_ref = reference_forward(g, g.random_inputs(seed=0), return_all=True)
+    assert _err(cg.output(conv.id), all_ref[conv.name]) <= RTOL
+
+
+def test_layout_leaves_graphs_without_convs() -> None:
+    g = models.build("mlp-512", 2)
+    assert layout_nhwc(g) is g
+
+
+def test_default_is_full_and_none_is_the_graph_as_built() -> None:
+    assert Settings().graph_opt == "full"
+    assert GRAPH_OPTS[:2] == ("none", "full") and set(PASSES) <= set(GRAPH_OPTS)
+    g = models.build("resnet50", 1, image_size=64)
+    cg = compile_graph(g)
+    none = cg.run(Settings(graph_opt="none"), repeats=1, warmup=0)
+    full = cg.run(Settings(), repeats=1, warmup=0)
+    assert none.resolved["graph_opt"]["nodes"] == len(g) == len(cg.optimized(
+        Settings(graph_opt="none")))
+    assert none.resolved["graph_opt"]["applied"] == []
+    info = full.resolved["graph_opt"]
+    assert info["applied"] == list(PASSES) and info["skipped"] == {}
+    assert info["original_nodes"] == len(g) and info["nodes"] < len(g) // 2
+    # Folding removes the batch norms' FLOPs (and adds the convs' bias adds).
+    assert info["flops"] < info["original_flops"] == g.flops
+
+
+def test_passes_a_library_cannot_take_are_skipped_and_named() -> None:
+    g = _block("tanh")
+    eigen = optimize(g, PASSES, library="eigen")
+    assert eigen.applied == ("bn_fold", "activation")
+    assert set(eigen.skipped) == {"residual", "layout", "activation"}
+    assert any(n.op == "eltwise" for n in eigen.graph)  # tanh left unfused
+    fw = optimize(g, PASSES, operator="framework")
+    assert fw.applied == ("bn_fold", "activation") and set(fw.skipped) == {"residual", "layout"}
+    want = reference_forward(g, g.random_inputs(seed=0))
+    for s in (Settings(library="eigen"), Settings(library="blas", intra_op=2),
+              Settings(operator="framework", intra_op=2)):
+        got = _run(g, s)
+        for k in want:
+            assert _err(got[k], want[k]) <= RTOL, s.label()
+
+
+def test_graph_opt_knob_is_checked_and_in_the_cli() -> None:
+    import argparse
+
+    with pytest.raises(ValueError, match="graph_opt must be one of"):
+        Settings(graph_opt="fast")
+    p = argparse.ArgumentParser()
+    add_settings_args(p)
+    assert settings_from_args(p.parse_args(["--graph-opt", "none"])).graph_opt == "none"
+    assert settings_from_args(p.parse_args([])).graph_opt == "full"
+    assert "graph_opt=bn_fold" in Settings(graph_opt="bn_fold").label()
