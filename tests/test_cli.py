@@ -27,10 +27,11 @@ def test_models_json_lists_every_model() -> None:
 
 def test_trace_writes_chrome_json(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
+    # The graph as built: 40 nodes, enough for both workers to get some.
     out = cli("trace", "squeezenet", "--batch", "1", "--inter-op", "2", "--repeats", "1",
-              "-o", str(path))
+              "--graph-opt", "none", "-o", str(path))
     assert out.returncode == 0, out.stderr
-    assert "2 worker(s)" in out.stdout
+    assert "2 worker(s)" in out.stdout and "graph_opt=none" in out.stdout
     events = json.loads(path.read_text())["traceEvents"]
     assert {e["tid"] for e in events if e["ph"] == "X"} <= {0, 1}
 

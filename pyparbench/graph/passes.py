@@ -33,6 +33,7 @@ import numpy as np
 
 from pyparbench.graph.ir import F32Array, Graph, Node, Params, ParamSpec, Shape
 from pyparbench.graph.opdefs import FUSABLE_ACTIVATIONS
+from pyparbench.memory import aligned_copy
 from pyparbench.names import GRAPH_OPTS, GRAPH_PASSES
 
 __all__ = ["GRAPH_OPTS", "PASSES", "DerivedParams", "OptimizeResult", "activation_fusion",
@@ -60,7 +61,7 @@ class DerivedParams(Params):
             raise KeyError(key)
         if key not in self._made:
             for k, arr in self._make().items():
-                a = np.ascontiguousarray(arr, dtype=np.float32)
+                a = aligned_copy(np.asarray(arr, dtype=np.float32))
                 a.flags.writeable = False
                 self._made[k] = a
         return self._made[key]
