@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,7 @@ def small_graphs() -> list[ModelRef]:
     return [ModelRef(name, 2, kwargs=SMALL.get(name, {})) for name in MODELS]
 
 
-@lru_cache(maxsize=None)
+@cache
 def reference(name: str) -> dict[str, np.ndarray]:
     g = all_ops_graph() if name == "all-ops" else build_graph(
         ModelRef(name, 2, kwargs=SMALL.get(name, {})).to_spec())
@@ -399,7 +399,7 @@ def test_overhead_command_json() -> None:
     proc = subprocess.run(
         [*_pyparbench(), "overhead", "mlp-512", "--batch", "1", "--framework", "onnxruntime",
          "--json", "--repeats", "5", "--profile", "3"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout)
     assert {"model", "batch", "settings", "machine", "graph", "native", "frameworks",
@@ -422,6 +422,6 @@ def test_overhead_command_json() -> None:
 def test_overhead_command_rejects_an_unknown_framework() -> None:
     proc = subprocess.run(
         [*_pyparbench(), "overhead", "mlp-512", "--framework", "mxnet"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120)
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2
     assert "invalid choice: 'mxnet'" in proc.stderr

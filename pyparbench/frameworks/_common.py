@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -15,8 +15,19 @@ import numpy.typing as npt
 
 from pyparbench.graph import Graph, Node
 
-__all__ = ["KernelTime", "PoolGeometry", "Prepared", "Profile", "aggregate", "chains", "parallel_chains",
-           "pool_geometry", "python_loop", "scope_name", "node_of_scope"]
+__all__ = [
+    "KernelTime",
+    "PoolGeometry",
+    "Prepared",
+    "Profile",
+    "aggregate",
+    "chains",
+    "node_of_scope",
+    "parallel_chains",
+    "pool_geometry",
+    "python_loop",
+    "scope_name",
+]
 
 Array = npt.NDArray[Any]
 

@@ -24,13 +24,26 @@ import numpy as np
 import numpy.typing as npt
 
 from pyparbench.frameworks.child import HOOK_ENV, decode
-from pyparbench.frameworks.mapping import FRAMEWORKS, check_framework, check_mode, map_settings
+from pyparbench.frameworks.mapping import (
+    FRAMEWORKS,
+    check_framework,
+    check_mode,
+    map_settings,
+)
 from pyparbench.frameworks.spec import GraphLike, describe, to_spec
 from pyparbench.runner import CHILD_CWD, child_command
 from pyparbench.settings import Settings
 
-__all__ = ["FrameworkError", "Job", "TARGETS", "child_cpus", "describe_config",
-           "framework_outputs", "run_child", "run_framework"]
+__all__ = [
+    "TARGETS",
+    "FrameworkError",
+    "Job",
+    "child_cpus",
+    "describe_config",
+    "framework_outputs",
+    "run_child",
+    "run_framework",
+]
 
 TARGETS = (*FRAMEWORKS, "native")
 

@@ -85,7 +85,7 @@ def reported_options(so: Any) -> dict[str, Any]:
                 "session.intra_op_thread_affinities"):
         try:
             out[key] = so.get_session_config_entry(key)
-        except Exception:  # an entry never set: ONNX Runtime raises
+        except RuntimeError:  # an entry never set: ONNX Runtime raises
             out[key] = None
     return out
 

@@ -32,7 +32,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyparbench.frameworks.launch import Job, run_child
-from pyparbench.frameworks.mapping import DEFAULT_MODES, FRAMEWORKS, check_framework, check_mode
+from pyparbench.frameworks.mapping import (
+    DEFAULT_MODES,
+    FRAMEWORKS,
+    check_framework,
+    check_mode,
+)
 from pyparbench.frameworks.spec import ModelRef, build_graph, graph_to_spec
 from pyparbench.graph import Graph, GraphBuilder, Node
 from pyparbench.settings import Settings

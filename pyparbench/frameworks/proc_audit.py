@@ -2,13 +2,14 @@
 
 A framework's threads are not pyparbench's, so the native audit cannot
 attach to them; what the kernel reports still tells which threads worked
-during a measurement (their CPU time grew), on which CPUs they may run, and
-where each last ran. :func:`snapshot` before and after, then :func:`compare`.
+during a measurement (their CPU time grew: each thread's CPU clock, read
+from this process), on which CPUs they may run, and where each last ran. :func:`snapshot` before and after, then :func:`compare`.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ class TaskSample:
 
     tid: int
     name: str
-    ticks: int  # user + system CPU time, in clock ticks
+    cpu_ns: int  # CPU time so far (the thread's CPU clock; else clock ticks)
     last_cpu: int
     allowed: tuple[int, ...]
 
@@ -39,6 +40,16 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _thread_clock(tid: int) -> int:
+    """The clock id of another thread's CPU time (Linux: CPUCLOCK_SCHED of a
+    thread, MAKE_THREAD_CPUCLOCK), as a signed 32-bit clockid_t."""
+    v = (((~tid) << 3) | 6) & 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+_TICK_NS = 10**9 // os.sysconf("SC_CLK_TCK")
+
+
 def _sample(task: Path) -> TaskSample | None:
     try:
         stat = (task / "stat").read_text()
@@ -52,9 +63,14 @@ def _sample(task: Path) -> TaskSample | None:
     for line in status.splitlines():
         if line.startswith("Cpus_allowed_list:"):
             allowed = parse_cpu_list(line.split(":", 1)[1])
-    # fields[0] is field 3 of proc(5): utime 14, stime 15, processor 39.
-    return TaskSample(int(task.name), name, int(fields[11]) + int(fields[12]), int(fields[36]),
-                      allowed)
+    tid = int(task.name)
+    try:
+        cpu_ns = time.clock_gettime_ns(_thread_clock(tid))
+    except OSError:  # no per-thread clock: /proc's clock ticks
+        # fields[0] is field 3 of proc(5): utime 14, stime 15.
+        cpu_ns = (int(fields[11]) + int(fields[12])) * _TICK_NS
+    # processor: field 39 of proc(5).
+    return TaskSample(tid, name, cpu_ns, int(fields[36]), allowed)
 
 
 def snapshot() -> dict[int, TaskSample]:
@@ -83,13 +99,13 @@ def compare(before: dict[int, TaskSample], after: dict[int, TaskSample], *,
     -------
     dict
         ``threads`` (all threads alive), ``working`` (the threads whose CPU
-        time grew: tid, name, ticks, last CPU, allowed CPUs), ``cpus_allowed``
+        time grew: tid, name, CPU ns, last CPU, allowed CPUs), ``cpus_allowed``
         (the union over working threads), ``cpus_last_seen`` and ``notes``
         (differences from the request).
     """
-    grown = [(s, s.ticks - (before[tid].ticks if tid in before else 0))
+    grown = [(s, s.cpu_ns - (before[tid].cpu_ns if tid in before else 0))
              for tid, s in sorted(after.items())]
-    busy = [(s, ticks) for s, ticks in grown if ticks > 0]
+    busy = [(s, ns) for s, ns in grown if ns > 0]
     notes = []
     if len(busy) > threads:
         notes.append(f"{len(busy)} threads used CPU time, {threads} requested "
@@ -103,8 +119,8 @@ def compare(before: dict[int, TaskSample], after: dict[int, TaskSample], *,
                              f"{sorted(stray)}, outside the requested {sorted(want)}")
     return {
         "threads": len(after),
-        "working": [{"tid": s.tid, "name": s.name, "ticks": ticks, "last_cpu": s.last_cpu,
-                     "allowed": list(s.allowed)} for s, ticks in busy],
+        "working": [{"tid": s.tid, "name": s.name, "cpu_ns": ns, "last_cpu": s.last_cpu,
+                     "allowed": list(s.allowed)} for s, ns in busy],
         "cpus_allowed": sorted({c for s, _ in busy for c in s.allowed}),
         "cpus_last_seen": sorted({s.last_cpu for s, _ in busy}),
         "process_cpus": sorted(os.sched_getaffinity(0)),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from pyparbench.graph import Graph, Node, Params, ParamSpec
 
@@ -40,7 +40,7 @@ class ModelRef:
                 "kwargs": dict(self.kwargs)}
 
 
-GraphLike = Union[ModelRef, Graph, Mapping[str, Any]]
+GraphLike = ModelRef | Graph | Mapping[str, Any]
 
 
 def _seed_of(params: Params) -> int:

@@ -237,7 +237,7 @@ class _Gen:
     def _pool(self, node: Node, x: str) -> str:
         a = node.attrs
         geo = pool_geometry(node, self.graph.nodes[node.inputs[0]].shape)
-        (kh, kw), (sh, sw), (pt, pb, pl, pr) = geo.kernel, geo.stride, geo.padding
+        (kh, kw), (sh, sw), (pt, _, pl, _) = geo.kernel, geo.stride, geo.padding
         if geo.symmetric:
             # The graph's pooling rules are PyTorch's: its modules fit exactly.
             m: nn.Module
