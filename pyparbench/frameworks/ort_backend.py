@@ -40,6 +40,9 @@ from pyparbench.graph import Graph, Node
 __all__ = ["OrtModel", "build_onnx", "configure", "prepare", "session_options"]
 
 OPSET = 17
+# Above this many bytes of weights the model is saved with its weights in a
+# side file (a protobuf message cannot pass 2 GiB).
+EXTERNAL_DATA_BYTES = 1 << 30
 # ONNX Runtime's kernel op name -> graph op type, where the node's own is not
 # the one the kernel computes (fusions).
 _FUSED = {"FusedConv": "conv2d", "Conv": "conv2d", "NhwcFusedConv": "conv2d",
@@ -101,9 +104,12 @@ class _Builder:
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.names: dict[int, str] = {}
+        self.bytes = 0
 
     def init(self, name: str, arr: Array) -> str:
-        self.inits.append(self.np_helper.from_array(np.ascontiguousarray(arr), name))
+        a = np.ascontiguousarray(arr)
+        self.bytes += a.nbytes
+        self.inits.append(self.np_helper.from_array(a, name))
         return name
 
     def node(self, kind: str, ins: list[str], name: str, **attrs: Any) -> str:
@@ -273,13 +279,25 @@ class _Builder:
                             producer_name="pyparbench")
 
 
-def build_onnx(graph: Graph) -> Any:
-    """The graph as a checked ONNX ModelProto."""
+def build_onnx(graph: Graph, directory: str | None = None) -> Any:
+    """The graph as a checked ONNX model: a ModelProto, or, when its weights
+    pass :data:`EXTERNAL_DATA_BYTES`, the path of a model file written to
+    ``directory`` with its weights in a side file."""
     import onnx
 
-    model = _Builder(graph).model()
-    onnx.checker.check_model(model, full_check=True)
-    return model
+    builder = _Builder(graph)
+    model = builder.model()
+    if builder.bytes <= EXTERNAL_DATA_BYTES:
+        onnx.checker.check_model(model, full_check=True)
+        return model
+    if directory is None:
+        raise ValueError(f"graph {graph.name!r} holds {builder.bytes} bytes of weights: "
+                         "an ONNX file with external data needs a directory")
+    path = os.path.join(directory, "model.onnx")
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="weights.bin")
+    onnx.checker.check_model(path, full_check=True)
+    return path
 
 
 class OrtModel:
@@ -290,9 +308,11 @@ class OrtModel:
         self._ort = ort
         self._knobs = dict(knobs)
         self.graph = graph
-        self._bytes = build_onnx(graph).SerializeToString()
+        self._dir = tempfile.TemporaryDirectory(prefix="ppb-onnx-")
+        built = build_onnx(graph, self._dir.name)
+        self._model: str | bytes = built if isinstance(built, str) else built.SerializeToString()
         so = session_options(ort, knobs)
-        self.session = ort.InferenceSession(self._bytes, so, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(self._model, so, providers=["CPUExecutionProvider"])
         self.info: dict[str, Any] = {"session_options": reported_options(so),
                                      "opset": OPSET}
         self._feeds = {graph.nodes[i].name: np.ascontiguousarray(inputs[graph.nodes[i].name])
@@ -316,7 +336,7 @@ class OrtModel:
         ort = self._ort
         with tempfile.TemporaryDirectory(prefix="ppb-ort-profile-") as tmp:
             so = session_options(ort, self._knobs, profile_prefix=os.path.join(tmp, "ort"))
-            sess = ort.InferenceSession(self._bytes, so, providers=["CPUExecutionProvider"])
+            sess = ort.InferenceSession(self._model, so, providers=["CPUExecutionProvider"])
             for _ in range(iterations + 1):
                 sess.run(self._out_names, self._feeds)
             with open(sess.end_profiling()) as fh:

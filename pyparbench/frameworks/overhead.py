@@ -229,7 +229,8 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
     -------
     dict
         JSON-serialisable: ``model``, ``batch``, ``settings``, ``machine``
-        (the fingerprint), ``graph`` (size), ``native`` (``latency``,
+        (the fingerprint), ``load_average`` (1, 5, 15 minutes, before and
+        after: other work skews every figure), ``graph`` (size), ``native`` (``latency``,
         ``kernel_sum_ns``, ``per_op``, audits), ``frameworks`` (one entry per
         framework and mode: ``status``, ``latency``, ``overhead_ns``,
         ``overhead_ratio``, ``kernel_ns``, ``outside_kernels_ns``,
@@ -267,6 +268,7 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
                            kernel_repeats=kernel_repeats if native else 0))
         return out
 
+    load_before = os.getloadavg()  # other work on the machine skews every figure
     say(f"native: {model} batch {batch}, {settings.label()}")
     nres = run_child("native", jobs(True), settings, timeout=timeout)
     native = _native_section(nres)
@@ -287,6 +289,7 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
                   "gflops": graph.flops / 1e9, "op_counts": graph.op_counts()},
         "settings": settings.as_dict(), "settings_label": settings.label(),
         "machine": machine_fingerprint(), "native": native, "frameworks": sections,
+        "load_average": {"before": list(load_before), "after": list(os.getloadavg())},
     }
     if chain is not None:
         result["dispatch"] = dispatch_out
