@@ -41,7 +41,8 @@ def _row(res: dict[str, Any]) -> str:
             cells.append(f"{name} error")
             continue
         share = f.get("outside_share")
-        cells.append(f"{name} {f['overhead_ratio']:5.2f}x"
+        fastest = f["latency"]["min"] / nat["latency"]["min"]
+        cells.append(f"{name} {f['overhead_ratio']:5.2f}x/{fastest:4.2f}x"
                      + (f" ({share:4.0%} outside)" if share is not None else ""))
     load = res["load_average"]["before"][0]
     return "  ".join(cells) + f"  [load {load:.1f}]"
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(intra_op=args.intra_op, affinity="compact")
     modes = {"torch": args.torch_modes}
     results = []
-    print(f"{settings.label()}: framework latency / native latency "
+    print(f"{settings.label()}: framework latency / native latency, medians / fastest runs "
           "(share of the framework's time outside its kernels)", flush=True)
     for i, name in enumerate(args.models):
         for batch in args.batches:

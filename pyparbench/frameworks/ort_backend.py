@@ -349,17 +349,24 @@ class OrtModel:
             if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
                 continue
             kind = e.get("args", {}).get("op_name", "")
-            nid = node_of_scope(e["name"])
-            op = self.graph.nodes[nid].op if nid is not None and nid < len(
-                self.graph.nodes) else _FUSED.get(kind, "other")
-            fused = _FUSED.get(kind)
-            if fused is not None and op not in ("conv2d", "linear", "matmul", "eltwise",
-                                                "layer_norm"):
-                op = fused  # a fused kernel is charged to the op it computes
-            if kind == "Identity":
-                op = "other"
-            charged.append((float(e["ts"]) * 1e3, op, kind, float(e.get("dur", 0.0)) * 1e3))
+            charged.append((float(e["ts"]) * 1e3, self._charge(e["name"], kind), kind,
+                            float(e.get("dur", 0.0)) * 1e3))
         return aggregate(charged, windows)
+
+    def _charge(self, name: str, kind: str) -> str:
+        """The graph op type an ONNX Runtime kernel is charged to. A fused
+        node keeps one of its nodes' names (often the activation's), so a
+        kernel type that says what it computes decides first: a convolution
+        or matrix product is charged to that heavy op, whatever it absorbed."""
+        if kind == "Identity":
+            return "other"
+        nid = node_of_scope(name)
+        op = self.graph.nodes[nid].op if nid is not None and nid < len(
+            self.graph.nodes) else "other"
+        fused = _FUSED.get(kind)
+        if fused in ("linear", "matmul") and op in ("linear", "matmul"):
+            return op  # a 3-D linear is a MatMul too
+        return fused if fused is not None else op
 
 
 def prepare(ort: Any, graph: Graph, inputs: Mapping[str, Array], knobs: Mapping[str, Any]
