@@ -44,7 +44,7 @@ fi
 echo "==> building and installing pyparbench (libdnnl-dev $(dpkg-query -W -f='${Version}' libdnnl-dev))"
 .venv/bin/python -m pip install -q --upgrade pip
 # torch is pinned: the CPU build of this version is what the comparisons use.
-.venv/bin/python -m pip install -q ".[test,bench]"
+.venv/bin/python -m pip install -q ".[test,bench,frameworks]"
 
 case "$action" in
   run)

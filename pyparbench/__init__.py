@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "DnnlError",
@@ -32,16 +34,28 @@ def _check_core() -> None:
             "(python -P ignores the current directory)")
 
 
-_check_core()
-
 try:
     # One source for the version: the installed distribution's (pyproject.toml).
     __version__ = version("pyparbench")
 except PackageNotFoundError:  # a build used in place, not installed
     __version__ = "0+unknown"
 
-from pyparbench import memory, ops, threading  # noqa: E402
-from pyparbench._core import DnnlError  # noqa: E402
-from pyparbench.info import info  # noqa: E402
-from pyparbench.threading.defaults import get_default_threads, set_default_threads  # noqa: E402
-from pyparbench.threading.topology import topology  # noqa: E402
+# A framework's child process (pyparbench.frameworks) sets this: the
+# framework's own OpenMP and oneDNN runtimes must not meet the core's, so
+# only the pure-Python modules (graph, models, settings, timing) are used.
+_NO_CORE = os.environ.get("PYPARBENCH_NO_CORE") == "1"
+
+if not _NO_CORE:
+    _check_core()
+    from pyparbench import memory, ops, threading
+    from pyparbench._core import DnnlError
+    from pyparbench.info import info
+    from pyparbench.threading.defaults import get_default_threads, set_default_threads
+    from pyparbench.threading.topology import topology
+
+
+def __getattr__(name: str) -> Any:
+    if _NO_CORE and name in __all__:
+        raise ImportError(f"pyparbench.{name} needs the native core, which this process "
+                          "does not load (PYPARBENCH_NO_CORE=1)")
+    raise AttributeError(f"module 'pyparbench' has no attribute {name!r}")

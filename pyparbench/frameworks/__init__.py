@@ -1,0 +1,69 @@
+"""The same graphs in TensorFlow, PyTorch and ONNX Runtime, against pyparbench's executor.
+
+Any :class:`~pyparbench.graph.Graph` becomes each framework's model the way
+its users write one (:mod:`.tf_backend`, :mod:`.torch_backend`,
+:mod:`.ort_backend`), with the graph's own weights; every run happens in a
+fresh process pinned before the framework is imported, so the frameworks'
+thread pools and their own OpenMP / oneDNN runtimes never meet pyparbench's
+(:mod:`.launch`, :mod:`.child`). pyparbench's settings map onto each
+framework's knobs as :mod:`.mapping` tabulates; what does not map is listed
+in the result as not applicable.
+
+* :func:`run_framework` — one graph in one framework: latency, reported
+  thread settings, threading audit, optional outputs and profile.
+* :func:`framework_outputs` — the outputs of graphs in a framework, to
+  compare with the executor or the float64 reference.
+* :func:`measure_overhead` — a model natively and in each framework: latency,
+  kernel sum, overhead overall and per op type, dispatch cost per node.
+* :func:`operator_scaling` — the model's heavy ops at 1..N threads,
+  natively and in each framework.
+"""
+
+from pyparbench.frameworks.launch import (
+    TARGETS,
+    FrameworkError,
+    Job,
+    framework_outputs,
+    run_child,
+    run_framework,
+)
+from pyparbench.frameworks.mapping import (
+    DEFAULT_MODES,
+    FRAMEWORKS,
+    MODES,
+    FrameworkConfig,
+    NotApplicable,
+    map_settings,
+)
+from pyparbench.frameworks.overhead import (
+    DISPATCH_NODES,
+    dispatch_graph,
+    heavy_op_graphs,
+    measure_overhead,
+    operator_scaling,
+)
+from pyparbench.frameworks.spec import ModelRef, build_graph, graph_to_spec, to_spec
+
+__all__ = [
+    "DEFAULT_MODES",
+    "DISPATCH_NODES",
+    "FRAMEWORKS",
+    "MODES",
+    "TARGETS",
+    "FrameworkConfig",
+    "FrameworkError",
+    "Job",
+    "ModelRef",
+    "NotApplicable",
+    "build_graph",
+    "dispatch_graph",
+    "framework_outputs",
+    "graph_to_spec",
+    "heavy_op_graphs",
+    "map_settings",
+    "measure_overhead",
+    "operator_scaling",
+    "run_child",
+    "run_framework",
+    "to_spec",
+]

@@ -1,0 +1,189 @@
+"""The child process that runs graphs in one framework (or natively).
+
+Started by :mod:`pyparbench.frameworks.launch` as ``python -P -m
+pyparbench.frameworks.child`` in a neutral directory, already confined to
+its CPUs and with the framework's environment set. It reads one JSON
+request from stdin::
+
+    {"framework": "torch", "mode": "script", "settings": {...},
+     "knobs": {...}, "cpus": [0, 1] | null,
+     "jobs": [{"graph": <graph spec>, "repeats": 20, "warmup": 3,
+               "input_seed": 0, "outputs": false, "profile": 5,
+               "kernel_repeats": 0, "profile_parser": "trace_json"}]}
+
+imports the framework (a framework child never loads pyparbench's core:
+``PYPARBENCH_NO_CORE=1``), applies the knobs before any other work, runs
+each job and prints one JSON line: the framework's reported settings, a
+threading audit from /proc, and per job its timings (ns), optional outputs
+(base64 float32), kernel times from the framework's profiler (natively: the
+executor's trace) and, natively, each node's isolated-kernel time. A job that fails is reported as such;
+the others still run.
+
+``PYPARBENCH_FRAMEWORK_HOOK`` injects failures for tests: ``abort`` (the
+child aborts), ``hang`` (it sleeps forever), ``import=NAME`` (it imports
+module NAME in place of the framework); ``ACTION@FRAMEWORK`` only in that
+framework's children.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+HOOK_ENV = "PYPARBENCH_FRAMEWORK_HOOK"
+MODULES = {"tensorflow": "tensorflow", "torch": "torch", "onnxruntime": "onnxruntime",
+           "native": "pyparbench._core"}
+
+
+def encode(arr: Any) -> dict[str, Any]:
+    import numpy as np
+
+    a = np.ascontiguousarray(arr, dtype=np.float32)
+    return {"shape": list(a.shape), "data": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def decode(d: Mapping[str, Any]) -> Any:
+    import numpy as np
+
+    return np.frombuffer(base64.b64decode(d["data"]), np.float32).reshape(d["shape"]).copy()
+
+
+def _prepare(framework: str, fw: Any, graph: Any, inputs: Any, req: Mapping[str, Any]) -> Any:
+    knobs = req["knobs"]
+    if framework == "tensorflow":
+        from pyparbench.frameworks import tf_backend
+
+        return tf_backend.prepare(fw, graph, inputs, knobs)
+    if framework == "torch":
+        from pyparbench.frameworks import torch_backend
+
+        return torch_backend.prepare(fw, graph, inputs, req["mode"], knobs)
+    if framework == "onnxruntime":
+        from pyparbench.frameworks import ort_backend
+
+        return ort_backend.prepare(fw, graph, inputs, knobs)
+    from pyparbench.frameworks import native_backend
+    from pyparbench.settings import Settings
+
+    s = dict(req["settings"])
+    if isinstance(s.get("affinity"), list):
+        s["affinity"] = tuple(tuple(c) for c in s["affinity"])
+    return native_backend.prepare(graph, inputs, Settings(**s))
+
+
+def _configure(framework: str, fw: Any, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if framework == "tensorflow":
+        from pyparbench.frameworks import tf_backend
+
+        fw.get_logger().setLevel("ERROR")  # retracing notes when one child runs many graphs
+        return tf_backend.configure(fw, knobs)
+    if framework == "torch":
+        from pyparbench.frameworks import torch_backend
+
+        return torch_backend.configure(fw, knobs)
+    if framework == "onnxruntime":
+        from pyparbench.frameworks import ort_backend
+
+        return ort_backend.configure(fw, knobs)
+    import pyparbench
+
+    return {"version": pyparbench.__version__}
+
+
+def _job(framework: str, fw: Any, job: Mapping[str, Any], req: Mapping[str, Any]
+         ) -> dict[str, Any]:
+    from pyparbench.frameworks import proc_audit
+    from pyparbench.frameworks.spec import build_graph, describe
+    from pyparbench.timing import summarize
+
+    out: dict[str, Any] = {"graph": describe(job["graph"])}
+    t0 = time.perf_counter()
+    graph = build_graph(job["graph"])
+    inputs = graph.random_inputs(seed=int(job.get("input_seed", 0)))
+    model = _prepare(framework, fw, graph, inputs, req)
+    out["setup_s"] = time.perf_counter() - t0
+    repeats = int(job.get("repeats", 0))
+    if repeats:
+        before = proc_audit.snapshot()
+        ns = model.time(repeats, int(job.get("warmup", 3)))
+        after = proc_audit.snapshot()
+        settings = req["settings"]
+        out["ns"] = ns
+        out["latency"] = summarize(ns).as_dict()
+        out["proc_audit"] = proc_audit.compare(
+            before, after, threads=settings["inter_op"] * settings["intra_op"] + 1,
+            cpus=req.get("cpus"))
+    if job.get("outputs"):
+        out["outputs"] = {k: encode(v) for k, v in model.outputs().items()}
+    if job.get("profile"):
+        iters = int(job["profile"])
+        if framework == "tensorflow":
+            prof = model.profile(iters, job.get("profile_parser", "trace_json"))
+        else:
+            prof = model.profile(iters)
+        out["kernels"] = [e.as_dict() for e in prof.kernels]
+        out["profiled_iteration_ns"] = prof.iteration_ns
+    if framework == "native":
+        if job.get("kernel_repeats"):
+            out["kernel_ns"] = model.kernel_times(int(job["kernel_repeats"]))
+        if repeats:
+            out["native_audit"] = model.audit()
+    out["info"] = getattr(model, "info", {})
+    out["status"] = "ok"
+    return out
+
+
+def main() -> int:
+    req = json.loads(sys.stdin.read())
+    framework = req["framework"]
+    # Before the framework narrows any thread (GOMP_CPU_AFFINITY binds this one).
+    process_cpus = sorted(os.sched_getaffinity(0))
+    hook, _, target = os.environ.get(HOOK_ENV, "").partition("@")
+    if target and target != framework:
+        hook = ""
+    if hook == "abort":
+        os.abort()
+    if hook == "hang":
+        time.sleep(10**6)
+    module = hook.split("=", 1)[1] if hook.startswith("import=") else MODULES[framework]
+    t0 = time.perf_counter()
+    try:
+        fw = importlib.import_module(module)
+    except Exception as e:  # a missing or broken framework is an answer, not a crash
+        print(json.dumps({"status": "error", "stage": "import",
+                          "error": f"cannot import {module}: {type(e).__name__}: {e}"}))
+        return 0
+    import_s = time.perf_counter() - t0
+    reported = _configure(framework, fw, req["knobs"])
+    jobs = []
+    for job in req["jobs"]:
+        try:
+            jobs.append(_job(framework, fw, job, req))
+        except Exception as e:
+            from pyparbench.frameworks.spec import describe
+
+            jobs.append({"graph": describe(job["graph"]), "status": "error",
+                         "error": f"{type(e).__name__}: {e}",
+                         "traceback": traceback.format_exc(limit=8)})
+    if framework == "onnxruntime":
+        # ONNX Runtime's knobs live in each session's options.
+        for j in jobs:
+            if "session_options" in j.get("info", {}):
+                reported["session_options"] = j["info"]["session_options"]
+                break
+    print(json.dumps({"status": "ok", "framework": framework, "mode": req.get("mode"),
+                      "import_s": import_s, "reported": reported,
+                      "core_loaded": "pyparbench._core" in sys.modules,
+                      "process_cpus": process_cpus, "jobs": jobs}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

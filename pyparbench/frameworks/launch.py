@@ -1,0 +1,296 @@
+"""Starting framework child processes and reading their answers.
+
+Each run is a fresh ``python -P -m pyparbench.frameworks.child`` in a
+neutral working directory (:func:`pyparbench.runner.child_command`): pinned to its CPUs before it starts (the
+runner's approach: ``sched_setaffinity`` between fork and exec), with the
+framework's environment (thread knobs read at import, oneDNN on or off),
+in its own session so that a timeout ends it and anything it started. A
+crash, a hang past the time limit, an import failure or a job's exception
+comes back as an error that names the configuration; nothing raises out
+of :func:`run_child`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pyparbench.frameworks.child import HOOK_ENV, decode
+from pyparbench.frameworks.mapping import (
+    FRAMEWORKS,
+    check_framework,
+    check_mode,
+    map_settings,
+)
+from pyparbench.frameworks.spec import GraphLike, describe, to_spec
+from pyparbench.runner import CHILD_CWD, child_command
+from pyparbench.settings import Settings
+
+__all__ = [
+    "TARGETS",
+    "FrameworkError",
+    "Job",
+    "child_cpus",
+    "describe_config",
+    "framework_outputs",
+    "run_child",
+    "run_framework",
+]
+
+TARGETS = (*FRAMEWORKS, "native")
+
+
+class FrameworkError(RuntimeError):
+    """A framework run that gave no result; ``config`` names what was run."""
+
+    def __init__(self, message: str, config: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.config = dict(config)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One graph to run in a child.
+
+    ``repeats`` timed runs after ``warmup``; ``outputs``: return one run's
+    outputs; ``profile``: iterations under the framework's profiler (0:
+    none); ``kernel_repeats``: natively, time each node as an isolated
+    prepared kernel (0: no); ``profile_parser``: TensorFlow's trace reader,
+    "trace_json" or "xplane".
+    """
+
+    graph: GraphLike
+    repeats: int = 20
+    warmup: int = 3
+    input_seed: int = 0
+    outputs: bool = False
+    profile: int = 0
+    kernel_repeats: int = 0
+    profile_parser: str = "trace_json"
+
+    def to_request(self) -> dict[str, Any]:
+        for f in ("repeats", "warmup", "profile", "kernel_repeats"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{f} must be an integer >= 0, got {v!r}")
+        return {"graph": to_spec(self.graph), "repeats": self.repeats, "warmup": self.warmup,
+                "input_seed": self.input_seed, "outputs": self.outputs,
+                "profile": self.profile, "kernel_repeats": self.kernel_repeats,
+                "profile_parser": self.profile_parser}
+
+
+def child_cpus(settings: Settings) -> list[int] | None:
+    """The CPUs a pinned configuration runs on, pool after pool (None: not pinned)."""
+    if settings.affinity == "none":
+        return None
+    from pyparbench.threading.placement import place
+    from pyparbench.threading.topology import topology
+
+    placement = place(topology(), settings.affinity, settings.instances * settings.inter_op,
+                      settings.intra_op, smt=settings.smt)
+    return list(placement.cpus) if placement.pinned else None
+
+
+def describe_config(framework: str, mode: str | None, settings: Settings,
+                    graphs: Sequence[Mapping[str, Any]]) -> str:
+    """'torch (script) on resnet50 batch 1 under sync 1x2 library/onednn/openmp none'."""
+    what = ", ".join(describe(g) for g in graphs[:3])
+    if len(graphs) > 3:
+        what += f" and {len(graphs) - 3} more"
+    m = f" ({mode})" if mode else ""
+    return f"{framework}{m} on {what} under {settings.label()}"
+
+
+def _env(framework: str, settings: Settings, extra: Mapping[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    if framework == "native":
+        from pyparbench.threading.omp import omp_wait_env
+
+        env.pop("PYPARBENCH_NO_CORE", None)
+        env.update(omp_wait_env(settings.omp_wait))
+    else:
+        env["PYPARBENCH_NO_CORE"] = "1"
+    env.update(extra)
+    return env
+
+
+def _signal_name(rc: int) -> str:
+    try:
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
+
+
+def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = None,
+              mode: str | None = None, *, timeout: float = 600.0) -> dict[str, Any]:
+    """Run ``jobs`` in one fresh child of ``framework`` (or "native").
+
+    Returns
+    -------
+    dict
+        ``status`` "ok" or "error"; ``config`` (framework, mode, settings,
+        graphs, the framework's side of the settings and its environment);
+        ``not_applicable``; on success the child's answer (``reported``
+        thread settings, ``jobs``), on error ``error``, a message naming the
+        configuration.
+
+    Raises
+    ------
+    ValueError
+        An unknown framework or mode; a Job with bad counts.
+    """
+    if framework not in TARGETS:
+        raise ValueError(f"unknown framework {framework!r}; valid: {', '.join(TARGETS)}")
+    settings = settings if settings is not None else Settings()
+    if not isinstance(settings, Settings):
+        raise TypeError(f"settings must be a pyparbench Settings, got {settings!r}")
+    if not jobs:
+        raise ValueError("run_child needs at least one job")
+    requests = [j.to_request() for j in jobs]
+    cpus = child_cpus(settings)
+    if framework == "native":
+        mode = None
+        knobs: dict[str, Any] = {}
+        extra: dict[str, str] = {}
+        not_applicable: list[dict[str, Any]] = []
+        mapping: dict[str, Any] = {"framework": "native", "cpus": cpus}
+    else:
+        mode = check_mode(framework, mode)
+        cfg = map_settings(framework, settings, mode, cpus)
+        knobs, extra = cfg.knobs, cfg.env
+        mapping = cfg.as_dict()
+        not_applicable = mapping["not_applicable"]
+    config = {"framework": framework, "mode": mode, "settings": settings.as_dict(),
+              "graphs": [describe(r["graph"]) for r in requests], "cpus": cpus}
+    label = describe_config(framework, mode, settings, [r["graph"] for r in requests])
+    base: dict[str, Any] = {"config": config, "mapping": mapping,
+                            "not_applicable": not_applicable}
+    request = {"framework": framework, "mode": mode, "settings": settings.as_dict(),
+               "knobs": knobs, "cpus": cpus, "jobs": requests}
+    env = _env(framework, settings, extra)
+    shown = dict(extra)
+    if HOOK_ENV in env:
+        shown[HOOK_ENV] = env[HOOK_ENV]
+    base["env"] = shown
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    try:
+        proc = subprocess.Popen(
+            child_command("pyparbench.frameworks.child"), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=CHILD_CWD, env=env,
+            preexec_fn=pin, start_new_session=True)
+    except OSError as e:
+        return {**base, "status": "error", "error": f"{label}: cannot start: {e}"}
+    try:
+        out, err = proc.communicate(json.dumps(request), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the child and whatever it started
+        out, err = proc.communicate()
+        return {**base, "status": "error",
+                "error": f"{label}: timed out after {timeout:g} s (killed)",
+                "stderr": err[-4000:]}
+    tail = "\n".join(err.strip().splitlines()[-6:])
+    if proc.returncode != 0:
+        how = (f"died of {_signal_name(proc.returncode)}" if proc.returncode < 0
+               else f"exited with status {proc.returncode}")
+        return {**base, "status": "error", "error": f"{label}: the child {how}"
+                + (f":\n{tail}" if tail else ""), "stderr": err[-4000:]}
+    lines = [ln for ln in out.strip().splitlines() if ln.startswith("{")]
+    try:
+        answer = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {**base, "status": "error", "error": f"{label}: the child gave no answer"
+                + (f":\n{tail}" if tail else ""), "stderr": err[-4000:]}
+    if answer.get("status") != "ok":
+        return {**base, "status": "error", "error": f"{label}: {answer.get('error')}"}
+    for job in answer["jobs"]:
+        if job.get("status") != "ok":
+            job["error"] = f"{framework}{f' ({mode})' if mode else ''} on {job['graph']} " \
+                           f"under {settings.label()}: {job.get('error')}"
+    return {**base, **answer, "status": "ok"}
+
+
+def run_framework(graph: GraphLike, framework: str, settings: Settings | None = None, *,
+                  mode: str | None = None, repeats: int = 20, warmup: int = 3,
+                  profile: int = 0, outputs: bool = False, timeout: float = 600.0
+                  ) -> dict[str, Any]:
+    """Run one graph in a fresh process of one framework and time it.
+
+    Parameters
+    ----------
+    graph
+        A :class:`~pyparbench.frameworks.spec.ModelRef`, a Graph or a spec.
+    framework
+        "tensorflow", "torch", "onnxruntime" (or "native": pyparbench's executor).
+    settings
+        pyparbench settings, mapped onto the framework's knobs (see
+        :mod:`pyparbench.frameworks.mapping`); default: one thread.
+    mode
+        The framework's mode (None: its default).
+    repeats, warmup
+        Timed runs and untimed runs before them.
+    profile
+        Iterations under the framework's profiler (0: none).
+    outputs
+        Include one run's outputs (numpy arrays, by output name).
+
+    Returns
+    -------
+    dict
+        ``status`` ("ok" or "error" with ``error``), ``latency`` (median,
+        quartiles, min, max in ns), ``ns``, ``reported`` (the thread settings
+        the framework reports back), ``not_applicable``, ``proc_audit``
+        (threads that worked and their CPUs), ``kernels`` (with
+        ``profile``), ``outputs`` (with ``outputs``), ``config``.
+
+    Raises
+    ------
+    ValueError
+        An unknown framework or mode, or bad counts.
+    """
+    res = run_child(framework, [Job(graph, repeats=repeats, warmup=warmup, profile=profile,
+                                    outputs=outputs)], settings, mode, timeout=timeout)
+    if res["status"] != "ok":
+        return res
+    job = res.pop("jobs")[0]
+    if "outputs" in job:
+        job["outputs"] = {k: decode(v) for k, v in job["outputs"].items()}
+    if job["status"] != "ok":
+        return {**res, **job, "status": "error"}
+    return {**res, **job}
+
+
+def framework_outputs(graphs: Sequence[GraphLike], framework: str,
+                      settings: Settings | None = None, *, mode: str | None = None,
+                      input_seed: int = 0, timeout: float = 600.0
+                      ) -> list[dict[str, npt.NDArray[np.float32]]]:
+    """Each graph's outputs on ``graph.random_inputs(input_seed)``, computed
+    by ``framework`` (or "native") in one fresh child.
+
+    Raises
+    ------
+    FrameworkError
+        The child or one of the graphs failed (the message names the
+        configuration).
+    ValueError
+        An unknown framework or mode.
+    """
+    jobs = [Job(g, repeats=0, warmup=0, input_seed=input_seed, outputs=True) for g in graphs]
+    if framework != "native":
+        check_framework(framework)
+    res = run_child(framework, jobs, settings, mode, timeout=timeout)
+    if res["status"] != "ok":
+        raise FrameworkError(res["error"], res["config"])
+    out = []
+    for job in res["jobs"]:
+        if job["status"] != "ok":
+            raise FrameworkError(job["error"], res["config"])
+        out.append({k: decode(v) for k, v in job["outputs"].items()})
+    return out

@@ -1,0 +1,248 @@
+"""How pyparbench's settings become each framework's own knobs.
+
+=============  =============================  ===============================  ================================
+pyparbench     TensorFlow 2.21                PyTorch 2.13                     ONNX Runtime
+=============  =============================  ===============================  ================================
+intra_op       set_intra_op_parallelism_      torch.set_num_threads            intra_op_num_threads
+               threads
+inter_op       set_inter_op_parallelism_      torch.set_num_interop_threads    inter_op_num_threads
+               threads
+scheduler      sync: set_synchronous_         sync: one straight-line          sync: ORT_SEQUENTIAL;
+               execution(True); async:        forward; async (``script``       async: ORT_PARALLEL
+               False (the graph runs on the   mode): parallel branches run
+               inter-op pool)                 with torch.jit.fork; eager and
+                                              compile: not applicable
+operator       library with onednn (oneDNN    library (oneDNN / MKL thread     framework (MLAS splits each op
+               threads each op), framework    each op on OpenMP); framework:   on ORT's pool); library: not
+               with eigen (Eigen splits ops   not applicable                   applicable
+               on the pool); else n/a
+library        onednn: TF_ENABLE_ONEDNN_OPTS  onednn: torch.backends.mkldnn    not applicable (MLAS always)
+               =1; eigen: =0; blas: n/a       on; blas: off (convolution as
+                                              im2col + MKL sgemm); eigen: n/a
+pool           eigen (TF's own pool); other   openmp (the intra-op team);      eigen (ORT's pool derives from
+               values n/a                     other values n/a                 Eigen's); other values n/a
+affinity, smt  the child's CPU mask, set      the CPU mask; with one inter-op  the CPU mask, and
+               before import                  worker also GOMP_CPU_AFFINITY    session.intra_op_thread_
+                                              (one CPU per OpenMP thread)      affinities (one CPU per thread)
+omp_wait       not applicable (no OpenMP)     OMP_WAIT_POLICY /                passive or 0: allow_spinning 0;
+                                              GOMP_SPINCOUNT                   active or a count: 1
+instances      not applicable (one copy)      not applicable                   not applicable
+placement      per-socket: not applicable     per-socket: not applicable       per-socket: not applicable
+=============  =============================  ===============================  ================================
+
+Modes (the ways each framework's users run a model): TensorFlow ``function``
+(a ``tf.function``, XLA off) or ``xla`` (``jit_compile=True``); PyTorch
+``eager``, ``script`` (``torch.jit.freeze`` of ``torch.jit.script`` under
+eval and inference mode) or ``compile`` (``torch.compile``, inductor); ONNX
+Runtime ``all``, ``extended``, ``basic`` or ``disabled`` (the graph
+optimisation level). A requested value with no counterpart is recorded in
+the result's ``not_applicable`` list with the reason, never dropped
+silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pyparbench.settings import Settings
+
+__all__ = ["DEFAULT_MODES", "FRAMEWORKS", "MODES", "FrameworkConfig", "NotApplicable",
+           "check_framework", "check_mode", "map_settings"]
+
+FRAMEWORKS = ("tensorflow", "torch", "onnxruntime")
+MODES: dict[str, tuple[str, ...]] = {
+    "tensorflow": ("function", "xla"),
+    "torch": ("eager", "script", "compile"),
+    "onnxruntime": ("all", "extended", "basic", "disabled"),
+}
+DEFAULT_MODES: dict[str, tuple[str, ...]] = {
+    "tensorflow": ("function",), "torch": ("eager", "script"), "onnxruntime": ("all",)}
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """A requested knob value the framework has no counterpart for."""
+
+    knob: str
+    value: Any
+    reason: str
+
+
+@dataclass
+class FrameworkConfig:
+    """One framework's side of a Settings: environment of the child, the
+    knobs it applies after import, and what does not map."""
+
+    framework: str
+    mode: str
+    settings: Settings
+    cpus: list[int] | None
+    env: dict[str, str] = field(default_factory=dict)
+    knobs: dict[str, Any] = field(default_factory=dict)
+    not_applicable: list[NotApplicable] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"framework": self.framework, "mode": self.mode,
+                "settings": self.settings.as_dict(), "cpus": self.cpus, "env": self.env,
+                "knobs": self.knobs,
+                "not_applicable": [asdict(n) for n in self.not_applicable]}
+
+
+def check_framework(name: object) -> str:
+    """``name`` if it is a framework name, else ValueError listing them."""
+    if name not in FRAMEWORKS:
+        raise ValueError(f"unknown framework {name!r}; valid: {', '.join(FRAMEWORKS)}")
+    return str(name)
+
+
+def check_mode(framework: str, mode: object) -> str:
+    """``mode`` if the framework has it (None: its first default), else ValueError."""
+    check_framework(framework)
+    if mode is None:
+        return DEFAULT_MODES[framework][0]
+    if mode not in MODES[framework]:
+        raise ValueError(f"unknown {framework} mode {mode!r}; valid: "
+                         f"{', '.join(MODES[framework])}")
+    return str(mode)
+
+
+def _common(cfg: FrameworkConfig) -> None:
+    s = cfg.settings
+    if s.instances != 1:
+        cfg.not_applicable.append(NotApplicable(
+            "instances", s.instances, "the framework runs one copy of the model on all the "
+            "threads; data-parallel copies are pyparbench's executor (run_model)"))
+    if s.placement != "shared":
+        cfg.not_applicable.append(NotApplicable(
+            "placement", s.placement, "no framework here places parallel branches on core "
+            "groups; branches share every thread the child may use"))
+    if cfg.cpus is not None:
+        cfg.knobs["cpu_mask"] = list(cfg.cpus)
+
+
+def _tensorflow(cfg: FrameworkConfig) -> None:
+    s = cfg.settings
+    na = cfg.not_applicable
+    cfg.knobs.update({
+        "inter_op_parallelism_threads": s.inter_op,
+        "intra_op_parallelism_threads": s.intra_op,
+        "synchronous_execution": s.scheduler == "sync",
+        "jit_compile": cfg.mode == "xla",
+    })
+    if s.library == "blas":
+        na.append(NotApplicable("library", "blas", "TensorFlow's CPU kernels are oneDNN or "
+                                "Eigen; its default (oneDNN) is used"))
+        onednn = True
+    else:
+        onednn = s.library == "onednn"
+    cfg.env["TF_ENABLE_ONEDNN_OPTS"] = "1" if onednn else "0"
+    cfg.knobs["onednn"] = onednn
+    if (s.operator == "library") != onednn:
+        na.append(NotApplicable(
+            "operator", s.operator, "TensorFlow ties the operator mode to the library: "
+            f"{'oneDNN threads each op itself' if onednn else 'Eigen splits each op on the intra-op pool'}"))
+    if s.pool != "eigen":
+        na.append(NotApplicable("pool", s.pool, "TensorFlow always runs its own Eigen "
+                                "non-blocking thread pools"))
+    if s.omp_wait is not None:
+        na.append(NotApplicable("omp_wait", s.omp_wait, "TensorFlow's oneDNN runs on "
+                                "TensorFlow's thread pool, not OpenMP"))
+    cfg.env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+
+
+def _torch(cfg: FrameworkConfig) -> None:
+    from pyparbench.threading.omp import omp_wait_env
+
+    s = cfg.settings
+    na = cfg.not_applicable
+    fork = cfg.mode == "script" and s.scheduler == "async" and s.inter_op > 1
+    cfg.knobs.update({"num_threads": s.intra_op, "num_interop_threads": s.inter_op,
+                      "fork_branches": fork})
+    if s.scheduler == "async" and cfg.mode != "script":
+        na.append(NotApplicable(
+            "scheduler", "async", f"torch {cfg.mode} mode runs ops in program order; "
+            "parallel branches (torch.jit.fork) need the script mode"))
+    if s.library == "eigen":
+        na.append(NotApplicable("library", "eigen", "PyTorch has no Eigen kernels; its "
+                                "default (oneDNN convolutions, MKL matrix products) is used"))
+        cfg.knobs["mkldnn"] = True
+    else:
+        cfg.knobs["mkldnn"] = s.library == "onednn"
+    if s.operator != "library":
+        na.append(NotApplicable("operator", s.operator, "PyTorch threads each op inside "
+                                "its kernel (OpenMP); it never cuts an op into tasks"))
+    if s.pool != "openmp":
+        na.append(NotApplicable("pool", s.pool, "PyTorch's intra-op threads are an OpenMP "
+                                "team"))
+    cfg.env.update(omp_wait_env(s.omp_wait))
+    if cfg.mode == "compile":
+        # Inductor's generated kernels then show in the profiler by name.
+        cfg.env["TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE"] = "1"
+    if cfg.cpus is not None and s.inter_op == 1:
+        # One OpenMP team: each thread on its own CPU, as the native executor pins.
+        cfg.env["GOMP_CPU_AFFINITY"] = " ".join(str(c) for c in cfg.cpus[:s.intra_op])
+        cfg.knobs["gomp_cpu_affinity"] = cfg.env["GOMP_CPU_AFFINITY"]
+
+
+def _onnxruntime(cfg: FrameworkConfig) -> None:
+    s = cfg.settings
+    na = cfg.not_applicable
+    level = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED",
+             "basic": "ORT_ENABLE_BASIC", "disabled": "ORT_DISABLE_ALL"}[cfg.mode]
+    cfg.knobs.update({
+        "intra_op_num_threads": s.intra_op, "inter_op_num_threads": s.inter_op,
+        "execution_mode": "ORT_SEQUENTIAL" if s.scheduler == "sync" else "ORT_PARALLEL",
+        "graph_optimization_level": level,
+    })
+    na.append(NotApplicable("library", s.library, "ONNX Runtime's CPU provider always runs "
+                            "its MLAS kernels"))
+    if s.operator != "framework":
+        na.append(NotApplicable("operator", s.operator, "ONNX Runtime's kernels always "
+                                "split their work on its intra-op pool"))
+    if s.pool != "eigen":
+        na.append(NotApplicable("pool", s.pool, "ONNX Runtime always runs its own thread "
+                                "pool (derived from Eigen's)"))
+    if s.omp_wait is not None:
+        spin = not (s.omp_wait == "passive" or s.omp_wait == 0)
+        cfg.knobs["session.intra_op.allow_spinning"] = "1" if spin else "0"
+        cfg.knobs["session.inter_op.allow_spinning"] = "1" if spin else "0"
+        if isinstance(s.omp_wait, int) and s.omp_wait > 0:
+            na.append(NotApplicable("omp_wait", s.omp_wait, "ONNX Runtime spins or not; "
+                                    "a spin count becomes spinning on"))
+    if cfg.cpus is not None and s.intra_op > 1:
+        # The calling thread is the team's first member and keeps the process
+        # mask; ORT numbers logical processors from 1.
+        cfg.knobs["session.intra_op_thread_affinities"] = ";".join(
+            str(c + 1) for c in cfg.cpus[1:s.intra_op])
+
+
+def map_settings(framework: str, settings: Settings, mode: str | None = None,
+                 cpus: Sequence[int] | None = None) -> FrameworkConfig:
+    """The framework's side of ``settings``.
+
+    Parameters
+    ----------
+    framework, mode
+        One of :data:`FRAMEWORKS` and one of its :data:`MODES` (None: the default).
+    settings
+        The requested settings.
+    cpus
+        The CPUs the child is confined to when the settings pin threads (in
+        placement order: pool 0's first), None when not pinned.
+
+    Raises
+    ------
+    ValueError
+        An unknown framework or mode.
+    TypeError
+        ``settings`` is not a Settings.
+    """
+    if not isinstance(settings, Settings):
+        raise TypeError(f"settings must be a pyparbench Settings, got {settings!r}")
+    mode = check_mode(framework, mode)
+    cfg = FrameworkConfig(framework, mode, settings, None if cpus is None else list(cpus))
+    _common(cfg)
+    {"tensorflow": _tensorflow, "torch": _torch, "onnxruntime": _onnxruntime}[framework](cfg)
+    return cfg

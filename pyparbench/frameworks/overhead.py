@@ -1,0 +1,433 @@
+"""Framework overhead and operator scaling, measured side by side.
+
+For one graph, input, weights and thread setting, each in its own process
+(DESIGN.md, "Framework overhead, defined"):
+
+* native latency: pyparbench's executor running the graph;
+* kernel sum: every node as an isolated prepared kernel of the same shapes
+  and thread count, timed in its C++ loop, summed;
+* framework latency: the same graph in TensorFlow, PyTorch or ONNX Runtime,
+  written the way their users write models (median of a Python loop of
+  calls, as a serving loop calls them);
+* framework overhead = framework latency - native latency, absolute and as
+  a ratio; per op type, the framework profiler's kernel times against the
+  executor's per-node times of the same ops (a kernel that fused several
+  graph ops is charged to the heavy op it computes, so e.g. a folded batch
+  norm shows as 0 in the framework and as extra conv2d time); the time
+  outside the framework's kernels (latency - its kernel times) and its
+  share of the latency;
+* per-node dispatch cost: a chain of many tiny ops (400 ReLUs on (1, 16)),
+  latency / nodes, in every framework and natively.
+
+Operator scaling (:func:`operator_scaling`): each distinct heavy op of the
+model (conv2d, linear, matmul, embedding_bag shapes) alone, at 1..N threads,
+as a prepared kernel natively and as a one-op graph in each framework.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pyparbench.frameworks.launch import Job, run_child
+from pyparbench.frameworks.mapping import (
+    DEFAULT_MODES,
+    FRAMEWORKS,
+    check_framework,
+    check_mode,
+)
+from pyparbench.frameworks.spec import ModelRef, build_graph, graph_to_spec
+from pyparbench.graph import Graph, GraphBuilder, Node
+from pyparbench.settings import Settings
+
+__all__ = ["DISPATCH_NODES", "dispatch_graph", "entries", "heavy_op_graphs",
+           "measure_overhead", "operator_scaling"]
+
+DISPATCH_NODES = 400
+Progress = Callable[[str], None]
+
+
+def dispatch_graph(nodes: int = DISPATCH_NODES, shape: Sequence[int] = (1, 16)) -> Graph:
+    """A chain of ``nodes`` ReLUs on a tiny tensor: nearly all dispatch."""
+    if nodes < 1:
+        raise ValueError(f"nodes must be >= 1, got {nodes}")
+    b = GraphBuilder("relu-chain", seed=0)
+    x = b.input("x", tuple(shape))
+    for _ in range(nodes):
+        x = b.eltwise(x, "relu")
+    return b.build(x, {"batch": int(shape[0]), "nodes": nodes})
+
+
+def entries(frameworks: str | Sequence[str] = "all",
+            modes: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
+    """(framework, mode) pairs to run: "all" or a list of framework names,
+    each with its modes (default :data:`~pyparbench.frameworks.mapping.DEFAULT_MODES`).
+
+    Raises
+    ------
+    ValueError
+        An unknown framework or mode, or modes for a framework not chosen.
+    """
+    names = list(FRAMEWORKS) if frameworks == "all" else (
+        [frameworks] if isinstance(frameworks, str) else list(frameworks))
+    if not names:
+        raise ValueError("no framework chosen")
+    for n in names:
+        check_framework(n)
+    modes = dict(modes or {})
+    extra = set(modes) - set(names)
+    if extra:
+        raise ValueError(f"modes given for frameworks not chosen: {sorted(extra)}")
+    out = []
+    for n in dict.fromkeys(names):
+        for m in modes.get(n, DEFAULT_MODES[n]):
+            out.append((n, check_mode(n, m)))
+    return out
+
+
+def _median(job: Mapping[str, Any]) -> float | None:
+    lat = job.get("latency")
+    return None if lat is None else float(lat["median"])
+
+
+def _per_op(kernels: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for k in kernels:
+        slot = out.setdefault(k["op"], {"ns": 0.0, "calls": 0.0})
+        slot["ns"] += float(k["ns"])
+        slot["calls"] += float(k["calls"])
+    return out
+
+
+def _native_section(res: Mapping[str, Any]) -> dict[str, Any]:
+    if res["status"] != "ok":
+        return {"status": "error", "error": res["error"]}
+    job = res["jobs"][0]
+    if job["status"] != "ok":
+        return {"status": "error", "error": job["error"]}
+    per_op = {op: {"ns": v["ns"], "nodes": v["calls"]}
+              for op, v in _per_op(job.get("kernels", [])).items()}
+    kernel_sum = float(sum(job.get("kernel_ns", [])))
+    med = float(job["latency"]["median"])
+    return {"status": "ok", "latency": job["latency"], "kernel_sum_ns": kernel_sum,
+            "profiled_iteration_ns": job.get("profiled_iteration_ns"),
+            "executor_over_kernels": med / kernel_sum if kernel_sum else None,
+            "per_op": per_op, "audit": job.get("native_audit"),
+            "proc_audit": job.get("proc_audit"), "setup_s": job.get("setup_s"),
+            "worker_cpus": job.get("info", {}).get("resolved", {}).get("worker_cpus")}
+
+
+def _framework_section(fw: str, mode: str, res: Mapping[str, Any],
+                       native: Mapping[str, Any]) -> dict[str, Any]:
+    base: dict[str, Any] = {"framework": fw, "mode": mode,
+                            "not_applicable": res.get("not_applicable", []),
+                            "knobs": res.get("mapping", {}).get("knobs", {}),
+                            "env": res.get("env", {})}
+    if res["status"] != "ok":
+        return {**base, "status": "error", "error": res["error"]}
+    job = res["jobs"][0]
+    base.update({"reported": res.get("reported", {}), "import_s": res.get("import_s"),
+                 "core_loaded": res.get("core_loaded")})
+    if job["status"] != "ok":
+        return {**base, "status": "error", "error": job["error"]}
+    med = float(job["latency"]["median"])
+    kernels = job.get("kernels", [])
+    fw_ops = _per_op(kernels)
+    kernel_ns = sum(v["ns"] for op, v in fw_ops.items() if op != "other")
+    other_ns = fw_ops.get("other", {}).get("ns", 0.0)
+    out = {**base, "status": "ok", "latency": job["latency"], "setup_s": job.get("setup_s"),
+           "info": job.get("info", {}), "proc_audit": job.get("proc_audit"),
+           "kernels": kernels}
+    profiled = job.get("profiled_iteration_ns")
+    if kernels and profiled:
+        # Kernels against the profiled iterations they ran in: both carry the
+        # profiler's cost, so the share is comparable; scaled to the latency.
+        share = 1.0 - kernel_ns / profiled
+        out.update({"kernel_ns": kernel_ns, "framework_ops_ns": other_ns,
+                    "profiled_iteration_ns": profiled, "outside_share": share,
+                    "outside_kernels_ns": share * med})
+    nat_med = _median(native) if native.get("status") == "ok" else None
+    if nat_med:
+        out["overhead_ns"] = med - nat_med
+        out["overhead_ratio"] = med / nat_med
+    rows = []
+    nat_ops = native.get("per_op", {}) if native.get("status") == "ok" else {}
+    for op in sorted(set(nat_ops) | set(fw_ops)):
+        n = nat_ops.get(op, {})
+        f = fw_ops.get(op, {})
+        row: dict[str, Any] = {"op": op, "native_ns": n.get("ns"), "native_nodes": n.get("nodes"),
+                               "framework_ns": f.get("ns", 0.0) if kernels else None,
+                               "framework_kernels": f.get("calls", 0.0) if kernels else None}
+        if row["native_ns"] is not None and row["framework_ns"] is not None:
+            row["overhead_ns"] = row["framework_ns"] - row["native_ns"]
+            row["ratio"] = (row["framework_ns"] / row["native_ns"] if row["native_ns"]
+                            else None)
+        rows.append(row)
+    rows.sort(key=lambda r: -(r["native_ns"] or 0.0))
+    out["per_op"] = rows
+    return out
+
+
+def _dispatch(res: Mapping[str, Any], nodes: int) -> dict[str, Any] | None:
+    if res["status"] != "ok" or len(res["jobs"]) < 2:
+        return None
+    job = res["jobs"][1]
+    if job["status"] != "ok":
+        return {"error": job["error"]}
+    out = {"us_per_node": float(job["latency"]["median"]) / nodes / 1e3,
+           "latency": job["latency"]}
+    if job.get("kernel_ns"):
+        ks = sorted(k for k in job["kernel_ns"] if k > 0)
+        out["kernel_alone_us"] = ks[len(ks) // 2] / 1e3
+    return out
+
+
+def measure_overhead(model: str, batch: int, settings: Settings | None = None, *,
+                     frameworks: str | Sequence[str] = "all",
+                     modes: Mapping[str, Sequence[str]] | None = None,
+                     repeats: int = 20, warmup: int = 5, profile: int = 10,
+                     kernel_repeats: int = 10, dispatch: bool = True,
+                     dispatch_nodes: int = DISPATCH_NODES, scaling: bool = False,
+                     max_threads: int | None = None,
+                     model_kwargs: Mapping[str, Any] | None = None, seed: int = 0,
+                     timeout: float = 900.0, progress: Progress | None = None
+                     ) -> dict[str, Any]:
+    """Framework overhead of one model, against pyparbench's executor.
+
+    Parameters
+    ----------
+    model, batch
+        A registered model (``pyparbench models``) and its batch size.
+    settings
+        Thread settings, the same for every run (mapped onto each
+        framework's knobs; see :mod:`pyparbench.frameworks.mapping`);
+        default one thread. ``instances`` must be 1.
+    frameworks, modes
+        "all" or framework names; modes per framework (default: TensorFlow
+        ``function``, PyTorch ``eager`` and ``script``, ONNX Runtime ``all``).
+    repeats, warmup
+        Timed and untimed runs of each latency.
+    profile
+        Iterations under each framework's profiler (and traced native runs)
+        for the per-op split; 0 leaves the split out.
+    kernel_repeats
+        Timed runs of each isolated kernel for the kernel sum.
+    dispatch, dispatch_nodes
+        Also time a chain of ``dispatch_nodes`` tiny ReLUs everywhere.
+    scaling, max_threads
+        Also run :func:`operator_scaling` at 1..``max_threads`` threads.
+    model_kwargs, seed
+        Builder arguments (e.g. ``image_size``) and the weights' seed.
+    timeout
+        Seconds each child may take.
+    progress
+        Called with a line of text as each child starts.
+
+    Returns
+    -------
+    dict
+        JSON-serialisable: ``model``, ``batch``, ``settings``, ``machine``
+        (the fingerprint), ``load_average`` (1, 5, 15 minutes, before and
+        after: other work skews every figure), ``graph`` (size), ``native`` (``latency``,
+        ``kernel_sum_ns``, ``per_op``, audits), ``frameworks`` (one entry per
+        framework and mode: ``status``, ``latency``, ``overhead_ns``,
+        ``overhead_ratio``, ``kernel_ns``, ``outside_kernels_ns``,
+        ``outside_share``, ``per_op`` rows, ``reported`` thread settings,
+        ``not_applicable``, ``proc_audit``; or ``error``), ``dispatch`` and,
+        with ``scaling``, ``scaling``. A framework that fails has
+        ``status`` "error" and a message naming its configuration; the
+        others still run.
+
+    Raises
+    ------
+    ValueError
+        An unknown model, framework or mode; a bad batch; ``instances`` > 1.
+    """
+    from pyparbench.runner import machine_fingerprint
+
+    settings = settings if settings is not None else Settings()
+    if not isinstance(settings, Settings):
+        raise TypeError(f"settings must be a pyparbench Settings, got {settings!r}")
+    if settings.instances != 1:
+        raise ValueError(f"instances={settings.instances}: the frameworks run one copy of the "
+                         "model; compare data parallelism with pyparbench run")
+    chosen = entries(frameworks, modes)
+    ref = ModelRef(model, batch, seed, dict(model_kwargs or {}))
+    spec = ref.to_spec()
+    graph = build_graph(spec)  # checks the model and batch here, weights made lazily
+    say = progress or (lambda _: None)
+    chain = graph_to_spec(dispatch_graph(dispatch_nodes)) if dispatch else None
+
+    def jobs(native: bool) -> list[Job]:
+        out = [Job(spec, repeats=repeats, warmup=warmup, profile=profile,
+                   kernel_repeats=kernel_repeats if native else 0)]
+        if chain is not None:
+            out.append(Job(chain, repeats=repeats, warmup=warmup,
+                           kernel_repeats=kernel_repeats if native else 0))
+        return out
+
+    load_before = os.getloadavg()  # other work on the machine skews every figure
+    say(f"native: {model} batch {batch}, {settings.label()}")
+    nres = run_child("native", jobs(True), settings, timeout=timeout)
+    native = _native_section(nres)
+    dispatch_out: dict[str, Any] = {}
+    if chain is not None:
+        dispatch_out = {"nodes": dispatch_nodes, "shape": [1, 16], "native": _dispatch(
+            nres, dispatch_nodes), "frameworks": {}}
+    sections = []
+    for fw, mode in chosen:
+        say(f"{fw} ({mode})")
+        res = run_child(fw, jobs(False), settings, mode, timeout=timeout)
+        sections.append(_framework_section(fw, mode, res, native))
+        if chain is not None:
+            dispatch_out["frameworks"][f"{fw}/{mode}"] = _dispatch(res, dispatch_nodes)
+    result: dict[str, Any] = {
+        "model": model, "batch": batch, "model_kwargs": dict(model_kwargs or {}), "seed": seed,
+        "graph": {"nodes": len(graph.nodes), "heavy_ops": graph.heavy_ops,
+                  "gflops": graph.flops / 1e9, "op_counts": graph.op_counts()},
+        "settings": settings.as_dict(), "settings_label": settings.label(),
+        "machine": machine_fingerprint(), "native": native, "frameworks": sections,
+        "load_average": {"before": list(load_before), "after": list(os.getloadavg())},
+    }
+    if chain is not None:
+        result["dispatch"] = dispatch_out
+    if scaling:
+        result["scaling"] = operator_scaling(
+            model, batch, frameworks=frameworks, modes=modes, max_threads=max_threads,
+            settings=settings, repeats=repeats, warmup=warmup, model_kwargs=model_kwargs,
+            seed=seed, timeout=timeout, progress=progress)
+    return result
+
+
+# --------------------------------------------------------------- scaling
+
+
+def _op_key(graph: Graph, node: Node) -> str:
+    # A fused ReLU does not make another shape.
+    ins = [graph.nodes[j].shape for j in node.inputs]
+    return json.dumps([node.op, ins, {k: v for k, v in sorted(node.attrs.items())
+                                      if k != "relu"}, node.params.shapes], default=list)
+
+
+def _describe_op(graph: Graph, node: Node) -> str:
+    ins = "x".join(",".join(map(str, graph.nodes[j].shape)) for j in node.inputs)
+    a = node.attrs
+    if node.op == "conv2d":
+        o, _, kh, kw = node.params.shapes["weight"]
+        g = f" groups {a['groups']}" if a["groups"] > 1 else ""
+        return f"conv2d ({ins}) -> {o} {kh}x{kw}/{a['stride'][0]}{g}"
+    if node.op == "linear":
+        return f"linear ({ins}) -> {node.shape[-1]}"
+    if node.op == "embedding_bag":
+        rows, dim = node.params.shapes["table"]
+        return f"embedding_bag ({ins}) from {rows}x{dim}"
+    return f"{node.op} ({ins}) -> ({','.join(map(str, node.shape))})"
+
+
+def heavy_op_graphs(graph: Graph) -> list[dict[str, Any]]:
+    """Each distinct heavy op of ``graph`` (same op, input shapes, attributes
+    but a fused ReLU, and parameter shapes) as a one-op graph, made like its
+    first node: ``node`` (that node's name), ``count``, ``describe``, ``graph``."""
+    seen: dict[str, dict[str, Any]] = {}
+    for node in graph.nodes:
+        if not node.heavy:
+            continue
+        key = _op_key(graph, node)
+        if key in seen:
+            seen[key]["count"] += 1
+            continue
+        b = GraphBuilder(f"{graph.name}:{node.name}", seed=node.id)
+        ins = [b.input(f"in{k}", graph.nodes[j].shape, graph.nodes[j].dtype)
+               for k, j in enumerate(node.inputs)]
+        a, p = node.attrs, node.params.shapes
+        if node.op == "conv2d":
+            o, _, kh, kw = p["weight"]
+            y = b.conv2d(ins[0], o, (kh, kw), stride=a["stride"], padding=a["padding"],
+                         dilation=a["dilation"], groups=a["groups"], bias="bias" in p,
+                         relu=a["relu"], name="op")
+        elif node.op == "linear":
+            y = b.linear(ins[0], p["weight"][0], bias="bias" in p, relu=a["relu"], name="op")
+        elif node.op == "matmul":
+            y = b.matmul(ins[0], ins[1], trans_b=a["trans_b"], name="op")
+        else:
+            rows, dim = p["table"]
+            y = b.embedding_bag(ins[0], rows, dim, mode=a["mode"], name="op")
+        seen[key] = {"node": node.name, "count": 1, "describe": _describe_op(graph, node),
+                     "graph": b.build(y)}
+    return list(seen.values())
+
+
+def operator_scaling(model: str, batch: int, *, frameworks: str | Sequence[str] = "all",
+                     modes: Mapping[str, Sequence[str]] | None = None,
+                     max_threads: int | None = None, settings: Settings | None = None,
+                     repeats: int = 20, warmup: int = 5,
+                     model_kwargs: Mapping[str, Any] | None = None, seed: int = 0,
+                     timeout: float = 900.0, progress: Progress | None = None
+                     ) -> dict[str, Any]:
+    """Latency of each distinct heavy op of a model at 1..N threads.
+
+    Natively each op is a prepared kernel timed in its C++ loop; in each
+    framework it is a one-op graph timed as a model is. Every thread count
+    runs in its own processes (a framework's pools are fixed once made).
+    ``settings`` gives the affinity and SMT policy (its thread counts are
+    replaced: one worker of t threads); ``max_threads`` defaults to the
+    CPUs this process may use.
+
+    Returns
+    -------
+    dict
+        ``threads`` (the counts), ``ops`` (per op: ``describe``, ``node``,
+        ``count`` in the model, ``ns`` per runner ("native",
+        "tensorflow/function", ...) per thread count, and ``speedup``
+        (time at 1 thread / time at the most), ``errors``.
+    """
+    base = settings if settings is not None else Settings()
+    n = max_threads if max_threads is not None else len(os.sched_getaffinity(0))
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"max_threads must be an integer >= 1, got {n!r}")
+    chosen = entries(frameworks, modes)
+    graph = build_graph(ModelRef(model, batch, seed, dict(model_kwargs or {})).to_spec())
+    ops = heavy_op_graphs(graph)
+    say = progress or (lambda _: None)
+    threads = list(range(1, n + 1))
+    runners = ["native"] + [f"{fw}/{m}" for fw, m in chosen]
+    table: list[dict[str, dict[str, float | None]]] = [
+        {r: {} for r in runners} for _ in ops]
+    errors: list[str] = []
+    for t in threads:
+        s = base.with_(scheduler="sync", inter_op=1, intra_op=t, instances=1,
+                       placement="shared")
+        say(f"scaling at {t} thread(s): native")
+        native = run_child("native", [Job(o["graph"], repeats=0, warmup=0,
+                                          kernel_repeats=repeats) for o in ops], s,
+                           timeout=timeout)
+        results = [("native", native)]
+        for fw, mode in chosen:
+            say(f"scaling at {t} thread(s): {fw} ({mode})")
+            results.append((f"{fw}/{mode}", run_child(
+                fw, [Job(o["graph"], repeats=repeats, warmup=warmup) for o in ops], s, mode,
+                timeout=timeout)))
+        for name, res in results:
+            if res["status"] != "ok":
+                errors.append(res["error"])
+                continue
+            for i, job in enumerate(res["jobs"]):
+                if job["status"] != "ok":
+                    errors.append(job["error"])
+                    table[i][name][str(t)] = None
+                elif name == "native":
+                    table[i][name][str(t)] = max(job.get("kernel_ns", [0.0]))
+                else:
+                    table[i][name][str(t)] = float(job["latency"]["median"])
+    out_ops = []
+    for o, row in zip(ops, table, strict=True):
+        speedup = {}
+        for r, by_t in row.items():
+            first, last = by_t.get("1"), by_t.get(str(n))
+            speedup[r] = first / last if first and last else None
+        out_ops.append({"describe": o["describe"], "node": o["node"], "count": o["count"],
+                        "ns": row, "speedup": speedup})
+    return {"model": model, "batch": batch, "threads": threads,
+            "settings": base.as_dict(), "ops": out_ops, "errors": errors}

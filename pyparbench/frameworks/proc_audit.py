@@ -1,0 +1,128 @@
+"""A threading audit any process can run on itself, from /proc (Linux).
+
+A framework's threads are not pyparbench's, so the native audit cannot
+attach to them; what the kernel reports still tells which threads worked
+during a measurement (their CPU time grew: each thread's CPU clock, read
+from this process), on which CPUs they may run, and where each last ran. :func:`snapshot` before and after, then :func:`compare`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TaskSample", "compare", "parse_cpu_list", "snapshot"]
+
+
+@dataclass(frozen=True)
+class TaskSample:
+    """One thread of this process at one moment."""
+
+    tid: int
+    name: str
+    cpu_ns: int  # CPU time so far (the thread's CPU clock; else clock ticks)
+    last_cpu: int
+    allowed: tuple[int, ...]
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """'0-2,5' -> (0, 1, 2, 5)."""
+    out: list[int] = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return tuple(out)
+
+
+def _thread_clock(tid: int) -> int:
+    """The clock id of another thread's CPU time (Linux: CPUCLOCK_SCHED of a
+    thread, MAKE_THREAD_CPUCLOCK), as a signed 32-bit clockid_t."""
+    v = (((~tid) << 3) | 6) & 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+_TICK_NS = 10**9 // os.sysconf("SC_CLK_TCK")
+
+
+def _sample(task: Path) -> TaskSample | None:
+    try:
+        stat = (task / "stat").read_text()
+        status = (task / "status").read_text()
+    except OSError:  # the thread ended meanwhile
+        return None
+    # The name sits in parentheses and may hold spaces or parentheses itself.
+    name = stat[stat.index("(") + 1:stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2:].split()
+    allowed: tuple[int, ...] = ()
+    for line in status.splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            allowed = parse_cpu_list(line.split(":", 1)[1])
+    tid = int(task.name)
+    try:
+        cpu_ns = time.clock_gettime_ns(_thread_clock(tid))
+    except OSError:  # no per-thread clock: /proc's clock ticks
+        # fields[0] is field 3 of proc(5): utime 14, stime 15.
+        cpu_ns = (int(fields[11]) + int(fields[12])) * _TICK_NS
+    # processor: field 39 of proc(5).
+    return TaskSample(tid, name, cpu_ns, int(fields[36]), allowed)
+
+
+def snapshot() -> dict[int, TaskSample]:
+    """Every thread of this process, by thread id."""
+    out: dict[int, TaskSample] = {}
+    for task in Path("/proc/self/task").iterdir():
+        s = _sample(task)
+        if s is not None:
+            out[s.tid] = s
+    return out
+
+
+def compare(before: dict[int, TaskSample], after: dict[int, TaskSample], *,
+            threads: int, cpus: Sequence[int] | None) -> dict[str, Any]:
+    """What ran between two snapshots.
+
+    Parameters
+    ----------
+    threads
+        Threads the settings asked for (the caller's included), to flag more.
+    cpus
+        The CPUs the process was confined to (None: not pinned), to flag a
+        thread allowed elsewhere.
+
+    Returns
+    -------
+    dict
+        ``threads`` (all threads alive), ``working`` (the threads whose CPU
+        time grew: tid, name, CPU ns, last CPU, allowed CPUs), ``cpus_allowed``
+        (the union over working threads), ``cpus_last_seen`` and ``notes``
+        (differences from the request).
+    """
+    grown = [(s, s.cpu_ns - (before[tid].cpu_ns if tid in before else 0))
+             for tid, s in sorted(after.items())]
+    busy = [(s, ns) for s, ns in grown if ns > 0]
+    notes = []
+    if len(busy) > threads:
+        notes.append(f"{len(busy)} threads used CPU time, {threads} requested "
+                     f"({', '.join(sorted({s.name for s, _ in busy}))})")
+    if cpus is not None:
+        want = set(cpus)
+        for s, _ in busy:
+            stray = set(s.allowed) - want
+            if stray:
+                notes.append(f"thread {s.tid} ({s.name}) may run on CPUs "
+                             f"{sorted(stray)}, outside the requested {sorted(want)}")
+    return {
+        "threads": len(after),
+        "working": [{"tid": s.tid, "name": s.name, "cpu_ns": ns, "last_cpu": s.last_cpu,
+                     "allowed": list(s.allowed)} for s, ns in busy],
+        "cpus_allowed": sorted({c for s, _ in busy for c in s.allowed}),
+        "cpus_last_seen": sorted({s.last_cpu for s, _ in busy}),
+        "process_cpus": sorted(os.sched_getaffinity(0)),
+        "notes": notes,
+    }

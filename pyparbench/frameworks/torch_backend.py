@@ -1,0 +1,444 @@
+"""Any Graph as a PyTorch ``nn.Module``, the way PyTorch's users write one.
+
+The module's source is generated, one line per graph node, into a file and
+imported, so it is an ordinary ``nn.Module`` (``nn.Conv2d``,
+``nn.BatchNorm2d``, ``nn.Linear``, ``nn.EmbeddingBag``, ``nn.LayerNorm``,
+pooling modules and ``torch`` / ``F`` calls) that TorchScript can script
+and ``torch.compile`` can trace; :attr:`TorchModel.source` holds the code.
+Modes:
+
+* ``eager``: the module in eval mode, called under ``torch.inference_mode``;
+* ``script``: ``torch.jit.freeze(torch.jit.script(module.eval()))``, called
+  under ``torch.inference_mode``; with the async scheduler and inter-op
+  workers > 1, each chain of nodes that holds a heavy op and could run
+  beside another becomes a method started with ``torch.jit.fork`` and
+  joined with ``torch.jit.wait`` right before its first use;
+* ``compile``: ``torch.compile(module)`` (inductor, default options),
+  called under ``torch.inference_mode``; the child sets
+  ``TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1`` so that the profiler sees
+  inductor's own kernels.
+
+Padding that PyTorch's modules cannot express (asymmetric, TensorFlow's
+"same" at stride 2) is an explicit ``F.pad``, as users write it.
+
+This module is imported only in a framework child process, after PyTorch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import keyword
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from pyparbench.frameworks._common import (
+    Array,
+    Profile,
+    aggregate,
+    chains,
+    parallel_chains,
+    pool_geometry,
+    python_loop,
+)
+from pyparbench.graph import Graph, Node
+
+__all__ = ["TorchModel", "charge_event_name", "configure", "generate", "prepare"]
+
+# Top-level profiler event names -> graph op type.
+_ATEN: dict[str, str] = {}
+for _op, _names in {
+    "conv2d": ("aten::conv2d", "aten::convolution", "aten::_convolution",
+               "aten::mkldnn_convolution", "aten::_slow_conv2d_forward", "aten::thnn_conv2d",
+               "aten::_conv_depthwise2d", "mkldnn::_convolution_pointwise",
+               "aten::_nnpack_spatial_convolution"),
+    "linear": ("aten::linear", "aten::addmm", "mkldnn::_linear_pointwise",
+               "aten::_addmm_activation"),
+    "matmul": ("aten::matmul", "aten::bmm", "aten::mm", "aten::baddbmm"),
+    "embedding_bag": ("aten::embedding_bag", "aten::_embedding_bag",
+                      "aten::_embedding_bag_forward_only"),
+    "eltwise": ("aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
+                "aten::relu6", "aten::sigmoid", "aten::sigmoid_", "aten::tanh", "aten::tanh_",
+                "aten::gelu", "aten::gelu_", "aten::clamp", "aten::clamp_"),
+    "add": ("aten::add", "aten::add_"),
+    "mul": ("aten::mul", "aten::mul_"),
+    "concat": ("aten::cat", "aten::concat"),
+    "pool2d": ("aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::avg_pool2d",
+               "aten::mkldnn_max_pool2d"),
+    "global_avg_pool": ("aten::adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d",
+                        "aten::mean"),
+    "batch_norm": ("aten::batch_norm", "aten::_batch_norm_impl_index",
+                   "aten::native_batch_norm", "aten::_native_batch_norm_legit_no_training",
+                   "aten::_native_batch_norm_legit"),
+    "layer_norm": ("aten::layer_norm", "aten::native_layer_norm"),
+    "softmax": ("aten::softmax", "aten::_softmax"),
+    "reshape": ("aten::reshape", "aten::view", "aten::flatten", "aten::_unsafe_view"),
+    "transpose": ("aten::permute", "aten::transpose", "aten::contiguous", "aten::clone"),
+    "tril_flatten": ("aten::index",),
+}.items():
+    for _n in _names:
+        _ATEN[_n] = _op
+# Inductor's fused kernels ("graph_0_cpp_fused_add_relu_3"), charged to the
+# first op their name holds, heavy ops first.
+_FUSED = (("convolution", "conv2d"), ("addmm", "linear"), ("bmm", "matmul"), ("mm", "linear"),
+          ("embedding_bag", "embedding_bag"), ("batch_norm", "batch_norm"),
+          ("layer_norm", "layer_norm"), ("softmax", "softmax"), ("pool", "pool2d"),
+          ("mean", "global_avg_pool"), ("cat", "concat"), ("add", "add"), ("mul", "mul"),
+          ("relu", "eltwise"), ("hardtanh", "eltwise"), ("sigmoid", "eltwise"),
+          ("tanh", "eltwise"), ("gelu", "eltwise"), ("erf", "eltwise"), ("clone", "transpose"),
+          ("index", "tril_flatten"))
+
+_WORKDIR: Path | None = None
+_ITERATION = "ppb_iteration"
+
+
+def configure(torch_mod: Any, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    """Thread counts and the convolution library, set before any work; returns
+    what PyTorch reports back."""
+    torch_mod.set_num_threads(int(knobs["num_threads"]))
+    torch_mod.set_num_interop_threads(int(knobs["num_interop_threads"]))
+    torch_mod.backends.mkldnn.enabled = bool(knobs["mkldnn"])
+    return {"num_threads": torch_mod.get_num_threads(),
+            "num_interop_threads": torch_mod.get_num_interop_threads(),
+            "mkldnn": bool(torch_mod.backends.mkldnn.enabled),
+            "openmp": bool(torch_mod.backends.openmp.is_available()),
+            "version": torch_mod.__version__}
+
+
+def charge_event_name(name: str) -> str | None:
+    """The graph op type a profiler event's name stands for (None: unknown)."""
+    op = _ATEN.get(name)
+    if op is not None:
+        return op
+    if "cpp_fused" in name or name.startswith("graph_"):
+        for key, kind in _FUSED:
+            if key in name:
+                return kind
+        return "fused"
+    return None
+
+
+# ------------------------------------------------------------ code generation
+
+
+def _ident(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    if not s or s[0].isdigit() or keyword.iskeyword(s):
+        s = "x_" + s
+    return s
+
+
+class _Gen:
+    """Builds the module's source and the submodules it refers to."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.modules: dict[str, nn.Module] = {}
+        self.buffers: dict[str, torch.Tensor] = {}
+        self.args = {i: _ident(graph.nodes[i].name) for i in graph.inputs}
+
+    def value(self, nid: int) -> str:
+        return self.args.get(nid, f"v{nid}")
+
+    def attr(self, node: Node, suffix: str = "") -> str:
+        return f"n{node.id}_{_ident(node.name.split('/')[-1])}{suffix}"
+
+    def line(self, node: Node) -> str:
+        """``v<id> = ...`` for one node; registers its submodules and buffers."""
+        g = self.graph
+        a = node.attrs
+        ins = [self.value(j) for j in node.inputs]
+        x = ins[0] if ins else ""
+        op = node.op
+        expr: str
+        if op == "conv2d":
+            expr = self._conv2d(node, x)
+        elif op == "linear":
+            w = np.asarray(node.params["weight"])
+            m = nn.Linear(w.shape[1], w.shape[0], bias="bias" in node.params)
+            _load(m, weight=w, bias=node.params.get("bias"))
+            expr = f"self.{self._add(node, m)}({x})"
+            if a["relu"]:
+                expr = f"torch.relu({expr})"
+        elif op == "matmul":
+            b = f"{ins[1]}.transpose(-1, -2)" if a["trans_b"] else ins[1]
+            expr = f"torch.matmul({x}, {b})"
+        elif op == "embedding_bag":
+            t = np.asarray(node.params["table"])
+            e = nn.EmbeddingBag(t.shape[0], t.shape[1], mode=a["mode"])
+            _load(e, weight=t)
+            expr = f"self.{self._add(node, e)}({x})"
+        elif op == "eltwise":
+            fn = {"relu": "torch.relu", "relu6": "F.relu6", "sigmoid": "torch.sigmoid",
+                  "tanh": "torch.tanh", "gelu": "F.gelu"}[a["kind"]]
+            expr = f"{fn}({x})"
+        elif op == "add":
+            expr = f"torch.relu({x} + {ins[1]})" if a["relu"] else f"{x} + {ins[1]}"
+        elif op == "mul":
+            expr = f"{x} * {ins[1]}"
+        elif op == "concat":
+            expr = f"torch.cat([{', '.join(ins)}], {a['axis']})"
+        elif op == "pool2d":
+            expr = self._pool(node, x)
+        elif op == "global_avg_pool":
+            expr = f"torch.flatten(self.{self._add(node, nn.AdaptiveAvgPool2d((1, 1)))}({x}), 1)"
+        elif op == "batch_norm":
+            expr = self._batch_norm(node, x)
+        elif op == "layer_norm":
+            ln = nn.LayerNorm(node.shape[-1], eps=a["eps"])
+            _load(ln, weight=node.params["scale"], bias=node.params["shift"])
+            expr = f"self.{self._add(node, ln)}({x})"
+        elif op == "softmax":
+            expr = f"torch.softmax({x}, {a['axis']})"
+        elif op == "reshape":
+            expr = f"{x}.reshape({list(a['shape'])})"
+        elif op == "transpose":
+            expr = f"{x}.permute({list(a['perm'])})"
+        elif op == "tril_flatten":
+            n = g.nodes[node.inputs[0]].shape[1]
+            li, lj = np.tril_indices(n, k=-1)
+            bi, bj = self.attr(node, "_li"), self.attr(node, "_lj")
+            self.buffers[bi] = torch.from_numpy(li.astype(np.int64))
+            self.buffers[bj] = torch.from_numpy(lj.astype(np.int64))
+            expr = f"{x}[:, self.{bi}, self.{bj}]"
+        else:
+            raise ValueError(f"node {node.name!r}: op {op!r} has no PyTorch form")
+        return f"v{node.id} = {expr}"
+
+    def _add(self, node: Node, module: nn.Module) -> str:
+        name = self.attr(node)
+        self.modules[name] = module
+        return name
+
+    def _conv2d(self, node: Node, x: str) -> str:
+        a = node.attrs
+        w = np.asarray(node.params["weight"])
+        o, cg, kh, kw = w.shape
+        pt, pb, pl, pr = a["padding"]
+        symmetric = pt == pb and pl == pr
+        conv = nn.Conv2d(cg * a["groups"], o, (kh, kw), stride=tuple(a["stride"]),
+                         padding=(pt, pl) if symmetric else 0, dilation=tuple(a["dilation"]),
+                         groups=a["groups"], bias="bias" in node.params)
+        _load(conv, weight=w, bias=node.params.get("bias"))
+        arg = x if symmetric else f"F.pad({x}, [{pl}, {pr}, {pt}, {pb}])"
+        expr = f"self.{self._add(node, conv)}({arg})"
+        return f"torch.relu({expr})" if a["relu"] else expr
+
+    def _pool(self, node: Node, x: str) -> str:
+        a = node.attrs
+        geo = pool_geometry(node, self.graph.nodes[node.inputs[0]].shape)
+        (kh, kw), (sh, sw), (pt, _, pl, _) = geo.kernel, geo.stride, geo.padding
+        if geo.symmetric:
+            # The graph's pooling rules are PyTorch's: its modules fit exactly.
+            m: nn.Module
+            if geo.kind == "max":
+                m = nn.MaxPool2d((kh, kw), (sh, sw), (pt, pl), ceil_mode=a["ceil_mode"])
+            else:
+                m = nn.AvgPool2d((kh, kw), (sh, sw), (pt, pl), ceil_mode=a["ceil_mode"],
+                                 count_include_pad=a["count_include_pad"])
+            return f"self.{self._add(node, m)}({x})"
+        qt, qb, ql, qr = geo.pads
+        oh, ow = geo.out
+        if geo.kind == "max":
+            return (f"F.max_pool2d(F.pad({x}, [{ql}, {qr}, {qt}, {qb}], value=float('-inf')), "
+                    f"[{kh}, {kw}], [{sh}, {sw}])[:, :, :{oh}, :{ow}]")
+        assert geo.count is not None
+        scale = self.attr(node, "_scale")
+        self.buffers[scale] = torch.from_numpy((kh * kw / geo.count).astype(np.float32))
+        return (f"F.avg_pool2d(F.pad({x}, [{ql}, {qr}, {qt}, {qb}]), [{kh}, {kw}], "
+                f"[{sh}, {sw}])[:, :, :{oh}, :{ow}] * self.{scale}")
+
+    def _batch_norm(self, node: Node, x: str) -> str:
+        p = node.params
+        c = node.shape[1]
+        scale = p["scale"] if "scale" in p else np.ones(c, np.float32)
+        rank = len(node.shape)
+        if rank in (2, 3, 4):
+            bn = (nn.BatchNorm2d if rank == 4 else nn.BatchNorm1d)(c, eps=node.attrs["eps"])
+            _load(bn, weight=scale, bias=p["shift"], running_mean=p["mean"],
+                  running_var=p["var"])
+            return f"self.{self._add(node, bn)}({x})"
+        names = []
+        for key, arr in (("mean", p["mean"]), ("var", p["var"]), ("scale", scale),
+                         ("shift", p["shift"])):
+            name = self.attr(node, f"_{key}")
+            self.buffers[name] = torch.from_numpy(np.array(arr, np.float32))
+            names.append(f"self.{name}")
+        mean, var, w, b = names
+        return f"F.batch_norm({x}, {mean}, {var}, {w}, {b}, False, 0.0, {node.attrs['eps']!r})"
+
+
+def _load(m: nn.Module, **arrays: Any) -> None:
+    """Copy graph parameters into a module's parameters and buffers."""
+    with torch.no_grad():
+        for name, arr in arrays.items():
+            if arr is None:
+                continue
+            getattr(m, name).copy_(torch.from_numpy(np.array(arr, dtype=np.float32)))
+
+
+def generate(graph: Graph, fork: bool = False) -> tuple[str, dict[str, nn.Module],
+                                                       dict[str, torch.Tensor]]:
+    """The module's source code, its submodules and its buffers.
+
+    ``fork``: start parallel chains with ``torch.jit.fork`` (TorchScript only).
+    """
+    gen = _Gen(graph)
+    lines = {n.id: gen.line(n) for n in graph.nodes if n.op != "input"}
+    params = ", ".join(f"{gen.args[i]}: Tensor" for i in graph.inputs)
+    outs = [gen.value(o) for o in graph.outputs]
+    ret_type = "Tensor" if len(outs) == 1 else f"Tuple[{', '.join(['Tensor'] * len(outs))}]"
+    methods: list[str] = []
+    body: list[str] = []
+    parts = chains(graph)
+    forked = parallel_chains(graph, parts) if fork else [False] * len(parts)
+    pending: dict[str, str] = {}  # value -> future not yet waited for
+
+    def need(values: Sequence[str]) -> None:
+        for v in values:
+            if v in pending:
+                body.append(f"{v} = torch.jit.wait({pending.pop(v)})")
+
+    for c, part in enumerate(parts):
+        head = graph.nodes[part[0]]
+        args = list(dict.fromkeys(gen.value(j) for j in head.inputs))
+        need(args)
+        if not forked[c]:
+            body.extend(lines[i] for i in part)
+            continue
+        sig = ", ".join(f"{v}: Tensor" for v in args)
+        code = "\n".join(f"        {lines[i]}" for i in part)
+        methods.append(f"    def _chain{c}(self, {sig}) -> Tensor:\n{code}\n"
+                       f"        return v{part[-1]}\n")
+        body.append(f"fut{c} = torch.jit.fork(self._chain{c}, {', '.join(args)})")
+        pending[f"v{part[-1]}"] = f"fut{c}"
+    need(outs)
+    ret = outs[0] if len(outs) == 1 else f"({', '.join(outs)})"
+    src = (
+        "# Generated by pyparbench.frameworks.torch_backend from graph "
+        f"{graph.name!r}.\n"
+        "from typing import Tuple\n\n"
+        "import torch\n"
+        "import torch.nn.functional as F\n"
+        "from torch import Tensor, nn\n\n\n"
+        "class GraphModule(nn.Module):\n"
+        + "\n".join(methods) + ("\n" if methods else "")
+        + f"    def forward(self, {params}) -> {ret_type}:\n"
+        + "".join(f"        {ln}\n" for ln in body)
+        + f"        return {ret}\n")
+    return src, gen.modules, gen.buffers
+
+
+def _import_source(src: str) -> Any:
+    """Import generated code from a real file (TorchScript reads the source)."""
+    global _WORKDIR
+    if _WORKDIR is None:
+        _WORKDIR = Path(tempfile.mkdtemp(prefix="ppb-torch-"))
+        atexit.register(shutil.rmtree, _WORKDIR, True)
+    name = f"ppb_graph_module_{len(list(_WORKDIR.iterdir()))}"
+    path = _WORKDIR / f"{name}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class TorchModel:
+    """A graph as a PyTorch module in one mode (see the module docstring)."""
+
+    def __init__(self, graph: Graph, inputs: Mapping[str, Array], mode: str,
+                 knobs: Mapping[str, Any]) -> None:
+        self.graph = graph
+        self.mode = mode
+        fork = bool(knobs.get("fork_branches")) and mode == "script"
+        self.source, modules, buffers = generate(graph, fork=fork)
+        cls = _import_source(self.source).GraphModule
+        module = cls()
+        for name, m in modules.items():
+            module.add_module(name, m)
+        for name, t in buffers.items():
+            module.register_buffer(name, t)
+        module.eval()
+        self.info: dict[str, Any] = {"forked_chains": self.source.count("torch.jit.fork(")}
+        t0 = time.perf_counter()
+        self._model: Any
+        if mode == "eager":
+            self._model = module
+        elif mode == "script":
+            self._model = torch.jit.freeze(torch.jit.script(module))
+        elif mode == "compile":
+            self._model = torch.compile(module)
+        else:
+            raise ValueError(f"unknown torch mode {mode!r}")
+        self._feeds = [torch.from_numpy(np.ascontiguousarray(inputs[graph.nodes[i].name]))
+                       for i in graph.inputs]
+        with torch.inference_mode():
+            self._model(*self._feeds)  # tracing, profiling runs, compilation
+        self.info["first_call_s"] = time.perf_counter() - t0
+
+    def step(self) -> None:
+        self._model(*self._feeds)
+
+    def time(self, repeats: int, warmup: int) -> list[float]:
+        with torch.inference_mode():
+            return python_loop(self.step, repeats, warmup)
+
+    def outputs(self) -> dict[str, Array]:
+        with torch.inference_mode():
+            out = self._model(*self._feeds)
+        outs = [out] if isinstance(out, torch.Tensor) else list(out)
+        return {self.graph.nodes[o].name: t.numpy().copy()
+                for o, t in zip(self.graph.outputs, outs, strict=True)}
+
+    def profile(self, iterations: int) -> Profile:
+        """Kernel times from ``torch.profiler``: top-level ops by name (their
+        time includes the ops they call), one iteration per
+        ``record_function`` window; an op the names do not cover is looked
+        into, down to ops that are."""
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        with torch.inference_mode():
+            self.step()
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for _ in range(iterations):
+                    with record_function(_ITERATION):
+                        self.step()
+        events: list[tuple[float, str, str, float]] = []
+        windows: list[tuple[float, float]] = []
+
+        def charge(e: Any) -> None:
+            op = charge_event_name(e.name)
+            if op is None:
+                if e.cpu_children:
+                    for ch in e.cpu_children:
+                        charge(ch)
+                    return
+                op = "other"
+            events.append((float(e.time_range.start) * 1e3, op, e.name,
+                           float(e.cpu_time_total) * 1e3))
+
+        for e in prof.events():
+            if e.name == _ITERATION:
+                windows.append((float(e.time_range.start) * 1e3,
+                                float(e.time_range.end) * 1e3))
+            if e.cpu_parent is None:
+                charge(e)
+        return aggregate(events, windows)
+
+
+def prepare(torch_mod: Any, graph: Graph, inputs: Mapping[str, Array], mode: str,
+            knobs: Mapping[str, Any]) -> TorchModel:
+    return TorchModel(graph, inputs, mode, knobs)
