@@ -12,6 +12,7 @@ __all__ = [
     "info",
     "memory",
     "ops",
+    "recommend",
     "set_default_threads",
     "threading",
     "topology",
@@ -40,7 +41,7 @@ try:
 except PackageNotFoundError:  # a build used in place, not installed
     __version__ = "0+unknown"
 
-from pyparbench import memory, ops, threading  # noqa: E402
+from pyparbench import memory, ops, recommend, threading  # noqa: E402
 from pyparbench._core import DnnlError  # noqa: E402
 from pyparbench.info import info  # noqa: E402
 from pyparbench.threading.defaults import get_default_threads, set_default_threads  # noqa: E402

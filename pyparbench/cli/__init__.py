@@ -10,7 +10,7 @@ from collections.abc import Sequence
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # Subcommands in the order --help lists them (module pyparbench.cli.<name>).
-COMMANDS = ("run", "models", "trace", "info")
+COMMANDS = ("run", "models", "trace", "recommend", "info")
 
 
 def build_parser() -> argparse.ArgumentParser:
