@@ -264,14 +264,14 @@ def test_cli_bad_input_exits_with_the_message() -> None:
     for args, msg in ((("--batch", "0"), "batch must be >= 1, got 0"),
                       (("--objective", "fast"), "invalid choice: 'fast'"),
                       (("--topology", "core:banana", "--no-calibrate"), "'core:banana'")):
-        out = subprocess.run([sys.executable, "-m", "pyparbench", "recommend", "mlp-512", *args],
+        out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "recommend", "mlp-512", *args],
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 2, (args, out.stderr)
         assert msg in out.stderr and "Traceback" not in out.stderr
 
 
 def test_cli_json_on_a_synthetic_server() -> None:
-    out = subprocess.run([sys.executable, "-m", "pyparbench", "recommend", "googlenet",
+    out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "recommend", "googlenet",
                           "--batch", "1", "--topology", "package:2 core:28 pu:2", "--json"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -302,19 +302,47 @@ def test_calibration_is_cached(cache: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(cal_mod, "measure_graph", must_not_run)
     monkeypatch.setattr(cal_mod, "measure_executor", must_not_run)
-    second = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache)
+    # (Figures that other processes disturbed would be measured again: a
+    # busy machine must not make this check fail.)
+    second = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache,
+                               retry_disturbed=False)
     assert second.measured == []
     assert second.tables["library/onednn/-/1"] == first.tables["library/onednn/-/1"]
     # A new shape is measured; what was cached is not.
     monkeypatch.undo()
     third = cal_mod.calibrate(chain(4, width=32), threads=(1,), operators=("library",),
-                              directory=cache)
+                              directory=cache, retry_disturbed=False)
     assert third.measured == ["library/onednn/-/1"]
 
 
+def test_disturbed_figures_are_measured_again_keeping_the_lower(cache: Path) -> None:
+    g = chain(2, width=48)
+    first = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache,
+                              retry_disturbed=False)
+    assert first.path is not None
+    table = first.tables["library/onednn/-/1"]
+    key = op_key(g, g["fc0"])
+    # Mark the figure as disturbed and far too slow, as a busy machine leaves it.
+    data = json.loads(first.path.read_text())
+    data["tables"]["library/onednn/-/1"][key] = [table[key][0] * 50, 3.0, 1.0, 1.0]
+    first.path.write_text(json.dumps(data))
+    assert cal_mod.load_calibration(cache).missing(g, ["library/onednn/-/1"]) == [
+        "library/onednn/-/1"]
+    again = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache,
+                              retry_disturbed=True)
+    assert "library/onednn/-/1" in again.measured
+    entry = again.tables["library/onednn/-/1"][key]
+    assert entry[0] < table[key][0] * 50 and entry[3] == 2.0
+    # After MAX_ATTEMPTS measurements a disturbed figure is taken as it is.
+    entry[2], entry[3] = 1.0, float(cal_mod.MAX_ATTEMPTS)
+    assert again.missing(g, ["library/onednn/-/1"]) == []
+    assert again.disturbed(g, ["library/onednn/-/1"]) == ["library/onednn/-/1"]
+
+
 def _measure(graph: Graph, settings: list[Settings], rounds: int = 7) -> list[list[float]]:
-    """Latency samples of each setting, measured in interleaved rounds so that
-    a disturbance hits every setting alike."""
+    """Latency samples of each setting (the median of 5 runs per round),
+    measured in interleaved rounds so that a disturbance hits every setting
+    alike."""
     compiled = graph.compile()
     for s in settings:
         compiled.run(s, repeats=2, warmup=2)
@@ -333,6 +361,13 @@ def test_calibrated_recommendation_is_not_measurably_worse_than_the_best(
         pytest.skip("needs two cores to have a choice")
     graph = models.build(name, 1)
     rec = recommend(graph, cache_dir=cache)
+    for _ in range(2):  # figures other processes disturbed are measured again
+        if not rec.calibration["disturbed"]:
+            break
+        rec = recommend(graph, cache_dir=cache)
+    if rec.calibration["disturbed"]:
+        pytest.skip(f"other processes kept disturbing the calibration of "
+                    f"{rec.calibration['disturbed']}: nothing to judge the recommender on")
     assert rec.model == "calibrated"
     ours = rec.settings.with_(name="")
     rivals = [Settings(), Settings(intra_op=cores, affinity="compact"),
@@ -341,14 +376,15 @@ def test_calibrated_recommendation_is_not_measurably_worse_than_the_best(
               ppb.settings.preset("tftuner", graph=graph).with_(name="")]
     tried = [ours] + [s for s in dict.fromkeys(rivals) if s != ours]
     samples = _measure(graph, tried)
-    meds = [statistics.median(v) for v in samples]
-    best = min(range(len(tried)), key=meds.__getitem__)
-    # The noise: the spread of the best setting's own rounds (at least 5 %).
+    # Each setting's least disturbed round; the noise: the spread of the best
+    # setting's rounds (at least 5 %).
+    low = [min(v) for v in samples]
+    best = min(range(len(tried)), key=low.__getitem__)
     q = statistics.quantiles(samples[best], n=4)
-    noise = max(0.05, (q[2] - q[0]) / meds[best])
-    assert meds[0] <= meds[best] * (1 + 2 * noise), (
-        f"recommended {ours.label()} measured {meds[0] / 1e6:.3f} ms, best "
-        f"{tried[best].label()} {meds[best] / 1e6:.3f} ms (noise {noise:.1%})\n"
+    noise = max(0.05, (q[2] - q[0]) / statistics.median(samples[best]))
+    assert low[0] <= low[best] * (1 + 2 * noise), (
+        f"recommended {ours.label()} measured {low[0] / 1e6:.3f} ms, best "
+        f"{tried[best].label()} {low[best] / 1e6:.3f} ms (noise {noise:.1%})\n"
         + rec.format())
 
 

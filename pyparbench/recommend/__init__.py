@@ -46,6 +46,7 @@ from typing import Any
 from pyparbench.graph import Graph
 from pyparbench.recommend.costmodel import (
     ALIAS_OPS,
+    config_key,
     AnalyticCostModel,
     CalibratedCostModel,
     CostModel,
@@ -55,7 +56,7 @@ from pyparbench.recommend.costmodel import (
 )
 from pyparbench.recommend.simulate import Resources, Simulation, simulate
 from pyparbench._checks import positive_int
-from pyparbench.names import PRESETS
+from pyparbench.names import POOLS, PRESETS
 from pyparbench.settings import Settings, preset
 from pyparbench.threading.topology import Topology
 
@@ -145,6 +146,11 @@ class Recommendation:
         One line on that model.
     candidates
         Every candidate's prediction, best first.
+    calibration
+        With the calibrated model: the cache file (``path``), what was
+        measured now (``measured``, ``seconds``), the configs whose figures
+        other processes disturbed (``disturbed``) and their CPU share while
+        the executor was measured (``executor_load``); empty otherwise.
     """
 
     graph: str
@@ -158,6 +164,7 @@ class Recommendation:
     model: str
     model_description: str
     candidates: tuple[Prediction, ...] = field(repr=False)
+    calibration: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able (the 20 best candidates only)."""
@@ -167,7 +174,8 @@ class Recommendation:
                 "presets": {k: v.as_dict() for k, v in self.presets.items()},
                 "reasons": list(self.reasons), "model": self.model,
                 "model_description": self.model_description,
-                "candidates": [c.as_dict() for c in self.candidates[:20]]}
+                "candidates": [c.as_dict() for c in self.candidates[:20]],
+                "calibration": self.calibration}
 
     def format(self) -> str:
         """Plain text for a terminal: settings, predictions, reasons."""
@@ -367,8 +375,8 @@ def _scaling_reason(graph: Graph, model: CostModel, counts: Sequence[int],
     eg = "; ".join(f"{n.name} {times[n.id][0] / max(min(times[n.id]), 1e-9):.2f}x at best "
                    f"({counts[times[n.id].index(min(times[n.id]))]} threads)" for n in heavy)
     whole = total1 / sum(min(v) for v in times.values())
-    return [f"intra-op scaling in library mode (ops stop gaining 15% per step at) "
-            + "; ".join(parts),
+    return ["where ops stop scaling (library mode; the last thread count reached with a "
+            "gain of 15% or more per step): " + "; ".join(parts),
             f"heaviest ops: {eg}; all ops at their best count: {whole:.2f}x over 1 thread"]
 
 
@@ -409,32 +417,19 @@ def _choice_reasons(best: Prediction, preds: Sequence[Prediction], objective: st
 # --------------------------------------------------------------- recommend
 
 
-def _busy_warning(load: dict[str, float]) -> str:
-    """A warning when other processes disturbed the calibration."""
-    disturbed = [k[:-len(" disturbed")] for k, v in load.items()
-                 if k.endswith(" disturbed") and v > 0]
-    foreign = max((v for k, v in load.items() if not k.endswith(" disturbed")), default=0.0)
-    if not disturbed and foreign < 0.25:
-        return ""
-    what = (f"rounds of {', '.join(sorted(disturbed))} were preempted by other processes"
-            if disturbed else f"other processes used up to {foreign:.0%} of the CPUs")
-    return (f"the machine was busy while measuring ({what}): multi-threaded figures may be "
-            f"pessimistic; measure again on a quiet machine (--recalibrate)")
-
-
-def _topology(topology: Topology | str | None) -> tuple[Topology, str, bool]:
+def _topology(topology: Topology | str | None) -> tuple[Topology, str]:
+    """The topology and how to name it."""
     from pyparbench.threading.topology import topology as load
 
     if topology is None:
-        return load(), "this machine", False
+        return load(), "this machine"
     if isinstance(topology, str):
         try:
-            return load(topology), repr(topology), True
+            return load(topology), repr(topology)
         except ValueError as e:
             raise ValueError(f"bad topology {topology!r}: {e}") from None
     if isinstance(topology, Topology):
-        return topology, (repr(topology.source) if topology.synthetic else "this machine"), \
-            bool(topology.synthetic)
+        return topology, repr(topology.source) if topology.synthetic else "this machine"
     raise TypeError(f"topology must be None, an hwloc synthetic string or a Topology, "
                     f"got {topology!r}")
 
@@ -487,10 +482,11 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
         raise TypeError(f"graph must be a pyparbench Graph, got {type(graph).__name__}")
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be 'latency' or 'throughput', got {objective!r}")
-    topo, where, synthetic = _topology(topology)
+    topo, where = _topology(topology)
     res = Resources.from_topology(topo)
     batch = _batch(graph)
     why_model = ""
+    calibration: dict[str, Any] = {}
 
     # Which instance counts, and each one's graph.
     per_instance: dict[int, Graph] = {1: graph}
@@ -515,20 +511,36 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
             from pyparbench.recommend.calibrate import calibration_threads
 
             cal = None
+            used: list[tuple[Graph, list[str]]] = []
+            measured: list[str] = []
+            seconds = 0.0
             for k, g in per_instance.items():
                 counts = calibration_threads(res.cores // k)
+                ops = ("library", "framework") if k == 1 else ("library",)
                 cal = measure(g, threads=counts, libraries=libraries, recalibrate=recalibrate,
-                              directory=cache_dir,
-                              operators=("library", "framework") if k == 1 else ("library",))
+                              directory=cache_dir, operators=ops)
+                measured += [f"{m} (batch {_batch(g)})" if m != "executor" else m
+                             for m in cal.measured]
+                seconds += cal.seconds
+                used.append((g, [config_key(op, lib, pool, t) for t in counts
+                                 for lib in libraries for op in ops
+                                 for pool in (POOLS if op == "framework" else ("openmp",))]))
             assert cal is not None
             model = cal.model()
+            disturbed = sorted({c for g, cs in used for c in cal.disturbed(g, cs)})
+            calibration = {"path": str(cal.path), "measured": measured, "seconds": seconds,
+                           "disturbed": disturbed,
+                           "executor_load": cal.load.get("executor", 0.0)}
             why_model = (f"{model.describe()}; "
-                         + (f"measured now: {len(cal.measured)} configuration(s) in "
-                            f"{cal.seconds:.1f} s" if cal.measured else
+                         + (f"measured now: {len(measured)} configuration(s) in "
+                            f"{seconds:.1f} s" if measured else
                             "every op time came from the cache"))
-            busy = _busy_warning(cal.load)
-            if busy:
-                why_model += "; " + busy
+            if disturbed or calibration["executor_load"] > 0.25:
+                what = (f"preempted rounds in {', '.join(disturbed)}" if disturbed else
+                        f"other processes used {calibration['executor_load']:.0%} of the CPUs")
+                why_model += (f"; the machine was busy while measuring ({what}): multi-threaded "
+                              f"figures may be pessimistic; later calls measure them again, or "
+                              f"use --recalibrate on a quiet machine")
         else:
             model = AnalyticCostModel(cores_per_socket=res.cores_per_socket)
             cause = ("calibration turned off" if not calibrate else
@@ -570,11 +582,9 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
     reasons += _scaling_reason(g1, model, model.thread_counts(res.cores // chosen.instances),
                                chosen)
     sim = best.simulation
-    reasons.append(f"chosen: {chosen.label()}: predicted {_fmt_value(best, objective)}; "
-                   f"{sim.concurrency():.2f} ops running at once on average, "
-                   f"{sim.work_ns / max(sim.latency_ns, 1.0):.0%} of the time in op kernels "
-                   f"per worker-slot" if chosen.inter_op > 1 else
-                   f"chosen: {chosen.label()}: predicted {_fmt_value(best, objective)}")
+    busy = (f"; {sim.concurrency():.2f} of its {chosen.inter_op} workers busy on average"
+            if chosen.inter_op > 1 else "")
+    reasons.append(f"chosen: {chosen.label()}: predicted {_fmt_value(best, objective)}{busy}")
     reasons += _choice_reasons(best, preds, objective)
     over = [f"{name} ({p.settings.threads} threads on {res.cores} cores)"
             for name, p in presets.items() if p.settings.threads > res.cores]
@@ -591,7 +601,8 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
     return Recommendation(graph=graph.name, batch=batch, topology=where, settings=chosen,
                           objective=objective, predicted=best, presets=presets,
                           reasons=tuple(reasons), model=model.kind,
-                          model_description=model.describe(), candidates=tuple(preds))
+                          model_description=model.describe(), candidates=tuple(preds),
+                          calibration=calibration)
 
 
 def recommend_model(name: str, batch: int | None = None, **kw: Any) -> Recommendation:

@@ -76,6 +76,12 @@ CLEAN_SWITCHES = 2
 # Rounds per configuration at most, as a multiple of the rounds asked for,
 # while looking for undisturbed ones.
 MAX_ROUNDS_FACTOR = 4
+# Figures that other processes disturbed are measured again by later calls,
+# up to this many times in all (each time keeping the lower figure).
+MAX_ATTEMPTS = 3
+# The executor's costs are measured again when other processes used more
+# than this share of the CPUs meanwhile.
+EXECUTOR_BUSY = 0.25
 
 
 def cache_dir() -> Path:
@@ -90,25 +96,26 @@ def cache_dir() -> Path:
 
 
 def fingerprint() -> dict[str, Any]:
-    """What decides op times on this machine: CPU model, cores and CPUs this
-    process may use, oneDNN version and ISA, OpenMP runtime, pyparbench."""
-    from pyparbench.info import info
+    """What decides op times on this machine: the fields that make two
+    machines different ones for the main job's results
+    (:data:`pyparbench.results.MACHINE_IDENTITY`: host, CPU model, CPU and
+    core counts, oneDNN version and ISA), plus the CPUs this process may use,
+    the OpenMP runtime and the pyparbench version."""
+    from pyparbench.results import MACHINE_IDENTITY
+    from pyparbench.runner import machine_fingerprint
 
-    d = info()
-    cpu_model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cpus = d["cpus"]
-    return {"cpu_model": cpu_model, "physical_cores": cpus["physical_cores"],
-            "logical": cpus["logical"], "allowed": list(cpus["allowed"]),
-            "sockets": cpus["sockets"], "onednn": d["onednn"]["version"],
-            "isa": d["onednn"]["isa"], "openmp": d["openmp"]["library"],
-            "pyparbench": d["pyparbench"], "version": CACHE_VERSION}
+    fp = machine_fingerprint()
+    out: dict[str, Any] = {}
+    for dotted in MACHINE_IDENTITY:
+        v: Any = fp
+        for part in dotted.split("."):
+            v = v.get(part) if isinstance(v, Mapping) else None
+        out[dotted] = v
+    out["allowed"] = list(fp["cpus"]["allowed"])
+    out["openmp"] = fp["openmp"]["library"]
+    out["pyparbench"] = fp["pyparbench"]
+    out["cache_version"] = CACHE_VERSION
+    return out
 
 
 def _fingerprint_hash(fp: Mapping[str, Any]) -> str:
@@ -127,6 +134,20 @@ def calibration_threads(cores: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+# Entry of a calibration table: [ns, samples, disturbed, attempts].
+Entry = list[float]
+
+
+def _merge(old: Entry | None, new: Entry) -> Entry:
+    """A new measurement of an op merged into the cached one: the lower time
+    (each is an estimate of the undisturbed time, which preemption only
+    lengthens), the disturbed share of whichever gave it, one more attempt."""
+    if old is None:
+        return [new[0], new[1], new[2], 1.0]
+    kept = new if new[0] <= old[0] else old
+    return [kept[0], old[1] + new[1], kept[2], old[3] + 1.0]
+
+
 @dataclass
 class Calibration:
     """Measured op times and executor costs of one machine.
@@ -136,14 +157,18 @@ class Calibration:
     fingerprint
         The machine (see :func:`fingerprint`).
     tables
-        ``config_key`` -> {``op_key``: [median ns, samples]}.
+        ``config_key`` -> {``op_key``: [ns, samples, disturbed, attempts]}:
+        ``disturbed`` is the share of the kept rounds in which other processes
+        preempted the measurement, ``attempts`` how many times it was measured.
     executor
         The executor's costs, once measured.
     path
         The cache file (None: not cached).
     load
         Per measured config (and ``"executor"``): the share of the CPUs
-        other processes used while it was measured.
+        other processes used while it was last measured.
+    executor_attempts
+        How many times the executor's costs were measured.
     measured
         What this process measured (config keys and ``"executor"``); empty
         when everything came from the cache.
@@ -152,10 +177,11 @@ class Calibration:
     """
 
     fingerprint: dict[str, Any]
-    tables: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    tables: dict[str, dict[str, Entry]] = field(default_factory=dict)
     executor: ExecutorCosts | None = None
     path: Path | None = None
     load: dict[str, float] = field(default_factory=dict)
+    executor_attempts: int = 0
     measured: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -167,19 +193,44 @@ class Calibration:
         return CalibratedCostModel(tables, self.executor,
                                    source=str(self.path) if self.path else "")
 
-    def missing(self, graph: Graph, configs: Iterable[str]) -> list[str]:
-        """The configs lacking a figure for some computing node of ``graph``."""
+    def missing(self, graph: Graph, configs: Iterable[str], *,
+                retry_disturbed: bool = True) -> list[str]:
+        """The configs lacking a figure for some computing node of ``graph``,
+        or (``retry_disturbed``) holding one that other processes disturbed
+        and that has been measured fewer than ``MAX_ATTEMPTS`` times."""
         keys = {op_key(graph, n) for n in graph if n.op not in ALIAS_OPS}
-        return [c for c in configs if not keys <= self.tables.get(c, {}).keys()]
+        out = []
+        for c in configs:
+            table = self.tables.get(c, {})
+            if not keys <= table.keys() or (retry_disturbed and any(
+                    table[k][2] > 0 and table[k][3] < MAX_ATTEMPTS for k in keys)):
+                out.append(c)
+        return out
+
+    def disturbed(self, graph: Graph, configs: Iterable[str]) -> list[str]:
+        """The configs whose figures for ``graph`` were disturbed by other
+        processes however often they were measured."""
+        keys = {op_key(graph, n) for n in graph if n.op not in ALIAS_OPS}
+        return [c for c in configs
+                if any(self.tables.get(c, {}).get(k, [0, 0, 0, 0])[2] > 0 for k in keys)]
+
+    def update(self, config: str, table: Mapping[str, Entry], *, replace: bool = False) -> None:
+        """Merge new measurements of ``config`` (see :func:`_merge`), or
+        replace what was there (``replace``)."""
+        mine = self.tables.setdefault(config, {})
+        for k, v in table.items():
+            mine[k] = _merge(None if replace else mine.get(k), v)
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": CACHE_VERSION, "fingerprint": self.fingerprint,
                 "executor": None if self.executor is None else self.executor.as_dict(),
-                "tables": self.tables, "load": self.load}
+                "executor_attempts": self.executor_attempts, "tables": self.tables,
+                "load": self.load}
 
     def save(self) -> None:
-        """Merge into the cache file (another process may have added to it) and
-        replace it atomically."""
+        """Merge into the cache file (another process may have added to it: of
+        two entries the one measured more often wins) and replace it
+        atomically."""
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -188,9 +239,12 @@ class Calibration:
             for k, table in on_disk.tables.items():
                 mine = self.tables.setdefault(k, {})
                 for op, v in table.items():
-                    mine.setdefault(op, v)
-            if self.executor is None:
+                    if op not in mine or v[3] > mine[op][3]:
+                        mine[op] = v
+            if on_disk.executor is not None and (
+                    self.executor is None or on_disk.executor_attempts > self.executor_attempts):
                 self.executor = on_disk.executor
+                self.executor_attempts = on_disk.executor_attempts
             for label, share in on_disk.load.items():
                 self.load.setdefault(label, share)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".recommend-", suffix=".json")
@@ -211,11 +265,16 @@ def _read(path: Path) -> Calibration | None:
     if not isinstance(d, dict) or d.get("version") != CACHE_VERSION:
         return None
     ex = d.get("executor")
-    return Calibration(fingerprint=d.get("fingerprint", {}),
-                       tables={k: {op: list(v) for op, v in t.items()}
-                               for k, t in d.get("tables", {}).items()},
-                       executor=None if ex is None else ExecutorCosts.from_dict(ex), path=path,
-                       load={k: float(v) for k, v in d.get("load", {}).items()})
+    try:
+        return Calibration(
+            fingerprint=d.get("fingerprint", {}),
+            tables={k: {op: [float(x) for x in v] for op, v in t.items() if len(v) == 4}
+                    for k, t in d.get("tables", {}).items()},
+            executor=None if ex is None else ExecutorCosts.from_dict(ex), path=path,
+            load={k: float(v) for k, v in d.get("load", {}).items()},
+            executor_attempts=int(d.get("executor_attempts", 1)))
+    except (TypeError, ValueError, AttributeError):
+        return None  # a damaged file: measure again
 
 
 def load_calibration(directory: str | Path | None = None) -> Calibration:
@@ -324,16 +383,16 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
         Pin the threads (compact placement), as the recommended settings do.
     loads
         Filled, per config, with the share of the CPUs other processes used
-        while it was measured, and (key ``config + " disturbed"``) the share
-        of its rounds that were disturbed all the same.
+        while it was measured.
 
     Returns
     -------
     dict
-        config -> {op_key: [ns, samples]}, ns being the minimum over the
-        samples (every kept round, every node of that key): the time of an
-        undisturbed run, which preemption by other processes can only
-        lengthen.
+        config -> {op_key: [ns, samples, disturbed]}, ns being the minimum
+        over the samples (every kept round, every node of that key): the
+        time of an undisturbed run, which preemption by other processes can
+        only lengthen; ``disturbed`` the share of the kept rounds that were
+        preempted all the same (see :func:`_sample`).
     """
     from pyparbench.executor import compile_graph
 
@@ -358,13 +417,12 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
         with _Load() as load:
             samples, disturbed = _sample(one, rounds, est)
         seen[config] = load.foreign
-        seen[config + " disturbed"] = disturbed
         by_key: dict[str, list[float]] = {}
         for _, d in samples:
             for i, k in enumerate(keys):
                 if k is not None:
                     by_key.setdefault(k, []).append(d[i])
-        out[config] = {k: [min(v), float(len(v))] for k, v in by_key.items()}
+        out[config] = {k: [min(v), float(len(v)), disturbed] for k, v in by_key.items()}
     return out
 
 
@@ -481,7 +539,7 @@ def measure_executor(cores: int, *, rounds: int = 5, nodes: int = 64) -> Executo
 def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None = None,
               operators: Sequence[str] = ("library", "framework"),
               libraries: Sequence[str] = ("onednn",), pools: Sequence[str] = POOLS,
-              rounds: int = 3, recalibrate: bool = False,
+              rounds: int = 3, recalibrate: bool = False, retry_disturbed: bool = True,
               directory: str | Path | None = None, cache: bool = True) -> Calibration:
     """Measure what the graph(s) need and the cache lacks; return the calibration.
 
@@ -497,7 +555,11 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
     rounds
         Traced runs per configuration.
     recalibrate
-        Measure again even what the cache has (and replace it).
+        Measure again even what the cache has (and replace it). Without it,
+        figures that other processes disturbed are measured again (up to
+        ``MAX_ATTEMPTS`` times in all), keeping the lower figure.
+    retry_disturbed
+        False: take disturbed figures from the cache as they are.
     directory
         The cache directory (default :func:`cache_dir`).
     cache
@@ -539,18 +601,27 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
                     if k not in configs:
                         configs.append(k)
     t0 = time.perf_counter()
-    if cal.executor is None or recalibrate:
+    again = (retry_disturbed and cal.executor is not None
+             and cal.load.get("executor", 0.0) > EXECUTOR_BUSY
+             and cal.executor_attempts < MAX_ATTEMPTS)
+    if cal.executor is None or recalibrate or again:
         with _Load() as load:
-            cal.executor = measure_executor(cores)
-        cal.load["executor"] = load.foreign
+            costs = measure_executor(cores)
+        # A re-measurement replaces the figures only if it was quieter.
+        if cal.executor is None or recalibrate or load.foreign < cal.load.get("executor", 1.0):
+            cal.executor = costs
+            cal.load["executor"] = load.foreign
+        cal.executor_attempts = 1 if recalibrate else cal.executor_attempts + 1
         cal.measured.append("executor")
     for g in graphs:
-        todo = configs if recalibrate else cal.missing(g, configs)
+        todo = configs if recalibrate else cal.missing(g, configs,
+                                                       retry_disturbed=retry_disturbed)
         if todo:
             for k, table in measure_graph(g, todo, rounds=rounds, pin=cores > 1,
                                           loads=cal.load).items():
-                cal.tables.setdefault(k, {}).update(table)
-                cal.measured.append(k)
+                cal.update(k, table, replace=recalibrate)
+                if k not in cal.measured:
+                    cal.measured.append(k)
     cal.seconds = time.perf_counter() - t0
     if cache and cal.measured:
         cal.save()

@@ -380,19 +380,32 @@ class CalibratedCostModel(CostModel):
 class MachineSpec:
     """The figures of the analytic model (per core unless named otherwise).
 
-    The defaults describe a current AVX-512 server core; they were checked
-    against this project's measurements on an AVX-512 (Sapphire Rapids class)
-    virtual machine, where oneDNN's single-threaded convolutions reach
-    60-110 GFLOP/s and a single core streams 10-20 GB/s.
+    The defaults are this project's calibration of a 2-core AMD EPYC
+    virtual machine with 512-bit FMA units (oneDNN 2.6, AVX-512), single
+    threaded, rounded: convolutions and large matrix products run at 190-250
+    GFLOP/s (of a 256 GFLOP/s peak), cache-resident element-wise ops at
+    30-60 GB/s, batch norm and pooling at 5-11 GFLOP/s, the smallest kernel
+    call costs about 0.5 us and a two-thread OpenMP fork/join about 1 us.
+    Another machine's figures (e.g. measured ceilings from
+    ``pyparbench.peak``) go in as a ``MachineSpec``.
 
     Attributes
     ----------
     peak_gflops
-        Sustained fp32 GFLOP/s of one core on a large GEMM / convolution
-        (2 FMA units x 16 lanes x 2 FLOPs x ~2.5 GHz = 160 peak; oneDNN
-        sustains about 60 % of it).
+        Peak fp32 GFLOP/s of one core (2 FMA units x 16 lanes x 2 FLOPs x
+        clock).
+    gemm_efficiency
+        Fraction of ``peak_gflops`` each heavy op kind reaches on one thread
+        (depthwise: a grouped convolution).
+    glue_gflops
+        Single-threaded GFLOP/s of the glue ops that compute (FLOPs as
+        :mod:`pyparbench.graph` counts them): their arithmetic, not their
+        memory traffic, bounds them when the data is in cache.
+    copy_gbps
+        Single-threaded GB/s of the data-movement ops (concat, transpose,
+        tril_flatten), cache-resident.
     core_gbps
-        Memory bandwidth one core can draw (GB/s).
+        Memory (DRAM) bandwidth one core can draw (GB/s).
     socket_gbps
         Memory bandwidth of one socket, shared by its cores (GB/s).
     cache_gbps
@@ -401,7 +414,7 @@ class MachineSpec:
     cache_bytes
         Last-level cache of one socket (bytes).
     launch_ns
-        Fixed cost of running one kernel (oneDNN primitive execute, argument
+        Fixed cost of running one kernel (primitive execute, argument
         checks): the serial part that no thread count removes.
     fork_join_ns
         An OpenMP parallel region's start and end, per doubling of the team
@@ -414,44 +427,49 @@ class MachineSpec:
         barrier).
     pool_fork_join_ns
         A framework-mode pool's ``parallel_for`` start and end per doubling,
-        per pool kind.
-    gemm_efficiency
-        Fraction of ``peak_gflops`` each heavy op kind reaches.
+        per pool kind (the pools wake sleeping threads; OpenMP's spin).
     """
 
-    peak_gflops: float = 95.0
-    core_gbps: float = 14.0
-    socket_gbps: float = 120.0
+    peak_gflops: float = 256.0
+    gemm_efficiency: Mapping[str, float] = field(default_factory=lambda: {
+        "conv2d": 0.78, "linear": 0.85, "matmul": 0.75, "depthwise": 0.1})
+    glue_gflops: Mapping[str, float] = field(default_factory=lambda: {
+        "eltwise": 10.0, "add": 12.0, "mul": 12.0, "batch_norm": 5.0, "pool2d": 11.0,
+        "global_avg_pool": 5.0, "layer_norm": 30.0, "softmax": 13.0, "embedding_bag": 5.0})
+    copy_gbps: float = 15.0
+    core_gbps: float = 40.0
+    socket_gbps: float = 200.0
     cache_gbps: float = 60.0
     cache_bytes: int = 32 << 20
-    launch_ns: float = 1500.0
-    fork_join_ns: float = 1200.0
+    launch_ns: float = 500.0
+    fork_join_ns: float = 1000.0
     grain_ns: float = 4000.0
     cross_socket: float = 1.15
     pool_fork_join_ns: Mapping[str, float] = field(default_factory=lambda: {
-        "openmp": 1500.0, "std": 4000.0, "eigen": 2000.0})
-    gemm_efficiency: Mapping[str, float] = field(default_factory=lambda: {
-        "conv2d": 0.75, "linear": 0.7, "matmul": 0.6, "depthwise": 0.12})
+        "openmp": 3000.0, "std": 10_000.0, "eigen": 6000.0})
 
 
 # Executor costs of the analytic model: this project's measurements of the
-# native executor on a 2-core AVX-512 virtual machine (probe graphs of tiny
-# nodes, see calibrate.measure_executor), rounded.
+# native executor on the 2-core machine above (the probe graphs of
+# calibrate.measure_executor), rounded; the larger worker counts extrapolate
+# the growth of the dispatch lock's cost with its contenders.
 ANALYTIC_EXECUTOR = ExecutorCosts(
-    sync_node_ns=30.0,
-    async_node_ns=((1, 250.0), (2, 500.0), (8, 900.0), (64, 2000.0)),
-    async_serial_ns=((1, 0.0), (2, 300.0), (8, 450.0), (64, 800.0)),
-    corun_compute=0.05, corun_memory=0.25, intensity_ridge=4.0,
+    sync_node_ns=0.0,
+    async_node_ns=((1, 200.0), (2, 150.0), (8, 300.0), (64, 1000.0)),
+    async_serial_ns=((1, 0.0), (2, 500.0), (8, 700.0), (64, 1200.0)),
+    corun_compute=0.05, corun_memory=0.2, intensity_ridge=4.0,
     oversub_node_ns=20_000.0, smt_yield=1.2)
 
 
 class AnalyticCostModel(CostModel):
     """Roofline op times with Amdahl-style scaling, for unmeasured machines.
 
-    One thread: ``launch + max(FLOPs / (peak x efficiency), bytes / bandwidth)``,
-    where the bandwidth is ``cache_gbps`` when the op's bytes fit in the last
-    level cache and ``core_gbps`` otherwise, and the efficiency depends on the
-    heavy op's kind (glue ops are memory-bound).
+    One thread: ``launch + max(compute, bytes / bandwidth)``, where compute
+    is FLOPs / (peak x the heavy op kind's efficiency) for conv / linear /
+    matmul, FLOPs / the glue op's own rate for the computing glue ops, and
+    bytes / ``copy_gbps`` for the data-movement ops; the bandwidth is
+    ``cache_gbps`` when the op's bytes fit in the last level cache and
+    ``core_gbps`` otherwise.
 
     ``t`` threads in library mode: the op has ``p = max(1, work / grain)``
     useful parts; its parallel work ``W`` runs on ``min(t, p)`` threads, its
@@ -487,20 +505,33 @@ class AnalyticCostModel(CostModel):
     def _efficiency(self, node: Node) -> float:
         eff = self.spec.gemm_efficiency
         if node.op == "conv2d" and node.attrs.get("groups", 1) > 1:
-            return eff.get("depthwise", 0.12)
-        return eff.get(node.op, 0.0)
+            return eff.get("depthwise", 0.1)
+        base = eff.get(node.op, 0.0)
+        if node.op in ("linear", "matmul"):
+            # Few rows (a small batch) leave the GEMM kernel's register blocks
+            # part empty: efficiency falls as sqrt(rows / 32).
+            rows = math.prod(node.shape[:-1]) if node.op == "linear" else node.shape[-2]
+            base *= math.sqrt(min(1.0, rows / 32))
+        return base
 
     # Ops framework mode cuts along their channels / features / rows when the
     # batch is 1 (csrc/pyparbench/graph/node_runner.cpp, feature_blocks).
     _FEATURE_CUT = frozenset({"conv2d", "linear", "eltwise", "batch_norm", "pool2d",
                               "global_avg_pool", "add", "mul", "layer_norm", "softmax"})
 
+    _COPY_OPS = frozenset({"concat", "transpose", "tril_flatten"})
+
     def _parts(self, graph: Graph, node: Node) -> tuple[float, float, int]:
         """(compute ns at one thread, bytes, units framework mode can cut it into)."""
         s = graph.stats[node.id]
+        sp = self.spec
         eff = self._efficiency(node)
-        # Glue ops are charged by their memory traffic only.
-        compute = s.flops / (self.spec.peak_gflops * eff) if eff > 0 else 0.0
+        if eff > 0:
+            compute = s.flops / (sp.peak_gflops * eff)
+        elif node.op in self._COPY_OPS:
+            compute = s.bytes / sp.copy_gbps
+        else:
+            compute = s.flops / sp.glue_gflops.get(node.op, 10.0)
         units = node.shape[0] if node.shape else 1
         if units == 1 and len(node.shape) >= 2 and node.op in self._FEATURE_CUT:
             units = node.shape[1]
@@ -545,7 +576,7 @@ class AnalyticCostModel(CostModel):
 
     def describe(self) -> str:
         sp = self.spec
-        return (f"analytic: roofline at {sp.peak_gflops:g} GFLOP/s and {sp.core_gbps:g} GB/s "
+        return (f"analytic: roofline at {sp.peak_gflops:g} GFLOP/s peak and {sp.core_gbps:g} GB/s "
                 f"per core ({sp.socket_gbps:g} GB/s per socket), Amdahl scaling with "
                 f"{sp.launch_ns / 1e3:g} us launch and {sp.fork_join_ns / 1e3:g} us fork/join "
                 f"per doubling")
