@@ -390,8 +390,11 @@ def test_calibrated_recommendation_is_not_measurably_worse_than_the_best(
 
 def test_recommended_settings_for_the_suite(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYPARBENCH_CACHE", str(cache))
-    s = recommended_settings(models.build("mlp-512", 1))
-    assert s.name == "recommended" and "recommended" in s.label()
+    graph = models.build("mlp-512", 1)
+    s = recommended_settings(graph)
+    assert isinstance(s, Settings) and s.name == "recommended" and "recommended" in s.label()
     assert s.threads <= ppb.settings.allowed_cores(ppb.topology())
-    assert ppb.recommend is not None and callable(ppb.recommend)
-    assert ppb.recommend(models.build("mlp-512", 1), cache_dir=cache).settings == s
+    # The package is callable: ppb.recommend(graph) is recommend(graph).
+    rec = ppb.recommend(graph, cache_dir=cache)
+    assert rec.model == "calibrated" and rec.settings.name == "recommended"
+    assert rec.calibration["path"].startswith(str(cache))
