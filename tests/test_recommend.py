@@ -17,6 +17,7 @@ import pytest
 
 import pyparbench as ppb
 from pyparbench import models
+from pyparbench.executor import compile_graph
 from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.recommend import (
     ExecutorCosts,
@@ -343,7 +344,7 @@ def _measure(graph: Graph, settings: list[Settings], rounds: int = 7) -> list[li
     """Latency samples of each setting (the median of 5 runs per round),
     measured in interleaved rounds so that a disturbance hits every setting
     alike."""
-    compiled = graph.compile()
+    compiled = compile_graph(graph)
     for s in settings:
         compiled.run(s, repeats=2, warmup=2)
     samples: list[list[float]] = [[] for _ in settings]

@@ -64,18 +64,25 @@ __all__ = [
 ]
 
 CACHE_VERSION = 1
-# A configuration is timed for at least this long per round (repeats of a
-# small graph in one C++ loop), so a tiny graph is measured warm.
+# A configuration's round runs the graph at least twice and for at least
+# this long (repeats of a small graph in one C++ loop) before the traced run.
 MIN_ROUND_NS = 2e6
 Sample = tuple[float, list[float]]
-# A round in which this process's threads were preempted more often than
-# this (involuntary context switches: another process wanted a core) was
-# disturbed: spinning OpenMP barriers wait for the descheduled thread, so a
+# A round in which this process's threads were preempted (involuntary
+# context switches) more often than CLEAN_SWITCHES plus one per
+# CLEAN_SWITCH_MS of the round is a worse sample than a cleaner one:
+# spinning OpenMP barriers wait for a descheduled thread, so a
 # multi-threaded round can take many times its undisturbed time.
 CLEAN_SWITCHES = 2
+CLEAN_SWITCH_MS = 5.0
 # Rounds per configuration at most, as a multiple of the rounds asked for,
-# while looking for undisturbed ones.
+# while looking for clean ones.
 MAX_ROUNDS_FACTOR = 4
+# Figures measured while other processes used more than this share of the
+# CPUs count as disturbed.
+BUSY = 0.10
+# Shortest window over which that share is read (see measure_graph).
+LOAD_WINDOW_S = 0.3
 # Figures that other processes disturbed are measured again by later calls,
 # up to this many times in all (each time keeping the lower figure).
 MAX_ATTEMPTS = 3
@@ -158,8 +165,8 @@ class Calibration:
         The machine (see :func:`fingerprint`).
     tables
         ``config_key`` -> {``op_key``: [ns, samples, disturbed, attempts]}:
-        ``disturbed`` is the share of the kept rounds in which other processes
-        preempted the measurement, ``attempts`` how many times it was measured.
+        ``disturbed`` is 1 when other processes used more than ``BUSY`` of the
+        CPUs while it was measured, ``attempts`` how many times it was.
     executor
         The executor's costs, once measured.
     path
@@ -336,33 +343,35 @@ def _preemptions() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
 
 
-def _sample(run: Callable[[], Sample], rounds: int, est_ns: float) -> tuple[list[Sample], float]:
-    """``rounds`` undisturbed samples of ``run()`` when they can be had.
+def _sample(run: Callable[[], Sample], rounds: int, est_ns: float) -> list[Sample]:
+    """``rounds`` samples of ``run()``, the least preempted that can be had.
 
-    A round is undisturbed when this process's threads were preempted at
-    most ``CLEAN_SWITCHES`` times during it. Rounds go on until ``rounds``
-    undisturbed ones are in, or ``MAX_ROUNDS_FACTOR`` x ``rounds`` were run,
-    or (with at least ``rounds``) the time budget (1.5 s, or 3 x the rounds'
-    expected time) is spent; then the least disturbed ``rounds`` are kept.
-
-    Returns the samples and the fraction of them that were disturbed.
+    A round is clean when this process's threads were preempted at most
+    ``CLEAN_SWITCHES`` times, plus one per ``CLEAN_SWITCH_MS`` of the round.
+    Rounds go on until ``rounds`` clean ones are in, or ``MAX_ROUNDS_FACTOR``
+    x ``rounds`` were run, or (with at least ``rounds``) the time budget
+    (0.3 s, or 1.5 x the rounds' expected time) is spent; then the ``rounds``
+    with the fewest preemptions per millisecond are kept. (Pools that wake
+    their threads are preempted by their own threads too, so this ranks
+    rounds; whether other processes disturbed them is judged from the CPU
+    time they used, see :class:`_Load`.)
     """
     t0 = time.monotonic()
-    budget = max(1.5, 3 * rounds * est_ns * 1e-9)
-    got: list[tuple[int, Sample]] = []
+    budget = max(0.3, 1.5 * rounds * est_ns * 1e-9)
+    got: list[tuple[bool, float, Sample]] = []  # (not clean, preemptions per ms, sample)
     while True:
-        before = _preemptions()
+        before, start = _preemptions(), time.monotonic()
         sample = run()
-        got.append((_preemptions() - before, sample))
-        clean = [g for g in got if g[0] <= CLEAN_SWITCHES]
-        if len(clean) >= rounds:
-            return [g[1] for g in clean[:rounds]], 0.0
+        ms = max((time.monotonic() - start) * 1e3, 1e-3)
+        switches = _preemptions() - before
+        got.append((switches > CLEAN_SWITCHES + ms / CLEAN_SWITCH_MS, switches / ms, sample))
+        if sum(not g[0] for g in got) >= rounds:
+            break
         if len(got) >= MAX_ROUNDS_FACTOR * rounds or (
                 len(got) >= rounds and time.monotonic() - t0 > budget):
             break
-    got.sort(key=lambda g: g[0])
-    kept = got[:rounds]
-    return [g[1] for g in kept], sum(g[0] > CLEAN_SWITCHES for g in kept) / len(kept)
+    got.sort(key=lambda g: (g[0], g[1]))
+    return [g[2] for g in got[:rounds]]
 
 
 def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
@@ -377,8 +386,7 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
     configs
         :func:`~pyparbench.recommend.costmodel.config_key` strings.
     rounds
-        Traced runs per config (after one warm-up run); disturbed rounds
-        are run again, up to ``rounds`` more.
+        Traced runs kept per config (see :func:`_sample`).
     pin
         Pin the threads (compact placement), as the recommended settings do.
     loads
@@ -391,8 +399,8 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
         config -> {op_key: [ns, samples, disturbed]}, ns being the minimum
         over the samples (every kept round, every node of that key): the
         time of an undisturbed run, which preemption by other processes can
-        only lengthen; ``disturbed`` the share of the kept rounds that were
-        preempted all the same (see :func:`_sample`).
+        only lengthen; ``disturbed`` 1 when other processes used more than
+        ``BUSY`` of the CPUs meanwhile, else 0.
     """
     from pyparbench.executor import compile_graph
 
@@ -400,29 +408,42 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
     keys = [None if n.op in ALIAS_OPS else op_key(graph, n) for n in graph]
     out: dict[str, dict[str, list[float]]] = {}
     seen: dict[str, float] = {} if loads is None else loads
-    for config in configs:
-        settings = _config_settings(config, pin)
-        first = compiled.run(settings, repeats=1, warmup=1)
-        est = first.ns[0]
-        warm = est < MIN_ROUND_NS
-        repeats = max(1, min(20, int(MIN_ROUND_NS / max(est, 1.0)))) if warm else 1
+    windows: dict[str, float] = {}
+    with _Load() as whole:
+        for config in configs:
+            settings = _config_settings(config, pin)
+            first = compiled.run(settings, repeats=1, warmup=1)
+            est = first.ns[0]
+            # The traced run always follows an untimed one in the same call: the
+            # first run after a call from Python (its team just pinned, caches
+            # and predictors cold) is slower than the model runs in a loop.
+            repeats = max(1, min(20, int(MIN_ROUND_NS / max(est, 1.0))))
 
-        def one() -> Sample:
-            rec = compiled.run(settings, repeats=repeats, warmup=1 if warm else 0, trace=True)
-            d = [0.0] * len(graph)
-            for e in rec.trace:
-                d[e.node] = max(0.0, e.end_ns - e.start_ns)
-            return rec.ns[-1], d
+            def one() -> Sample:
+                rec = compiled.run(settings, repeats=repeats, warmup=1, trace=True)
+                d = [0.0] * len(graph)
+                for e in rec.trace:
+                    d[e.node] = max(0.0, e.end_ns - e.start_ns)
+                return rec.ns[-1], d
 
-        with _Load() as load:
-            samples, disturbed = _sample(one, rounds, est)
-        seen[config] = load.foreign
-        by_key: dict[str, list[float]] = {}
-        for _, d in samples:
-            for i, k in enumerate(keys):
-                if k is not None:
-                    by_key.setdefault(k, []).append(d[i])
-        out[config] = {k: [min(v), float(len(v)), disturbed] for k, v in by_key.items()}
+            t0 = time.monotonic()
+            with _Load() as load:
+                samples = _sample(one, rounds, est * (repeats + 1))
+            seen[config] = load.foreign
+            windows[config] = time.monotonic() - t0
+            by_key: dict[str, list[float]] = {}
+            for _, d in samples:
+                for i, k in enumerate(keys):
+                    if k is not None:
+                        by_key.setdefault(k, []).append(d[i])
+            out[config] = {k: [min(v), float(len(v)), 0.0] for k, v in by_key.items()}
+    for config, table in out.items():
+        # /proc/stat counts in ticks (10 ms): over a short window the share
+        # is too coarse, and the whole call's is used instead.
+        if windows[config] < LOAD_WINDOW_S:
+            seen[config] = whole.foreign
+        for entry in table.values():
+            entry[2] = float(seen[config] > BUSY)
     return out
 
 
@@ -467,7 +488,7 @@ def _probe(graph: Graph, settings: Settings, rounds: int) -> Sample:
             d[e.node] = max(0.0, e.end_ns - e.start_ns)
         return statistics.median(rec.ns), d
 
-    samples, _ = _sample(one, rounds, 0.0)
+    samples = _sample(one, rounds, 0.0)
     total = statistics.median(s[0] for s in samples)
     per = [statistics.median(s[1][i] for s in samples) for i in range(len(graph))]
     return total, per
