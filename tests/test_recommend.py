@@ -30,7 +30,11 @@ from pyparbench.recommend import (
     simulate,
 )
 from pyparbench.recommend import calibrate as cal_mod
-from pyparbench.recommend.costmodel import AnalyticCostModel, interpolate_threads, op_key
+from pyparbench.recommend.costmodel import (
+    AnalyticCostModel,
+    interpolate_threads,
+    op_key,
+)
 from pyparbench.settings import Settings
 
 EIGHT = "package:1 core:8 pu:1"
@@ -266,7 +270,7 @@ def test_cli_bad_input_exits_with_the_message() -> None:
                       (("--objective", "fast"), "invalid choice: 'fast'"),
                       (("--topology", "core:banana", "--no-calibrate"), "'core:banana'")):
         out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "recommend", "mlp-512", *args],
-                             capture_output=True, text=True, timeout=300)
+                             check=False, capture_output=True, text=True, timeout=300)
         assert out.returncode == 2, (args, out.stderr)
         assert msg in out.stderr and "Traceback" not in out.stderr
 
@@ -274,7 +278,7 @@ def test_cli_bad_input_exits_with_the_message() -> None:
 def test_cli_json_on_a_synthetic_server() -> None:
     out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "recommend", "googlenet",
                           "--batch", "1", "--topology", "package:2 core:28 pu:2", "--json"],
-                         capture_output=True, text=True, timeout=300)
+                         check=False, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["model"] == "analytic" and d["settings"]["name"] == "recommended"

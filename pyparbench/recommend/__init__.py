@@ -43,20 +43,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyparbench._checks import positive_int
 from pyparbench.graph import Graph
+from pyparbench.names import POOLS, PRESETS
 from pyparbench.recommend.costmodel import (
     ALIAS_OPS,
-    config_key,
     AnalyticCostModel,
     CalibratedCostModel,
     CostModel,
     ExecutorCosts,
     MachineSpec,
     TableCostModel,
+    config_key,
 )
 from pyparbench.recommend.simulate import Resources, Simulation, simulate
-from pyparbench._checks import positive_int
-from pyparbench.names import POOLS, PRESETS
 from pyparbench.settings import Settings, preset
 from pyparbench.threading.topology import Topology
 
@@ -181,12 +181,12 @@ class Recommendation:
         """Plain text for a terminal: settings, predictions, reasons."""
         s = self.settings
         unit = _fmt_value(self.predicted, self.objective)
-        lines = [f"{self.graph} (batch {self.batch}) on {self.topology}: "
-                 f"recommended for {self.objective}",
-                 f"  scheduler={s.scheduler} inter_op={s.inter_op} intra_op={s.intra_op} "
-                 f"operator={s.operator} library={s.library} pool={s.pool} "
-                 f"affinity={s.affinity if isinstance(s.affinity, str) else 'explicit'} "
-                 f"smt={s.smt} instances={s.instances}",
+        aff = s.affinity if isinstance(s.affinity, str) else "explicit"
+        lines = [(f"{self.graph} (batch {self.batch}) on {self.topology}: "
+                  f"recommended for {self.objective}"),
+                 (f"  scheduler={s.scheduler} inter_op={s.inter_op} intra_op={s.intra_op} "
+                  f"operator={s.operator} library={s.library} pool={s.pool} "
+                  f"affinity={aff} smt={s.smt} instances={s.instances}"),
                  f"  predicted: {unit}  [{self.model} cost model]", "  presets (predicted):"]
         for name, p in self.presets.items():
             lines.append(f"    {name:10s} {p.settings.label():58s} {_fmt_value(p, self.objective)}"
@@ -507,8 +507,8 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
 
         here = allowed_cores(load())
         if calibrate and res.cores <= here:
+            from pyparbench.recommend.calibrate import EXECUTOR_BUSY, calibration_threads
             from pyparbench.recommend.calibrate import calibrate as measure
-            from pyparbench.recommend.calibrate import calibration_threads
 
             cal = None
             used: list[tuple[Graph, list[str]]] = []
@@ -535,10 +535,10 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
                          + (f"measured now: {len(measured)} configuration(s) in "
                             f"{seconds:.1f} s" if measured else
                             "every op time came from the cache"))
-            if disturbed or calibration["executor_load"] > 0.25:
-                what = (f"preempted rounds in {', '.join(disturbed)}" if disturbed else
-                        f"other processes used {calibration['executor_load']:.0%} of the CPUs")
-                why_model += (f"; the machine was busy while measuring ({what}): multi-threaded "
+            if disturbed or calibration["executor_load"] > EXECUTOR_BUSY:
+                what = (f"while measuring {', '.join(disturbed)}" if disturbed else
+                        "while measuring the executor's costs")
+                why_model += (f"; other processes used the CPUs {what}: multi-threaded "
                               f"figures may be pessimistic; later calls measure them again, or "
                               f"use --recalibrate on a quiet machine")
         else:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from pyparbench.graph import Graph, GraphBuilder
+from pyparbench.names import LIBRARIES, OPERATORS, POOLS
 from pyparbench.recommend.costmodel import (
     ALIAS_OPS,
     CalibratedCostModel,
@@ -48,7 +49,6 @@ from pyparbench.recommend.costmodel import (
     config_key,
     op_key,
 )
-from pyparbench.names import LIBRARIES, OPERATORS, POOLS
 from pyparbench.settings import Settings
 
 __all__ = [
@@ -419,7 +419,7 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
             # and predictors cold) is slower than the model runs in a loop.
             repeats = max(1, min(20, int(MIN_ROUND_NS / max(est, 1.0))))
 
-            def one() -> Sample:
+            def one(settings: Settings = settings, repeats: int = repeats) -> Sample:
                 rec = compiled.run(settings, repeats=repeats, warmup=1, trace=True)
                 d = [0.0] * len(graph)
                 for e in rec.trace:

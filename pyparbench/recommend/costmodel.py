@@ -37,6 +37,7 @@ from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from pyparbench.graph import Graph, Node
@@ -199,7 +200,7 @@ def _interp_workers(pairs: Sequence[tuple[int, float]], workers: int) -> float:
     """Linear in workers between the pairs; constant beyond the last."""
     if workers <= pairs[0][0]:
         return pairs[0][1]
-    for (w0, v0), (w1, v1) in zip(pairs, pairs[1:]):
+    for (w0, v0), (w1, v1) in pairwise(pairs):
         if workers <= w1:
             return v0 + (v1 - v0) * (workers - w0) / (w1 - w0)
     return pairs[-1][1]

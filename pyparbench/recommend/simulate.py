@@ -160,7 +160,7 @@ def simulate(graph: Graph, settings: Settings, model: CostModel,
     # (below one core a thread runs part of the time). SMT siblings in use
     # add smt_yield - 1 of a core each; oversubscription adds its penalty.
     phys = t * share
-    t_query = max(1, int(math.floor(phys + 1e-9)))
+    t_query = max(1, math.floor(phys + 1e-9))
     stretch = t_query / phys
     siblings = max(0.0, used_cpus - res.cores)
     smt_gain = 1.0 + siblings * (ex.smt_yield - 1.0) / res.cores
