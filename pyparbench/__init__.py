@@ -14,6 +14,7 @@ __all__ = [
     "info",
     "memory",
     "ops",
+    "recommend",
     "set_default_threads",
     "threading",
     "topology",
@@ -47,7 +48,7 @@ _NO_CORE = os.environ.get("PYPARBENCH_NO_CORE") == "1"
 
 if not _NO_CORE:
     _check_core()
-    from pyparbench import memory, ops, threading
+    from pyparbench import memory, ops, recommend, threading
     from pyparbench._core import DnnlError
     from pyparbench.info import info
     from pyparbench.threading.defaults import get_default_threads, set_default_threads

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # Subcommands in the order --help lists them (module pyparbench.cli.<name>).
-COMMANDS = ("run", "peak", "models", "trace", "overhead", "info", "compare", "merge")
+COMMANDS = ("run", "peak", "models", "trace", "overhead", "recommend", "info", "compare",
+            "merge")
 
 
 def build_parser() -> argparse.ArgumentParser:

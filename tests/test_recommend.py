@@ -1,0 +1,405 @@
+"""The thread-setting recommender: simulation, choices, analytic model, calibration.
+
+Most tests inject op times (``TableCostModel``) so the choices are
+deterministic; the last ones calibrate small models on this machine and
+check the recommendation against settings measured side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pyparbench as ppb
+from pyparbench import models
+from pyparbench.executor import compile_graph
+from pyparbench.graph import Graph, GraphBuilder
+from pyparbench.recommend import (
+    ExecutorCosts,
+    Resources,
+    TableCostModel,
+    candidates,
+    recommend,
+    recommend_model,
+    recommended_settings,
+    simulate,
+)
+from pyparbench.recommend import calibrate as cal_mod
+from pyparbench.recommend.costmodel import (
+    AnalyticCostModel,
+    interpolate_threads,
+    op_key,
+)
+from pyparbench.settings import Settings
+
+EIGHT = "package:1 core:8 pu:1"
+
+
+def chain(n: int = 5, width: int = 64) -> Graph:
+    b = GraphBuilder("chain")
+    x = b.input("x", (4, width))
+    for i in range(n):
+        x = b.linear(x, width, name=f"fc{i}")
+    return b.build(x)
+
+
+def branches(k: int = 4) -> Graph:
+    b = GraphBuilder("branches")
+    x = b.input("x", (4, 64))
+    ys = [b.linear(x, 64, name=f"br{i}") for i in range(k)]
+    return b.build(b.concat(ys, name="join"))
+
+
+def diamond() -> Graph:
+    b = GraphBuilder("diamond")
+    x = b.input("x", (2, 8))
+    a = b.linear(x, 8, name="a")
+    left = b.linear(a, 8, name="b")
+    right = b.linear(a, 8, name="c")
+    return b.build(b.add(left, right, name="d"))
+
+
+# ------------------------------------------------------------- simulation
+
+
+def test_simulated_latency_equals_the_hand_computation() -> None:
+    g = diamond()
+    model = TableCostModel({"a": {1: 10.0}, "b": {1: 30.0}, "c": {1: 20.0}, "d": {1: 5.0}},
+                           executor=ExecutorCosts(async_node_ns=((1, 1.0), (2, 1.0))))
+    res = Resources(cores=2, logical=2)
+    sync = simulate(g, Settings(), model, res)
+    assert sync.latency_ns == pytest.approx(65.0)  # 10 + 30 + 20 + 5, no per-node cost
+    two = simulate(g, Settings(scheduler="async", inter_op=2), model, res)
+    # x: [0, 1]; a: [1, 12]; b on one worker [12, 43], c on the other [12, 33]; d: [43, 49]
+    assert two.latency_ns == pytest.approx(49.0)
+    ids = {n.name: n.id for n in g}
+    assert two.start_ns[ids["b"]] == pytest.approx(12.0)
+    assert two.end_ns[ids["c"]] == pytest.approx(33.0)
+    assert two.worker[ids["b"]] != two.worker[ids["c"]]
+    assert two.start_ns[ids["d"]] == pytest.approx(43.0)
+
+
+def test_serialised_dispatch_and_corun_are_hand_computable() -> None:
+    g = diamond()
+    ex = ExecutorCosts(async_node_ns=((1, 1.0), (2, 1.0)), async_serial_ns=((1, 0.0), (2, 2.0)))
+    model = TableCostModel({"a": {1: 10.0}, "b": {1: 30.0}, "c": {1: 20.0}, "d": {1: 5.0}},
+                           executor=ex)
+    res = Resources(cores=2, logical=2)
+    s = Settings(scheduler="async", inter_op=2)
+    # x: lock [0, 2] + 1 -> 3; a: lock [3, 5] + 1 + 10 -> 16; b: lock [16, 18] + 1 + 30
+    # -> 49; c waits for the lock: [18, 20] + 1 + 20 -> 41; d: lock [49, 51] + 1 + 5 -> 57
+    assert simulate(g, s, model, res).latency_ns == pytest.approx(57.0)
+    # Two equal ops at once on two cores, each slowed by half while the other runs.
+    both = TableCostModel({"b": {1: 10.0}, "c": {1: 10.0}},
+                          executor=ExecutorCosts(corun_compute=0.5, corun_memory=0.5))
+    assert simulate(g, s, both, res).latency_ns == pytest.approx(15.0)
+
+
+def test_oversubscription_stretches_ops_and_adds_the_node_penalty() -> None:
+    g = chain(2)
+    model = TableCostModel({"fc0": {1: 100.0, 2: 50.0}, "fc1": {1: 100.0, 2: 50.0}},
+                           executor=ExecutorCosts(oversub_node_ns=7.0))
+    res = Resources(cores=2, logical=2)
+    fits = simulate(g, Settings(intra_op=2, affinity="compact"), model, res)
+    assert fits.latency_ns == pytest.approx(100.0)
+    # A team of 4 threads on 2 CPUs owns the 2 cores (the 2-thread time) and
+    # pays 7 ns x (4 / 2 - 1) per node; two teams of 2 (async 2x2) own one
+    # core each (the 1-thread time).
+    over = simulate(g, Settings(intra_op=4, affinity="compact"), model, res)
+    assert over.latency_ns == pytest.approx(2 * (50.0 + 7.0))
+    two = simulate(g, Settings(scheduler="async", inter_op=2, intra_op=2, affinity="compact"),
+                   model, res)
+    assert two.latency_ns == pytest.approx(2 * (100.0 + 7.0))
+
+
+def test_thread_interpolation() -> None:
+    pts = {1: 100.0, 4: 25.0}
+    assert interpolate_threads(pts, 2) == pytest.approx(50.0)  # power law between points
+    assert interpolate_threads(pts, 8) == 25.0  # no gain beyond what was measured
+    with pytest.raises(ValueError, match="no measured"):
+        interpolate_threads({}, 2)
+
+
+# ---------------------------------------------------------------- choices
+
+
+def test_a_chain_gets_one_worker() -> None:
+    g = chain()
+    model = TableCostModel({f"fc{i}": (lambda t: 100.0 / t) for i in range(5)},
+                           executor=ExecutorCosts(async_node_ns=((1, 1.0), (8, 1.0))))
+    rec = recommend(g, EIGHT, model=model)
+    assert rec.settings.inter_op == 1 and rec.settings.scheduler == "sync"
+    assert rec.settings.intra_op == 8
+    assert rec.model == "table"
+    assert any("no parallel branches" in r for r in rec.reasons)
+
+
+def test_four_equal_branches_on_eight_cores_get_four_workers_of_two() -> None:
+    g = branches(4)
+    # Each branch scales to 2 threads, then hardly at all.
+    scaling = {1: 100.0, 2: 52.0, 4: 40.0, 8: 36.0}
+    model = TableCostModel({f"br{i}": scaling for i in range(4)},
+                           executor=ExecutorCosts(async_node_ns=((1, 0.5), (8, 0.5))))
+    rec = recommend(g, EIGHT, model=model)
+    s = rec.settings
+    assert (s.scheduler, s.inter_op, s.intra_op) == ("async", 4, 2)
+    assert rec.predicted.latency_ns == pytest.approx(52.0 + 0.5 * 2, rel=0.05)
+    assert any("4 branches" in r for r in rec.reasons)
+
+
+def test_four_branches_that_scale_perfectly_keep_one_worker() -> None:
+    # The model proves otherwise: with perfect intra-op scaling the branches
+    # gain nothing from running at once, and the async dispatch costs.
+    g = branches(4)
+    model = TableCostModel({f"br{i}": (lambda t: 800.0 / t) for i in range(4)},
+                           executor=ExecutorCosts(async_node_ns=((1, 5.0), (8, 5.0))))
+    rec = recommend(g, EIGHT, model=model)
+    assert (rec.settings.inter_op, rec.settings.intra_op) == (1, 8)
+
+
+def test_one_huge_op_gets_every_core() -> None:
+    b = GraphBuilder("huge")
+    x = b.input("x", (8, 256, 56, 56))
+    g = b.build(b.conv2d(x, 256, 3, padding=1, name="conv"))
+    model = TableCostModel({"conv": (lambda t: 1e9 / t ** 0.95)})
+    rec = recommend(g, EIGHT, model=model)
+    assert (rec.settings.inter_op, rec.settings.intra_op, rec.settings.instances) == (1, 8, 1)
+
+
+def test_candidates_never_oversubscribe() -> None:
+    g = branches(4)
+    model = TableCostModel({f"br{i}": {1: 1.0} for i in range(4)})
+    res = Resources(cores=6, logical=12, sockets=2)
+    cands = candidates(g, model, res, instances=(1, 2, 3))
+    assert cands
+    assert all(s.threads <= 6 and not s.smt for s in cands)
+    # Non-divisor combinations are tried too (4 workers x 1 thread on 6 cores).
+    assert any(s.inter_op == 4 and s.intra_op == 1 for s in cands)
+    assert all(s.scheduler == ("sync" if s.inter_op == 1 else "async") for s in cands)
+
+
+def test_recommendation_reports_presets_and_serialises() -> None:
+    g = branches(4)
+    model = TableCostModel({f"br{i}": {1: 100.0, 2: 52.0, 8: 36.0} for i in range(4)})
+    rec = recommend(g, EIGHT, model=model)
+    assert set(rec.presets) == {"tensorflow", "intel", "tftuner"}
+    assert rec.settings.name == "recommended"
+    d = json.loads(json.dumps(rec.as_dict()))
+    assert d["settings"]["inter_op"] == rec.settings.inter_op
+    text = rec.format()
+    for knob in ("scheduler=", "inter_op=", "intra_op=", "operator=", "library=", "pool=",
+                 "affinity=", "instances=", "tftuner", "why:"):
+        assert knob in text
+
+
+# ----------------------------------------------------------------- analytic
+
+
+@pytest.mark.parametrize("name,batch", [("googlenet", 1), ("resnet50", 8),
+                                        ("dlrm-kaggle", 1), ("mlp-512", 8)])
+def test_analytic_model_on_a_two_socket_server_is_sane(name: str, batch: int) -> None:
+    rec = recommend(models.build(name, batch), "package:2 core:28 pu:2")
+    s = rec.settings
+    assert rec.model == "analytic"
+    assert any("analytic" in r and "56 cores" in r for r in rec.reasons)
+    assert s.threads <= 56 and not s.smt and s.affinity == "compact"
+    # The tuner's setting is among the candidates: ours is never predicted worse.
+    assert rec.predicted.latency_ns <= rec.presets["tftuner"].latency_ns * (1 + 1e-9)
+    # TensorFlow's 112 x 112 threads on 56 cores are predicted far slower.
+    assert rec.presets["tensorflow"].latency_ns > 2 * rec.predicted.latency_ns
+
+
+def test_analytic_scaling_stops_for_small_ops_not_for_large() -> None:
+    model = AnalyticCostModel(cores_per_socket=28)
+    big = models.build("resnet50", 8)
+    conv = next(n for n in big if n.op == "conv2d" and n.name.startswith("conv2"))
+    assert model.op_ns(big, conv, 28) < model.op_ns(big, conv, 1) / 15
+    small = models.build("dlrm-kaggle", 1)
+    emb = next(n for n in small if n.op == "embedding_bag")
+    assert model.op_ns(small, emb, 28) >= model.op_ns(small, emb, 1)
+
+
+def test_no_calibrate_uses_the_analytic_model_here() -> None:
+    rec = recommend(models.build("mlp-512", 1), calibrate=False)
+    assert rec.model == "analytic"
+    assert any("calibration turned off" in r for r in rec.reasons)
+    assert rec.settings.threads <= ppb.settings.allowed_cores(ppb.topology())
+
+
+def test_throughput_objective_tries_instances() -> None:
+    g = chain(3)
+    model = TableCostModel({f"fc{i}": {1: 100.0, 8: 90.0} for i in range(3)})
+    rec = recommend(g, EIGHT, "throughput", model=model)
+    # Ops that do not scale: eight instances of one thread serve 8x the samples.
+    assert rec.settings.instances == 8 and rec.settings.intra_op == 1
+    assert rec.predicted.throughput == pytest.approx(8 * 4 / 300e-9, rel=1e-6)
+
+
+# --------------------------------------------------------------- bad input
+
+
+def test_bad_input_is_a_value_error_naming_it() -> None:
+    g = chain(2)
+    with pytest.raises(ValueError, match="'fastest'"):
+        recommend(g, objective="fastest")
+    with pytest.raises(ValueError, match="'core:banana'"):
+        recommend(g, topology="core:banana")
+    with pytest.raises(ValueError, match="got 0"):
+        recommend_model("mlp-512", batch=0)
+    with pytest.raises(ValueError, match="got -2"):
+        recommend_model("mlp-512", batch=-2)
+    with pytest.raises(ValueError, match="'alexnet'"):
+        recommend_model("alexnet")
+    with pytest.raises(TypeError, match="Graph"):
+        recommend("mlp-512")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cores=0"):
+        Resources(cores=0, logical=2)
+    with pytest.raises(ValueError, match="'gpu'"):
+        cal_mod.calibrate(g, operators=("gpu",))
+    with pytest.raises(ValueError, match="thread counts"):
+        cal_mod.calibrate(g, threads=(10_000,))
+
+
+def test_cli_bad_input_exits_with_the_message() -> None:
+    for args, msg in ((("--batch", "0"), "batch must be >= 1, got 0"),
+                      (("--objective", "fast"), "invalid choice: 'fast'"),
+                      (("--topology", "core:banana", "--no-calibrate"), "'core:banana'")):
+        out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "recommend", "mlp-512", *args],
+                             check=False, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 2, (args, out.stderr)
+        assert msg in out.stderr and "Traceback" not in out.stderr
+
+
+def test_cli_json_on_a_synthetic_server() -> None:
+    out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "recommend", "googlenet",
+                          "--batch", "1", "--topology", "package:2 core:28 pu:2", "--json"],
+                         check=False, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["model"] == "analytic" and d["settings"]["name"] == "recommended"
+    assert set(d["presets"]) == {"tensorflow", "intel", "tftuner"}
+    assert d["reasons"]
+
+
+# -------------------------------------------------------------- calibration
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ppb-cache")
+
+
+def test_calibration_is_cached(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = chain(3)
+    first = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache)
+    assert "executor" in first.measured and "library/onednn/-/1" in first.measured
+    assert first.path is not None and first.path.exists()
+    keys = {op_key(g, n) for n in g if n.op == "linear"}
+    assert keys <= first.tables["library/onednn/-/1"].keys()
+
+    def must_not_run(*args: object, **kw: object) -> None:
+        raise AssertionError("measured again although the cache has everything")
+
+    monkeypatch.setattr(cal_mod, "measure_graph", must_not_run)
+    monkeypatch.setattr(cal_mod, "measure_executor", must_not_run)
+    # (Figures that other processes disturbed would be measured again: a
+    # busy machine must not make this check fail.)
+    second = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache,
+                               retry_disturbed=False)
+    assert second.measured == []
+    assert second.tables["library/onednn/-/1"] == first.tables["library/onednn/-/1"]
+    # A new shape is measured; what was cached is not.
+    monkeypatch.undo()
+    third = cal_mod.calibrate(chain(4, width=32), threads=(1,), operators=("library",),
+                              directory=cache, retry_disturbed=False)
+    assert third.measured == ["library/onednn/-/1"]
+
+
+def test_disturbed_figures_are_measured_again_keeping_the_lower(cache: Path) -> None:
+    g = chain(2, width=48)
+    first = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache,
+                              retry_disturbed=False)
+    assert first.path is not None
+    table = first.tables["library/onednn/-/1"]
+    key = op_key(g, g["fc0"])
+    # Mark the figure as disturbed and far too slow, as a busy machine leaves it.
+    data = json.loads(first.path.read_text())
+    data["tables"]["library/onednn/-/1"][key] = [table[key][0] * 50, 3.0, 1.0, 1.0]
+    first.path.write_text(json.dumps(data))
+    assert cal_mod.load_calibration(cache).missing(g, ["library/onednn/-/1"]) == [
+        "library/onednn/-/1"]
+    again = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache,
+                              retry_disturbed=True)
+    assert "library/onednn/-/1" in again.measured
+    entry = again.tables["library/onednn/-/1"][key]
+    assert entry[0] < table[key][0] * 50 and entry[3] == 2.0
+    # After MAX_ATTEMPTS measurements a disturbed figure is taken as it is.
+    entry[2], entry[3] = 1.0, float(cal_mod.MAX_ATTEMPTS)
+    assert again.missing(g, ["library/onednn/-/1"]) == []
+    assert again.disturbed(g, ["library/onednn/-/1"]) == ["library/onednn/-/1"]
+
+
+def _measure(graph: Graph, settings: list[Settings], rounds: int = 7) -> list[list[float]]:
+    """Latency samples of each setting (the median of 5 runs per round),
+    measured in interleaved rounds so that a disturbance hits every setting
+    alike."""
+    compiled = compile_graph(graph)
+    for s in settings:
+        compiled.run(s, repeats=2, warmup=2)
+    samples: list[list[float]] = [[] for _ in settings]
+    for _ in range(rounds):
+        for i, s in enumerate(settings):
+            samples[i].append(statistics.median(compiled.run(s, repeats=5, warmup=1).ns))
+    return samples
+
+
+@pytest.mark.parametrize("name", ["googlenet", "dlrm-kaggle"])
+def test_calibrated_recommendation_is_not_measurably_worse_than_the_best(
+        name: str, cache: Path) -> None:
+    cores = ppb.settings.allowed_cores(ppb.topology())
+    if cores < 2:
+        pytest.skip("needs two cores to have a choice")
+    graph = models.build(name, 1)
+    rec = recommend(graph, cache_dir=cache)
+    for _ in range(2):  # figures other processes disturbed are measured again
+        if not rec.calibration["disturbed"]:
+            break
+        rec = recommend(graph, cache_dir=cache)
+    if rec.calibration["disturbed"]:
+        pytest.skip(f"other processes kept disturbing the calibration of "
+                    f"{rec.calibration['disturbed']}: nothing to judge the recommender on")
+    assert rec.model == "calibrated"
+    ours = rec.settings.with_(name="")
+    rivals = [Settings(), Settings(intra_op=cores, affinity="compact"),
+              Settings(scheduler="async", inter_op=2, intra_op=cores // 2, affinity="compact"),
+              Settings(intra_op=cores, operator="framework", pool="eigen", affinity="compact"),
+              ppb.settings.preset("tftuner", graph=graph).with_(name="")]
+    tried = [ours] + [s for s in dict.fromkeys(rivals) if s != ours]
+    samples = _measure(graph, tried)
+    # Each setting's least disturbed round; the noise: the spread of the best
+    # setting's rounds (at least 5 %).
+    low = [min(v) for v in samples]
+    best = min(range(len(tried)), key=low.__getitem__)
+    q = statistics.quantiles(samples[best], n=4)
+    noise = max(0.05, (q[2] - q[0]) / statistics.median(samples[best]))
+    assert low[0] <= low[best] * (1 + 2 * noise), (
+        f"recommended {ours.label()} measured {low[0] / 1e6:.3f} ms, best "
+        f"{tried[best].label()} {low[best] / 1e6:.3f} ms (noise {noise:.1%})\n"
+        + rec.format())
+
+
+def test_recommended_settings_for_the_suite(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYPARBENCH_CACHE", str(cache))
+    graph = models.build("mlp-512", 1)
+    s = recommended_settings(graph)
+    assert isinstance(s, Settings) and s.name == "recommended" and "recommended" in s.label()
+    assert s.threads <= ppb.settings.allowed_cores(ppb.topology())
+    # The package is callable: ppb.recommend(graph) is recommend(graph).
+    rec = ppb.recommend(graph, cache_dir=cache)
+    assert rec.model == "calibrated" and rec.settings.name == "recommended"
+    assert rec.calibration["path"].startswith(str(cache))
