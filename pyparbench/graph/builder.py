@@ -345,7 +345,7 @@ def _replay(b: GraphBuilder, node: Node) -> int:
     shapes = node.params.shapes if isinstance(node.params, Params) else {
         k: tuple(np.shape(v)) for k, v in node.params.items()}
     if node.op == "input":
-        return b.input(name, node.shape, a.get("dtype", node.dtype))
+        return b.input(name, node.shape, a["dtype"])
     if node.op == "conv2d":
         w = shapes.get("weight", ())
         if len(w) != 4:
@@ -386,12 +386,22 @@ def _replay(b: GraphBuilder, node: Node) -> int:
     if node.op == "softmax":
         return b.softmax(ins[0], axis=a["axis"], name=name)
     if node.op == "reshape":
-        return b.reshape(ins[0], a.get("shape", node.shape), name=name)
+        return b.reshape(ins[0], a["shape"], name=name)
     if node.op == "transpose":
         return b.transpose(ins[0], a["perm"], name=name)
     if node.op == "tril_flatten":
         return b.tril_flatten(ins[0], name=name)
     raise ValueError(f"unknown op {node.op!r}")
+
+
+def _canonical(v: Any) -> Any:
+    """An attribute value compared by content: lists as tuples, numpy
+    scalars as Python ones."""
+    if isinstance(v, (list, tuple)):
+        return tuple(_canonical(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _canonical(x) for k, x in v.items()}
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def _arity(op: str, n: int) -> None:
@@ -429,6 +439,11 @@ def rebuild(graph: Graph) -> Graph:
             raise ValueError(f"{where} lacks the attribute or parameter {e}") from None
         except (ValueError, TypeError, IndexError) as e:
             raise type(e)(f"{where}: {e}") from None
+        if _canonical(made.attrs) != _canonical(node.attrs):
+            # What reads the graph (the reference, the analysis, the
+            # framework runners) takes the node's attributes as they are.
+            raise ValueError(f"{where} has attributes {node.attrs}; the builder records "
+                             f"{made.attrs} for them")
         if made.shape != tuple(node.shape) or made.dtype != node.dtype:
             raise ValueError(f"{where} declares output {tuple(node.shape)} {node.dtype}; its "
                              f"inputs and attributes give {made.shape} {made.dtype}")
