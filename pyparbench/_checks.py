@@ -8,7 +8,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["as_int", "choice", "int_tuple", "is_int", "pair", "padding4", "positive_int"]
+__all__ = ["MAX_RUN_THREADS", "MAX_THREADS", "as_int", "choice", "int_tuple", "is_int", "pair", "padding4",
+           "positive_int", "thread_count"]
+
+# The most threads one kernel, pool or run may ask for (the native core's
+# kMaxThreads): far above any machine's cores, far below what makes the
+# OpenMP runtime abort the process when it cannot start them.
+MAX_THREADS = 4096
+# The most threads of one run, all workers' teams together (kMaxRunThreads):
+# TensorFlow's defaults (inter_op = intra_op = logical CPUs) on 256 CPUs.
+MAX_RUN_THREADS = 1 << 16
 
 
 def is_int(v: object) -> bool:
@@ -28,6 +37,14 @@ def positive_int(v: object, what: str) -> int:
     n = as_int(v, what)
     if n < 1:
         raise ValueError(f"{what} must be >= 1, got {n}")
+    return n
+
+
+def thread_count(v: object, what: str, most: int = MAX_THREADS) -> int:
+    """``v`` as a thread count from 1 to ``most``."""
+    n = positive_int(v, what)
+    if n > most:
+        raise ValueError(f"{what} must be at most {most}, got {n}")
     return n
 
 

@@ -16,6 +16,7 @@ are run by :func:`run_model`, which builds one graph per instance.
 from __future__ import annotations
 
 import json
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ import numpy.typing as npt
 from pyparbench._core import graph as _g
 from pyparbench._core import threading as _t
 from pyparbench.graph import NATIVE_ATTRS, Graph, Node
+from pyparbench.graph.builder import rebuild
 from pyparbench.graph.passes import OptimizeResult, optimize, pipeline
 from pyparbench.settings import Settings, allowed_sockets
 from pyparbench.threading.audit import ThreadAudit, ThreadingMismatch, ThreadingMismatchError
@@ -184,14 +186,18 @@ class _Variant:
             specs.append(spec)
         self.plan = _g.Plan(specs, list(self.graph.outputs))
 
-    def output(self, node: int) -> npt.NDArray[np.float32]:
-        """A node's value in NCHW whatever layout it is stored in."""
-        n = self.graph[node]
-        arr = self.plan.output(node)
-        if n.attrs.get("layout") == "nhwc" and len(n.shape) == 4 and n.op != "global_avg_pool":
-            b, c, h, w = n.shape
-            arr = np.ascontiguousarray(arr.reshape(b, h, w, c).transpose(0, 3, 1, 2))
-        return arr
+    def outputs(self, nodes: Sequence[int]) -> list[npt.NDArray[Any]]:
+        """Nodes' values in NCHW whatever layout they are stored in, all
+        copied from one run (the plan never copies them during a run)."""
+        out = []
+        for node, arr in zip(nodes, self.plan.outputs(list(nodes)), strict=True):
+            n = self.graph[node]
+            if (n.attrs.get("layout") == "nhwc" and len(n.shape) == 4
+                    and n.op != "global_avg_pool"):
+                b, c, h, w = n.shape
+                arr = np.ascontiguousarray(arr.reshape(b, h, w, c).transpose(0, 3, 1, 2))
+            out.append(arr)
+        return out
 
 
 class CompiledGraph:
@@ -200,15 +206,24 @@ class CompiledGraph:
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
+        # The native plan trusts every shape it is given: a graph put
+        # together by hand is checked (node by node, as the builder would)
+        # before the passes and the plan see it.
+        self._checked = rebuild(graph)
+        # Held by set_inputs, run and outputs: threads sharing this graph
+        # never see half of another call's inputs, nor outputs of two runs.
+        self._lock = threading.Lock()
         self._variants: dict[tuple[str, ...], _Variant] = {}
         self._inputs: dict[str, npt.NDArray[Any]] = {}
-        self._last = self._variant(Settings())
+        with self._lock:
+            self._last = self._variant(Settings())
         self.set_inputs(graph.random_inputs(seed=0))
 
     def optimization(self, settings: Settings | None = None) -> OptimizeResult:
         """The optimised graph run under ``settings`` (default: Settings()),
         the passes applied and those skipped, with the reason."""
-        return self._variant(settings or Settings()).opt
+        with self._lock:
+            return self._variant(settings or Settings()).opt
 
     def optimized(self, settings: Settings | None = None) -> Graph:
         """The graph the plan runs under ``settings`` (its node ids are those
@@ -225,7 +240,7 @@ class CompiledGraph:
         key = (*wanted, settings.library, settings.operator)
         v = self._variants.get(key)
         if v is None:
-            opt = optimize(self.graph, wanted, library=settings.library,
+            opt = optimize(self._checked, wanted, library=settings.library,
                            operator=settings.operator)
             # Settings that end with the same passes share one plan.
             same = next((u for u in self._variants.values()
@@ -251,9 +266,10 @@ class CompiledGraph:
             node = self.graph[names[name]]
             dtype = np.int64 if node.dtype == "int64" else np.float32
             arrays[name] = np.ascontiguousarray(arr, dtype=dtype)
-        for v in {id(v): v for v in self._variants.values()}.values():
-            self._copy_inputs(v, arrays)
-        self._inputs = arrays
+        with self._lock:
+            for v in {id(v): v for v in self._variants.values()}.values():
+                self._copy_inputs(v, arrays)
+            self._inputs = arrays
 
     @staticmethod
     def _copy_inputs(v: _Variant, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
@@ -261,21 +277,28 @@ class CompiledGraph:
         for name, arr in arrays.items():
             v.plan.set_input(v.graph[name].id, arr)
 
-    def outputs(self) -> dict[str, npt.NDArray[np.float32]]:
-        """The graph outputs of the last run, by name."""
-        g = self._last.graph
-        return {g[o].name: self._last.output(o) for o in g.outputs}
+    def outputs(self) -> dict[str, npt.NDArray[Any]]:
+        """The graph outputs of the last run, by name (float32; int64 for an
+        int64 input that is also an output), all from that one run even
+        while other threads run this graph."""
+        with self._lock:
+            last = self._last
+            g = last.graph
+            return dict(zip((g[o].name for o in g.outputs), last.outputs(g.outputs), strict=True))
 
-    def output(self, node: int) -> npt.NDArray[np.float32]:
-        """Any node's output of the last run (a copy, NCHW); ``node`` is an id
-        of the last run's optimised graph (:meth:`optimized`)."""
-        return self._last.output(node)
+    def output(self, node: int) -> npt.NDArray[Any]:
+        """Any node's output of the last run (a copy, NCHW; int64 for an int64
+        node); ``node`` is an id of the last run's optimised graph
+        (:meth:`optimized`)."""
+        with self._lock:
+            return self._last.outputs([node])[0]
 
     def blocks(self, settings: Settings) -> list[int]:
         """Blocks each node of the optimised graph is cut into under
         ``settings`` (framework mode)."""
-        v = self._variant(settings)
-        return list(v.plan.blocks(resolve(settings, v.graph)))
+        with self._lock:
+            v = self._variant(settings)
+            return list(v.plan.blocks(resolve(settings, v.graph)))
 
     def run(self, settings: Settings | None = None, *, repeats: int = 10, warmup: int = 2,
             trace: bool = False, audit: bool = False, strict: bool = False,
@@ -292,12 +315,14 @@ class CompiledGraph:
         if settings.instances != 1:
             raise ValueError("instances > 1 runs copies of the model on slices of the batch: "
                              "use pyparbench.executor.run_model(name, batch, settings)")
-        v = self._variant(settings)
-        self._last = v
-        g = v.graph
-        native = resolve(settings, g, topology)
-        recorder = _t.Audit() if audit else None
-        res = v.plan.run(native, repeats=repeats, warmup=warmup, trace=trace, audit=recorder)
+        with self._lock:
+            v = self._variant(settings)
+            self._last = v
+            g = v.graph
+            native = resolve(settings, g, topology)
+            recorder = _t.Audit() if audit else None
+            res = v.plan.run(native, repeats=repeats, warmup=warmup, trace=trace,
+                             audit=recorder)
         ns = [float(x) for x in res["ns"]]
         events = [TraceEvent(n, g[n].name, g[n].op, w, c, s, e)
                   for (n, w, c, s, e) in res["trace"]]

@@ -32,6 +32,7 @@ axes), naming the bad value; oneDNN failures raise ``pyparbench.DnnlError``.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -43,6 +44,7 @@ from pyparbench._core import ops as _k
 from pyparbench._checks import is_int as _is_int
 from pyparbench._checks import padding4 as _padding4
 from pyparbench._checks import pair as _pair
+from pyparbench._checks import thread_count as _thread_count
 from pyparbench.names import LIBRARIES
 from pyparbench.threading.defaults import get_default_threads
 
@@ -117,9 +119,7 @@ def _threads(threads: int | None) -> int:
         return get_default_threads()
     if not _is_int(threads):
         raise TypeError(f"threads must be an int or None, got {threads!r}")
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
-    return int(threads)
+    return _thread_count(threads, "threads")
 
 
 def _library(library: str) -> str:
@@ -159,26 +159,39 @@ def _rank(x: npt.NDArray[Any], name: str, ranks: Sequence[int]) -> None:
 # ------------------------------------------------------------------ caching
 
 K = TypeVar("K")
-_CACHE: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+# Prepared kernels by key, each with a lock for calls that change the
+# kernel's state before running it (conv2d's weights): two threads sharing a
+# cached kernel must not interleave those steps.
+_CACHE: OrderedDict[tuple[Any, ...], tuple[Any, threading.Lock]] = OrderedDict()
 _CACHE_SIZE = 128
+_CACHE_LOCK = threading.Lock()  # the functions may be called from several threads
+
+
+def _cached(key: tuple[Any, ...], make: Callable[[], K]) -> tuple[K, threading.Lock]:
+    """The prepared kernel for `key` and its lock, created on first use (LRU of 128)."""
+    with _CACHE_LOCK:
+        entry = _CACHE.get(key)
+        if entry is not None:
+            _CACHE.move_to_end(key)
+            return entry
+    k = make()  # outside the lock: creating a kernel may take a while
+    with _CACHE_LOCK:
+        entry = _CACHE.setdefault(key, (k, threading.Lock()))
+        _CACHE.move_to_end(key)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return entry
 
 
 def _kernel(key: tuple[Any, ...], make: Callable[[], K]) -> K:
-    """The prepared kernel for `key`, created on first use (LRU of 128)."""
-    k = _CACHE.get(key)
-    if k is None:
-        k = make()
-        _CACHE[key] = k
-        if len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    else:
-        _CACHE.move_to_end(key)
-    return k
+    """The prepared kernel for `key` (see :func:`_cached`)."""
+    return _cached(key, make)[0]
 
 
 def clear_cache() -> None:
     """Drop every cached prepared kernel."""
-    _CACHE.clear()
+    with _CACHE_LOCK:
+        _CACHE.clear()
 
 
 # ------------------------------------------------------- prepared wrappers
@@ -402,12 +415,13 @@ def conv2d(
     o, kh, kw = w_.shape[0], w_.shape[2], w_.shape[3]
     key = ("conv2d", lib, x_.shape, o, kh, kw, st, pad, dl, groups, bias_ is not None, relu,
            nhwc, t)
-    conv = _kernel(key, lambda: _CONV2D[lib](x_.shape, o, (kh, kw), stride=st, padding=pad,
-                                             dilation=dl, groups=groups,
-                                             bias=bias_ is not None, relu=relu, nhwc=nhwc,
-                                             threads=t))
-    conv.set_weights(w_, bias_)
-    return conv.run(x_, out)
+    conv, lock = _cached(key, lambda: _CONV2D[lib](x_.shape, o, (kh, kw), stride=st,
+                                                   padding=pad, dilation=dl, groups=groups,
+                                                   bias=bias_ is not None, relu=relu,
+                                                   nhwc=nhwc, threads=t))
+    with lock:  # another thread's weights must not slip in between
+        conv.set_weights(w_, bias_)
+        return conv.run(x_, out)
 
 
 def embedding_bag(

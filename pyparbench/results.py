@@ -11,6 +11,7 @@ another machine's results is refused, not trusted.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -67,6 +68,27 @@ class Result:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
+# Warnings printed for the bad lines of one file; the rest are counted.
+_WARNINGS = 5
+
+
+def _record(raw: bytes) -> dict[str, Any] | str:
+    """One line's record, or what is wrong with it."""
+    from pyparbench.resultfiles import loads
+
+    try:
+        record = loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return "is not text"
+    except RecursionError:
+        return "is nested too deeply"
+    except ValueError:  # JSONDecodeError, NaN / Infinity, a number of 5000 digits
+        return "is not JSON"
+    if not isinstance(record, dict):
+        return "is not a result record"
+    return record
+
+
 def _field(fingerprint: Mapping[str, Any], dotted: str) -> Any:
     v: Any = fingerprint
     for part in dotted.split("."):
@@ -74,9 +96,17 @@ def _field(fingerprint: Mapping[str, Any], dotted: str) -> Any:
     return v
 
 
+def _shown(v: Any) -> str:
+    """A fingerprint value for a message: short, one harmless line (the
+    value may come from a hostile file)."""
+    text = repr(v) if isinstance(v, (str, int, float, bool, type(None))) else type(v).__name__
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def machine_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     """The identity fields in which two fingerprints differ, as 'field: a != b'."""
-    return [f"{f}: {_field(a, f)!r} != {_field(b, f)!r}" for f in MACHINE_IDENTITY
+    return [f"{f}: {_shown(_field(a, f))} != {_shown(_field(b, f))}" for f in MACHINE_IDENTITY
             if _field(a, f) != _field(b, f)]
 
 
@@ -87,24 +117,39 @@ class ResultStore:
         # Absolute at once: children run in another working directory.
         self.path = Path(path).absolute()
 
-    def records(self) -> list[dict[str, Any]]:
-        """Every whole line; a line cut short by a crash is skipped with a warning."""
+    def records(self, *, max_bytes: int | None = None) -> list[dict[str, Any]]:
+        """Every whole line that is a JSON object. A line cut short by a crash
+        (or any line that is not one JSON object: binary junk, NaN, nesting
+        too deep) is skipped with a warning, so a crash never costs the other
+        results.
+
+        Raises
+        ------
+        ValueError
+            The file is over ``max_bytes`` (default: the result-file limit,
+            :data:`pyparbench.resultfiles.DEFAULT_MAX_BYTES`) or not a regular file.
+        """
+        from pyparbench.resultfiles import DEFAULT_MAX_BYTES, read_bytes
+
         if not self.path.exists():
             return []
+        data = read_bytes(self.path, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
         out = []
-        for n, line in enumerate(self.path.read_text().splitlines(), 1):
-            if not line.strip():
+        skipped: list[str] = []
+        for n, raw in enumerate(data.split(b"\n"), 1):
+            if not raw.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                print(f"warning: {self.path}:{n} is not JSON, ignored", file=sys.stderr)
-                continue
-            if not isinstance(record, dict):
-                print(f"warning: {self.path}:{n} is not a result record, ignored",
-                      file=sys.stderr)
+            record = _record(raw)
+            if isinstance(record, str):
+                skipped.append(f"{self.path}:{n} {record}, ignored")
                 continue
             out.append(record)
+        # A hostile or corrupt file may have millions of bad lines: say a few.
+        for line in skipped[:_WARNINGS]:
+            print(f"warning: {line}", file=sys.stderr)
+        if len(skipped) > _WARNINGS:
+            print(f"warning: {len(skipped) - _WARNINGS} more lines of {self.path} ignored",
+                  file=sys.stderr)
         return out
 
     def check_resumable(self, machine: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -113,10 +158,15 @@ class ResultStore:
         Raises
         ------
         ValueError
-            A record of another schema, or of another machine (naming the fields).
+            A record of another schema, of another machine (naming the
+            fields), or one that is not a well-formed result record (naming
+            its line and what is wrong).
         """
+        from pyparbench.resultfiles import check_record
+        from pyparbench.settings import Settings
+
         records = self.records()
-        for r in records:
+        for i, r in enumerate(records):
             if r.get("schema") != SCHEMA:
                 raise ValueError(f"{self.path} holds results of schema {r.get('schema')!r}, "
                                  f"this pyparbench writes schema {SCHEMA}: write to another "
@@ -127,19 +177,50 @@ class ResultStore:
                 raise ValueError(f"{self.path} holds results of another machine "
                                  f"({'; '.join(diff)}): write to another file or run with "
                                  "--no-resume")
+            # Resume uses the key, the status and (for the summary) the
+            # configuration and timings: a record lacking them is not ours.
+            where = f"{self.path}: record {i + 1}"
+            check_record(where, r)
+            if not isinstance(r.get("key"), str):
+                raise ValueError(f"{where}: no configuration key (a string): not a "
+                                 "pyparbench result record")
+            try:  # the run's summary reads them back as Settings
+                Settings.from_dict(r["config"]["settings"])
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{where}: config.settings: {e}") from None
         return records
 
     def append(self, record: Result | Mapping[str, Any]) -> None:
+        """Add one record as a line of its own, written through to the disk.
+
+        Raises
+        ------
+        OSError
+            The line could not be written (a full disk, a file size limit):
+            the message names the file; every whole line before stays
+            readable, and a later append starts a fresh line.
+        """
         data = record.to_dict() if isinstance(record, Result) else dict(record)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a+b") as fh:
-            # A crash mid-write leaves a last line with no newline: end it, so
-            # this record starts a line of its own and is not lost with it.
-            fh.seek(0, os.SEEK_END)
-            if fh.tell():
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) != b"\n":
-                    fh.write(b"\n")
-            fh.write((json.dumps(data) + "\n").encode())
-            fh.flush()
-            os.fsync(fh.fileno())
+        line = (json.dumps(data) + "\n").encode()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Unbuffered: each write reaches the file or fails here, not at close.
+            with self.path.open("a+b", buffering=0) as fh:
+                # A crash mid-write leaves a last line with no newline: end it, so
+                # this record starts a line of its own and is not lost with it.
+                end = fh.seek(0, os.SEEK_END)
+                if end:
+                    fh.seek(end - 1)
+                    if fh.read(1) != b"\n":
+                        line = b"\n" + line
+                view = memoryview(line)
+                while view:  # a write may take part of the line only
+                    n = fh.write(view)
+                    if not n:
+                        raise OSError(errno.EIO, "the file took no more bytes")
+                    view = view[n:]
+                os.fsync(fh.fileno())
+        except OSError as e:
+            raise OSError(e.errno, f"cannot append a result to {self.path}: "
+                                   f"{e.strerror or e}; the results written before are "
+                                   "kept") from e

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -142,11 +143,22 @@ def run_config(config: Config, *, timeout: float = 600.0,
         return failed("timeout", f"timed out after {timeout:.0f} s")
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        return failed("error", f"exit status {proc.returncode}: {tail}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return Result(config.key, config.as_dict(), "ok", started, machine, ns=out["ns"],
-                  summary=out["summary"], resolved=out["resolved"],
-                  per_instance=out.get("per_instance"))
+        if proc.returncode < 0:  # a crash: say which signal ended it
+            try:
+                how = f"killed by signal {signal.Signals(-proc.returncode).name}"
+            except ValueError:
+                how = f"killed by signal {-proc.returncode}"
+        else:
+            how = f"exit status {proc.returncode}"
+        return failed("error", f"{how}: {tail}" if tail else how)
+    try:  # the child's last line is its result
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        return Result(config.key, config.as_dict(), "ok", started, machine, ns=out["ns"],
+                      summary=out["summary"], resolved=out["resolved"],
+                      per_instance=out.get("per_instance"))
+    except (IndexError, KeyError, TypeError, ValueError) as e:
+        return failed("error", f"the child ended without a result line ({type(e).__name__}: "
+                               f"{e}); its output ends {proc.stdout[-200:]!r}")
 
 
 def run_configs(configs: Iterable[Config], store: ResultStore, *, resume: bool = True,
@@ -179,10 +191,33 @@ def run_configs(configs: Iterable[Config], store: ResultStore, *, resume: bool =
         yield record
 
 
+# Test hook, for the tests of crashed and hung configurations only: set in
+# the environment as "segv" or "hang", or "segv:MODEL" / "hang:MODEL" for the
+# configurations of one model, it makes the child crash with SIGSEGV or
+# sleep until killed, before it measures anything.
+TEST_FAULT_ENV = "PYPARBENCH_TEST_FAULT"
+
+
+def _test_fault(config: Config) -> None:
+    spec = os.environ.get(TEST_FAULT_ENV, "")
+    kind, _, model = spec.partition(":")
+    if not kind or (model and model != config.model):
+        return
+    if kind == "segv":
+        signal.signal(signal.SIGSEGV, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif kind == "hang":
+        while True:
+            time.sleep(3600)
+    else:
+        raise ValueError(f"{TEST_FAULT_ENV} must be segv or hang[:MODEL], got {spec!r}")
+
+
 def _child_main() -> int:
     """In the fresh process: run the configuration read from stdin, print
     one JSON line with the timings and the resolved settings."""
     config = Config.from_dict(json.loads(sys.stdin.read()))
+    _test_fault(config)
     from pyparbench.executor import run_model
 
     record = run_model(config.model, config.batch, config.settings, repeats=config.repeats,

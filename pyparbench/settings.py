@@ -37,7 +37,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Union
 
-from pyparbench._checks import choice, positive_int
+import numpy as np
+
+from pyparbench._checks import MAX_RUN_THREADS, as_int, choice, thread_count
 from pyparbench.names import (
     AFFINITIES,
     GRAPH_OPTS,
@@ -92,12 +94,23 @@ class Settings:
         choice("graph_opt", self.graph_opt, GRAPH_OPTS)
         for f in ("inter_op", "intra_op", "instances"):
             # Stored as a plain int: a numpy integer would not serialise to JSON.
-            object.__setattr__(self, f, positive_int(getattr(self, f), f))
+            object.__setattr__(self, f, thread_count(getattr(self, f), f))
+        thread_count(self.threads, "instances x inter_op x intra_op", MAX_RUN_THREADS)
         if isinstance(self.affinity, str):
             choice("affinity", self.affinity, AFFINITIES)
         else:
-            lists = tuple(tuple(int(c) for c in cpus) for cpus in self.affinity)
+            # CPU numbers are ints: a float (even an infinite one, from a
+            # hostile file) is a TypeError here, not truncated or overflowing.
+            if isinstance(self.affinity, (bytes, dict)) or not hasattr(self.affinity, "__iter__"):
+                raise TypeError(f"affinity must be a name or CPU lists, got {self.affinity!r}")
+            lists = tuple(tuple(as_int(c, "an affinity CPU number") for c in _iterable(cpus))
+                          for cpus in self.affinity)
             object.__setattr__(self, "affinity", lists)
+        if not isinstance(self.smt, (bool, np.bool_)):
+            raise TypeError(f"smt must be True or False, got {self.smt!r}")
+        object.__setattr__(self, "smt", bool(self.smt))
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string, got {self.name!r}")
         if self.scheduler == "sync" and self.inter_op != 1:
             raise ValueError(f"the sync scheduler runs one node at a time: inter_op must be 1, "
                              f"got {self.inter_op} (use scheduler='async')")
@@ -151,6 +164,13 @@ class Settings:
         if self.graph_opt != "full":
             parts.append(f"graph_opt={self.graph_opt}")
         return " ".join(parts)
+
+
+def _iterable(cpus: Any) -> Any:
+    """One worker's CPU list; TypeError for anything but a list of them."""
+    if isinstance(cpus, (str, bytes, dict)) or not hasattr(cpus, "__iter__"):
+        raise TypeError(f"each affinity entry must be a list of CPU numbers, got {cpus!r}")
+    return cpus
 
 
 def allowed_cores(topo: Topology) -> int:

@@ -117,14 +117,28 @@ void register_graph(py::module_& m) {
              p.set_input(node, data, bytes);
            },
            py::arg("node"), py::arg("array"))
-      .def("output",
-           [](const Plan& p, int node) {
-             const NodeSpec& s = p.nodes().at(static_cast<size_t>(node));
-             py::array_t<float> a(std::vector<py::ssize_t>(s.shape.begin(), s.shape.end()));
-             std::memcpy(a.mutable_data(), p.buffer(node), p.buffer_bytes(node));
-             return a;
+      .def("outputs",
+           [](const Plan& p, const std::vector<int>& nodes) {
+             std::vector<py::array> arrays;
+             std::vector<void*> dst;
+             for (int node : nodes) {
+               const NodeSpec& s = p.nodes().at(static_cast<size_t>(node));
+               const std::vector<py::ssize_t> shape(s.shape.begin(), s.shape.end());
+               // An int64 node (embedding indices) holds 8 bytes per element.
+               arrays.push_back(s.int64 ? py::array(py::array_t<int64_t>(shape))
+                                        : py::array(py::array_t<float>(shape)));
+               dst.push_back(arrays.back().mutable_data());
+             }
+             {
+               // Waits for a run of another thread to end, without the GIL.
+               py::gil_scoped_release nogil;
+               p.copy_outputs(nodes, dst);
+             }
+             return arrays;
            },
-           py::arg("node"), "A copy of a node's output buffer.")
+           py::arg("nodes"),
+           "Copies of the output buffers of `nodes` (int64 for an int64 node), all from "
+           "one run.")
       .def("run",
            [](Plan& p, const SettingsArg& arg, int repeats, int warmup, bool trace,
               std::shared_ptr<Audit> audit) {

@@ -33,3 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, IndexError) as e:
         # Bad input named in the message: say it like argparse does, no traceback.
         parser.exit(2, f"pyparbench {args.command}: error: {e}\n")
+    except OSError as e:
+        # A file that cannot be read or written (a full disk while results
+        # are appended): one line naming it, status 1.
+        parser.exit(1, f"pyparbench {args.command}: error: {e}\n")

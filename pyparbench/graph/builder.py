@@ -13,7 +13,11 @@ from pyparbench._checks import int_tuple, padding4
 from pyparbench.graph.ir import Graph, Node, Params, ParamSpec, Shape
 from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS
 
-__all__ = ["GraphBuilder", "pool_output_size"]
+__all__ = ["GraphBuilder", "pool_output_size", "rebuild"]
+
+# Largest output a node may have: its size in bytes must fit an int64 with
+# room to spare, so that no element count or byte count overflows anywhere.
+MAX_NODE_BYTES = 1 << 48
 
 
 def pool_output_size(size: int, k: int, s: int, p0: int, p1: int, ceil_mode: bool) -> int:
@@ -89,6 +93,9 @@ class GraphBuilder:
         if any(d < 1 for d in shape):
             ins = ", ".join(f"{self._nodes[i].name} {self._nodes[i].shape}" for i in inputs)
             raise ValueError(f"{op} {full!r} would have output shape {shape} from {ins}")
+        if math.prod(shape) * DTYPE_BYTES[dtype] > MAX_NODE_BYTES:
+            raise ValueError(f"{op} {full!r} would have output shape {shape}: more than "
+                             f"{MAX_NODE_BYTES} bytes")
         self._names.add(full)
         self._nodes.append(Node(nid, op, tuple(int(i) for i in inputs), attrs,
                                 Params(params or {}, self.seed, nid), shape, dtype, full))
@@ -330,3 +337,122 @@ class GraphBuilder:
             raise ValueError(f"tril_flatten needs (B, n, n) with n >= 2, got {xs}")
         n = xs[1]
         return self._add("tril_flatten", (x,), {}, (xs[0], n * (n - 1) // 2), name)
+
+
+def _replay(b: GraphBuilder, node: Node) -> int:
+    """Make ``node`` again with ``b`` from its op, attributes and parameter shapes."""
+    a, ins, name = node.attrs, node.inputs, node.name
+    shapes = node.params.shapes if isinstance(node.params, Params) else {
+        k: tuple(np.shape(v)) for k, v in node.params.items()}
+    if node.op == "input":
+        return b.input(name, node.shape, a["dtype"])
+    if node.op == "conv2d":
+        w = shapes.get("weight", ())
+        if len(w) != 4:
+            raise ValueError(f"conv2d weight must be 4-D (O, I, kh, kw), got {w}")
+        return b.conv2d(ins[0], w[0], (w[2], w[3]), stride=a["stride"], padding=a["padding"],
+                        dilation=a["dilation"], groups=a["groups"], bias="bias" in shapes,
+                        relu=a["relu"], name=name)
+    if node.op == "linear":
+        w = shapes.get("weight", ())
+        if len(w) != 2:
+            raise ValueError(f"linear weight must be 2-D (out, in), got {w}")
+        return b.linear(ins[0], w[0], bias="bias" in shapes, relu=a["relu"], name=name)
+    if node.op == "matmul":
+        return b.matmul(ins[0], ins[1], trans_b=a["trans_b"], name=name)
+    if node.op == "embedding_bag":
+        t = shapes.get("table", ())
+        if len(t) != 2:
+            raise ValueError(f"embedding_bag table must be 2-D (rows, dim), got {t}")
+        return b.embedding_bag(ins[0], t[0], t[1], mode=a["mode"], name=name)
+    if node.op == "eltwise":
+        return b.eltwise(ins[0], a["kind"], name=name)
+    if node.op == "add":
+        return b.add(ins[0], ins[1], relu=a["relu"], name=name)
+    if node.op == "mul":
+        return b.mul(ins[0], ins[1], name=name)
+    if node.op == "concat":
+        return b.concat(ins, axis=a["axis"], name=name)
+    if node.op == "pool2d":
+        return b.pool2d(ins[0], a["kind"], a["kernel"], stride=a["stride"],
+                        padding=a["padding"], ceil_mode=a["ceil_mode"],
+                        count_include_pad=a["count_include_pad"], name=name)
+    if node.op == "global_avg_pool":
+        return b.global_avg_pool(ins[0], name=name)
+    if node.op == "batch_norm":
+        return b.batch_norm(ins[0], eps=a["eps"], scale="scale" in shapes, name=name)
+    if node.op == "layer_norm":
+        return b.layer_norm(ins[0], eps=a["eps"], name=name)
+    if node.op == "softmax":
+        return b.softmax(ins[0], axis=a["axis"], name=name)
+    if node.op == "reshape":
+        return b.reshape(ins[0], a["shape"], name=name)
+    if node.op == "transpose":
+        return b.transpose(ins[0], a["perm"], name=name)
+    if node.op == "tril_flatten":
+        return b.tril_flatten(ins[0], name=name)
+    raise ValueError(f"unknown op {node.op!r}")
+
+
+def _canonical(v: Any) -> Any:
+    """An attribute value compared by content: lists as tuples, numpy
+    scalars as Python ones."""
+    if isinstance(v, (list, tuple)):
+        return tuple(_canonical(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _canonical(x) for k, x in v.items()}
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _arity(op: str, n: int) -> None:
+    want = {"input": 0, "matmul": 2, "add": 2, "mul": 2}.get(op, 1)
+    if op == "concat" and n < 1 or op != "concat" and n != want:
+        raise ValueError(f"{op} takes {'one or more' if op == 'concat' else want} "
+                         f"input(s), got {n}")
+
+
+def rebuild(graph: Graph) -> Graph:
+    """``graph`` made again, node by node, by a :class:`GraphBuilder` from each
+    node's op, attributes and parameter shapes, with the graph's own
+    parameter arrays.
+
+    A graph from the builder comes back the same. A hand-made one (nodes
+    put together directly) is checked as the builder checks: a node whose
+    attributes, declared shape, dtype or parameters do not fit its inputs
+    is refused here, before anything runs it.
+
+    Raises
+    ------
+    ValueError, TypeError
+        The first node the builder would not have made, named, and why.
+    """
+    b = GraphBuilder(graph.name)
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        if not isinstance(node, Node):
+            raise TypeError(f"graph {graph.name!r} holds {node!r}, not a Node")
+        where = f"node {node.name!r} ({node.op})"
+        try:
+            _arity(node.op, len(node.inputs))
+            made = b._nodes[_replay(b, node)]
+        except KeyError as e:
+            raise ValueError(f"{where} lacks the attribute or parameter {e}") from None
+        except (ValueError, TypeError, IndexError) as e:
+            raise type(e)(f"{where}: {e}") from None
+        if _canonical(made.attrs) != _canonical(node.attrs):
+            # What reads the graph (the reference, the analysis, the
+            # framework runners) takes the node's attributes as they are.
+            raise ValueError(f"{where} has attributes {node.attrs}; the builder records "
+                             f"{made.attrs} for them")
+        if made.shape != tuple(node.shape) or made.dtype != node.dtype:
+            raise ValueError(f"{where} declares output {tuple(node.shape)} {node.dtype}; its "
+                             f"inputs and attributes give {made.shape} {made.dtype}")
+        want = made.params.shapes
+        have = (node.params.shapes if isinstance(node.params, Params)
+                else {k: tuple(np.shape(v)) for k, v in node.params.items()})
+        if have != want:
+            raise ValueError(f"{where} has parameters {have}; it needs {want}")
+        # The builder's normalised attributes, the graph's own parameter arrays.
+        nodes.append(Node(made.id, made.op, made.inputs, made.attrs, node.params,
+                              made.shape, made.dtype, made.name))
+    return Graph(graph.name, nodes, graph.outputs, graph.meta)

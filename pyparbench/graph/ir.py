@@ -304,7 +304,9 @@ class Graph(GraphAnalysis):
         for i in self.inputs:
             n = self.nodes[i]
             if n.dtype == "int64":
-                rows = min(self.nodes[c].params.shapes["table"][0] for c in self.consumers[i])
+                # Valid rows of every table they index (any value when none does).
+                rows = min((self.nodes[c].params.shapes["table"][0] for c in self.consumers[i]
+                            if self.nodes[c].op == "embedding_bag"), default=1)
                 out[n.name] = rng.integers(0, rows, size=n.shape, dtype=np.int64)
             else:
                 x = rng.uniform(-1.0, 1.0, size=n.shape).astype(np.float32)

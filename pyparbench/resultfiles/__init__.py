@@ -47,6 +47,7 @@ from pyparbench.resultfiles.values import (
     parse_jsonl,
     parse_size,
     printable,
+    read_bytes,
     read_text,
 )
 
@@ -59,10 +60,12 @@ __all__ = [
     "check_record",
     "fingerprint_fields",
     "load",
+    "loads",
     "parse_json",
     "parse_jsonl",
     "parse_size",
     "printable",
+    "read_bytes",
     "read_text",
     "resolve",
 ]

@@ -80,10 +80,13 @@ def usable_cores(machine: dict[str, Any]) -> int | None:
     allowed_set = ({c for c in allowed if int_ok(c, 0)} if isinstance(allowed, list)
                    else None)
     if isinstance(topo, dict) and isinstance(topo.get("cores"), list):
-        cores = [c.get("cpus") for c in topo["cores"] if isinstance(c, dict)]
+        # Only lists of CPU numbers count: anything else in a hostile file
+        # (nested lists, objects) is ignored, never hashed.
+        cores = [{x for x in c["cpus"] if int_ok(x, 0)} for c in topo["cores"]
+                 if isinstance(c, dict) and isinstance(c.get("cpus"), list)]
         if allowed_set is None:
-            allowed_set = {x for c in cores if isinstance(c, list) for x in c}
-        n = sum(1 for c in cores if isinstance(c, list) and allowed_set & set(c))
+            allowed_set = set().union(*cores)
+        n = sum(1 for c in cores if allowed_set & c)
         if n:
             return n
     phys = dotted(machine, "cpus.physical_cores")

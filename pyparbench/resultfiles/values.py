@@ -34,6 +34,7 @@ __all__ = [
     "parse_jsonl",
     "parse_size",
     "printable",
+    "read_bytes",
     "read_text",
     "reject_constant",
     "show",
@@ -83,8 +84,8 @@ def parse_size(text: str) -> int:
     return int(digits) * scale
 
 
-def read_text(path: Path, max_bytes: int) -> str:
-    """The whole text of a regular file of at most ``max_bytes`` bytes."""
+def read_bytes(path: Path, max_bytes: int) -> bytes:
+    """The whole content of a regular file of at most ``max_bytes`` bytes."""
     try:
         st = path.stat()
     except OSError as e:
@@ -101,6 +102,12 @@ def read_text(path: Path, max_bytes: int) -> str:
         raise ResultFileError(path, f"cannot read it ({e.strerror or e})") from None
     if len(data) > max_bytes:
         raise ResultFileError(path, f"over the {max_bytes}-byte limit (--max-bytes)")
+    return data
+
+
+def read_text(path: Path, max_bytes: int) -> str:
+    """The whole text of a regular file of at most ``max_bytes`` bytes."""
+    data = read_bytes(path, max_bytes)
     if b"\x00" in data:
         raise ResultFileError(path, "binary data, not JSON text")
     try:

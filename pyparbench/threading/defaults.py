@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyparbench._checks import positive_int
+from pyparbench._checks import thread_count
 from pyparbench._core import runtime as _rt
 
 
@@ -17,8 +17,8 @@ def set_default_threads(threads: int) -> None:
     Raises
     ------
     ValueError
-        If ``threads`` < 1.
+        If ``threads`` < 1 or over ``pyparbench._checks.MAX_THREADS``.
     TypeError
         If ``threads`` is not an int.
     """
-    _rt.set_default_threads(positive_int(threads, "threads"))
+    _rt.set_default_threads(thread_count(threads, "threads"))

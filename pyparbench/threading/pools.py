@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from pyparbench._core import threading as _t
 from pyparbench.names import POOLS
-from pyparbench._checks import as_int
+from pyparbench._checks import as_int, thread_count
 
 KINDS = POOLS  # the pool kinds, as Settings.pool names them
 Mode = Literal["parallel_for", "submit"]
@@ -97,9 +97,7 @@ class Pool:
             raise TypeError(f"kind must be a string, got {kind!r}")
         if kind not in KINDS:
             raise ValueError(f"unknown pool kind {kind!r}; expected one of {KINDS}")
-        threads = as_int(threads, "threads")
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        threads = thread_count(threads, "threads")
         cpu_list: list[int] = []
         if cpus is not None:
             if isinstance(cpus, (str, bytes)) or not isinstance(cpus, Sequence):

@@ -1,5 +1,7 @@
 #include "pyparbench/core/checks.hpp"
 
+#include "pyparbench/core/limits.hpp"
+
 #include <sstream>
 #include <stdexcept>
 
@@ -31,6 +33,7 @@ void require_positive_dims(const std::string& what, Dims s) {
     if (s[i] < 1)
       throw std::invalid_argument(what + " " + shape_str(s) +
                                   " has a dimension < 1; every size must be >= 1");
+  bounded_elements(what, s);  // so that every count computed from it fits int64
 }
 
 void require_bias_presence(const char* kernel, bool prepared, bool given) {

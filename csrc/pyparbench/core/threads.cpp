@@ -1,5 +1,7 @@
 #include "pyparbench/core/threads.hpp"
 
+#include "pyparbench/core/limits.hpp"
+
 #include <omp.h>
 
 #include <atomic>
@@ -18,14 +20,13 @@ std::atomic<int>& default_count() {
 int default_threads() { return default_count().load(); }
 
 void set_default_threads(int n) {
-  if (n < 1) throw std::invalid_argument("threads must be >= 1, got " + std::to_string(n));
+  require_thread_count("threads", n);
   default_count().store(n);
 }
 
 int resolve_threads(std::optional<int> requested) {
   if (!requested) return default_threads();
-  if (*requested < 1)
-    throw std::invalid_argument("threads must be >= 1, got " + std::to_string(*requested));
+  require_thread_count("threads", *requested);
   return *requested;
 }
 

@@ -1,5 +1,7 @@
 #include "pyparbench/graph/exec_settings.hpp"
 
+#include "pyparbench/core/limits.hpp"
+
 #include <stdexcept>
 #include <string>
 
@@ -10,6 +12,10 @@ void validate(const ExecSettings& s, size_t nodes) {
     throw std::invalid_argument("inter_op must be >= 1, got " + std::to_string(s.inter_op));
   if (s.intra_op < 1)
     throw std::invalid_argument("intra_op must be >= 1, got " + std::to_string(s.intra_op));
+  // Every worker starts a thread and an OpenMP team: bound them all together.
+  require_thread_count("inter_op", s.inter_op);
+  require_thread_count("intra_op", s.intra_op);
+  require_thread_count("inter_op x intra_op", int64_t{s.inter_op} * s.intra_op, kMaxRunThreads);
   if (s.scheduler == Scheduler::sync && s.inter_op != 1)
     throw std::invalid_argument("the sync scheduler runs one node at a time: inter_op must be 1, "
                                 "got " + std::to_string(s.inter_op));

@@ -94,6 +94,14 @@ size_t Plan::buffer_bytes(int node) const {
 
 const void* Plan::buffer(int node) const { return data_.at(static_cast<size_t>(node)); }
 
+void Plan::copy_outputs(const std::vector<int>& nodes, const std::vector<void*>& dst) const {
+  if (nodes.size() != dst.size()) throw std::invalid_argument("one destination per node");
+  for (int n : nodes) buffer_bytes(n);  // std::out_of_range for a bad node, before copying
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    std::memcpy(dst[i], data_[static_cast<size_t>(nodes[i])], buffer_bytes(nodes[i]));
+}
+
 void Plan::set_input(int node, const void* data, size_t bytes) {
   const NodeSpec& s = nodes_.at(static_cast<size_t>(node));
   if (s.op != OpKind::input) throw std::invalid_argument("node '" + s.name + "' is not an input");

@@ -46,6 +46,9 @@ class Plan {
   // A node's output buffer (valid until the plan is destroyed).
   const void* buffer(int node) const;
   size_t buffer_bytes(int node) const;
+  // Copies the output buffers of `nodes` into `dst` (buffer_bytes each) as
+  // one step: never during a run, so they all come from one run.
+  void copy_outputs(const std::vector<int>& nodes, const std::vector<void*>& dst) const;
 
   // Prepares (once) and runs the plan `warmup` + `repeats` times. `audit`:
   // every working thread reports into it (worker w as team w).
@@ -73,7 +76,7 @@ class Plan {
   std::vector<int> dependencies_;  // distinct input nodes per node
   std::vector<float> ones_;        // a default batch-norm scale
   std::map<RunnersKey, Runners> runners_;
-  std::mutex mu_;                  // one run at a time
+  mutable std::mutex mu_;          // one run (or copy of outputs) at a time
 };
 
 }  // namespace ppb

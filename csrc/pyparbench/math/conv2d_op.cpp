@@ -1,6 +1,7 @@
 #include "pyparbench/math/conv2d_op.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/core/limits.hpp"
 #include "pyparbench/math/gemm_op.hpp"
 
 #include <stdexcept>
@@ -30,6 +31,11 @@ Conv2dOp::Conv2dOp(const Conv2dConfig& cfg, const char* name) : cfg_(cfg), name_
   for (auto p : {cfg.pad_top, cfg.pad_bottom, cfg.pad_left, cfg.pad_right})
     require_at_least("padding", p, 0);
   require_at_least("groups", cfg.groups, 1);
+  // Bounded before the output size is computed from them.
+  for (auto v : {cfg.kh, cfg.kw, cfg.stride_h, cfg.stride_w, cfg.dilation_h, cfg.dilation_w,
+                 cfg.pad_top, cfg.pad_bottom, cfg.pad_left, cfg.pad_right})
+    require_at_most("conv2d kernel, stride, dilation and padding", v, kMaxWindow);
+  require_positive_dims("output channels", Shape{cfg.out_channels});
   if (cfg.c % cfg.groups || cfg.out_channels % cfg.groups)
     throw std::invalid_argument("conv2d: groups=" + std::to_string(cfg.groups) +
                                 " must divide in_channels=" + std::to_string(cfg.c) +
@@ -42,6 +48,8 @@ Conv2dOp::Conv2dOp(const Conv2dConfig& cfg, const char* name) : cfg_(cfg), name_
   out_shape_ = cfg.nhwc ? Shape{cfg.n, oh_, ow_, cfg.out_channels}
                         : Shape{cfg.n, cfg.out_channels, oh_, ow_};
   w_shape_ = {cfg.out_channels, cfg.c / cfg.groups, cfg.kh, cfg.kw};
+  require_positive_dims("output", out_shape_);
+  require_positive_dims("weight", w_shape_);
   bias_shape_ = {cfg.out_channels};
 }
 

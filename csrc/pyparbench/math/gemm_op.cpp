@@ -41,6 +41,9 @@ GemmOp::GemmOp(const GemmConfig& cfg, const char* name) : cfg_(cfg), name_(name)
   b_shape_ = with_batch(cfg.batch, cfg.trans_b ? Shape{cfg.n, cfg.k} : Shape{cfg.k, cfg.n});
   bias_shape_ = {cfg.n};
   out_shape_ = with_batch(cfg.batch, {cfg.m, cfg.n});
+  require_positive_dims("a", a_shape_);
+  require_positive_dims("b", b_shape_);
+  require_positive_dims("out", out_shape_);
 }
 
 double GemmOp::flops() const {

@@ -1,5 +1,6 @@
 #include "pyparbench/math/im2col_conv2d.hpp"
 
+#include "pyparbench/core/checks.hpp"
 #include "pyparbench/math/gemm_op.hpp"
 #include "pyparbench/math/im2col.hpp"
 
@@ -17,8 +18,10 @@ Im2colConv2d::Im2colConv2d(const Conv2dConfig& cfg, const char* name, MathLibrar
   if (config().sum)
     throw std::invalid_argument(std::string("conv2d: the ") + knob_name(library) +
                                 " library has no fused residual sum; use the onednn library");
-  if (!identity_)
+  if (!identity_) {
+    require_positive_dims("im2col columns", Shape{cfg.c, cfg.kh, cfg.kw, out_h(), out_w()});
     columns_.resize(static_cast<size_t>(cfg.c * cfg.kh * cfg.kw * out_h() * out_w()));
+  }
   weights_.resize(static_cast<size_t>(Dims(weight_shape()).elements()));
   if (cfg.bias) bias_.resize(static_cast<size_t>(cfg.out_channels));
 }

@@ -19,6 +19,7 @@ EmbeddingBag::EmbeddingBag(int64_t rows, int64_t dim, BagMode mode, std::optiona
   require_at_least("rows", rows, 1);
   require_at_least("dim", dim, 1);
   table_shape_ = {rows, dim};
+  require_positive_dims("table", table_shape_);
 }
 
 const char* EmbeddingBag::isa() { return bag_kernel_isa(); }

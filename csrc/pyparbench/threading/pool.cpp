@@ -1,5 +1,6 @@
 #include "pyparbench/threading/pool.hpp"
 
+#include "pyparbench/core/limits.hpp"
 #include "pyparbench/threading/affinity.hpp"
 #include "pyparbench/threading/eigen_pool.hpp"
 #include "pyparbench/threading/openmp_pool.hpp"
@@ -154,8 +155,7 @@ void ThreadPool::report() noexcept {
 }
 
 std::unique_ptr<ThreadPool> make_pool(PoolKind kind, int threads, std::vector<int> cpus) {
-  if (threads < 1)
-    throw std::invalid_argument("threads must be >= 1, got " + std::to_string(threads));
+  require_thread_count("threads", threads);
   if (!cpus.empty()) require_pinnable(cpus, "pool cpus");
   switch (kind) {
     case PoolKind::openmp: return std::make_unique<OpenMPPool>(threads, std::move(cpus));
