@@ -299,8 +299,10 @@ def load_calibration(directory: str | Path | None = None) -> Calibration:
 
 
 def _settings(operator: str, library: str, pool: str, threads: int, pin: bool) -> Settings:
+    # Calibration times the graph's own nodes one by one, so it runs the graph
+    # as built (graph_opt none): the trace's node ids are then the graph's.
     return Settings(intra_op=threads, operator=operator, library=library, pool=pool,
-                    affinity="compact" if pin else "none")
+                    affinity="compact" if pin else "none", graph_opt="none")
 
 
 def _config_settings(config: str, pin: bool) -> Settings:
@@ -479,6 +481,7 @@ def _probe(graph: Graph, settings: Settings, rounds: int) -> Sample:
     from pyparbench.executor import compile_graph
 
     compiled = compile_graph(graph)
+    settings = settings.with_(graph_opt="none")  # trace node ids are the graph's
     compiled.run(settings, repeats=5, warmup=5)
 
     def one() -> Sample:
