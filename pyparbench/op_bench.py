@@ -362,7 +362,8 @@ def run_op_tasks(tasks: Iterable[OpTask], store: ResultStore, peak: Peak, *,
     from pyparbench.runner import machine_fingerprint
 
     machine = machine_fingerprint()
-    done = {r["key"]: r for r in store.check_resumable(machine)} if resume else {}
+    done = ({r["key"]: r for r in store.check_resumable(machine, configurations=False)}
+            if resume else {})
     for task in tasks:
         previous = done.get(task.key)
         if previous is not None and (previous.get("status") == "ok" or not retry_failed):

@@ -152,8 +152,13 @@ class ResultStore:
                   file=sys.stderr)
         return out
 
-    def check_resumable(self, machine: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def check_resumable(self, machine: Mapping[str, Any], *,
+                        configurations: bool = True) -> list[dict[str, Any]]:
         """The records, after checking they may be resumed on ``machine``.
+
+        ``configurations``: the store holds configuration results (checked
+        as such); False for other keyed records of this schema (the
+        operator measurements of ``operators.jsonl``).
 
         Raises
         ------
@@ -180,6 +185,10 @@ class ResultStore:
             # Resume uses the key, the status and (for the summary) the
             # configuration and timings: a record lacking them is not ours.
             where = f"{self.path}: record {i + 1}"
+            if not configurations:
+                if not isinstance(r.get("key"), str):
+                    raise ValueError(f"{where}: no key (a string): not a pyparbench record")
+                continue
             check_record(where, r)
             if not isinstance(r.get("key"), str):
                 raise ValueError(f"{where}: no configuration key (a string): not a "
