@@ -236,3 +236,30 @@ def ref_linear(x: F32, weight: F32, bias: F32 | None, relu: bool) -> F64:
         y = y + _f64(bias)
     return np.maximum(y, 0.0) if relu else y
 
+
+
+# ------------------------------------------------------ embedding_bag reference
+
+def ref_embedding_bag(table: npt.ArrayLike, indices: npt.ArrayLike,
+                      offsets: npt.ArrayLike | None, mode: str,
+                      weights: npt.ArrayLike | None) -> F64:
+    """Bags of table rows, summed or averaged (an empty bag is zeros), in
+    float64: fixed-size bags when ``offsets`` is None (indices (B, L)), else
+    flat indices cut at ``offsets``; ``weights`` scale each row."""
+    t = np.asarray(table, dtype=np.float64)
+    idx = np.asarray(indices)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
+    if offsets is None:
+        starts = np.arange(idx.shape[0]) * (idx.shape[1] if idx.ndim == 2 else 0)
+    else:
+        starts = np.asarray(offsets).reshape(-1)
+    flat = idx.reshape(-1)
+    ends = [*starts[1:], flat.size][: len(starts)]
+    out = np.zeros((len(starts), t.shape[1]))
+    for b, (lo, hi) in enumerate(zip(starts, ends, strict=True)):
+        rows = t[flat[lo:hi]]
+        if w is not None:
+            rows = rows * w[lo:hi, None]
+        if hi > lo:
+            out[b] = rows.sum(0) if mode == "sum" else rows.mean(0)
+    return out

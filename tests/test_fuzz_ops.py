@@ -18,9 +18,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from hypothesis import assume, given
-from hypothesis import strategies as st
-
 from _fuzz import attempt
 from _support import (
     ELTWISE_REFS,
@@ -29,11 +26,15 @@ from _support import (
     ref_add,
     ref_batch_norm,
     ref_concat,
+    ref_embedding_bag,
     ref_global_avg_pool,
     ref_layer_norm,
     ref_pool2d,
     ref_softmax,
 )
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
 from pyparbench import DnnlError, ops
 from pyparbench.settings import Settings
 from pyparbench.threading import Pool
@@ -236,24 +237,6 @@ def test_fuzz_conv2d(data: st.DataObject) -> None:
 # ------------------------------------------------------------ embedding_bag
 
 
-def bag_reference(table: Any, idx: npt.NDArray[Any], offsets: npt.NDArray[Any] | None,
-                  mode: str, weights: Any) -> npt.NDArray[np.float64]:
-    t = _f64(table)
-    if offsets is None:
-        offsets = np.arange(idx.shape[0]) * idx.shape[1]
-        flat = idx.reshape(-1)
-        wflat = None if weights is None else _f64(weights).reshape(-1)
-    else:
-        flat, wflat = idx, None if weights is None else _f64(weights)
-    ends = [*offsets[1:], flat.size][: len(offsets)]
-    out = np.zeros((len(offsets), t.shape[1]))
-    for i, (s, e) in enumerate(zip(offsets, ends, strict=True)):
-        rows = t[flat[s:e]]
-        if wflat is not None:
-            rows = rows * wflat[s:e, None]
-        if e > s:
-            out[i] = rows.sum(0) if mode == "sum" else rows.mean(0)
-    return out
 
 
 @given(st.data())
@@ -317,7 +300,7 @@ def test_fuzz_embedding_bag(data: st.DataObject) -> None:
     bag_mode = "max" if fault == "mode" else mode
 
     def check(y: Any) -> None:
-        _close(y, bag_reference(table, np.asarray(idx).astype(np.int64), offsets, mode,
+        _close(y, ref_embedding_bag(table, np.asarray(idx).astype(np.int64), offsets, mode,
                                 weights), 1e-5)
 
     expect("embedding_bag", fault, lambda: ops.embedding_bag(

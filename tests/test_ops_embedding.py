@@ -4,29 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _support import THREAD_COUNTS, assert_close, poisoned, rand, ref_embedding_bag
 
 import pyparbench as ppb
-from _support import THREAD_COUNTS, assert_close, poisoned, rand
 
 # Sums of up to ~100 fp32 rows of O(1) values.
 RTOL = 1e-5
 
 
-def reference(table: np.ndarray, indices: np.ndarray, offsets: np.ndarray | None, mode: str,
-              weights: np.ndarray | None) -> np.ndarray:
-    t = table.astype(np.float64)
-    if offsets is None:  # fixed bag size
-        offsets = np.arange(0, indices.size, indices.shape[1]) if indices.shape[0] else np.zeros(0, int)
-        indices, weights = indices.reshape(-1), None if weights is None else weights.reshape(-1)
-    ends = list(offsets[1:]) + [indices.size]
-    out = np.zeros((len(offsets), table.shape[1]))
-    for b, (s, e) in enumerate(zip(offsets, ends)):
-        rows = t[indices[s:e]]
-        if weights is not None:
-            rows = rows * weights[s:e, None]
-        if e > s:
-            out[b] = rows.sum(0) if mode == "sum" else rows.mean(0)
-    return out
 
 
 def random_bags(rng: np.random.Generator, rows: int, bags: int, max_len: int,
@@ -45,7 +30,7 @@ def test_offsets_form(dim: int, mode: str, threads: int, rng: np.random.Generato
     table = rand(rng, 57, dim)
     idx, off = random_bags(rng, 57, 23, 9, empty_every=5)
     got = ppb.ops.embedding_bag(table, idx, off, mode=mode, threads=threads)
-    assert_close(got, reference(table, idx, off, mode, None), RTOL)
+    assert_close(got, ref_embedding_bag(table, idx, off, mode, None), RTOL)
     assert (got[::5] == 0).all()  # empty bags give zeros
 
 
@@ -55,7 +40,7 @@ def test_fixed_bag_size(dim: int, mode: str, threads: int, rng: np.random.Genera
     table = rand(rng, 1000, dim)
     idx = rng.integers(0, 1000, size=(31, 100))
     got = ppb.ops.embedding_bag(table, idx, mode=mode, threads=threads)
-    assert_close(got, reference(table, idx, None, mode, None), RTOL)
+    assert_close(got, ref_embedding_bag(table, idx, None, mode, None), RTOL)
 
 
 @pytest.mark.parametrize("fixed", [False, True])
@@ -67,7 +52,7 @@ def test_per_sample_weights(fixed: bool, threads: int, rng: np.random.Generator)
         idx, off = random_bags(rng, 40, 12, 6)
     w = rand(rng, *idx.shape)
     got = ppb.ops.embedding_bag(table, idx, off, per_sample_weights=w, threads=threads)
-    assert_close(got, reference(table, idx, off, "sum", w), RTOL)
+    assert_close(got, ref_embedding_bag(table, idx, off, "sum", w), RTOL)
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
@@ -76,7 +61,7 @@ def test_index_dtypes(dtype: type, rng: np.random.Generator) -> None:
     idx, off = random_bags(rng, 20, 8, 4)
     k = ppb.ops.EmbeddingBag(20, 32, mode="mean", threads=1)
     got = k.run(table, idx.astype(dtype), off.astype(dtype))
-    assert_close(got, reference(table, idx, off, "mean", None), RTOL)
+    assert_close(got, ref_embedding_bag(table, idx, off, "mean", None), RTOL)
 
 
 def test_all_bags_empty_and_no_bags(rng: np.random.Generator) -> None:
@@ -92,7 +77,7 @@ def test_out_is_fully_written(threads: int, rng: np.random.Generator) -> None:
     idx, off = random_bags(rng, 100, 50, 10, empty_every=7)
     out = poisoned((50, 64))
     assert ppb.ops.embedding_bag(table, idx, off, threads=threads, out=out) is out
-    assert_close(out, reference(table, idx, off, "sum", None), RTOL)
+    assert_close(out, ref_embedding_bag(table, idx, off, "sum", None), RTOL)
 
 
 def test_matches_torch_when_installed(rng: np.random.Generator) -> None:
@@ -111,7 +96,7 @@ def test_prepared_kernel(rng: np.random.Generator) -> None:
     assert (k.rows, k.dim, k.mode, k.threads) == (1000, 64, "sum", THREAD_COUNTS[-1])
     table = rand(rng, 1000, 64)
     idx = rng.integers(0, 1000, size=(16, 20))
-    assert_close(k.run(table, idx), reference(table, idx, None, "sum", None), RTOL)
+    assert_close(k.run(table, idx), ref_embedding_bag(table, idx, None, "sum", None), RTOL)
     ns = k.timeit(table, idx, repeats=5, warmup=1)
     assert ns.shape == (5,) and (ns > 0).all()
     assert k.bytes_moved(320, 16) == 4 * 320 * 64 + 8 * 320 + 4 * 16 * 64

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyparbench.graph import Graph, Node, Params, ParamSpec
+from pyparbench.graph._jsonable import jsonable
 
 __all__ = ["GraphLike", "ModelRef", "build_graph", "describe", "graph_to_spec", "spec_batch",
            "to_spec"]
@@ -55,20 +56,14 @@ def graph_to_spec(graph: Graph) -> dict[str, Any]:
     nodes = []
     for n in graph.nodes:
         nodes.append({
-            "op": n.op, "name": n.name, "inputs": list(n.inputs), "attrs": _jsonable(n.attrs),
+            "op": n.op, "name": n.name, "inputs": list(n.inputs), "attrs": jsonable(n.attrs),
             "shape": list(n.shape), "dtype": n.dtype, "seed": _seed_of(n.params),
             "params": {k: [list(s.shape), s.init, s.a, s.b] for k, s in n.params.specs.items()},
         })
     return {"kind": "graph", "name": graph.name, "nodes": nodes, "outputs": list(graph.outputs),
-            "meta": _jsonable(graph.meta)}
+            "meta": jsonable(graph.meta)}
 
 
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, Mapping):
-        return {str(k): _jsonable(e) for k, e in v.items()}
-    if isinstance(v, (tuple, list)):
-        return [_jsonable(e) for e in v]
-    return v
 
 
 def _tuples(v: Any) -> Any:

@@ -9,6 +9,7 @@
 A graph is compiled into a native plan by :func:`pyparbench.executor.compile_graph`.
 """
 
+from pyparbench.graph._jsonable import jsonable
 from pyparbench.graph.analysis import EXACT_WIDTH_LIMIT, NodeStats
 from pyparbench.graph.builder import GraphBuilder
 from pyparbench.graph.ir import Graph, Node, Params, ParamSpec
@@ -37,4 +38,5 @@ __all__ = [
     "NodeStats",
     "ParamSpec",
     "Params",
+    "jsonable",
 ]

@@ -46,6 +46,7 @@ from pyparbench.recommend.costmodel import (
     ALIAS_OPS,
     CalibratedCostModel,
     ExecutorCosts,
+    calibration_threads,
     config_key,
     op_key,
 )
@@ -129,16 +130,6 @@ def _fingerprint_hash(fp: Mapping[str, Any]) -> str:
     return hashlib.sha1(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def calibration_threads(cores: int) -> tuple[int, ...]:
-    """1, the powers of two below ``cores``, and ``cores``."""
-    if cores < 1:
-        raise ValueError(f"cores must be >= 1, got {cores}")
-    out = {1, cores}
-    t = 2
-    while t < cores:
-        out.add(t)
-        t *= 2
-    return tuple(sorted(out))
 
 
 # Entry of a calibration table: [ns, samples, disturbed, attempts].

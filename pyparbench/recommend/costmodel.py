@@ -120,6 +120,7 @@ def interpolate_threads(points: Mapping[int, float], threads: int) -> float:
 
 
 @dataclass(frozen=True)
+
 class ExecutorCosts:
     """What the executor and the machine add to the op times (nanoseconds).
 
@@ -232,12 +233,7 @@ class CostModel(ABC):
     def thread_counts(self, cores: int) -> tuple[int, ...]:
         """Thread counts this model has figures for (<= cores); the candidate
         settings try these besides cores // workers."""
-        out = {1, cores}
-        t = 2
-        while t < cores:
-            out.add(t)
-            t *= 2
-        return tuple(sorted(out))
+        return calibration_threads(cores)
 
     def memory_bound(self, graph: Graph, node: Node) -> bool:
         """Whether the node counts as memory-bound for the co-run slowdown."""
@@ -375,6 +371,18 @@ class CalibratedCostModel(CostModel):
 
 
 # ------------------------------------------------------------------- analytic
+
+
+def calibration_threads(cores: int) -> tuple[int, ...]:
+    """1, the powers of two below ``cores``, and ``cores``."""
+    if cores < 1:
+        raise ValueError(f"cores must be >= 1, got {cores}")
+    out = {1, cores}
+    t = 2
+    while t < cores:
+        out.add(t)
+        t *= 2
+    return tuple(sorted(out))
 
 
 @dataclass(frozen=True)
