@@ -100,7 +100,8 @@ def _print(result: dict[str, Any]) -> None:
                   f"{_ms(native['kernel_sum_ns'])} (isolated)", "-")
     else:
         t.add_row("native (pyparbench)", "error", "", "", "", "")
-    notes = []
+    reports: list[str] = []
+    notes: list[str] = []
     for f in result["frameworks"]:
         name = f"{f['framework']} ({f['mode']})"
         na = "; ".join(f"{n['knob']}={n['value']}: {n['reason']}"
@@ -113,14 +114,14 @@ def _print(result: dict[str, Any]) -> None:
         rep = f.get("reported", {})
         threads = {k: v for k, v in {**rep, **rep.get("session_options", {})}.items()
                    if ("thread" in k or "synchronous" in k) and not isinstance(v, dict)}
-        notes.insert(0, f"{name} reports " + ", ".join(f"{k}={v}" for k, v in threads.items()))
+        reports.append(f"{name} reports " + ", ".join(f"{k}={v}" for k, v in threads.items()))
         share = f.get("outside_share")
         ratio = f.get("overhead_ratio")
         t.add_row(name, _lat(f["latency"]), "-" if ratio is None else f"{ratio:.2f}x",
                   _ms(f.get("overhead_ns")), _ms(f.get("kernel_ns")),
                   "-" if share is None else f"{share:.0%}")
     console.print(t)
-    for line in notes:
+    for line in reports + notes:
         console.print(line, soft_wrap=True)
     ok = [f for f in result["frameworks"] if f["status"] == "ok" and f.get("per_op")]
     if ok:

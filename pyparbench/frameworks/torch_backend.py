@@ -150,6 +150,12 @@ class _Gen:
     def value(self, nid: int) -> str:
         return self.args.get(nid, f"v{nid}")
 
+    def owned(self, nid: int) -> bool:
+        """Whether a node's value is read by one node only and is neither a
+        graph input nor an output: that reader may overwrite it."""
+        return (nid not in self.args and nid not in self.graph.outputs
+                and len(self.graph.consumers[nid]) == 1)
+
     def attr(self, node: Node, suffix: str = "") -> str:
         return f"n{node.id}_{_ident(node.name.split('/')[-1])}{suffix}"
 
@@ -169,7 +175,7 @@ class _Gen:
             _load(m, weight=w, bias=node.params.get("bias"))
             expr = f"self.{self._add(node, m)}({x})"
             if a["relu"]:
-                expr = f"torch.relu({expr})"
+                expr = f"torch.relu_({expr})"  # in place on a fresh result, as nn.ReLU(True)
         elif op == "matmul":
             b = f"{ins[1]}.transpose(-1, -2)" if a["trans_b"] else ins[1]
             expr = f"torch.matmul({x}, {b})"
@@ -179,11 +185,17 @@ class _Gen:
             _load(e, weight=t)
             expr = f"self.{self._add(node, e)}({x})"
         elif op == "eltwise":
-            fn = {"relu": "torch.relu", "relu6": "F.relu6", "sigmoid": "torch.sigmoid",
-                  "tanh": "torch.tanh", "gelu": "F.gelu"}[a["kind"]]
-            expr = f"{fn}({x})"
+            kind = a["kind"]
+            if kind in ("relu", "relu6") and self.owned(node.inputs[0]):
+                # In place where nothing else reads the input, as nn.ReLU(inplace=True)
+                # and nn.ReLU6(inplace=True) do in torchvision's models.
+                expr = f"torch.relu_({x})" if kind == "relu" else f"F.relu6({x}, inplace=True)"
+            else:
+                fn = {"relu": "torch.relu", "relu6": "F.relu6", "sigmoid": "torch.sigmoid",
+                      "tanh": "torch.tanh", "gelu": "F.gelu"}[kind]
+                expr = f"{fn}({x})"
         elif op == "add":
-            expr = f"torch.relu({x} + {ins[1]})" if a["relu"] else f"{x} + {ins[1]}"
+            expr = f"torch.relu_({x} + {ins[1]})" if a["relu"] else f"{x} + {ins[1]}"
         elif op == "mul":
             expr = f"{x} * {ins[1]}"
         elif op == "concat":
@@ -232,7 +244,7 @@ class _Gen:
         _load(conv, weight=w, bias=node.params.get("bias"))
         arg = x if symmetric else f"F.pad({x}, [{pl}, {pr}, {pt}, {pb}])"
         expr = f"self.{self._add(node, conv)}({arg})"
-        return f"torch.relu({expr})" if a["relu"] else expr
+        return f"torch.relu_({expr})" if a["relu"] else expr
 
     def _pool(self, node: Node, x: str) -> str:
         a = node.attrs
@@ -287,6 +299,35 @@ def _load(m: nn.Module, **arrays: Any) -> None:
             getattr(m, name).copy_(torch.from_numpy(np.array(arr, dtype=np.float32)))
 
 
+_VALUE = re.compile(r"\bv\d+\b")
+
+
+def _reuse_names(stmts: Sequence[str], live_out: Sequence[str]
+                 ) -> tuple[list[str], dict[str, str]]:
+    """Statements ``vA = ...vB...`` with each value in a variable ``x<k>`` that
+    is reused once the value's last reader has run, as hand-written code
+    reassigns ``x``: a dead activation is freed at once (and its memory
+    reused), not held until the call returns. Returns the statements and
+    each value's variable."""
+    parsed = [(lhs, rhs) for lhs, _, rhs in (st.partition(" = ") for st in stmts)]
+    last = {u: i for i, (_, rhs) in enumerate(parsed) for u in _VALUE.findall(rhs)}
+    keep = set(live_out)
+    slot: dict[str, str] = {}
+    free: list[str] = []
+    out = []
+    for i, (lhs, rhs) in enumerate(parsed):
+        uses = _VALUE.findall(rhs)
+        rhs = _VALUE.sub(lambda m: slot.get(m.group(0), m.group(0)), rhs)
+        for u in dict.fromkeys(uses):
+            if last[u] == i and u not in keep and u in slot:
+                free.append(slot[u])
+        if _VALUE.fullmatch(lhs):
+            slot[lhs] = free.pop() if free else f"x{len(set(slot.values()))}"
+            lhs = slot[lhs]
+        out.append(f"{lhs} = {rhs}")
+    return out, slot
+
+
 def generate(graph: Graph, fork: bool = False) -> tuple[str, dict[str, nn.Module],
                                                        dict[str, torch.Tensor]]:
     """The module's source code, its submodules and its buffers.
@@ -317,13 +358,17 @@ def generate(graph: Graph, fork: bool = False) -> tuple[str, dict[str, nn.Module
             body.extend(lines[i] for i in part)
             continue
         sig = ", ".join(f"{v}: Tensor" for v in args)
-        code = "\n".join(f"        {lines[i]}" for i in part)
-        methods.append(f"    def _chain{c}(self, {sig}) -> Tensor:\n{code}\n"
-                       f"        return v{part[-1]}\n")
+        code, slot = _reuse_names([lines[i] for i in part], [f"v{part[-1]}"])
+        methods.append(f"    def _chain{c}(self, {sig}) -> Tensor:\n"
+                       + "".join(f"        {ln}\n" for ln in code)
+                       + f"        return {slot[f'v{part[-1]}']}\n")
         body.append(f"fut{c} = torch.jit.fork(self._chain{c}, {', '.join(args)})")
         pending[f"v{part[-1]}"] = f"fut{c}"
     need(outs)
-    ret = outs[0] if len(outs) == 1 else f"({', '.join(outs)})"
+    body, slot = _reuse_names(body, outs)
+    ret = ", ".join(slot.get(o, o) for o in outs)
+    if len(outs) > 1:
+        ret = f"({ret})"
     src = (
         "# Generated by pyparbench.frameworks.torch_backend from graph "
         f"{graph.name!r}.\n"
