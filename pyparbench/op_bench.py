@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from pyparbench.peak import Peak
     from pyparbench.runner import ResultStore
 
-__all__ = ["LEVELS", "SELECTION", "OpShape", "OpTask", "measure_nodes", "measure_scaling",
-           "run_op_task", "run_op_tasks", "shape_graph", "standard_shapes"]
+__all__ = ["LEVELS", "SELECTION", "OpShape", "OpTask", "check_task_record", "measure_nodes",
+           "measure_scaling", "run_op_task", "run_op_tasks", "shape_graph", "standard_shapes"]
 
 
 @dataclass(frozen=True)
@@ -327,7 +327,13 @@ def run_op_task(task: OpTask, peak: Peak, *, timeout: float = 600.0,
     (``status`` "ok") or with what went wrong (``status`` "error")."""
     from pyparbench.peak import fingerprint_id
     from pyparbench.results import SCHEMA
-    from pyparbench.runner import CHILD_CWD, child_command, machine_fingerprint
+    from pyparbench.runner import (
+        CHILD_CWD,
+        child_command,
+        child_error,
+        child_result,
+        machine_fingerprint,
+    )
 
     started = time.time()
     base = {"key": task.key, "task": task.as_dict(), "started": started, "schema": SCHEMA,
@@ -340,10 +346,18 @@ def run_op_task(task: OpTask, peak: Peak, *, timeout: float = 600.0,
     except subprocess.TimeoutExpired:
         return {**base, "status": "timeout", "error": f"timed out after {timeout:.0f} s"}
     if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        return {**base, "status": "error", "error": f"exit status {proc.returncode}: {tail}"}
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    return annotate({**base, "status": "ok", **result}, peak)
+        return {**base, "status": "error", "error": child_error(proc.returncode, proc.stderr)}
+    try:
+        return annotate({**base, "status": "ok", **child_result(proc.stdout)}, peak)
+    except (KeyError, TypeError, ValueError) as e:
+        return {**base, "status": "error",
+                "error": str(e) if isinstance(e, ValueError) else f"the result lacks {e}"}
+
+
+def check_task_record(where: str, record: dict[str, Any]) -> None:
+    """Raise ValueError unless ``record`` is an operator task's record."""
+    if not isinstance(record.get("task"), dict):
+        raise ValueError(f"{where}: no task (an object): not an operator task's record")
 
 
 def run_op_tasks(tasks: Iterable[OpTask], store: ResultStore, peak: Peak, *,
@@ -362,7 +376,7 @@ def run_op_tasks(tasks: Iterable[OpTask], store: ResultStore, peak: Peak, *,
     from pyparbench.runner import machine_fingerprint
 
     machine = machine_fingerprint()
-    done = ({r["key"]: r for r in store.check_resumable(machine, configurations=False)}
+    done = ({r["key"]: r for r in store.check_resumable(machine, check_task_record)}
             if resume else {})
     for task in tasks:
         previous = done.get(task.key)

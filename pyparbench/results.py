@@ -15,7 +15,7 @@ import errno
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,24 +152,21 @@ class ResultStore:
                   file=sys.stderr)
         return out
 
-    def check_resumable(self, machine: Mapping[str, Any], *,
-                        configurations: bool = True) -> list[dict[str, Any]]:
-        """The records, after checking they may be resumed on ``machine``.
-
-        ``configurations``: the store holds configuration results (checked
-        as such); False for other keyed records of this schema (the
-        operator measurements of ``operators.jsonl``).
+    def check_resumable(self, machine: Mapping[str, Any],
+                        check: Callable[[str, dict[str, Any]], None] | None = None
+                        ) -> list[dict[str, Any]]:
+        """The records, after checking they may be resumed on ``machine``:
+        of this schema and machine, each with a configuration key and a
+        status, and passing ``check(where, record)`` (which raises
+        ValueError for a record its caller cannot use).
 
         Raises
         ------
         ValueError
             A record of another schema, of another machine (naming the
-            fields), or one that is not a well-formed result record (naming
-            its line and what is wrong).
+            fields), or one that is not a usable record (naming it and what
+            is wrong).
         """
-        from pyparbench.resultfiles import check_record
-        from pyparbench.settings import Settings
-
         records = self.records()
         for i, r in enumerate(records):
             if r.get("schema") != SCHEMA:
@@ -182,21 +179,15 @@ class ResultStore:
                 raise ValueError(f"{self.path} holds results of another machine "
                                  f"({'; '.join(diff)}): write to another file or run with "
                                  "--no-resume")
-            # Resume uses the key, the status and (for the summary) the
-            # configuration and timings: a record lacking them is not ours.
+            # Resume matches records by key and retries by status.
             where = f"{self.path}: record {i + 1}"
-            if not configurations:
-                if not isinstance(r.get("key"), str):
-                    raise ValueError(f"{where}: no key (a string): not a pyparbench record")
-                continue
-            check_record(where, r)
             if not isinstance(r.get("key"), str):
-                raise ValueError(f"{where}: no configuration key (a string): not a "
-                                 "pyparbench result record")
-            try:  # the run's summary reads them back as Settings
-                Settings.from_dict(r["config"]["settings"])
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"{where}: config.settings: {e}") from None
+                raise ValueError(f"{where}: no key (a string): not a pyparbench record")
+            if r.get("status") not in STATUSES:
+                raise ValueError(f"{where}: status must be one of {', '.join(STATUSES)}, "
+                                 f"got {_shown(r.get('status'))}")
+            if check is not None:
+                check(where, r)
         return records
 
     def append(self, record: Result | Mapping[str, Any]) -> None:

@@ -30,8 +30,8 @@ from typing import Any
 from pyparbench.results import Result, ResultStore
 from pyparbench.settings import Settings
 
-__all__ = ["Config", "ResultStore", "child_command", "machine_fingerprint", "run_config",
-           "run_configs"]
+__all__ = ["Config", "ResultStore", "check_config_record", "child_command", "child_error",
+           "child_result", "machine_fingerprint", "run_config", "run_configs"]
 
 
 @dataclass(frozen=True)
@@ -142,23 +142,56 @@ def run_config(config: Config, *, timeout: float = 600.0,
     except subprocess.TimeoutExpired:
         return failed("timeout", f"timed out after {timeout:.0f} s")
     if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        if proc.returncode < 0:  # a crash: say which signal ended it
-            try:
-                how = f"killed by signal {signal.Signals(-proc.returncode).name}"
-            except ValueError:
-                how = f"killed by signal {-proc.returncode}"
-        else:
-            how = f"exit status {proc.returncode}"
-        return failed("error", f"{how}: {tail}" if tail else how)
-    try:  # the child's last line is its result
-        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        return failed("error", child_error(proc.returncode, proc.stderr))
+    try:
+        out = child_result(proc.stdout)
         return Result(config.key, config.as_dict(), "ok", started, machine, ns=out["ns"],
                       summary=out["summary"], resolved=out["resolved"],
                       per_instance=out.get("per_instance"))
-    except (IndexError, KeyError, TypeError, ValueError) as e:
-        return failed("error", f"the child ended without a result line ({type(e).__name__}: "
-                               f"{e}); its output ends {proc.stdout[-200:]!r}")
+    except (KeyError, TypeError, ValueError) as e:
+        return failed("error", str(e) if isinstance(e, ValueError) else
+                      f"the child's result lacks {e}")
+
+
+def child_error(returncode: int, stderr: str) -> str:
+    """Why a child failed: the signal that ended it (a crash) or its exit
+    status, and the end of what it printed."""
+    tail = "\n".join(stderr.strip().splitlines()[-5:])
+    if returncode < 0:
+        try:
+            how = f"killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            how = f"killed by signal {-returncode}"
+    else:
+        how = f"exit status {returncode}"
+    return f"{how}: {tail}" if tail else how
+
+
+def child_result(stdout: str) -> dict[str, Any]:
+    """The JSON object on a child's last line; ValueError saying what the
+    child printed instead."""
+    lines = stdout.strip().splitlines()
+    try:
+        out = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        out = None
+    if not isinstance(out, dict):
+        raise ValueError(f"the child ended without a result line; its output ends "
+                         f"{stdout[-200:]!r}")
+    return out
+
+
+def check_config_record(where: str, record: dict[str, Any]) -> None:
+    """Raise ValueError unless ``record`` is a configuration's result that a
+    resumed run can use (its summary reads the configuration, settings and
+    timings back)."""
+    from pyparbench.resultfiles import check_record
+
+    check_record(where, record)
+    try:
+        Settings.from_dict(record["config"]["settings"])
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: config.settings: {e}") from None
 
 
 def run_configs(configs: Iterable[Config], store: ResultStore, *, resume: bool = True,
@@ -176,7 +209,8 @@ def run_configs(configs: Iterable[Config], store: ResultStore, *, resume: bool =
         On resume, when the store holds another machine's or schema's results.
     """
     machine = machine_fingerprint()
-    done = {r["key"]: r for r in store.check_resumable(machine)} if resume else {}
+    done = ({r["key"]: r for r in store.check_resumable(machine, check_config_record)}
+            if resume else {})
     for config in configs:
         previous = done.get(config.key)
         if previous is not None and (previous.get("status") == "ok" or not retry_failed):

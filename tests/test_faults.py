@@ -235,3 +235,14 @@ def test_cli_reports_a_full_disk_in_one_line(tmp_path: Path) -> None:
     assert last.startswith("pyparbench run: error:") and "cannot append a result to" in last
     assert "No space left on device" in last
 
+
+
+def test_child_failures_are_described() -> None:
+    from pyparbench.runner import child_error, child_result
+
+    assert child_error(-signal.SIGSEGV, "") == "killed by signal SIGSEGV"
+    assert child_error(3, "a\nb\nboom\n") == "exit status 3: a\nb\nboom"
+    assert child_result('noise\n{"ns": [1]}\n') == {"ns": [1]}
+    for out in ("", "\n", "not json", "[1, 2]"):
+        with pytest.raises(ValueError, match="without a result line"):
+            child_result(out)

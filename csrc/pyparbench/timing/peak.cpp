@@ -1,6 +1,7 @@
 #include "pyparbench/timing/peak.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/core/limits.hpp"
 #include "pyparbench/timing/peak_kernels.hpp"
 
 #include <omp.h>
@@ -54,7 +55,7 @@ std::unique_ptr<T[], FreeDeleter> aligned_array(int64_t n) {
 }
 
 void check_team_args(int threads, int repeats, int warmup, const std::vector<int>& cpus) {
-  require_at_least("threads", threads, 1);
+  require_thread_count("threads", threads);
   require_at_least("repeats", repeats, 1);
   require_at_least("warmup", warmup, 0);
   if (!cpus.empty() && static_cast<int>(cpus.size()) < threads)
