@@ -13,7 +13,8 @@ both see the same machine:
   against a plain hand-written ``torch.nn`` ResNet-50 of the same
   architecture (Keras' variant: biased convolutions, the stride on the first
   1x1, batch norm epsilon 1.001e-5), loaded with the same weights and
-  checked to give the same output.
+  checked to give the same output and to run the same ops (torch.profiler's
+  top-level op counts).
 
 Each figure is the median over rounds of the per-call median; the ratio is
 the median of per-round ratios (pyparbench / reference): 1.00 means as fast.
@@ -157,6 +158,19 @@ def _load_graph_weights(torch: Any, model: Any, graph: Any) -> None:
                 m.bias.copy_(p["bias"])
 
 
+def _ops(torch: Any, call: Any) -> dict[str, int]:
+    """How many times each top-level op runs in one call (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        call()
+    counts: dict[str, int] = {}
+    for e in prof.events():
+        if e.cpu_parent is None:
+            counts[e.name] = counts.get(e.name, 0) + 1
+    return counts
+
+
 def _child_torch(batch: int, threads: int, rounds: int) -> dict[str, Any]:
     import torch
 
@@ -180,6 +194,7 @@ def _child_torch(batch: int, threads: int, rounds: int) -> dict[str, Any]:
             got = ours.outputs()["predictions"]
             res = _rounds(ours.step, lambda ref=ref: ref(x), rounds)
         res["max_abs_difference"] = float(np.abs(got - want).max())
+        res["same_ops"] = _ops(torch, ours.step) == _ops(torch, lambda ref=ref: ref(x))
         res["reference"] = ("hand-written torch.nn ResNet-50" if mode == "eager" else
                             "hand-written torch.nn ResNet-50, torch.jit.freeze(torch.jit.script)")
         out[f"torch/{mode}"] = res
@@ -230,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         for fw in args.frameworks:
             for name, r in _run_child(fw, batch, args.threads, args.rounds).items():
                 rows.append({"batch": batch, "runner": name, **r})
-                diff = (f", outputs differ by {r['max_abs_difference']:.1e}"
+                diff = (f", outputs differ by {r['max_abs_difference']:.1e}, "
+                        f"{'the same' if r['same_ops'] else 'different'} ops"
                         if "max_abs_difference" in r else "")
                 print(f"  batch {batch:<2d} {name:14s} pyparbench {r['ours_ms']:8.2f}  "
                       f"reference {r['reference_ms']:8.2f}  ratio {r['ratio']:.3f} "
