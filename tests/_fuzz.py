@@ -7,7 +7,7 @@ the default):
 ``ci``
     the default: a few dozen inputs per test, minutes for the whole suite.
 ``long``
-    thousands of inputs per test, for a run of an hour or so.
+    3000 inputs per test (``PPB_FUZZ_EXAMPLES`` sets another count).
 
 Every fuzzed call goes through :func:`attempt`: it returns the call's result,
 or None when the call raised one of the clear Python errors the API
@@ -39,7 +39,8 @@ _COMMON: dict[str, Any] = {
     "print_blob": True,
 }
 settings.register_profile("ci", max_examples=40, **_COMMON)
-settings.register_profile("long", max_examples=3000, **_COMMON)
+settings.register_profile("long", max_examples=int(os.environ.get("PPB_FUZZ_EXAMPLES", "3000")),
+                          **_COMMON)
 settings.load_profile(os.environ.get("PPB_FUZZ_PROFILE", "ci"))
 
 # The clear errors of the Python-facing API.

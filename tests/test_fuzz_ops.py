@@ -133,6 +133,8 @@ def test_fuzz_gemm(data: st.DataObject) -> None:
     fault = d(st.sampled_from([None] * 6 + ["k", "rank", "batch", "bias", "dtype", "threads",
                                             "library", "out-strided", *OUT_FAULTS]))
     lead = (batch,) if batch else ()
+    if fault == "out-strided" and max(batch, 1) * m * n == 1:
+        fault = None  # one element: numpy calls any view of it C-contiguous
     a_shape = lead + ((k, m) if ta else (m, k))
     b_shape = lead + ((n, k) if tb else (k, n))
     if fault == "k":

@@ -146,7 +146,7 @@ def test_bad_arguments() -> None:
 SHUTDOWN = """
 import sys
 from pyparbench.threading import Pool
-pools = [Pool(k, t) for k in ("openmp", "std", "eigen") for t in (1, 2)]
+pools = [Pool("{kind}", t) for t in (1, 2)]
 for p in pools:
     p.count(1000, submitters=2)
     try:
@@ -163,10 +163,11 @@ print("done")
 @pytest.mark.parametrize("ending", ["", "pools[0].fail(10, 1)", "import os; os._exit(0)"],
                          ids=["normal", "uncaught-task-error", "os-exit"])
 @pytest.mark.parametrize("mode", ["submit", "parallel_for"])
-def test_clean_exit_in_a_subprocess(ending: str, mode: str) -> None:
+@pytest.mark.parametrize("kind", KINDS)  # one kind per process: selectable by name
+def test_clean_exit_in_a_subprocess(kind: str, ending: str, mode: str) -> None:
     """Pools left open (some with queued work) do not hang the interpreter's exit,
     also when a task error is left uncaught."""
-    code = SHUTDOWN.format(mode=mode, ending=ending)
+    code = SHUTDOWN.format(kind=kind, mode=mode, ending=ending)
     out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert "done" in out.stdout, out.stderr
@@ -177,19 +178,19 @@ def test_clean_exit_in_a_subprocess(ending: str, mode: str) -> None:
         assert out.returncode == 0, out.stderr
 
 
-def test_close_runs_queued_tasks_and_joins() -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_close_runs_queued_tasks_and_joins(kind: str) -> None:
     """Closing (here: dropping the last reference) waits for submitted work."""
-    code = """
+    code = f"""
 import gc
 from pyparbench.threading import Pool
-for kind in ("openmp", "std", "eigen"):
-    p = Pool(kind, 2)
-    n = p._pool()
-    for _ in range(3):
-        assert (p.count(500, submitters=3) == 1).all()
-    p.close()
-    del n
-    gc.collect()
+p = Pool("{kind}", 2)
+n = p._pool()
+for _ in range(3):
+    assert (p.count(500, submitters=3) == 1).all()
+p.close()
+del n
+gc.collect()
 print("closed")
 """
     out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
