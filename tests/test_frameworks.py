@@ -121,14 +121,39 @@ def all_ops_graph(batch: int = 2) -> Graph:
     return b.build([b.softmax(y), b.eltwise(g0, "relu")])
 
 
+def fused_graph_spec() -> dict[str, Any]:
+    """A graph with what the executor's optimisation passes write into nodes:
+    a conv2d with a residual second input and an activation, activations
+    on linear and matmul, and a layout reorder (an identity)."""
+    b = GraphBuilder("fused", seed=5)
+    x = b.input("x", (2, 4, 6, 6))
+    a = b.conv2d(x, 4, 3, padding=1)
+    c = b.conv2d(a, 4, 1)
+    e = b.eltwise(c, "relu")
+    h = b.linear(b.global_avg_pool(e), 6)
+    m = b.matmul(h, h, trans_b=True)
+    spec = graph_to_spec(b.build(b.concat([h, m], axis=1)))
+    nodes = spec["nodes"]
+    nodes[c]["inputs"].append(x)  # the residual
+    nodes[c]["attrs"]["activation"] = "relu6"
+    nodes[e].update(op="reorder", attrs={"layout": "nhwc"})
+    nodes[h]["attrs"]["activation"] = "gelu"
+    nodes[m]["attrs"]["activation"] = "sigmoid"
+    return spec
+
+
 def small_graphs() -> list[ModelRef]:
     return [ModelRef(name, 2, kwargs=SMALL.get(name, {})) for name in MODELS]
 
 
 @cache
 def reference(name: str) -> dict[str, np.ndarray]:
-    g = all_ops_graph() if name == "all-ops" else build_graph(
-        ModelRef(name, 2, kwargs=SMALL.get(name, {})).to_spec())
+    if name == "all-ops":
+        g = all_ops_graph()
+    elif name == "fused":
+        g = build_graph(fused_graph_spec())
+    else:
+        g = build_graph(ModelRef(name, 2, kwargs=SMALL.get(name, {})).to_spec())
     return reference_forward(g, g.random_inputs(seed=0))
 
 
@@ -162,6 +187,9 @@ OUT_SETTINGS = (Settings(scheduler="async", inter_op=2, affinity="compact") if C
 def test_every_model_matches_the_reference(framework: str, mode: str | None) -> None:
     graphs: list[Any] = [all_ops_graph(), *small_graphs()]
     names = ["all-ops", *MODELS]
+    if framework != "native":  # the executor makes such nodes itself, from the graph as built
+        graphs.append(fused_graph_spec())
+        names.append("fused")
     got = framework_outputs(graphs, framework, OUT_SETTINGS, mode=mode)
     assert_outputs(got, names)
 
@@ -365,6 +393,14 @@ def test_graph_specs_remake_the_same_graph() -> None:
     for a, b in zip(g.nodes, again.nodes, strict=True):
         for k in a.params:
             assert np.array_equal(a.params[k], b.params[k])
+    from pyparbench.graph.passes import optimize, pipeline
+
+    b = GraphBuilder("conv-bn")
+    folded = optimize(b.build(b.batch_norm(b.conv2d(b.input("x", (1, 3, 8, 8)), 4, 3))),
+                      pipeline("bn_fold")).graph
+    assert [n.op for n in folded.nodes] == ["input", "conv2d"]
+    with pytest.raises(ValueError, match="derived parameters"):
+        graph_to_spec(folded)
 
 
 def test_heavy_ops_and_the_dispatch_chain() -> None:

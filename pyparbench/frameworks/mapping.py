@@ -28,6 +28,8 @@ omp_wait       not applicable (no OpenMP)     OMP_WAIT_POLICY /                p
                                               GOMP_SPINCOUNT                   active or a count: 1
 instances      not applicable (one copy)      not applicable                   not applicable
 placement      per-socket: not applicable     per-socket: not applicable       per-socket: not applicable
+graph_opt      full: Grappler (always on);    full: as the mode optimises      full: the mode (optimisation
+               other values n/a               (freeze, inductor); other n/a    level); other values n/a
 =============  =============================  ===============================  ================================
 
 Modes (the ways each framework's users run a model): TensorFlow ``function``
@@ -118,6 +120,11 @@ def _common(cfg: FrameworkConfig) -> None:
         cfg.not_applicable.append(NotApplicable(
             "placement", s.placement, "no framework here places parallel branches on core "
             "groups; branches share every thread the child may use"))
+    if s.graph_opt != "full":
+        cfg.not_applicable.append(NotApplicable(
+            "graph_opt", s.graph_opt, "a framework optimises the graph its own way, as its "
+            "mode says (Grappler in TensorFlow, freezing in TorchScript, inductor, ONNX "
+            "Runtime's optimisation level)"))
     if cfg.cpus is not None:
         cfg.knobs["cpu_mask"] = list(cfg.cpus)
 

@@ -2,11 +2,15 @@
 and the graph's nodes as isolated prepared kernels.
 
 * latency: the compiled plan run under the settings, timed in its C++ loop;
-* per-node times: the executor's trace (median of several traced runs);
-* kernel sum: each node as a prepared kernel of the same shapes, attributes,
-  weights, math library and intra-op thread count, fed the node's real
-  inputs and timed alone in its C++ loop (pinned to the first worker's CPUs
-  when the settings pin); reshapes and inputs cost nothing (no kernel).
+* per-node times: the executor's trace (median of several traced runs), per
+  node of the graph the plan runs (rewritten by the passes that
+  ``Settings.graph_opt`` asks for);
+* kernel sum: each node of the graph as built as a prepared kernel of the
+  same shapes, attributes, weights, math library and intra-op thread count,
+  fed the node's real inputs and timed alone in its C++ loop (pinned to the
+  first worker's CPUs when the settings pin); reshapes and inputs cost
+  nothing (no kernel). Against a plan with fused nodes it shows what the
+  passes gained.
 
 Imported in the native child process (pyparbench's core loaded, no framework).
 """
@@ -46,7 +50,7 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
     out = np.empty(node.shape, np.float32)
     k: Any
     run: Timer
-    if op in ("input", "reshape"):
+    if op in ("input", "reshape", "reorder"):
         return None
     if op == "conv2d":
         w = _f32(p["weight"])
@@ -139,10 +143,15 @@ class NativeModel:
         self.inputs = dict(inputs)
         self.cg = compile_graph(graph)
         self.cg.set_inputs(self.inputs)
-        native = resolve(settings, graph)
+        # The graph the plan runs: rewritten by the passes settings.graph_opt asks for.
+        self.optimized = self.cg.optimized(settings)
+        native = resolve(settings, self.optimized)
         self.cpus: list[int] | None = list(native.worker_cpus[0]) if native.worker_cpus else None
-        self.info: dict[str, Any] = {"resolved": {"worker_cpus": [list(c) for c in
-                                                                  native.worker_cpus]}}
+        opt = self.cg.optimization(settings)
+        self.info: dict[str, Any] = {
+            "resolved": {"worker_cpus": [list(c) for c in native.worker_cpus]},
+            "graph_opt": {"requested": settings.graph_opt, "applied": list(opt.applied),
+                          "nodes": len(graph.nodes), "optimized_nodes": len(opt.graph.nodes)}}
 
     def time(self, repeats: int, warmup: int) -> list[float]:
         return self.cg.run(self.settings, repeats=repeats, warmup=warmup).ns
@@ -163,9 +172,9 @@ class NativeModel:
                 "mismatches": rec.mismatches}
 
     def node_times(self, runs: int) -> tuple[list[float], float]:
-        """Each node's median time in ``runs`` traced runs of the plan, and
-        the median traced run (ns)."""
-        per: list[list[float]] = [[] for _ in self.graph.nodes]
+        """Each node's median time in ``runs`` traced runs of the plan (node
+        ids of the optimised graph), and the median traced run (ns)."""
+        per: list[list[float]] = [[] for _ in self.optimized.nodes]
         whole = []
         for _ in range(runs):
             # Warm runs first: the trace is of the last repeat, with the
@@ -177,10 +186,12 @@ class NativeModel:
         return [float(np.median(v)) if v else 0.0 for v in per], float(np.median(whole))
 
     def profile(self, iterations: int) -> Profile:
-        """Per op type: the executor's per-node times, summed."""
+        """Per op type: the executor's per-node times, summed, over the nodes
+        of the optimised graph (a folded batch norm or a fused activation is
+        in its conv's time, as in the frameworks' fused kernels)."""
         times, whole = self.node_times(iterations)
         agg: dict[str, list[float]] = {}
-        for n, t in zip(self.graph.nodes, times, strict=True):
+        for n, t in zip(self.optimized.nodes, times, strict=True):
             if n.op in ("input", "reshape"):
                 continue
             slot = agg.setdefault(n.op, [0.0, 0.0])
@@ -190,11 +201,15 @@ class NativeModel:
                        whole)
 
     def kernel_times(self, repeats: int, warmup: int = 10) -> list[float]:
-        """Each node as an isolated prepared kernel: median ns (0 for no kernel)."""
-        self.cg.run(self.settings, repeats=1, warmup=0)
+        """Each node of the graph as built (before the passes: the prepared
+        kernels have no fused post-ops) as an isolated prepared kernel, fed
+        its real inputs: median ns (0 for a node with no kernel)."""
+        plain = self.settings.with_(graph_opt="none")
+        graph = self.cg.optimized(plain)
+        self.cg.run(plain, repeats=1, warmup=0)
         out = []
-        for n in self.graph.nodes:
-            ins = [self.inputs[self.graph.nodes[j].name] if self.graph.nodes[j].op == "input"
+        for n in graph.nodes:
+            ins = [self.inputs[graph.nodes[j].name] if graph.nodes[j].op == "input"
                    else self.cg.output(j) for j in n.inputs]
             made = node_kernel(n, ins, self.settings.intra_op, self.settings.library, self.cpus)
             if made is None:

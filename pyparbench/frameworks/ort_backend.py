@@ -167,22 +167,7 @@ class _Builder:
             else:
                 y = self.node("ReduceMean", [rows], s, axes=[1], keepdims=0)
         elif op == "eltwise":
-            kind = a["kind"]
-            if kind == "relu6":
-                y = self.node("Clip", [x, self.init(f"{s}.min", np.array(0, np.float32)),
-                                       self.init(f"{s}.max", np.array(6, np.float32))], s)
-            elif kind == "gelu":
-                d = self.node("Div", [x, self.init(f"{s}.sqrt2",
-                                                   np.array(math.sqrt(2), np.float32))],
-                              f"{s}.div")
-                e = self.node("Erf", [d], f"{s}.erf")
-                e1 = self.node("Add", [e, self.init(f"{s}.one", np.array(1, np.float32))],
-                               f"{s}.add")
-                m = self.node("Mul", [x, e1], f"{s}.mul")
-                y = self.node("Mul", [m, self.init(f"{s}.half", np.array(0.5, np.float32))], s)
-            else:
-                y = self.node({"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}[kind],
-                              [x], s)
+            y = self.act(a["kind"], x, s)
         elif op == "add":
             y = self.node("Add", ins, s)
             if a["relu"]:
@@ -224,9 +209,31 @@ class _Builder:
                              f"{s}.flatten")
             y = self.node("Gather", [flat, self.init(f"{s}.index", (li * k + lj).astype(
                 np.int64))], s, axis=1)
+        elif op == "reorder":  # a layout change of the native plan: an identity here
+            y = self.node("Identity", [x], s)
         else:
             raise ValueError(f"node {n.name!r}: op {op!r} has no ONNX form")
+        # What the optimisation passes fuse: a conv's residual, then an activation.
+        if op == "conv2d" and len(ins) == 2:
+            y = self.node("Add", [y, ins[1]], f"{s}.residual")
+        if a.get("activation"):
+            y = self.act(a["activation"], y, f"{s}.activation")
         self.names[n.id] = y
+
+    def act(self, kind: str, x: str, s: str) -> str:
+        """An activation, GELU as exporters write it (ONNX Runtime fuses it)."""
+        if kind == "relu6":
+            return self.node("Clip", [x, self.init(f"{s}.min", np.array(0, np.float32)),
+                                      self.init(f"{s}.max", np.array(6, np.float32))], s)
+        if kind == "gelu":
+            d = self.node("Div", [x, self.init(f"{s}.sqrt2", np.array(math.sqrt(2),
+                                                                      np.float32))], f"{s}.div")
+            e = self.node("Erf", [d], f"{s}.erf")
+            e1 = self.node("Add", [e, self.init(f"{s}.one", np.array(1, np.float32))],
+                           f"{s}.add")
+            m = self.node("Mul", [x, e1], f"{s}.mul")
+            return self.node("Mul", [m, self.init(f"{s}.half", np.array(0.5, np.float32))], s)
+        return self.node({"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}[kind], [x], s)
 
     def _pool(self, n: Node, x: str, s: str) -> str:
         a = n.attrs

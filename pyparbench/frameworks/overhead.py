@@ -116,6 +116,7 @@ def _native_section(res: Mapping[str, Any]) -> dict[str, Any]:
             "executor_over_kernels": med / kernel_sum if kernel_sum else None,
             "per_op": per_op, "audit": job.get("native_audit"),
             "proc_audit": job.get("proc_audit"), "setup_s": job.get("setup_s"),
+            "graph_opt": job.get("info", {}).get("graph_opt"),
             "worker_cpus": job.get("info", {}).get("resolved", {}).get("worker_cpus")}
 
 

@@ -51,10 +51,15 @@ def _seed_of(params: Params) -> int:
 
 
 def graph_to_spec(graph: Graph) -> dict[str, Any]:
-    """A JSON-able spec of any graph: structure, attributes, parameter
-    initialisers and seeds (no arrays)."""
+    """A JSON-able spec of any graph whose parameters are seeded (as every
+    builder makes them): structure, attributes, parameter initialisers and
+    seeds (no arrays). ValueError for derived parameters (an optimised graph)."""
     nodes = []
     for n in graph.nodes:
+        if type(n.params) is not Params:
+            # Arrays computed from other nodes' (a folded batch norm): no seed remakes them.
+            raise ValueError(f"node {n.name!r} of graph {graph.name!r} has derived parameters "
+                             "(an optimised graph): pass the graph as built")
         nodes.append({
             "op": n.op, "name": n.name, "inputs": list(n.inputs), "attrs": jsonable(n.attrs),
             "shape": list(n.shape), "dtype": n.dtype, "seed": _seed_of(n.params),

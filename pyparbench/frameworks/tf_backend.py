@@ -163,7 +163,23 @@ class TFModel:
         t, nhwc = v
         return t if nhwc else self._tf.transpose(t, [0, 2, 3, 1])
 
+    def _act(self, kind: str, x: Any) -> Any:
+        tf = self._tf
+        fn = {"relu": tf.nn.relu, "relu6": tf.nn.relu6, "sigmoid": tf.math.sigmoid,
+              "tanh": tf.math.tanh}.get(kind)
+        return fn(x) if fn is not None else tf.nn.gelu(x, approximate=False)
+
     def _op(self, node: Node, ins: list[tuple[Any, bool]]) -> tuple[Any, bool]:
+        if node.op == "reorder":  # a layout change of the native plan: an identity here
+            return ins[0]
+        y, nhwc = self._compute(node, ins)
+        # What the optimisation passes fuse: a conv's residual, then an activation.
+        if node.op == "conv2d" and len(ins) == 2:
+            y = y + self._nhwc(ins[1])
+        kind = node.attrs.get("activation")
+        return (self._act(kind, y) if kind else y), nhwc
+
+    def _compute(self, node: Node, ins: list[tuple[Any, bool]]) -> tuple[Any, bool]:
         tf = self._tf
         a = node.attrs
         op = node.op
@@ -192,11 +208,7 @@ class TFModel:
             return reduce(rows, axis=1), False
         if op == "eltwise":
             x, nhwc = ins[0]
-            kind = a["kind"]
-            fn = {"relu": tf.nn.relu, "relu6": tf.nn.relu6, "sigmoid": tf.math.sigmoid,
-                  "tanh": tf.math.tanh}.get(kind)
-            y = fn(x) if fn is not None else tf.nn.gelu(x, approximate=False)
-            return y, nhwc
+            return self._act(a["kind"], x), nhwc
         if op in ("add", "mul"):
             (x, lx), (y, ly) = ins
             if lx != ly:

@@ -98,6 +98,8 @@ _FUSED = (("convolution", "conv2d"), ("addmm", "linear"), ("bmm", "matmul"), ("m
           ("tanh", "eltwise"), ("gelu", "eltwise"), ("erf", "eltwise"), ("clone", "transpose"),
           ("index", "tril_flatten"))
 
+_ACT = {"relu": "torch.relu", "relu6": "F.relu6", "sigmoid": "torch.sigmoid",
+        "tanh": "torch.tanh", "gelu": "F.gelu"}
 _WORKDIR: Path | None = None
 _ITERATION = "ppb_iteration"
 
@@ -191,9 +193,7 @@ class _Gen:
                 # and nn.ReLU6(inplace=True) do in torchvision's models.
                 expr = f"torch.relu_({x})" if kind == "relu" else f"F.relu6({x}, inplace=True)"
             else:
-                fn = {"relu": "torch.relu", "relu6": "F.relu6", "sigmoid": "torch.sigmoid",
-                      "tanh": "torch.tanh", "gelu": "F.gelu"}[kind]
-                expr = f"{fn}({x})"
+                expr = f"{_ACT[kind]}({x})"
         elif op == "add":
             expr = f"torch.relu_({x} + {ins[1]})" if a["relu"] else f"{x} + {ins[1]}"
         elif op == "mul":
@@ -223,8 +223,15 @@ class _Gen:
             self.buffers[bi] = torch.from_numpy(li.astype(np.int64))
             self.buffers[bj] = torch.from_numpy(lj.astype(np.int64))
             expr = f"{x}[:, self.{bi}, self.{bj}]"
+        elif op == "reorder":  # a layout change of the native plan: an identity here
+            expr = x
         else:
             raise ValueError(f"node {node.name!r}: op {op!r} has no PyTorch form")
+        # What the optimisation passes fuse: a conv's residual, then an activation.
+        if op == "conv2d" and len(ins) == 2:
+            expr = f"{expr} + {ins[1]}"
+        if a.get("activation"):
+            expr = f"{_ACT[a['activation']]}({expr})"
         return f"v{node.id} = {expr}"
 
     def _add(self, node: Node, module: nn.Module) -> str:
