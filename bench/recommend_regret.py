@@ -1,6 +1,6 @@
 """The recommender against an exhaustive sweep measured on this machine.
 
-  python bench/recommend_regret.py                       # default suite, 3 passes
+  python bench/recommend_regret.py                       # default suite
   python bench/recommend_regret.py --models googlenet --batches 1 --passes 1
   python bench/recommend_regret.py -o DIR --report-only  # the tables again, from DIR
   python bench/recommend_regret.py --server-only         # the synthetic 2-socket server
@@ -8,9 +8,8 @@
 For every model and batch of the default suite (ResNet-50, GoogLeNet,
 FC-512, DLRM Criteo-Kaggle, the BERT encoder layer, at batch 1 and 8):
 
-1. ``pyparbench.recommend`` (calibrated on this machine, cached; figures
-   that other processes disturbed are measured again once the machine is
-   quiet) gives its setting, and its cost model predicts every setting
+1. ``pyparbench.recommend`` (calibrated on this machine while it is quiet,
+   cached) gives its setting, and its cost model predicts every setting
    below; both are saved at once (``<out>/recommendations.json``), so that
    what is measured is what was recommended.
 2. Every setting is measured in a fresh process
@@ -18,12 +17,13 @@ FC-512, DLRM Criteo-Kaggle, the BERT encoder layer, at batch 1 and 8):
    Intel's advice, the study's tuner), the suite's sweep, every candidate of
    the recommender on this machine (sync / async, inter x intra, library /
    framework with each pool, instances), and the recommended setting itself
-   as its own configuration. ``--passes`` passes run the whole list in turn.
-   The machine may be shared: before each measurement the script waits (up
-   to ``--quiet-wait`` seconds) for other processes to leave the CPUs, and
-   records the share of the CPUs they used while it ran; a setting's figure
-   is the median over its quiet processes (under 10 % foreign load) of each
-   process's median, or its least disturbed process when none was quiet.
+   as its own configuration. The machine may be shared with other users:
+   each record carries the share of the CPUs other processes used while it
+   ran, rows are measured in bursts when the machine is quiet (other
+   processes under 10 % of the CPUs), and each setting gets ``--passes``
+   quiet measurements (or as many as quiet spells allow within ``--hours``).
+   A setting's figure is the median of its quiet processes' medians, or its
+   least disturbed process when none was quiet.
 3. Regret = ours / best measured - 1 (and the same with each setting's
    fastest quiet process); the tuner's time over ours; the simulation's
    prediction error (predicted / measured - 1) for ours, and the median and
@@ -31,7 +31,7 @@ FC-512, DLRM Criteo-Kaggle, the BERT encoder layer, at batch 1 and 8):
 
 Then the recommendation for a synthetic 2-socket, 28-core server
 ("package:2 core:28 pu:2", analytic model) for each model, with its reasons.
-Raw records go to ``<out>/pass<k>.jsonl`` (an interrupted run resumes).
+Raw records go to ``<out>/results.jsonl`` (an interrupted run resumes).
 """
 
 from __future__ import annotations
@@ -73,6 +73,25 @@ def _settings(key: str) -> Settings:
     if isinstance(d["affinity"], list):
         d["affinity"] = tuple(tuple(c) for c in d["affinity"])
     return Settings(**d)
+
+
+def calibrated(model_name: str, batch: int, quiet_wait_s: float, deadline: float,
+               recalibrate: bool) -> Recommendation:
+    """The recommendation, its calibration measured while the machine is
+    quiet: wait for quiet before each call; figures other processes
+    disturbed all the same are measured again by the next call (keeping the
+    lower), up to the calibration's own attempt limit."""
+    graph = models.build(model_name, batch)
+    wait_for_quiet(quiet_wait_s)
+    rec = recommend(graph, recalibrate=recalibrate)
+    for _ in range(MAX_ATTEMPTS - 1):
+        if not rec.calibration.get("disturbed") or time.monotonic() > deadline:
+            break
+        wait_for_quiet(quiet_wait_s)
+        rec = recommend(graph)
+    print(f"{model_name} b{batch}: {rec.settings.label()} predicted "
+          f"{rec.predicted.latency_ns / 1e6:.3f} ms; {rec.reasons[0]}", file=sys.stderr)
+    return rec
 
 
 def plan_row(model_name: str, batch: int, rec: Recommendation) -> dict[str, Any]:
@@ -140,39 +159,71 @@ def wait_for_quiet(limit_s: float, threshold: float = QUIET) -> float:
     return load
 
 
+def _row_configs(row: dict[str, Any], repeats: int) -> list[Config]:
+    """A row's settings, then the recommended one (named)."""
+    configs = [Config(row["model"], row["batch"], _settings(k), repeats=repeats)
+               for k in row["settings"]]
+    rec = _settings(row["recommended_key"]).with_(name="recommended")
+    return configs + [Config(row["model"], row["batch"], rec, repeats=repeats)]
+
+
 def measure(plan: list[dict[str, Any]], passes: int, repeats: int, out: Path,
-            quiet_wait_s: float) -> None:
-    """Every row's settings (and the recommended one, named) in fresh
-    processes, ``passes`` times, into ``<out>/pass<k>.jsonl``. Before each,
-    wait (at most ``quiet_wait_s``) for other processes to leave the CPUs;
-    each record carries ``foreign_load``: the share of the CPUs other
-    processes used while it ran (busy CPU time less this process's and the
-    child's own)."""
-    configs = []
-    for row in plan:
-        for k in row["settings"]:
-            configs.append(Config(row["model"], row["batch"], _settings(k), repeats=repeats))
-        rec = _settings(row["recommended_key"]).with_(name="recommended")
-        configs.append(Config(row["model"], row["batch"], rec, repeats=repeats))
+            quiet_wait_s: float, deadline: float) -> None:
+    """Every row's settings (and the recommended one, named), each in a fresh
+    process, until each has ``passes`` quiet measurements or the
+    ``deadline`` (time.monotonic()) passes, into ``<out>/results.jsonl``.
+
+    The machine may be shared, so rows are measured in bursts: wait (at most
+    ``quiet_wait_s``) for other processes to leave the CPUs, then run the
+    row's settings that still lack quiet measurements back to back; a busy
+    machine moves on to the next row, to come back later. Every record
+    carries ``foreign_load``: the share of the CPUs other processes used while
+    it ran (busy CPU time less this process's and the child's own). At the
+    deadline, a setting never measured is measured once whatever the load.
+    """
+    store = ResultStore(out / "results.jsonl")
     machine = machine_fingerprint()
-    for p in range(passes):
-        store = ResultStore(out / f"pass{p}.jsonl")
-        done = {r["key"] for r in store.check_resumable(machine)}
-        for i, config in enumerate(configs, 1):
-            if config.key in done:
+    quiet: dict[str, int] = {}
+    seen: set[str] = set()
+    for r in store.check_resumable(machine):
+        seen.add(r["key"])
+        if r.get("status") == "ok" and r.get("foreign_load", 1.0) < QUIET:
+            quiet[r["key"]] = quiet.get(r["key"], 0) + 1
+    rows = [(row, _row_configs(row, repeats)) for row in plan]
+
+    def run(config: Config) -> None:
+        b0, c0, p0, t0 = _busy(), _children_cpu(), time.process_time(), time.monotonic()
+        record = run_config(config, machine=machine).to_dict()
+        wall = time.monotonic() - t0
+        own = (_children_cpu() - c0) + (time.process_time() - p0)
+        load = max(0.0, (_busy() - b0 - own) / (wall * (os.cpu_count() or 1)))
+        record["foreign_load"] = load
+        store.append(record)
+        seen.add(config.key)
+        if record["status"] == "ok" and load < QUIET:
+            quiet[config.key] = quiet.get(config.key, 0) + 1
+        done = sum(min(quiet.get(c.key, 0), passes) for _, cs in rows for c in cs)
+        total = passes * sum(len(cs) for _, cs in rows)
+        print(f"\r{done}/{total} quiet measurements; last: {config.model} b{config.batch} "
+              f"{record['status']} load {load:.2f}        ", end="", file=sys.stderr)
+
+    while time.monotonic() < deadline:
+        todo = [(row, [c for c in cs if quiet.get(c.key, 0) < passes]) for row, cs in rows]
+        todo = [(row, cs) for row, cs in todo if cs]
+        if not todo:
+            break
+        for _, cs in todo:
+            if time.monotonic() >= deadline:
+                break
+            if wait_for_quiet(quiet_wait_s) >= QUIET:
                 continue
-            wait_for_quiet(quiet_wait_s)
-            b0, c0, p0, t0 = _busy(), _children_cpu(), time.process_time(), time.monotonic()
-            record = run_config(config, machine=machine).to_dict()
-            wall = time.monotonic() - t0
-            own = (_children_cpu() - c0) + (time.process_time() - p0)
-            record["foreign_load"] = max(0.0, (_busy() - b0 - own) / (
-                wall * (os.cpu_count() or 1)))
-            store.append(record)
-            print(f"\rpass {p + 1}/{passes}: {i}/{len(configs)} {record['status']:7s} "
-                  f"{config.model} b{config.batch} load {record['foreign_load']:.2f}      ",
-                  end="", file=sys.stderr)
-        print(file=sys.stderr)
+            for c in cs:
+                run(c)
+    for _, cs in rows:
+        for c in cs:
+            if c.key not in seen:
+                run(c)
+    print(file=sys.stderr)
 
 
 def _collect(out: Path) -> dict[tuple[str, int], dict[str, list[float]]]:
@@ -181,7 +232,7 @@ def _collect(out: Path) -> dict[tuple[str, int], dict[str, list[float]]]:
     ``QUIET`` of the CPUs); a setting never measured quietly keeps its least
     disturbed figure."""
     got: dict[tuple[str, int], dict[str, list[tuple[float, float]]]] = {}
-    for f in sorted(out.glob("pass*.jsonl")):
+    for f in sorted(out.glob("*.jsonl")):
         for r in ResultStore(f).records():
             if r.get("status") != "ok":
                 continue
@@ -267,13 +318,16 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
     ap.add_argument("--batches", nargs="+", type=int, default=list(DEFAULT_BATCHES))
-    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--passes", type=int, default=3,
+                    help="quiet measurements wanted per setting")
+    ap.add_argument("--hours", type=float, default=4.0,
+                    help="stop waiting for quiet measurements after this long")
     ap.add_argument("--repeats", type=int, default=7, help="timed runs per process")
     ap.add_argument("-o", "--out", default="recommend-regret", help="directory for results")
     ap.add_argument("--recalibrate", action="store_true")
-    ap.add_argument("--quiet-wait", type=float, default=120.0, metavar="S",
-                    help="before each measurement (and the calibration), wait at most S "
-                         "seconds for other processes to leave the CPUs")
+    ap.add_argument("--quiet-wait", type=float, default=60.0, metavar="S",
+                    help="before each row's burst of measurements (and each calibration), "
+                         "wait at most S seconds for other processes to leave the CPUs")
     ap.add_argument("--report-only", action="store_true",
                     help="print the tables from <out> without measuring")
     ap.add_argument("--server-only", action="store_true")
@@ -283,29 +337,18 @@ def main() -> int:
     summary: dict[str, Any] = {}
     plan_file = out / "recommendations.json"
     if not args.server_only:
+        deadline = time.monotonic() + args.hours * 3600
         if args.report_only or plan_file.exists():
             plan = json.loads(plan_file.read_text())
         else:
             plan = []
             for m in args.models:
                 for b in args.batches:
-                    graph = models.build(m, b)
-                    wait_for_quiet(args.quiet_wait)
-                    rec = recommend(graph, recalibrate=args.recalibrate)
-                    for _ in range(MAX_ATTEMPTS - 1):
-                        # Figures other processes disturbed are measured again
-                        # (keeping the lower), once the machine is quiet.
-                        if not rec.calibration.get("disturbed"):
-                            break
-                        wait_for_quiet(args.quiet_wait)
-                        rec = recommend(graph)
-                    print(f"{m} b{b}: {rec.settings.label()} predicted "
-                          f"{rec.predicted.latency_ns / 1e6:.3f} ms; {rec.reasons[0]}",
-                          file=sys.stderr)
-                    plan.append(plan_row(m, b, rec))
+                    plan.append(plan_row(m, b, calibrated(m, b, args.quiet_wait, deadline,
+                                                          args.recalibrate)))
             plan_file.write_text(json.dumps(plan, indent=1))
         if not args.report_only:
-            measure(plan, args.passes, args.repeats, out, args.quiet_wait)
+            measure(plan, args.passes, args.repeats, out, args.quiet_wait, deadline)
         summary["rows"] = report(plan, out)
     summary["server"] = server(args.models, args.batches)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from _fuzz import attempt
 from pyparbench.executor import compile_graph
-from pyparbench.graph import Graph, GraphBuilder, Node
+from pyparbench.graph import Graph, GraphBuilder, Params, ParamSpec
 from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
 
@@ -123,7 +123,7 @@ def _mutate(d: st.DrawFn, g: Graph) -> tuple[str, Graph] | None:
     """One node of ``g`` changed behind the builder's back."""
     node = d(st.sampled_from(g.nodes))
     kind = d(st.sampled_from(["shape", "attr-drop", "attr-value", "param-shape", "param-drop",
-                              "param-extra", "inputs", "op", "dtype"]))
+                              "param-extra", "param-dict", "inputs", "op", "dtype"]))
     changes: dict[str, Any] = {}
     if kind == "shape":
         if not node.shape:
@@ -143,18 +143,20 @@ def _mutate(d: st.DrawFn, g: Graph) -> tuple[str, Graph] | None:
                                             (2, 2, 2, 2), True]))
         changes["attrs"] = attrs
     elif kind.startswith("param"):
-        params: dict[str, Any] = dict(node.params.items()) if node.params else {}
+        specs = dict(node.params.specs)
         if kind == "param-extra":
-            params["extra"] = np.ones(3, np.float32)
-        elif not params:
+            specs["extra"] = ParamSpec((3,), "normal", 0.0, 1.0)
+        elif kind == "param-dict":  # arrays in a plain dict, not the IR's Params
+            changes["params"] = dict(node.params.items())
+        elif not specs:
             return None
         elif kind == "param-drop":
-            params.pop(d(st.sampled_from(sorted(params))))
+            specs.pop(d(st.sampled_from(sorted(specs))))
         else:
-            name = d(st.sampled_from(sorted(params)))
-            shape = params[name].shape
-            params[name] = np.ones(shape[:-1] + (shape[-1] + 1,) if shape else (2,), np.float32)
-        changes["params"] = params
+            name = d(st.sampled_from(sorted(specs)))
+            shape = specs[name].shape
+            specs[name] = dataclasses.replace(specs[name], shape=shape[:-1] + (shape[-1] + 1,))
+        changes.setdefault("params", Params(specs, 0, node.id))
     elif kind == "inputs":
         if node.id == 0:
             return None
@@ -222,7 +224,7 @@ def test_a_node_with_too_few_inputs_or_no_weight_is_refused() -> None:
     c = b.conv2d(x, 4, 3)
     g = b.build(c)
     no_inputs = dataclasses.replace(g.nodes[1], inputs=())
-    no_weight = dataclasses.replace(g.nodes[1], params={})
+    no_weight = dataclasses.replace(g.nodes[1], params=Params({}, 0, 1))
     for node, match in ((no_inputs, "input"), (no_weight, "weight")):
         try:
             compile_graph(Graph("bad", [g.nodes[0], node], [0, 1]))

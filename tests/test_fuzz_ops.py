@@ -545,7 +545,8 @@ def test_fuzz_prepared_kernel_construction(data: st.DataObject) -> None:
     if kernel is None:
         return
     # Made: the wrong arrays are refused (the right ones are the other tests').
-    wrong = np.zeros((3, 2), np.float32)
+    # 7 is no size drawn above, so this shape fits no kernel made here.
+    wrong = np.zeros((7, 1, 5), np.float32)
     runs: dict[str, Callable[[], Any]] = {
         "EmbeddingBag": lambda: kernel.run(wrong, np.zeros((2, 2), np.int64)),
         "Add": lambda: kernel.run(wrong, wrong),
@@ -559,9 +560,6 @@ def test_fuzz_prepared_kernel_construction(data: st.DataObject) -> None:
         runs[which] = lambda: (kernel.set_weights(wrong, None), kernel.run(wrong))
     run = runs.get(which, lambda: kernel.run(wrong))
     # out=None is allocated first: for an absurd output that is a MemoryError.
-    shapes = [getattr(kernel, a, None) for a in ("a_shape", "input_shape", "in_shape")]
-    if any(s is not None and tuple(s) == wrong.shape for s in shapes):
-        return  # by chance the right shape
     assert attempt(f"run-wrong/{which}", run, (ValueError, TypeError, IndexError, MemoryError)
                    ) is None
 
@@ -593,6 +591,7 @@ def test_the_thread_bound_is_the_same_in_python_and_cpp() -> None:
 
 
 @pytest.mark.parametrize("make", [
+    lambda: ops.Gemm(1, 1, 2**32),  # oneDNN died of SIGFPE here
     lambda: ops.Gemm(2**62, 2**62, 2),
     lambda: ops.Gemm(2, 2, 2**63 - 1, batch=2),
     lambda: ops.Eltwise("relu", [2**40, 2**40]),
@@ -602,9 +601,11 @@ def test_the_thread_bound_is_the_same_in_python_and_cpp() -> None:
     lambda: ops.BlasConv2d((1, 1, 2**31, 2**31), 1, 3),
     lambda: ops.Conv2d((1, 1, 8, 8), 1, 3, padding=2**62),
     lambda: ops.EmbeddingBag(2**62, 2**62),
-], ids=["gemm", "gemm-k", "eltwise", "pool", "gap", "eigen-conv", "blas-conv", "conv-pad", "bag"])
+], ids=["gemm-2^32", "gemm", "gemm-k", "eltwise", "pool", "gap", "eigen-conv", "blas-conv",
+        "conv-pad", "bag"])
 def test_absurd_sizes_are_refused_before_any_size_is_computed(make: Callable[[], Any]) -> None:
     # These multiplied sizes past int64 (undefined behaviour, found by
-    # UBSan) and went on with the wrapped value.
-    with pytest.raises(ValueError, match="2\\*\\*48 elements|must be <= 2147483647"):
+    # UBSan) and went on with the wrapped value, or crashed oneDNN.
+    with pytest.raises(ValueError, match="2\\*\\*48 elements|must be <= 2147483647|"
+                                         "dimension over 2147483647"):
         make()

@@ -15,9 +15,11 @@ from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS
 
 __all__ = ["GraphBuilder", "pool_output_size", "rebuild"]
 
-# Largest output a node may have: its size in bytes must fit an int64 with
-# room to spare, so that no element count or byte count overflows anywhere.
+# Largest output a node may have (the native core's bounds): its size in
+# bytes fits an int64 with room to spare, and no dimension passes what
+# oneDNN takes.
 MAX_NODE_BYTES = 1 << 48
+MAX_DIM = (1 << 31) - 1
 
 
 def pool_output_size(size: int, k: int, s: int, p0: int, p1: int, ceil_mode: bool) -> int:
@@ -93,9 +95,10 @@ class GraphBuilder:
         if any(d < 1 for d in shape):
             ins = ", ".join(f"{self._nodes[i].name} {self._nodes[i].shape}" for i in inputs)
             raise ValueError(f"{op} {full!r} would have output shape {shape} from {ins}")
-        if math.prod(shape) * DTYPE_BYTES[dtype] > MAX_NODE_BYTES:
-            raise ValueError(f"{op} {full!r} would have output shape {shape}: more than "
-                             f"{MAX_NODE_BYTES} bytes")
+        if (max(shape, default=1) > MAX_DIM
+                or math.prod(shape) * DTYPE_BYTES[dtype] > MAX_NODE_BYTES):
+            raise ValueError(f"{op} {full!r} would have output shape {shape}: a dimension "
+                             f"over {MAX_DIM} or more than {MAX_NODE_BYTES} bytes")
         self._names.add(full)
         self._nodes.append(Node(nid, op, tuple(int(i) for i in inputs), attrs,
                                 Params(params or {}, self.seed, nid), shape, dtype, full))
@@ -342,8 +345,7 @@ class GraphBuilder:
 def _replay(b: GraphBuilder, node: Node) -> int:
     """Make ``node`` again with ``b`` from its op, attributes and parameter shapes."""
     a, ins, name = node.attrs, node.inputs, node.name
-    shapes = node.params.shapes if isinstance(node.params, Params) else {
-        k: tuple(np.shape(v)) for k, v in node.params.items()}
+    shapes = node.params.shapes
     if node.op == "input":
         return b.input(name, node.shape, a["dtype"])
     if node.op == "conv2d":
@@ -396,12 +398,15 @@ def _replay(b: GraphBuilder, node: Node) -> int:
 
 def _canonical(v: Any) -> Any:
     """An attribute value compared by content: lists as tuples, numpy
-    scalars as Python ones."""
+    scalars as Python ones, and a bool never equal to an int (an axis of
+    True is not the axis 1 the builder would record)."""
     if isinstance(v, (list, tuple)):
         return tuple(_canonical(x) for x in v)
     if isinstance(v, dict):
         return {k: _canonical(x) for k, x in v.items()}
-    return v.item() if isinstance(v, np.generic) else v
+    if isinstance(v, np.generic):
+        v = v.item()
+    return ("bool", v) if isinstance(v, bool) else (type(v).__name__, v)
 
 
 def _arity(op: str, n: int) -> None:
@@ -432,6 +437,9 @@ def rebuild(graph: Graph) -> Graph:
         if not isinstance(node, Node):
             raise TypeError(f"graph {graph.name!r} holds {node!r}, not a Node")
         where = f"node {node.name!r} ({node.op})"
+        if not isinstance(node.params, Params):  # the analysis reads their specs
+            raise TypeError(f"{where}: params must be a Params, got "
+                            f"{type(node.params).__name__}")
         try:
             _arity(node.op, len(node.inputs))
             made = b._nodes[_replay(b, node)]
@@ -447,9 +455,7 @@ def rebuild(graph: Graph) -> Graph:
         if made.shape != tuple(node.shape) or made.dtype != node.dtype:
             raise ValueError(f"{where} declares output {tuple(node.shape)} {node.dtype}; its "
                              f"inputs and attributes give {made.shape} {made.dtype}")
-        want = made.params.shapes
-        have = (node.params.shapes if isinstance(node.params, Params)
-                else {k: tuple(np.shape(v)) for k, v in node.params.items()})
+        want, have = made.params.shapes, node.params.shapes
         if have != want:
             raise ValueError(f"{where} has parameters {have}; it needs {want}")
         # The builder's normalised attributes, the graph's own parameter arrays.

@@ -20,13 +20,15 @@ constexpr int kMaxThreads = 4096;
 constexpr int64_t kMaxRunThreads = int64_t{1} << 16;
 // Elements of one tensor (or of one scratch buffer): 1 PiB of floats.
 constexpr int64_t kMaxElements = int64_t{1} << 48;
-// A convolution's or pooling's kernel size, stride, dilation or padding.
-constexpr int64_t kMaxWindow = (int64_t{1} << 31) - 1;
+// One dimension of a tensor, and a convolution's or pooling's kernel size,
+// stride, dilation or padding: oneDNN 2.6 dies of SIGFPE creating a matmul
+// with a dimension of 2^32.
+constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
 
 // Throws unless 1 <= n <= hi; `what` names the count.
 void require_thread_count(const char* what, int64_t n, int64_t hi = kMaxThreads);
-// The element count of `s` (every dimension >= 1); throws when it exceeds
-// kMaxElements, without overflowing on the way.
+// The element count of `s` (every dimension >= 1); throws when a dimension
+// exceeds kMaxDim or the count kMaxElements, without overflowing on the way.
 int64_t bounded_elements(const std::string& what, Dims s);
 // Throws unless v <= hi.
 void require_at_most(const char* what, int64_t v, int64_t hi);

@@ -34,7 +34,7 @@ Conv2dOp::Conv2dOp(const Conv2dConfig& cfg, const char* name) : cfg_(cfg), name_
   // Bounded before the output size is computed from them.
   for (auto v : {cfg.kh, cfg.kw, cfg.stride_h, cfg.stride_w, cfg.dilation_h, cfg.dilation_w,
                  cfg.pad_top, cfg.pad_bottom, cfg.pad_left, cfg.pad_right})
-    require_at_most("conv2d kernel, stride, dilation and padding", v, kMaxWindow);
+    require_at_most("conv2d kernel, stride, dilation and padding", v, kMaxDim);
   require_positive_dims("output channels", Shape{cfg.out_channels});
   if (cfg.c % cfg.groups || cfg.out_channels % cfg.groups)
     throw std::invalid_argument("conv2d: groups=" + std::to_string(cfg.groups) +
