@@ -36,29 +36,63 @@ __all__ = ["Config", "ResultStore", "check_config_record", "child_command", "chi
 
 @dataclass(frozen=True)
 class Config:
-    """One measurement to make."""
+    """One measurement to make: the model under ``settings`` in pyparbench's
+    executor, or, with ``framework`` ("tensorflow", "torch", "onnxruntime")
+    and its ``mode``, the same graph in that framework under the same
+    settings mapped onto its knobs (:mod:`pyparbench.frameworks`).
+    ``predicted_ns``: what the recommender predicted for this setting (kept
+    with the result, not part of its identity)."""
 
     model: str
     batch: int
     settings: Settings
     repeats: int = 5
     warmup: int = 1
+    framework: str | None = None
+    mode: str | None = None
+    predicted_ns: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.framework is None:
+            if self.mode is not None:
+                raise ValueError(f"mode {self.mode!r} without a framework: a mode is one "
+                                 f"of a framework's (pyparbench.frameworks.MODES)")
+            return
+        from pyparbench.frameworks.mapping import check_mode
+
+        # The mode a run records is the one the framework's child will use.
+        object.__setattr__(self, "mode", check_mode(self.framework, self.mode))
 
     @property
     def key(self) -> str:
         """Stable identity, used to skip finished configurations on resume."""
-        return json.dumps({"model": self.model, "batch": self.batch,
-                           "settings": self.settings.as_dict(), "repeats": self.repeats},
-                          sort_keys=True)
+        d: dict[str, Any] = {"model": self.model, "batch": self.batch,
+                             "settings": self.settings.as_dict(), "repeats": self.repeats}
+        if self.framework is not None:
+            d.update(framework=self.framework, mode=self.mode)
+        return json.dumps(d, sort_keys=True)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "batch": self.batch, "settings": self.settings.as_dict(),
-                "repeats": self.repeats, "warmup": self.warmup}
+        d = {"model": self.model, "batch": self.batch, "settings": self.settings.as_dict(),
+             "repeats": self.repeats, "warmup": self.warmup}
+        if self.framework is not None:
+            d.update(framework=self.framework, mode=self.mode)
+        if self.predicted_ns is not None:
+            d["predicted_ns"] = self.predicted_ns
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Config:
+        predicted = d.get("predicted_ns")
         return cls(d["model"], int(d["batch"]), Settings.from_dict(d["settings"]),
-                   int(d["repeats"]), int(d["warmup"]))
+                   int(d["repeats"]), int(d["warmup"]), d.get("framework"), d.get("mode"),
+                   None if predicted is None else float(predicted))
+
+    @property
+    def what(self) -> str:
+        """'resnet50 b1 sync 1x2 ...', or 'torch (script) resnet50 b1 sync 1x2 ...'."""
+        head = "" if self.framework is None else f"{self.framework} ({self.mode}) "
+        return f"{head}{self.model} b{self.batch} {self.settings.label()}"
 
 
 def machine_fingerprint() -> dict[str, Any]:
@@ -133,6 +167,8 @@ def run_config(config: Config, *, timeout: float = 600.0,
         cpus = _child_cpus(config.settings)
     except ValueError as e:  # settings this machine cannot hold
         return failed("skipped", str(e))
+    if config.framework is not None:
+        return _run_framework_config(config, started, machine, timeout)
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     try:
         proc = subprocess.run(child_command("pyparbench.runner"),
@@ -151,6 +187,30 @@ def run_config(config: Config, *, timeout: float = 600.0,
     except (KeyError, TypeError, ValueError) as e:
         return failed("error", str(e) if isinstance(e, ValueError) else
                       f"the child's result lacks {e}")
+
+
+def _run_framework_config(config: Config, started: float, machine: dict[str, Any],
+                          timeout: float) -> Result:
+    """A framework configuration: the model in a fresh child of that
+    framework (:func:`pyparbench.frameworks.run_framework`), pinned as the
+    settings say; the framework's reported threads and the knobs it has no
+    counterpart for go into ``resolved``."""
+    from pyparbench.frameworks import ModelRef, run_framework
+    from pyparbench.timing import summarize
+
+    assert config.framework is not None
+    res = run_framework(ModelRef(config.model, config.batch), config.framework,
+                        config.settings, mode=config.mode, repeats=config.repeats,
+                        warmup=config.warmup, timeout=timeout)
+    if res.get("status") != "ok":
+        return Result(config.key, config.as_dict(), "error", started, machine,
+                      error=str(res.get("error", "no result")))
+    ns = [float(v) for v in res["ns"]]
+    resolved = {"framework": config.framework, "mode": config.mode,
+                "reported": res.get("reported"),
+                "not_applicable": res.get("not_applicable", [])}
+    return Result(config.key, config.as_dict(), "ok", started, machine, ns=ns,
+                  summary=summarize(ns).as_dict(), resolved=resolved)
 
 
 def child_error(returncode: int, stderr: str) -> str:

@@ -14,6 +14,13 @@ Three levels, each adding to the one before:
   (the std pool, OpenMP wait policies, SMT, data-parallel instances,
   per-socket placement of branches); every shape.
 
+Beside the presets, each model gets the recommender's setting (named
+``recommended``, with its prediction; :mod:`pyparbench.recommend`) and,
+when TensorFlow, PyTorch or ONNX Runtime are installed, the same graph at
+the level's first batch in each of them (:data:`FRAMEWORK_RUNS`) under the
+one setting every framework maps fully: one worker of all the cores,
+pinned compactly (:func:`framework_settings`).
+
 A level with a time budget (:data:`BUDGET_S`) is planned to fit it:
 :func:`plan_suite` estimates each measurement (:func:`estimate_config_s`,
 :func:`estimate_task_s`: process start, weights, warm-up and repeats at the
@@ -25,7 +32,7 @@ preset.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,8 +46,9 @@ if TYPE_CHECKING:
     from pyparbench.graph import Graph
     from pyparbench.peak import Peak
 
-__all__ = ["BATCHES", "BUDGET_S", "DEFAULT_BATCHES", "DEFAULT_MODELS", "GRIDS", "LEVELS",
-           "REPEATS", "SuitePlan", "busy_slowdown", "default_suite", "estimate_config_s", "estimate_task_s",
+__all__ = ["BATCHES", "BUDGET_S", "DEFAULT_BATCHES", "DEFAULT_MODELS", "FRAMEWORK_RUNS", "GRIDS",
+           "KEPT", "LEVELS", "REPEATS", "SuitePlan", "busy_slowdown", "default_suite",
+           "estimate_config_s", "estimate_task_s", "framework_settings", "installed_frameworks",
            "level_models", "plan_suite", "sweep"]
 
 LEVELS = ("quick", "default", "full")
@@ -51,6 +59,17 @@ REPEATS = {"quick": 3, "default": 5, "full": 10}
 # Seconds a level is planned to fit in (None: no limit), with a margin below
 # the 2 and 5 minutes it promises for what the estimate does not see.
 BUDGET_S: dict[str, float | None] = {"quick": 100.0, "default": 250.0, "full": None}
+
+# Settings names a budget never drops: the presets and the recommender's.
+KEPT = (*PRESETS, "recommended")
+# The framework runs of each model (framework, mode), when installed: what
+# each framework's users run (TensorFlow's tf.function, PyTorch eager and
+# frozen TorchScript, ONNX Runtime with every graph optimisation).
+FRAMEWORK_RUNS = (("tensorflow", "function"), ("torch", "eager"), ("torch", "script"),
+                  ("onnxruntime", "all"))
+# The Python packages each framework run needs.
+_FRAMEWORK_PACKAGES = {"tensorflow": ("tensorflow",), "torch": ("torch",),
+                       "onnxruntime": ("onnxruntime", "onnx")}
 
 _COMPACT = ("compact",)
 # The settings measured besides the presets, per level, most important first.
@@ -107,12 +126,32 @@ def sweep(cores: int, level: str = "default") -> list[Settings]:
     return expand_all(level_grids(level), cores)
 
 
+def installed_frameworks() -> tuple[str, ...]:
+    """The frameworks whose packages are installed (found, not imported:
+    each framework is only ever imported in its own child process)."""
+    from importlib.util import find_spec
+
+    return tuple(f for f, pkgs in _FRAMEWORK_PACKAGES.items()
+                 if all(find_spec(p) is not None for p in pkgs))
+
+
+def framework_settings(cores: int) -> Settings:
+    """The setting framework runs share with a native run: one worker of
+    ``cores`` threads pinned compactly, which every framework maps without
+    a knob left over (see ``pyparbench overhead --help``)."""
+    return Settings(intra_op=cores, affinity="compact")
+
+
 # ---------------------------------------------------------------- estimates
 
 # Fixed cost of a fresh process (interpreter, imports, fingerprint, plan).
 _START_S = 0.35
 # Random weights are drawn at about this rate (bytes per second).
 _WEIGHTS_BPS = 0.4e9
+# A framework child's start (interpreter, the framework's import, the model
+# built from the graph) and its latency over the native executor's.
+_FRAMEWORK_START_S = {"tensorflow": 6.0, "torch": 3.0, "onnxruntime": 2.5}
+_FRAMEWORK_SLOWDOWN = 1.5
 # Executor cost per node and run, and the share of the ceilings a model reaches.
 _NODE_S = 15e-6
 _EFFICIENCY = {"onednn": 0.5, "eigen": 0.25, "blas": 0.35}
@@ -140,7 +179,12 @@ def estimate_config_s(config: Config, graph: Graph, peak: Peak | None = None) ->
     """Seconds one model configuration is expected to take, process start included."""
     weights = 4.0 * graph.num_params / _WEIGHTS_BPS
     runs = config.warmup + config.repeats
-    return _START_S + weights + runs * _latency_s(graph, config.settings, peak)
+    latency = _latency_s(graph, config.settings, peak)
+    if config.framework is not None:
+        # Weights are handed over and converted once more in the child.
+        return (_FRAMEWORK_START_S.get(config.framework, 3.0) + 2 * weights
+                + runs * _FRAMEWORK_SLOWDOWN * latency)
+    return _START_S + weights + runs * latency
 
 
 def estimate_task_s(task: OpTask, graph: Graph, peak: Peak | None = None) -> float:
@@ -187,8 +231,15 @@ def busy_slowdown(loadavg: float, cpus: int, threads: int) -> float:
 
 def default_suite(models: Sequence[str] = DEFAULT_MODELS,
                   batches: Sequence[int] = DEFAULT_BATCHES, *, repeats: int = 5,
-                  cores: int | None = None, level: str = "default") -> list[Config]:
-    """Every (model, batch) under the presets and the level's grids, presets first."""
+                  cores: int | None = None, level: str = "default",
+                  recommended: Mapping[tuple[str, int], tuple[Settings, float | None]]
+                  | None = None,
+                  frameworks: Sequence[tuple[str, str]] = ()) -> list[Config]:
+    """Every (model, batch) under the presets, the recommender's setting (from
+    ``recommended``: (model, batch) -> (settings, predicted ns)), the level's
+    grids, then, at the first of ``batches``, each of ``frameworks``
+    ((framework, mode) pairs) under :func:`framework_settings`: presets
+    first."""
     from pyparbench.models import build
     from pyparbench.settings import allowed_cores
     from pyparbench.threading.topology import topology
@@ -200,10 +251,25 @@ def default_suite(models: Sequence[str] = DEFAULT_MODELS,
     for model in models:
         for batch in batches:
             chosen = [preset(p, topo, build(model, batch)) for p in PRESETS]
-            # A grid setting a preset already measures (names aside) is not run twice.
+            rec = (recommended or {}).get((model, batch))
+            # A grid setting a preset already measures (names aside) is not
+            # run twice. The recommended one is, under its own name: its
+            # regret is read from its own measurement.
             same = {c.with_(name="") for c in chosen}
             chosen += [s for s in grid if s not in same]
-            configs += [Config(model, batch, s, repeats=repeats) for s in chosen]
+            configs += [Config(model, batch, s, repeats=repeats) for s in chosen[:len(PRESETS)]]
+            if rec is not None:
+                configs.append(Config(model, batch, rec[0].with_(name="recommended"),
+                                      repeats=repeats, predicted_ns=rec[1]))
+            configs += [Config(model, batch, s, repeats=repeats) for s in chosen[len(PRESETS):]]
+            if frameworks and batch == batches[0]:
+                # The native run they are compared with: the same settings, by label.
+                fs = framework_settings(n)
+                native = next((s for s in chosen if s.with_(name="") == fs), fs)
+                if native is fs:
+                    configs.append(Config(model, batch, fs, repeats=repeats))
+                configs += [Config(model, batch, native, repeats=repeats, framework=f, mode=m)
+                            for f, m in frameworks]
     return configs
 
 
@@ -211,15 +277,21 @@ def plan_suite(level: str, models: Sequence[str] | None = None,
                batches: Sequence[int] | None = None, *, repeats: int | None = None,
                cores: int | None = None, peak: Peak | None = None,
                budget_s: float | None = -1.0, operators: bool = True,
-               slowdown: float = 1.0) -> SuitePlan:
+               slowdown: float = 1.0,
+               recommended: Mapping[tuple[str, int], tuple[Settings, float | None]]
+               | None = None,
+               frameworks: Sequence[tuple[str, str]] = ()) -> SuitePlan:
     """The configurations and operator tasks of a level (models, batches and
     repeats default to the level's), fitted to ``budget_s`` (default: the
     level's :data:`BUDGET_S`; None: no limit).
 
     ``slowdown`` multiplies every estimate: how much slower than an idle
-    machine this one is now (see :func:`busy_slowdown`). Fitting drops grid
+    machine this one is now (see :func:`busy_slowdown`). ``recommended``
+    and ``frameworks``: see :func:`default_suite`. Fitting drops grid
     settings by rank, the last of every model first, until the estimate
-    fits; presets and operator tasks are always kept.
+    fits; presets, the recommended setting, the native run the frameworks
+    are compared with and operator tasks are always kept; framework runs
+    rank with the fourth grid setting of their model.
     """
     if slowdown < 1.0:
         raise ValueError(f"slowdown must be >= 1, got {slowdown}")
@@ -235,7 +307,8 @@ def plan_suite(level: str, models: Sequence[str] | None = None,
     batches = list(batches or BATCHES[level])
     reps = repeats or REPEATS[level]
     n = cores or allowed_cores(topology())
-    configs = default_suite(models, batches, repeats=reps, cores=n, level=level)
+    configs = default_suite(models, batches, repeats=reps, cores=n, level=level,
+                            recommended=recommended, frameworks=frameworks)
     graphs = {(m, b): build(m, b) for m in models for b in batches}
     config_s = [slowdown * estimate_config_s(c, graphs[(c.model, c.batch)], peak)
                 for c in configs]
@@ -253,18 +326,27 @@ def plan_suite(level: str, models: Sequence[str] | None = None,
             task_s.append(slowdown * estimate_task_s(t, shape_graph(shape), peak))
     plan = SuitePlan(level, configs, tasks, config_s, task_s, budget, slowdown=slowdown)
     if budget is not None:
-        _fit(plan, budget)
+        _fit(plan, budget, framework_settings(n))
     return plan
 
 
-def _fit(plan: SuitePlan, budget: float) -> None:
-    """Drop grid settings, highest rank first, until the plan fits ``budget``."""
+def _fit(plan: SuitePlan, budget: float, compared: Settings) -> None:
+    """Drop grid settings, highest rank first, until the plan fits ``budget``
+    (``compared``: the native setting framework runs are compared with)."""
     rank: list[int] = []
     seen: dict[tuple[str, int], int] = {}
+    has_frameworks = {(c.model, c.batch) for c in plan.configs if c.framework is not None}
     for c in plan.configs:
         k = (c.model, c.batch)
+        if c.framework is not None:
+            rank.append(3)
+            continue
+        if c.settings.name in KEPT or (k in has_frameworks
+                                       and c.settings.with_(name="") == compared):
+            rank.append(-1)
+            continue
         seen[k] = seen.get(k, -1) + 1
-        rank.append(-1 if c.settings.name in PRESETS else seen[k])
+        rank.append(seen[k])
     order = sorted(range(len(plan.configs)), key=lambda i: rank[i], reverse=True)
     drop: set[int] = set()
     total = plan.estimate_s

@@ -461,3 +461,44 @@ def test_overhead_command_rejects_an_unknown_framework() -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2
     assert "invalid choice: 'mxnet'" in proc.stderr
+
+
+@needs_onnx
+def test_a_framework_configuration_runs_in_the_suite_runner(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pyparbench run``'s framework rows: a Config with a framework runs in
+    that framework's child and is stored like a native result; a crashing
+    one is an error record naming it, and the runner goes on."""
+    from pyparbench.results import ResultStore
+    from pyparbench.runner import Config, run_configs
+
+    s = Settings(intra_op=1)
+    configs = [Config("mlp-512", 1, s, repeats=3),
+               Config("mlp-512", 1, s, repeats=3, framework="onnxruntime", mode="all"),
+               Config("mlp-512", 1, s, repeats=3, framework="onnxruntime", mode="basic")]
+    store = ResultStore(tmp_path / "results.jsonl")
+    native, ort = list(run_configs(configs[:2], store))
+    assert native["status"] == ort["status"] == "ok"
+    assert ort["config"]["framework"] == "onnxruntime" and len(ort["ns"]) == 3
+    assert ort["summary"]["median"] > 0 and ort["resolved"]["reported"]
+    assert ort["key"] != native["key"]
+    monkeypatch.setenv(HOOK_ENV, "abort@onnxruntime")
+    *_, bad = list(run_configs(configs, store))
+    assert bad["status"] == "error" and "died of SIGABRT" in bad["error"]
+    assert "onnxruntime (basic) on mlp-512 batch 1" in bad["error"]
+    # Resumed: nothing runs again.
+    again = list(run_configs(configs, store))
+    assert [r["key"] for r in again] == [r["key"] for r in (native, ort, bad)]
+    assert len(store.records()) == 3
+
+
+def test_a_framework_configuration_with_a_bad_name_is_refused() -> None:
+    from pyparbench.runner import Config
+
+    s = Settings(intra_op=1)
+    with pytest.raises(ValueError, match="unknown onnxruntime mode 'no-such-mode'"):
+        Config("mlp-512", 1, s, framework="onnxruntime", mode="no-such-mode")
+    with pytest.raises(ValueError, match="unknown framework 'caffe'"):
+        Config("mlp-512", 1, s, framework="caffe", mode="eager")
+    with pytest.raises(ValueError, match="mode 'eager' without a framework"):
+        Config("mlp-512", 1, s, mode="eager")

@@ -320,6 +320,41 @@ def test_calibration_is_cached(cache: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert third.measured == ["library/onednn/-/1"]
 
 
+def conv_block() -> Graph:
+    b = GraphBuilder("conv-block")
+    x = b.input("x", (1, 16, 12, 12))
+    for i in range(2):
+        x = b.eltwise(b.batch_norm(b.conv2d(x, 16, 3, padding=1, name=f"conv{i}"),
+                                   name=f"bn{i}"), "relu", name=f"act{i}")
+    return b.build(x)
+
+
+def test_calibration_times_the_nodes_of_the_optimised_graph(cache: Path) -> None:
+    g = conv_block()
+    run = ppb.graph.passes.executed_graph(g, Settings())
+    # The passes fold BN and fuse the activation into each conv.
+    assert len(run) < len(g) and all(n.attrs.get("activation") == "relu"
+                                     for n in run if n.op == "conv2d")
+    cal = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache,
+                            retry_disturbed=False)
+    table = cal.tables["library/onednn/-/1"]
+    fused = {op_key(run, n) for n in run if n.op == "conv2d"}
+    assert fused <= table.keys()
+    assert cal.missing(g, ["library/onednn/-/1"], retry_disturbed=False) == []
+    # The graph as built (graph_opt none) has other nodes, not measured yet.
+    assert cal.missing(g, ["library/onednn/-/1"], retry_disturbed=False,
+                       graph_opt="none") == ["library/onednn/-/1"]
+    # The prediction simulates the optimised graph, node for node.
+    model = cal.model()
+    res = Resources(cores=1, logical=1, sockets=1)
+    p = ppb.recommend.predict(g, Settings(), model, res)
+    assert len(p.simulation.start_ns) == len(run)
+    none = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache,
+                             retry_disturbed=False, graph_opt="none")
+    unopt = ppb.recommend.predict(g, Settings(graph_opt="none"), none.model(), res)
+    assert len(unopt.simulation.start_ns) == len(g)
+
+
 def test_disturbed_figures_are_measured_again_keeping_the_lower(cache: Path) -> None:
     g = chain(2, width=48)
     first = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache,

@@ -28,7 +28,14 @@ from pyparbench.report.terminal import MAX_WIDTH, print_summary
 from pyparbench.results import ResultStore
 from pyparbench.runner import Config, run_configs
 from pyparbench.settings import Settings
-from pyparbench.suite import BUDGET_S, DEFAULT_MODELS, busy_slowdown, plan_suite
+from pyparbench.suite import (
+    BUDGET_S,
+    DEFAULT_MODELS,
+    FRAMEWORK_RUNS,
+    busy_slowdown,
+    framework_settings,
+    plan_suite,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ("--quick", "--models", "mlp-512", "--batches", "1", "--repeats", "2")
@@ -90,11 +97,29 @@ def _check_page(text: str) -> _Page:
 
 
 def _medians(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """The native executor's ok records per model and batch."""
     out: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
-        if r["status"] == "ok":
+        if r["status"] == "ok" and not r["config"].get("framework"):
             out[(r["config"]["model"], r["config"]["batch"])].append(r)
     return out
+
+
+def _check_frameworks(records: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """Every framework run is paired with the native run of the same setting."""
+    runs = [r for r in records if r["config"].get("framework")]
+    items = summary["framework_overhead"] or []
+    assert len(items) == len(runs)
+    native = {(r["config"]["model"], r["config"]["batch"],
+               json.dumps(r["config"]["settings"], sort_keys=True)): r["summary"]["median"]
+              for r in records if not r["config"].get("framework")}
+    for r, item in zip(runs, items, strict=True):
+        c = r["config"]
+        assert (item["framework"], item["mode"]) == (c["framework"], c["mode"])
+        assert item["framework_ms"] == r["summary"]["median"] / 1e6
+        key = (c["model"], c["batch"], json.dumps(c["settings"], sort_keys=True))
+        assert item["native_ms"] == native[key] / 1e6
+        assert item["ratio"] == pytest.approx(item["framework_ms"] / item["native_ms"])
 
 
 def _check_run_folder(out: Path) -> dict[str, Any]:
@@ -116,6 +141,14 @@ def _check_run_folder(out: Path) -> dict[str, Any]:
             assert m["speedup"][name] == pytest.approx(p["median_ns"] / m["best"]["median_ns"])
         assert set(m["presets"]) == set(PRESETS)
         assert m["regret"]["tftuner"] >= 0.0
+        # The recommender's setting ran under its own name, with its prediction.
+        (rec,) = [r for r in rs if r["config"]["settings"]["name"] == "recommended"]
+        assert m["chosen"]["recommended"]["median_ns"] == rec["summary"]["median"]
+        assert m["regret"]["recommended"] == pytest.approx(
+            rec["summary"]["median"] / m["best"]["median_ns"] - 1.0)
+        pred = m["prediction"]
+        assert pred["predicted_ms"] == rec["config"]["predicted_ns"] / 1e6 > 0
+        assert pred["error"] == pytest.approx(pred["predicted_ms"] / pred["measured_ms"] - 1)
         assert {"scheduler", "operator", "library_eigen", "library_blas"} <= set(m["effects"])
         assert sorted(c["median_ns"] for c in m["configs"]) == \
             sorted(r["summary"]["median"] for r in rs)
@@ -136,7 +169,8 @@ def _check_run_folder(out: Path) -> dict[str, Any]:
     (roof,) = ops["roofline"]
     assert roof["nodes"] and all(n["op"] in ("linear", "matmul", "conv2d", "embedding_bag")
                                  for n in roof["nodes"])
-    assert summary["peak"]["points"] and summary["framework_overhead"] is None
+    assert summary["peak"]["points"]
+    _check_frameworks(records, summary)
     return summary
 
 
@@ -210,13 +244,20 @@ def _synthetic_summary(n_models: int) -> dict[str, Any]:
     """A summary of long names and labels, to test the terminal width."""
     recs = []
     for i in range(n_models):
-        for name, ms in (("tensorflow", 9.0), ("intel", 7.0), ("tftuner", 5.5), ("", 5.0)):
+        for name, ms in (("tensorflow", 9.0), ("intel", 7.0), ("tftuner", 5.5),
+                         ("recommended", 5.15), ("", 5.0)):
             s = Settings(scheduler="async", inter_op=2, intra_op=14, operator="framework",
                          library="eigen", pool="eigen", affinity="compact", omp_wait="passive",
                          name=name).as_dict()
             recs.append({"key": f"{i}{name}", "status": "ok",
                          "config": {"model": f"inception-v3-long-name-{i}", "batch": 1024,
                                     "settings": s},
+                         "summary": {"median": ms * 1e9, "q1": ms * 1e9, "q3": ms * 1e9,
+                                     "n": 3}})
+        for fw, mode, ms in (("tensorflow", "function", 6.0), ("torch", "eager", 7.5),
+                             ("torch", "script", 5.5), ("onnxruntime", "all", 4.5)):
+            recs.append({**recs[-1], "key": f"{i}{fw}{mode}",
+                         "config": {**recs[-1]["config"], "framework": fw, "mode": mode},
                          "summary": {"median": ms * 1e9, "q1": ms * 1e9, "q3": ms * 1e9,
                                      "n": 3}})
     return summarize_run(recs, fingerprint={"host": "h"})
@@ -229,7 +270,10 @@ def test_the_terminal_summary_fits_80_columns(width: int) -> None:
     lines = buf.getvalue().splitlines()
     assert max(len(x) for x in lines) <= MAX_WIDTH, "\n".join(lines)
     assert any("x1.80" in x for x in lines)  # the tensorflow speed-up: 9.0 / 5.0
-    assert any("10%" in x for x in lines)  # the tuner's regret: 5.5 / 5.0 - 1
+    assert any("10%" in x and "3%" in x for x in lines)  # regrets: 5.5 / 5 - 1, 5.15 / 5 - 1
+    # Each framework run over the native one of the same setting: 7.5 / 5.0, 4.5 / 5.0.
+    assert any("x1.50" in x and "x0.90" in x for x in lines)
+    assert any("(script)" in x for x in lines)
 
 
 def test_framework_overhead_is_paired_with_the_native_run() -> None:
@@ -285,6 +329,38 @@ def test_an_over_budget_plan_drops_grid_settings_never_presets() -> None:
     # A budget below the presets alone keeps the presets all the same.
     bare = plan_suite("quick", cores=2, budget_s=0.0)
     assert {c.settings.name for c in bare.configs} == set(PRESETS)
+
+
+def test_the_plan_adds_the_recommended_setting_and_the_framework_runs() -> None:
+    rec = Settings(scheduler="async", inter_op=2, intra_op=1, affinity="compact")
+    recommended = {(m, b): (rec, 1e6 * (i + 1))
+                   for i, (m, b) in enumerate([("mlp-512", 1), ("mlp-512", 8)])}
+    runs = FRAMEWORK_RUNS
+    plan = plan_suite("default", ["mlp-512"], cores=2, budget_s=None, operators=False,
+                      recommended=recommended, frameworks=runs)
+    for b in (1, 8):
+        names = [c.settings.name for c in plan.configs if c.batch == b and not c.framework]
+        assert names[:4] == [*PRESETS, "recommended"]
+        (r,) = [c for c in plan.configs if c.batch == b and c.settings.name == "recommended"]
+        assert r.settings.with_(name="") == rec and r.predicted_ns == recommended[("mlp-512", b)][1]
+        # The prediction is kept with the result but is not part of its identity.
+        assert "predicted_ns" not in r.key and r.as_dict()["predicted_ns"] == r.predicted_ns
+    # Framework runs at the first batch only, under the native setting they
+    # are compared with, which the plan runs too.
+    fw = [c for c in plan.configs if c.framework]
+    assert [(c.framework, c.mode) for c in fw] == list(runs) and {c.batch for c in fw} == {1}
+    native = [c for c in plan.configs if not c.framework and c.batch == 1
+              and c.settings == fw[0].settings]
+    assert len(native) == 1 and native[0].settings.with_(name="") == framework_settings(2)
+    assert len({c.key for c in plan.configs}) == len(plan.configs)
+    assert Config.from_dict(fw[0].as_dict()) == fw[0]
+    # A tight budget drops grid settings and then framework runs, never the
+    # presets, the recommended setting or the native run frameworks compare with.
+    tight = plan_suite("default", ["mlp-512"], cores=2, budget_s=0.0, operators=False,
+                       recommended=recommended, frameworks=runs)
+    assert {c.settings.name for c in tight.configs} - {""} == {*PRESETS, "recommended"}
+    assert not any(c.framework for c in tight.configs) and native[0] in tight.configs
+    assert all(c == native[0] for c in tight.configs if not c.settings.name)
 
 
 def test_a_busy_machine_plans_less_to_keep_the_budget() -> None:

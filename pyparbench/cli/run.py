@@ -1,17 +1,22 @@
 """``pyparbench run``: the main job, as a report a person reads.
 
 Measures this machine's ceilings (once per machine, cached in the results
-folder), then a suite (:mod:`pyparbench.suite`: ``--quick``, the default,
-or ``--full``): each model configuration and each operator measurement in
-a fresh process, every result appended to the folder as it finishes (an
-interrupted run resumes where it stopped). Then it writes ``summary.json``
-and ``report.html`` beside ``results.jsonl`` and prints the best setting
-per model against the presets, within 80 columns.
+folder), asks the recommender for each model's setting (calibrated on this
+machine, cached), then runs a suite (:mod:`pyparbench.suite`: ``--quick``,
+the default, or ``--full``): the presets, the recommended setting, a sweep,
+the same graphs in TensorFlow, PyTorch and ONNX Runtime when they are
+installed, and operator measurements, each in a fresh process, every
+result appended to the folder as it finishes (an interrupted run resumes
+where it stopped). Then it writes ``summary.json`` and ``report.html``
+beside ``results.jsonl`` and prints the best setting per model against the
+presets, the tuner's and the recommender's regret, and the frameworks'
+overhead, within 80 columns.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
@@ -24,13 +29,18 @@ if TYPE_CHECKING:
 
     from pyparbench.op_bench import OpTask
     from pyparbench.runner import Config
+    from pyparbench.settings import Settings
     from pyparbench.suite import SuitePlan
 
-__all__ = ["DEFAULT_OUTPUT", "OPERATORS_FILE", "RESULTS_FILE", "add_command", "results_paths"]
+__all__ = ["DEFAULT_OUTPUT", "OPERATORS_FILE", "RECOMMENDATIONS_FILE", "RESULTS_FILE",
+           "add_command", "results_paths"]
 
 DEFAULT_OUTPUT = "pyparbench-results"
 RESULTS_FILE = "results.jsonl"
 OPERATORS_FILE = "operators.jsonl"
+# The recommender's settings of a run, kept so that a resumed run measures
+# the same ones (a recalibration could otherwise pick another).
+RECOMMENDATIONS_FILE = "recommendations.json"
 
 
 def results_paths(output: str) -> tuple[Path, Path]:
@@ -54,6 +64,56 @@ def _plan_line(plan: SuitePlan) -> str:
         text += (f"; {len(plan.dropped)} grid settings left out to fit the "
                  f"{plan.budget_s:.0f} s budget (--full runs them)")
     return text
+
+
+Recommended = dict[tuple[str, int], tuple["Settings", float | None]]
+
+
+def _read_recommendations(path: Path) -> Recommended:
+    """What an earlier run into this folder recommended ({} if none or unreadable)."""
+    from pyparbench.settings import Settings
+
+    try:
+        items = json.loads(path.read_text())
+        return {(str(i["model"]), int(i["batch"])):
+                (Settings.from_dict(i["settings"]), float(i["predicted_ns"]))
+                for i in items}
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
+
+
+def _recommend(models: list[str], batches: list[int], console: Console, *, calibrate: bool,
+               path: Path, resume: bool) -> tuple[Recommended, float]:
+    """The recommender's setting and predicted latency per model and batch,
+    and the seconds it took (calibration is cached per machine; without
+    ``calibrate``, the analytic model, which gives every shard of a
+    sharded suite the same list). A resumed run takes what ``path`` holds
+    from the run it resumes. A model the recommender fails on is reported
+    and left without one."""
+    from pyparbench.models import build
+    from pyparbench.recommend import recommend
+
+    known = _read_recommendations(path) if resume else {}
+    out: Recommended = {}
+    started = time.perf_counter()
+    pairs = [(m, b) for m in models for b in batches]
+    with console.status("") as status:
+        for i, (m, b) in enumerate(pairs, 1):
+            if (m, b) in known:
+                out[(m, b)] = known[(m, b)]
+                continue
+            status.update(f"recommender: calibrating and simulating {m} b{b} ({i}/{len(pairs)})")
+            try:
+                rec = recommend(build(m, b), calibrate=calibrate)
+            except (RuntimeError, ValueError, OSError) as e:
+                console.print(f"[yellow]recommender: no setting for {m} b{b}: {e}[/]")
+                continue
+            out[(m, b)] = (rec.settings, rec.predicted.latency_ns)
+    keep = {**known, **out}
+    path.write_text(json.dumps([{"model": m, "batch": b, "settings": s.as_dict(),
+                                 "predicted_ns": p} for (m, b), (s, p) in keep.items()],
+                               indent=1))
+    return out, time.perf_counter() - started
 
 
 def _run_plan(plan: SuitePlan, out: Path, results: Path, peak: Any, args: argparse.Namespace,
@@ -91,8 +151,7 @@ def _run_plan(plan: SuitePlan, out: Path, results: Path, peak: Any, args: argpar
                             description=f"{what[:38]}: {status}")
 
         def on_config(config: Config, record: dict[str, Any] | None) -> None:
-            step(config.key, f"{config.model} b{config.batch} {config.settings.label()}",
-                 record)
+            step(config.key, config.what, record)
 
         def on_task(task: OpTask, record: dict[str, Any] | None) -> None:
             step(task.key, task.label, record)
@@ -115,7 +174,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pyparbench.report.summary import busy_note
     from pyparbench.report.terminal import print_summary
     from pyparbench.shards import apply_shard, resolve_shard
-    from pyparbench.suite import busy_slowdown, plan_suite
+    from pyparbench.suite import (
+        BATCHES,
+        BUDGET_S,
+        FRAMEWORK_RUNS,
+        busy_slowdown,
+        installed_frameworks,
+        level_models,
+        plan_suite,
+    )
 
     started = time.perf_counter()
     # Before this job adds its own load: were other processes using the cores?
@@ -139,13 +206,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   f"{top.fma_gflops:.0f} GFLOP/s FMA {peak.isa} at {top.threads} threads, "
                   f"{top.triad_gbs:.1f} GB/s triad, {top.gather_gbs:.1f} GB/s gather",
                   width=min(console.width, 80))
+    models = list(args.models or level_models(level))
+    batches = list(args.batches or BATCHES[level])
+    recommended, rec_s = (({}, 0.0) if args.no_recommend else
+                          _recommend(models, batches, console, calibrate=shard is None,
+                                     path=out / RECOMMENDATIONS_FILE, resume=not args.no_resume))
+    if recommended:
+        console.print(f"recommender: a setting for {len(recommended)} model configurations "
+                      f"({rec_s:.0f} s)", width=min(console.width, 80))
+    frameworks: tuple[tuple[str, str], ...] = ()
+    if not args.no_frameworks:
+        have = installed_frameworks()
+        frameworks = tuple((f, m) for f, m in FRAMEWORK_RUNS if f in have)
+        if len(have) < len({f for f, _ in FRAMEWORK_RUNS}):
+            lacking = sorted({f for f, _ in FRAMEWORK_RUNS} - set(have))
+            console.print(f"frameworks not installed, not compared: {', '.join(lacking)} "
+                          "(pip install 'pyparbench[frameworks]')", width=min(console.width, 80))
     # Every shard must build the same list, so a sharded suite is not fitted
     # to a budget (which depends on this job's measured ceilings); the
-    # machine-level operator measurements go to shard 0.
-    plan = plan_suite(level, args.models, args.batches, repeats=args.repeats, peak=peak,
+    # machine-level operator measurements go to shard 0. The time the
+    # recommender took comes out of the level's budget.
+    budget = BUDGET_S[level]
+    if budget is not None:
+        budget = max(0.5 * budget, budget - rec_s)
+    plan = plan_suite(level, models, batches, repeats=args.repeats, peak=peak,
                       operators=not args.no_operators and (shard is None or shard.index == 0),
                       slowdown=busy_slowdown(load, cpus, peak.points[-1].threads),
-                      **({"budget_s": None} if shard is not None else {}))
+                      budget_s=None if shard is not None else budget,
+                      recommended=recommended, frameworks=frameworks)
     if shard is not None:
         chosen = apply_shard(plan.configs, args.shard, results, log=console.print)
         plan.config_s = [s for c, s in zip(plan.configs, plan.config_s, strict=True)
@@ -185,6 +273,10 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                    help="timed runs per configuration (default: quick 3, default 5, full 10)")
     p.add_argument("--no-operators", action="store_true",
                    help="model configurations only: no operator scaling or roofline points")
+    p.add_argument("--no-recommend", action="store_true",
+                   help="leave out the recommender's setting (and its calibration)")
+    p.add_argument("--no-frameworks", action="store_true",
+                   help="leave out the TensorFlow, PyTorch and ONNX Runtime runs")
     p.add_argument("--no-resume", action="store_true", help="measure everything again")
     p.add_argument("--retry-failed", action="store_true", help="run failed ones again")
     p.add_argument("--shard", metavar="K/N",

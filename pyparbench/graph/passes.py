@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,8 +36,12 @@ from pyparbench.graph.opdefs import FUSABLE_ACTIVATIONS
 from pyparbench.memory import aligned_copy
 from pyparbench.names import GRAPH_OPTS, GRAPH_PASSES
 
+if TYPE_CHECKING:
+    from pyparbench.settings import Settings
+
 __all__ = ["GRAPH_OPTS", "PASSES", "DerivedParams", "OptimizeResult", "activation_fusion",
-           "bn_fold", "layout_nhwc", "optimize", "pipeline", "residual_fusion"]
+           "bn_fold", "executed_graph", "layout_nhwc", "optimize", "pipeline",
+           "residual_fusion"]
 
 PASSES = GRAPH_PASSES
 """Every pass, in the order the full pipeline applies them (BN first, so a
@@ -396,3 +400,13 @@ def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
             g = layout_nhwc(g)
         applied.append(name)
     return OptimizeResult(g, tuple(applied), skipped)
+
+
+def executed_graph(graph: Graph, settings: Settings) -> Graph:
+    """The graph the executor runs for ``graph`` under ``settings``: rewritten
+    by the passes ``settings.graph_opt`` asks for that its library and
+    operator mode can take (what a trace's node ids refer to)."""
+    passes = pipeline(settings.graph_opt)
+    if not passes:
+        return graph
+    return optimize(graph, passes, library=settings.library, operator=settings.operator).graph

@@ -18,7 +18,11 @@ How (see the submodules):
   one, a roofline with Amdahl-style scaling
   (:class:`~pyparbench.recommend.costmodel.AnalyticCostModel`);
 * the schedule simulation (:mod:`~pyparbench.recommend.simulate`) replays
-  the executor's scheduling of the graph under each candidate setting;
+  the executor's scheduling of the graph under each candidate setting; the
+  graph simulated (and calibrated) is the one the executor runs under that
+  setting, rewritten by the graph passes its ``graph_opt`` asks for
+  (:func:`pyparbench.graph.passes.executed_graph`: conv, batch norm and activation
+  fused, channels-last);
 * candidates: sync with one worker and async with 2 .. (graph width)
   workers; intra-op threads cores // workers, and every measured count
   below it (fewer threads than cores can win when ops stop scaling); library
@@ -45,6 +49,7 @@ from typing import Any
 
 from pyparbench._checks import positive_int
 from pyparbench.graph import Graph
+from pyparbench.graph.passes import executed_graph
 from pyparbench.names import POOLS, PRESETS
 from pyparbench.recommend.costmodel import (
     ALIAS_OPS,
@@ -265,13 +270,36 @@ def candidates(graph: Graph, model: CostModel, resources: Resources, *,
     return out
 
 
+class _Executed:
+    """:func:`executed_graph`, once per graph and the settings that decide it."""
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[int, str, str, str], tuple[Graph, Graph]] = {}
+
+    def __call__(self, graph: Graph, settings: Settings) -> Graph:
+        key = (id(graph), settings.graph_opt, settings.library, settings.operator)
+        hit = self._memo.get(key)
+        if hit is None or hit[0] is not graph:
+            hit = (graph, executed_graph(graph, settings))
+            self._memo[key] = hit
+        return hit[1]
+
+
 def predict(graph: Graph, settings: Settings, model: CostModel, resources: Resources, *,
             batch: int | None = None) -> Prediction:
     """Predict ``settings`` for ``graph`` (one instance's graph when
-    ``settings.instances`` > 1); ``batch`` is the graph's batch."""
-    b = batch if batch is not None else _batch(graph)
-    sim = simulate(graph, settings, model, resources)
-    return Prediction(settings, sim.latency_ns, b, b * settings.instances, sim)
+    ``settings.instances`` > 1; the graph as built: the prediction is of the
+    graph the executor runs, :func:`~pyparbench.graph.passes.executed_graph`); ``batch`` is the
+    graph's batch."""
+    return _predict_run(executed_graph(graph, settings), settings, model, resources,
+                        batch=batch if batch is not None else _batch(graph))
+
+
+def _predict_run(run: Graph, settings: Settings, model: CostModel, resources: Resources, *,
+                 batch: int) -> Prediction:
+    """:func:`predict` on the graph the executor runs."""
+    sim = simulate(run, settings, model, resources)
+    return Prediction(settings, sim.latency_ns, batch, batch * settings.instances, sim)
 
 
 def _simplicity(s: Settings) -> tuple[int, ...]:
@@ -490,6 +518,7 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
 
     # Which instance counts, and each one's graph.
     per_instance: dict[int, Graph] = {1: graph}
+    executed = _Executed()
     if instances and res.cores > 1:
         for k in range(2, res.cores + 1):
             if res.cores % k:
@@ -551,8 +580,8 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
 
     cands = candidates(graph, model, res, instances=sorted(per_instance),
                        allow_smt=allow_smt)
-    preds = [predict(per_instance[s.instances], s, model, res,
-                     batch=_batch(per_instance[s.instances])) for s in cands]
+    preds = [_predict_run(executed(per_instance[s.instances], s), s, model, res,
+                          batch=_batch(per_instance[s.instances])) for s in cands]
     if objective == "latency":
         top = min(p.latency_ns for p in preds)
         ties = [p for p in preds if p.latency_ns <= top * (1 + TIE)]
@@ -568,7 +597,7 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
     presets: dict[str, Prediction] = {}
     for name in PRESETS:
         ps = preset(name, topo, graph)
-        presets[name] = predict(graph, ps, model, res, batch=batch)
+        presets[name] = _predict_run(executed(graph, ps), ps, model, res, batch=batch)
 
     reasons = [f"cost model: {why_model}"]
     reasons.append(f"graph: {len(graph)} nodes, {graph.heavy_ops} heavy ops, heavy depth "
@@ -576,7 +605,11 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
                    f"uses {presets['tftuner'].settings.inter_op} worker"
                    f"{'s' * (presets['tftuner'].settings.inter_op > 1)}), widest set of "
                    f"independent heavy ops {graph.max_width}")
-    g1 = per_instance[chosen.instances]
+    g1 = executed(per_instance[chosen.instances], chosen)
+    if len(g1) != len(per_instance[chosen.instances]):
+        reasons.append(f"as run: the graph passes ({chosen.graph_opt}) leave {len(g1)} of "
+                       f"{len(per_instance[chosen.instances])} nodes, and op times are "
+                       f"those of the optimised nodes")
     reasons += _branch_reason(g1, _op_times(g1, model, chosen.intra_op, chosen),
                               chosen.intra_op)
     reasons += _scaling_reason(g1, model, model.thread_counts(res.cores // chosen.instances),

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from pyparbench.graph import Graph, GraphBuilder
+from pyparbench.graph.passes import executed_graph
 from pyparbench.names import LIBRARIES, OPERATORS, POOLS
 from pyparbench.recommend.costmodel import (
     ALIAS_OPS,
@@ -192,25 +193,27 @@ class Calibration:
                                    source=str(self.path) if self.path else "")
 
     def missing(self, graph: Graph, configs: Iterable[str], *,
-                retry_disturbed: bool = True) -> list[str]:
-        """The configs lacking a figure for some computing node of ``graph``,
-        or (``retry_disturbed``) holding one that other processes disturbed
-        and that has been measured fewer than ``MAX_ATTEMPTS`` times."""
-        keys = {op_key(graph, n) for n in graph if n.op not in ALIAS_OPS}
+                retry_disturbed: bool = True, graph_opt: str = "full") -> list[str]:
+        """The configs lacking a figure for some computing node that the
+        executor runs for ``graph`` (optimised as ``graph_opt`` asks), or
+        (``retry_disturbed``) holding one that other processes disturbed and
+        that has been measured fewer than ``MAX_ATTEMPTS`` times."""
         out = []
         for c in configs:
+            keys = _op_keys(graph, c, graph_opt)
             table = self.tables.get(c, {})
             if not keys <= table.keys() or (retry_disturbed and any(
                     table[k][2] > 0 and table[k][3] < MAX_ATTEMPTS for k in keys)):
                 out.append(c)
         return out
 
-    def disturbed(self, graph: Graph, configs: Iterable[str]) -> list[str]:
+    def disturbed(self, graph: Graph, configs: Iterable[str], *,
+                  graph_opt: str = "full") -> list[str]:
         """The configs whose figures for ``graph`` were disturbed by other
         processes however often they were measured."""
-        keys = {op_key(graph, n) for n in graph if n.op not in ALIAS_OPS}
         return [c for c in configs
-                if any(self.tables.get(c, {}).get(k, [0, 0, 0, 0])[2] > 0 for k in keys)]
+                if any(self.tables.get(c, {}).get(k, [0, 0, 0, 0])[2] > 0
+                       for k in _op_keys(graph, c, graph_opt))]
 
     def update(self, config: str, table: Mapping[str, Entry], *, replace: bool = False) -> None:
         """Merge new measurements of ``config`` (see :func:`_merge`), or
@@ -289,16 +292,24 @@ def load_calibration(directory: str | Path | None = None) -> Calibration:
 # ---------------------------------------------------------------- measuring
 
 
-def _settings(operator: str, library: str, pool: str, threads: int, pin: bool) -> Settings:
-    # Calibration times the graph's own nodes one by one, so it runs the graph
-    # as built (graph_opt none): the trace's node ids are then the graph's.
+def _settings(operator: str, library: str, pool: str, threads: int, pin: bool,
+              graph_opt: str = "full") -> Settings:
     return Settings(intra_op=threads, operator=operator, library=library, pool=pool,
-                    affinity="compact" if pin else "none", graph_opt="none")
+                    affinity="compact" if pin else "none", graph_opt=graph_opt)
 
 
-def _config_settings(config: str, pin: bool) -> Settings:
+def _config_settings(config: str, pin: bool = True, graph_opt: str = "full") -> Settings:
     operator, library, pool, t = config.split("/")
-    return _settings(operator, library, "openmp" if pool == "-" else pool, int(t), pin)
+    return _settings(operator, library, "openmp" if pool == "-" else pool, int(t), pin,
+                     graph_opt)
+
+
+def _op_keys(graph: Graph, config: str, graph_opt: str) -> set[str]:
+    """The op keys of the nodes the executor runs for ``graph`` under
+    ``config``: those of its optimised graph, whose nodes are what calibration
+    times (a fused conv costs what it costs, not the sum of its parts)."""
+    run = executed_graph(graph, _config_settings(config, graph_opt=graph_opt))
+    return {op_key(run, n) for n in run if n.op not in ALIAS_OPS}
 
 
 class _Load:
@@ -368,9 +379,11 @@ def _sample(run: Callable[[], Sample], rounds: int, est_ns: float) -> list[Sampl
 
 
 def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
-                  pin: bool = True, loads: dict[str, float] | None = None
-                  ) -> dict[str, dict[str, list[float]]]:
-    """Time every computing node of ``graph`` in place under each config.
+                  pin: bool = True, loads: dict[str, float] | None = None,
+                  graph_opt: str = "full") -> dict[str, dict[str, list[float]]]:
+    """Time every computing node that the executor runs for ``graph`` (the
+    graph optimised as ``graph_opt`` asks, per config) in place under each
+    config.
 
     Parameters
     ----------
@@ -385,6 +398,8 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
     loads
         Filled, per config, with the share of the CPUs other processes used
         while it was measured.
+    graph_opt
+        The graph passes (Settings.graph_opt) the executor runs the graph with.
 
     Returns
     -------
@@ -398,13 +413,15 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
     from pyparbench.executor import compile_graph
 
     compiled = compile_graph(graph)
-    keys = [None if n.op in ALIAS_OPS else op_key(graph, n) for n in graph]
     out: dict[str, dict[str, list[float]]] = {}
     seen: dict[str, float] = {} if loads is None else loads
     windows: dict[str, float] = {}
     with _Load() as whole:
         for config in configs:
-            settings = _config_settings(config, pin)
+            settings = _config_settings(config, pin, graph_opt)
+            # Trace node ids are those of the graph the plan runs.
+            run = compiled.optimized(settings)
+            keys = [None if n.op in ALIAS_OPS else op_key(run, n) for n in run]
             first = compiled.run(settings, repeats=1, warmup=1)
             est = first.ns[0]
             # The traced run always follows an untimed one in the same call: the
@@ -412,9 +429,10 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
             # and predictors cold) is slower than the model runs in a loop.
             repeats = max(1, min(20, int(MIN_ROUND_NS / max(est, 1.0))))
 
-            def one(settings: Settings = settings, repeats: int = repeats) -> Sample:
+            def one(settings: Settings = settings, repeats: int = repeats,
+                    nodes: int = len(run)) -> Sample:
                 rec = compiled.run(settings, repeats=repeats, warmup=1, trace=True)
-                d = [0.0] * len(graph)
+                d = [0.0] * nodes
                 for e in rec.trace:
                     d[e.node] = max(0.0, e.end_ns - e.start_ns)
                 return rec.ns[-1], d
@@ -555,7 +573,8 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
               operators: Sequence[str] = ("library", "framework"),
               libraries: Sequence[str] = ("onednn",), pools: Sequence[str] = POOLS,
               rounds: int = 3, recalibrate: bool = False, retry_disturbed: bool = True,
-              directory: str | Path | None = None, cache: bool = True) -> Calibration:
+              directory: str | Path | None = None, cache: bool = True,
+              graph_opt: str = "full") -> Calibration:
     """Measure what the graph(s) need and the cache lacks; return the calibration.
 
     Parameters
@@ -579,6 +598,9 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
         The cache directory (default :func:`cache_dir`).
     cache
         Read and write the cache file (False: measure everything, keep nothing).
+    graph_opt
+        The graph passes the measured nodes come from (Settings.graph_opt;
+        default the executor's, the full pipeline).
 
     Raises
     ------
@@ -630,9 +652,11 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
         cal.measured.append("executor")
     for g in graphs:
         todo = configs if recalibrate else cal.missing(g, configs,
-                                                       retry_disturbed=retry_disturbed)
+                                                       retry_disturbed=retry_disturbed,
+                                                       graph_opt=graph_opt)
         if todo:
             for k, table in measure_graph(g, todo, rounds=rounds, pin=cores > 1,
+                                          graph_opt=graph_opt,
                                           loads=cal.load).items():
                 cal.update(k, table, replace=recalibrate)
                 if k not in cal.measured:

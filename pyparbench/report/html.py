@@ -110,24 +110,30 @@ def _overview(summary: Mapping[str, Any]) -> str:
     for m in summary["models"]:
         link = f"{m['model']} b{m['batch']}"
         if m["best"] is None:
-            rows.append((link, "all failed", "", "", "", "", ""))
+            rows.append((link, "all failed", "", "", "", "", "", "", ""))
             continue
         sp = m.get("speedup", {})
-        regret = m.get("regret", {}).get("tftuner")
+        regret = m.get("regret", {})
+        pred = m.get("prediction")
         rows.append((link, f"{m['best']['median_ms']:.4g}", m["best"]["label"],
                      *[f"x{sp[k]:.2f}" if k in sp else "-"
                        for k in ("tensorflow", "intel", "tftuner")],
-                     "-" if regret is None else f"{100 * regret:.1f}%"))
+                     *["-" if regret.get(k) is None else f"{100 * regret[k]:.1f}%"
+                       for k in ("tftuner", "recommended")],
+                     "-" if pred is None else f"{100 * pred['error']:+.0f}%"))
     c = summary["counts"]
     head = (f"<p>{c['configs']} configurations ({c['ok']} ok, {c['failed']} not), "
             f"{c['operator_tasks']} operator measurements ({c['operator_failed']} not ok). "
             f"Speed-up: a preset's median latency over the best setting's; regret: how much "
-            f"slower the study's tuner's choice is than the best measured.</p>")
+            f"slower the study's tuner's choice, and the recommender's, are than the best "
+            f"measured; prediction: the recommender's predicted latency of its setting "
+            f"against the measured one.</p>")
     links = " ".join(f"<a href='#{model_anchor(m['model'], m['batch'])}'>"
                      f"{_e(m['model'])} b{m['batch']}</a>" for m in summary["models"])
     return head + _table(["model", "best ms", "best setting", "vs tensorflow", "vs intel",
-                          "vs tftuner", "tuner regret"], rows,
-                         [False, True, False, True, True, True, True]) + f"<p>{links}</p>"
+                          "vs tftuner", "tuner regret", "recommended regret", "prediction"],
+                         rows, [False, True, False, True, True, True, True, True, True]
+                         ) + f"<p>{links}</p>"
 
 
 def _model_section(m: Mapping[str, Any]) -> str:
@@ -220,12 +226,19 @@ def _overhead(summary: Mapping[str, Any]) -> str:
                    "show.</p>")
         return "\n".join(out)
     out.append(_img(plots.overhead_png(items), "framework overhead"))
-    rows = [(i["model"], i["batch"], i["framework"], i["setting"], f"{i['native_ms']:.4g}",
-             f"{i['framework_ms']:.4g}", f"{i['overhead_ms']:.4g}",
-             f"{i['overhead_pct']:.0f}%") for i in items]
+    out.append("<p>The same graph, weights and input in each framework, in its own process "
+               "pinned to the same CPUs as the native run beside it. Overhead: framework "
+               "latency minus the native executor's, as a share of the framework's; a "
+               "negative overhead means the framework ran the graph faster than pyparbench's "
+               "executor did. <code>pyparbench overhead MODEL</code> splits it per op "
+               "type with each framework's profiler.</p>")
+    rows = [(i["model"], i["batch"], plots.framework_label(i), i["setting"],
+             f"{i['native_ms']:.4g}", f"{i['framework_ms']:.4g}", f"{i['overhead_ms']:.4g}",
+             f"{i['overhead_pct']:.0f}%", f"x{i['framework_ms'] / i['native_ms']:.2f}"
+             if i["native_ms"] > 0 else "-") for i in items]
     out.append(_table(["model", "batch", "framework", "setting", "native ms", "framework ms",
-                       "overhead ms", "overhead"], rows,
-                      [False, True, False, False, True, True, True, True]))
+                       "overhead ms", "overhead", "framework / native"], rows,
+                      [False, True, False, False, True, True, True, True, True]))
     return "\n".join(out)
 
 

@@ -15,8 +15,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-__all__ = ["effects_png", "heatmap_png", "model_effects_png", "overhead_png", "roofline_png",
-           "scaling_png", "speedup_png"]
+__all__ = ["effects_png", "framework_label", "heatmap_png", "model_effects_png", "overhead_png",
+           "roofline_png", "scaling_png", "speedup_png"]
 
 _DPI = 100
 _PRESET_SHORT = {"tensorflow": "TensorFlow defaults", "intel": "Intel's advice",
@@ -267,20 +267,30 @@ def roofline_png(roofline: Sequence[Mapping[str, Any]], scaling: Sequence[Mappin
     return _png(fig)
 
 
+def framework_label(item: Mapping[str, Any]) -> str:
+    """'torch (script)', or the framework alone when no mode is recorded."""
+    return f"{item['framework']} ({item['mode']})" if item.get("mode") else str(item["framework"])
+
+
 def overhead_png(items: Sequence[Mapping[str, Any]] | None) -> bytes | None:
-    """Framework overhead: native and framework latency per model and framework."""
+    """Framework latency over native latency, per model and batch, one bar
+    per framework run (1: as fast as pyparbench's executor)."""
     if not items:
         return None
-    labels = [f"{i['model']} b{i['batch']}\n{i['framework']}" for i in items]
-    fig = Figure(figsize=(2.0 + 1.0 * len(items), 3.2))
+    groups = list(dict.fromkeys(f"{i['model']} b{i['batch']}" for i in items))
+    runs = list(dict.fromkeys(framework_label(i) for i in items))
+    ratio = {(f"{i['model']} b{i['batch']}", framework_label(i)):
+             i["framework_ms"] / i["native_ms"] for i in items if i["native_ms"] > 0}
+    fig = Figure(figsize=(min(16.0, 2.0 + 0.9 * len(groups) * max(1, len(runs)) / 3), 3.4))
     ax = fig.add_subplot()
-    x = range(len(items))
-    ax.bar([v - 0.2 for v in x], [i["native_ms"] for i in items], width=0.4, label="native")
-    bars = ax.bar([v + 0.2 for v in x], [i["framework_ms"] for i in items], width=0.4,
-                  label="framework")
-    ax.bar_label(bars, labels=[f"+{i['overhead_pct']:.0f}%" for i in items], fontsize=7)
-    ax.set_xticks(list(x), labels, fontsize=7)
-    ax.set_ylabel("median ms")
-    ax.set_title("framework overhead (framework - native)", fontsize=9)
-    ax.legend(fontsize=7)
+    width = 0.8 / max(1, len(runs))
+    for k, run in enumerate(runs):
+        xs = [g + (k - (len(runs) - 1) / 2) * width for g in range(len(groups))]
+        ax.bar(xs, [ratio.get((grp, run), 0.0) for grp in groups], width=width, label=run)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(list(range(len(groups))), groups, fontsize=7, rotation=30, ha="right")
+    ax.set_ylabel("framework / native latency")
+    ax.set_title("each framework's latency over pyparbench's executor (same graph, "
+                 "settings and weights)", fontsize=9)
+    ax.legend(fontsize=7, ncol=min(4, len(runs)))
     return _png(fig)

@@ -29,6 +29,9 @@ beside it (``median_ns``) so the two can be matched exactly:
     latency}, ``regret`` {chooser: chooser latency / best latency - 1}, for
     the study's tuner (``tftuner``) and, when configurations named
     ``recommended`` were run, the recommender (``recommended``);
+    ``prediction`` (when the recommended configuration carries the
+    recommender's prediction): {predicted_ms, measured_ms, error
+    (predicted / measured - 1)};
     ``effects`` (the study's layers as ratios: ``scheduler`` sync / async,
     ``operator`` framework / library, ``library_eigen`` and ``library_blas``
     eigen or blas / onednn, ``pool_*`` in framework mode; a ratio above 1
@@ -41,10 +44,11 @@ beside it (``median_ns``) so the two can be matched exactly:
 ``framework_overhead``
     None unless framework runs are among the records. A framework run is a
     record whose ``config`` has a ``framework`` name ("tensorflow",
-    "pytorch", "onnxruntime") beside the model, batch and settings of a
-    native run; each pair gives {model, batch, framework, setting,
-    native_ms, framework_ms, overhead_ms (framework - native),
-    overhead_pct (of the framework latency)}.
+    "torch", "onnxruntime") and ``mode`` beside the model, batch and
+    settings of a native run; each pair gives {model, batch, framework,
+    mode, setting, native_ms, framework_ms, overhead_ms (framework -
+    native), overhead_pct (of the framework latency), ratio (framework /
+    native)}.
 ``operators``
     ``scaling``: per standard shape, each thread count's latency, GFLOP/s,
     GB/s, intensity, bound and percentage of it, and the speed-up at the
@@ -215,6 +219,12 @@ def _model_entry(model: str, batch: int, rs: Sequence[Mapping[str, Any]]) -> dic
         entry["regret"] = {k: v["median_ns"] / b - 1.0 for k, v in entry["chosen"].items()}
     else:
         entry["speedup"], entry["regret"] = {}, {}
+    rec = _best(r for r in ok if r["config"]["settings"].get("name") == "recommended"
+                and r["config"].get("predicted_ns"))
+    if rec is not None:
+        pred, got = float(rec["config"]["predicted_ns"]), float(rec["summary"]["median"])
+        entry["prediction"] = {"predicted_ms": pred / 1e6, "measured_ms": got / 1e6,
+                               "error": pred / got - 1.0}
     entry["effects"] = _effects(ok)
     entry["grid"] = _grid(ok)
     entry["configs"] = sorted((_timing(r) for r in ok), key=lambda t: t["median_ns"])
@@ -244,9 +254,10 @@ def _framework_overhead(native: Sequence[Mapping[str, Any]],
             continue
         nm, fm = n["summary"]["median"] / 1e6, r["summary"]["median"] / 1e6
         out.append({"model": c["model"], "batch": c["batch"], "framework": c["framework"],
-                    "setting": settings_label(c["settings"]), "native_ms": nm,
-                    "framework_ms": fm, "overhead_ms": fm - nm,
-                    "overhead_pct": 100.0 * (fm - nm) / fm if fm > 0 else 0.0})
+                    "mode": c.get("mode"), "setting": settings_label(c["settings"]),
+                    "native_ms": nm, "framework_ms": fm, "overhead_ms": fm - nm,
+                    "overhead_pct": 100.0 * (fm - nm) / fm if fm > 0 else 0.0,
+                    "ratio": fm / nm if nm > 0 else 0.0})
     return out
 
 

@@ -9,19 +9,28 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["MAX_WIDTH", "print_summary", "summary_renderable", "summary_table"]
+__all__ = ["MAX_WIDTH", "overhead_table", "print_summary", "summary_renderable",
+           "summary_table"]
 
 MAX_WIDTH = 80
 
 
 def _speedup_cell(entry: Mapping[str, Any], name: str) -> str:
     v = entry.get("speedup", {}).get(name)
-    return "-" if v is None else f"x{v:.2f}"
+    if v is None:
+        return "-"
+    return f"x{v:.2f}" if v < 10 else f"x{v:.1f}" if v < 100 else f"x{v:.0f}"
+
+
+def _pct(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return ">999%" if v > 9.99 else f"{100 * v:.0f}%"
 
 
 def summary_table(summary: Mapping[str, Any]) -> Table:
     """Per model and batch: the best setting, its latency, its speed-up over
-    each preset and the study's tuner's regret."""
+    each preset, and the regret of the study's tuner and of the recommender."""
     table = Table(title="best setting found vs the presets (median latency)",
                   title_style="bold", pad_edge=False, expand=False)
     table.add_column("model", no_wrap=True, max_width=14)
@@ -30,20 +39,48 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     table.add_column("best setting", overflow="fold", ratio=1)
     for name in ("tf", "intel", "tuner"):
         table.add_column(f"x{name}", justify="right", no_wrap=True)
-    table.add_column("regret", justify="right", no_wrap=True)
+    table.add_column("tuner", justify="right", no_wrap=True)
+    table.add_column("ours", justify="right", no_wrap=True)
     for m in summary["models"]:
         if m["best"] is None:
             table.add_row(m["model"], str(m["batch"]), "-", Text("failed", style="red"),
-                          "-", "-", "-", "-")
+                          "-", "-", "-", "-", "-")
             continue
-        regret = m.get("regret", {}).get("tftuner")
+        regret = m.get("regret", {})
         setting = m["best"]["short"]
         if m["failed"]:
             setting += f" ({m['failed']} failed)"
         table.add_row(m["model"], str(m["batch"]), f"{m['best']['median_ms']:.3g}", setting,
                       _speedup_cell(m, "tensorflow"), _speedup_cell(m, "intel"),
-                      _speedup_cell(m, "tftuner"),
-                      "-" if regret is None else f"{100 * regret:.0f}%")
+                      _speedup_cell(m, "tftuner"), _pct(regret.get("tftuner")),
+                      _pct(regret.get("recommended")))
+    return table
+
+
+def overhead_table(summary: Mapping[str, Any]) -> Table | None:
+    """Per model and batch, each framework run's latency over the native
+    executor's under the same setting (None: no framework ran)."""
+    from pyparbench.report.plots import framework_label
+
+    items = summary.get("framework_overhead") or []
+    if not items:
+        return None
+    runs = list(dict.fromkeys(framework_label(i) for i in items))
+    table = Table(title="each framework's latency / pyparbench's (same graph and setting)",
+                  title_style="bold", pad_edge=False, expand=False)
+    table.add_column("model", no_wrap=True, max_width=14)
+    table.add_column("b", justify="right", no_wrap=True)
+    table.add_column("native ms", justify="right", no_wrap=True)
+    for r in runs:
+        table.add_column(r.replace(" (", "\n("), justify="right",
+                         no_wrap=True)
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for i in items:
+        row = rows.setdefault((i["model"], i["batch"]), {"native": i["native_ms"]})
+        row[framework_label(i)] = i["framework_ms"] / i["native_ms"] if i["native_ms"] else None
+    for (model, batch), row in rows.items():
+        table.add_row(model, str(batch), f"{row['native']:.3g}",
+                      *[f"x{row[r]:.2f}" if row.get(r) is not None else "-" for r in runs])
     return table
 
 
@@ -53,7 +90,14 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
     parts: list[Any] = [summary_table(summary)]
     parts.append(Text("xP: how many times faster the best setting is than preset P (tf: "
                       "TensorFlow's defaults, intel: Intel's advice, tuner: the study's "
-                      "tuner); regret: how much slower the tuner's choice is than the best."))
+                      "tuner); tuner, ours: how much slower the study's tuner's choice and "
+                      "the recommender's are than the best measured (their regret)."))
+    frameworks = overhead_table(summary)
+    if frameworks is not None:
+        parts.append(frameworks)
+        parts.append(Text("xN: the framework's median latency over the native executor's "
+                          "(above 1: the framework is slower; pyparbench overhead MODEL "
+                          "splits it per op type)."))
     busy = summary.get("conditions", {}).get("busy")
     if busy:
         parts.append(Text(busy, style="yellow"))
