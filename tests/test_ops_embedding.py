@@ -102,6 +102,56 @@ def test_prepared_kernel(rng: np.random.Generator) -> None:
     assert k.bytes_moved(320, 16) == 4 * 320 * 64 + 8 * 320 + 4 * 16 * 64
 
 
+def unaligned(table: np.ndarray) -> np.ndarray:
+    """A copy of `table` whose data starts 4 bytes past a 64-byte boundary
+    (numpy itself aligns to 16 bytes only): every row straddles an extra line."""
+    buf = np.empty(table.size + 32, np.float32)
+    start = (-buf.ctypes.data % 64) // 4 + 1
+    view = buf[start:start + table.size].reshape(table.shape)
+    view[...] = table
+    assert view.ctypes.data % 64 == 4
+    return view
+
+
+# Enough lookups that every thread count runs a team (the kernel uses one
+# thread below a few hundred lookups per thread), with bags of uneven sizes,
+# so the split by lookups and the prefetch across bags and runs are exercised.
+@pytest.mark.parametrize("dim", [1, 5, 16, 32, 64, 100, 128, 130])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_large_uneven_bags(dim: int, dtype: type, mode: str, threads: int,
+                           rng: np.random.Generator) -> None:
+    table = unaligned(rand(rng, 3000, dim))
+    idx, off = random_bags(rng, 3000, 150, 60, empty_every=7)
+    idx, off = idx.astype(dtype), off.astype(dtype)
+    w = rand(rng, idx.size) if mode == "sum" else None
+    out = poisoned((150, dim))
+    got = ppb.ops.embedding_bag(table, idx, off, mode=mode, per_sample_weights=w,
+                                threads=threads, out=out)
+    assert got is out
+    assert_close(got, ref_embedding_bag(table, idx, off, mode, w), RTOL)
+    assert (got[::7] == 0).all()
+
+
+@pytest.mark.parametrize("dim", [16, 64, 128])
+def test_large_fixed_bags_unaligned(dim: int, threads: int, rng: np.random.Generator) -> None:
+    table = unaligned(rand(rng, 5000, dim))
+    idx = rng.integers(0, 5000, size=(64, 100)).astype(np.int32)
+    got = ppb.ops.EmbeddingBag(5000, dim, mode="mean", threads=threads).run(table, idx)
+    assert_close(got, ref_embedding_bag(table, idx, None, "mean", None), RTOL)
+
+
+def test_skewed_bags(threads: int, rng: np.random.Generator) -> None:
+    """One bag holds most lookups: several threads' shares fall inside it."""
+    lengths = np.array([3, 0, 6000, 1, 0, 2, 500, 0], np.int64)
+    off = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    # Zipf-like: a few rows take most lookups.
+    idx = np.minimum(rng.zipf(1.3, size=int(lengths.sum())) - 1, 199).astype(np.int64)
+    table = rand(rng, 200, 64)
+    got = ppb.ops.embedding_bag(table, idx, off, threads=threads)
+    assert_close(got, ref_embedding_bag(table, idx, off, "sum", None), 1e-4)
+
+
 # ------------------------------------------------------------------ bad input
 
 
@@ -113,6 +163,19 @@ def test_index_out_of_range_names_index_and_position(bad: int, pos: int, threads
     idx[pos] = bad
     with pytest.raises(IndexError, match=f"index {bad} at position {pos} .* 10 rows"):
         ppb.ops.embedding_bag(table, idx, np.array([0, 4, 8]), threads=threads)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_bad_index_in_a_large_run(dtype: type, where: str, threads: int,
+                                  rng: np.random.Generator) -> None:
+    """A bad index anywhere in a team's run is reported, whichever thread met it."""
+    idx = rng.integers(0, 300, size=(80, 50)).astype(dtype)
+    pos = {"first": 0, "middle": idx.size // 2 + 3, "last": idx.size - 1}[where]
+    idx.reshape(-1)[pos] = -7 if where == "middle" else 300
+    bad = int(idx.reshape(-1)[pos])
+    with pytest.raises(IndexError, match=f"index {bad} at position {pos} .* 300 rows"):
+        ppb.ops.embedding_bag(rand(rng, 300, 32), idx, threads=threads)
 
 
 def test_int32_index_out_of_range(rng: np.random.Generator) -> None:

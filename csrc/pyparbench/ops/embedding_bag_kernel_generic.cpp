@@ -1,6 +1,9 @@
 // The embedding-bag kernel built for generic.
 #include "pyparbench/ops/embedding_bag_kernel.hpp"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
