@@ -442,6 +442,12 @@ def embedding_bag(
     shape of ``indices``. An index outside [0, rows) raises IndexError naming
     the index and its position.
     """
+    # Arguments already in the kernel's form (the usual call) go straight to
+    # the kernel; anything else is converted and checked below.
+    res = _k.embedding_bag_direct(table, indices, offsets, per_sample_weights, out, mode,
+                                  threads)
+    if res is not None:
+        return res
     t_ = _f32(table, "table")
     _rank(t_, "table", (2,))
     idx = _indices(indices, "indices")

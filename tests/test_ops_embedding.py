@@ -64,6 +64,36 @@ def test_index_dtypes(dtype: type, rng: np.random.Generator) -> None:
     assert_close(got, ref_embedding_bag(table, idx, off, "mean", None), RTOL)
 
 
+def test_function_converts_what_the_kernel_does_not_take(rng: np.random.Generator) -> None:
+    """Arguments in the kernel's form take a direct path; every other form
+    (float64 or strided table, Python lists, other index dtypes, offsets of
+    another dtype, numpy ints as threads) is converted and gives the same."""
+    table = rand(rng, 50, 24)
+    idx, off = random_bags(rng, 50, 9, 7)
+    want = ppb.ops.embedding_bag(table, idx, off)
+    assert_close(want, ref_embedding_bag(table, idx, off, "sum", None), RTOL)
+    wide = np.zeros((50, 48), np.float32)
+    wide[:, ::2] = table
+    for args, kw in [
+        ((table.astype(np.float64), idx, off), {}),
+        ((wide[:, ::2], idx, off), {}),
+        ((table.tolist(), idx.tolist(), off.tolist()), {}),
+        ((table, idx.astype(np.uint16), off.astype(np.int16)), {}),
+        ((table, idx.astype(np.int32), off), {}),
+        ((table, idx, off), {"threads": np.int64(2)}),
+        ((table, idx, off), {"out": np.empty((9, 24), np.float32)}),
+    ]:
+        assert np.array_equal(ppb.ops.embedding_bag(*args, **kw), want)
+    with pytest.raises(ValueError, match="threads must be >= 1, got 0"):
+        ppb.ops.embedding_bag(table, idx, off, threads=0)
+    with pytest.raises(TypeError, match="threads must be an int"):
+        ppb.ops.embedding_bag(table, idx, off, threads=True)
+    with pytest.raises(TypeError, match="out must be float32"):
+        ppb.ops.embedding_bag(table, idx, off, out=np.empty((9, 24)))
+    with pytest.raises(ValueError, match=r"out has shape \(9, 23\)"):
+        ppb.ops.embedding_bag(table, idx, off, out=np.empty((9, 23), np.float32))
+
+
 def test_all_bags_empty_and_no_bags(rng: np.random.Generator) -> None:
     table = rand(rng, 5, 8)
     got = ppb.ops.embedding_bag(table, np.zeros(0, np.int64), np.zeros(4, np.int64))
