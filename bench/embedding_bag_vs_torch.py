@@ -32,12 +32,14 @@ indices, output: ``EmbeddingBag.bytes_moved``) as a share of it.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,16 +132,14 @@ def _child(lib: str, threads: int, shapes: list[dict[str, Any]], mode: str, alig
             tables[key] = make_table(s["rows"], s["dim"], align)
         table = tables[key]
         idx, off = make_indices(s["rows"], s["batch"], s["lookups"], s["dist"], dtype)
+        call: Callable[[], Any]
         if lib == "torch":
             t, i, o = torch.from_numpy(table), torch.from_numpy(idx), torch.from_numpy(off)
             f = torch.nn.functional.embedding_bag
-
-            def call(t: Any = t, i: Any = i, o: Any = o, f: Any = f) -> Any:
-                return f(i, t, o, mode=mode)
+            call = functools.partial(f, i, t, o, mode=mode)
         else:
-            def call(table: np.ndarray = table, idx: np.ndarray = idx,
-                     off: np.ndarray = off) -> Any:
-                return ops.embedding_bag(table, idx, off, mode=mode, threads=threads)
+            call = functools.partial(ops.embedding_bag, table, idx, off, mode=mode,
+                                     threads=threads)
         out.append(_time_calls(call, calls, budget_s=0.5))
     return out
 
