@@ -15,7 +15,8 @@ Two ways in:
   input and **convert** it to C-contiguous float32 (a copy only when needed;
   indices to int64 unless already int32/int64). The prepared kernel behind a
   call is cached per (shapes, attributes, threads), so repeated calls create
-  no primitive.
+  no primitive. (``embedding_bag``'s kernel holds no prepared state: given
+  arrays that need no conversion, a call goes straight to it from C++.)
 * Prepared kernels (``Gemm``, ``Conv2d``, ``EmbeddingBag``, ...) are created
   once for fixed shapes and a fixed thread count; their ``run()`` creates
   nothing, and ``timeit()`` runs them in a C++ loop. They **do not convert**:
