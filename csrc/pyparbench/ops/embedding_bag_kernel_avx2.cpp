@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #pragma GCC target("avx2,fma")
 #define PPB_BAG_KERNEL bag_kernel_avx2
+#define PPB_BAG_VEC_BYTES 32
 #include "pyparbench/ops/embedding_bag_kernel.inc"

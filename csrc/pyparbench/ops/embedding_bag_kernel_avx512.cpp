@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
 #define PPB_BAG_KERNEL bag_kernel_avx512
+#define PPB_BAG_VEC_BYTES 64
 #include "pyparbench/ops/embedding_bag_kernel.inc"
