@@ -132,14 +132,14 @@ def test_prepared_kernel(rng: np.random.Generator) -> None:
     assert k.bytes_moved(320, 16) == 4 * 320 * 64 + 8 * 320 + 4 * 16 * 64
 
 
-def unaligned(table: np.ndarray) -> np.ndarray:
-    """A copy of `table` whose data starts 4 bytes past a 64-byte boundary
-    (numpy itself aligns to 16 bytes only): every row straddles an extra line."""
+def unaligned(table: np.ndarray, floats: int = 1) -> np.ndarray:
+    """A copy of `table` whose data starts `floats` floats past a 64-byte
+    boundary (numpy itself aligns to 16 bytes only): rows straddle lines."""
     buf = np.empty(table.size + 32, np.float32)
-    start = (-buf.ctypes.data % 64) // 4 + 1
+    start = (-buf.ctypes.data % 64) // 4 + floats
     view = buf[start:start + table.size].reshape(table.shape)
     view[...] = table
-    assert view.ctypes.data % 64 == 4
+    assert view.ctypes.data % 64 == 4 * floats
     return view
 
 
@@ -169,6 +169,28 @@ def test_large_fixed_bags_unaligned(dim: int, threads: int, rng: np.random.Gener
     idx = rng.integers(0, 5000, size=(64, 100)).astype(np.int32)
     got = ppb.ops.EmbeddingBag(5000, dim, mode="mean", threads=threads).run(table, idx)
     assert_close(got, ref_embedding_bag(table, idx, None, "mean", None), RTOL)
+
+
+@pytest.mark.parametrize("dim", [16, 32, 64, 128])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_every_offset_of_the_table_in_a_line(dim: int, weighted: bool,
+                                             rng: np.random.Generator) -> None:
+    """Rows of whole lines starting anywhere in a line, the first and last
+    rows of the table among them."""
+    base = rand(rng, 300, dim)
+    idx, off = random_bags(rng, 300, 120, 40, empty_every=11)
+    idx[:3] = [0, 299, 0]
+    idx[-2:] = [299, 0]
+    w = rand(rng, idx.size) if weighted else None
+    want = ref_embedding_bag(base, idx, off, "sum", w)
+    for floats in range(16):
+        table = unaligned(base, floats)
+        for threads in (1, 2):
+            got = ppb.ops.embedding_bag(table, idx, off, per_sample_weights=w, threads=threads)
+            assert_close(got, want, RTOL)
+        got = ppb.ops.embedding_bag(table, idx.reshape(-1)[:100].reshape(4, 25), mode="mean")
+        assert_close(got, ref_embedding_bag(base, idx.reshape(-1)[:100].reshape(4, 25), None,
+                                            "mean", None), RTOL)
 
 
 def test_skewed_bags(threads: int, rng: np.random.Generator) -> None:
