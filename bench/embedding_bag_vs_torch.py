@@ -17,6 +17,11 @@ with the output allocated by the call: ``pyparbench.ops.embedding_bag`` and
 ``torch.nn.functional.embedding_bag`` on ``torch.from_numpy`` views of the
 same arrays.
 
+``--baseline PATH`` adds a third runner timed in the same rounds: the
+pyparbench package under PATH (another checkout with its extension built,
+e.g. of the main branch), for before / after figures on the same machine
+state.
+
 A round runs one child per (library, thread count), each timing every shape
 (``--calls`` calls per shape, the median kept); rounds interleave the
 libraries so that both see the same machine. Figures are medians over
@@ -170,6 +175,10 @@ def _run_child(kind: str, threads: int, args: argparse.Namespace) -> list[float]
     env.pop("OMP_PLACES", None)
     if kind == "torch":
         env["PYPARBENCH_NO_CORE"] = "1"
+    if kind == "baseline":  # another pyparbench, found first on the path
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(args.baseline).resolve()), *filter(None, [env.get("PYTHONPATH")])])
+        kind = "pyparbench"
     cmd = [sys.executable, "-P", str(Path(__file__).resolve()), "--child", kind,
            "--threads", str(threads), "--mode", args.mode, "--align", args.align,
            "--index-dtype", args.index_dtype, "--calls", str(args.calls),
@@ -204,6 +213,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=30, help="timed calls per shape and round")
     p.add_argument("--no-ceiling", action="store_true", help="skip the gather ceiling")
+    p.add_argument("--baseline", metavar="PATH",
+                   help="also time the pyparbench package under PATH (a checkout with its "
+                        "_core built, e.g. of the main branch) in the same rounds")
     p.add_argument("--json", help="also write the figures to this file")
     p.add_argument("--child", choices=["pyparbench", "torch", "gather"], help=argparse.SUPPRESS)
     return p
@@ -224,13 +236,15 @@ def main(argv: list[str] | None = None) -> int:
     all_threads = max(threads)
     ours: dict[int, list[list[float]]] = {t: [] for t in threads}
     ref: dict[int, list[list[float]]] = {t: [] for t in threads}
+    base: dict[int, list[list[float]]] = {t: [] for t in threads}
+    runs = {"pyparbench": ours, "torch": ref, "baseline": base}
+    libs = ["pyparbench", "torch", *(["baseline"] if args.baseline else [])]
     ceil: list[list[float]] = []
     for r in range(args.rounds):
         for t in threads:
-            # Alternate which library goes first.
-            order = ("pyparbench", "torch") if r % 2 == 0 else ("torch", "pyparbench")
-            for lib in order:
-                (ours if lib == "pyparbench" else ref)[t].append(_run_child(lib, t, args))
+            # Rotate which library goes first.
+            for lib in libs[r % len(libs):] + libs[:r % len(libs)]:
+                runs[lib][t].append(_run_child(lib, t, args))
         if not args.no_ceiling:
             ceil.append(_run_child("gather", all_threads, args))
         print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
@@ -244,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
           f"speed-up = torch / pyparbench; % ceiling = share of the gather ceiling on "
           f"{all_threads} thread(s)")
     print(f"{'rows':>8} {'dim':>4} {'batch':>5} {'look':>4} {'dist':>7} {'thr':>3} "
-          f"{'pyparbench':>10} {'torch':>8} {'speed-up':>8} {'ours %':>7} {'torch %':>7}")
+          f"{'pyparbench':>10} {'torch':>8} {'speed-up':>8} {'ours %':>7} {'torch %':>7}"
+          + (f" {'baseline':>8} {'speed-up':>8} {'base %':>7}" if args.baseline else ""))
     for k, s in enumerate(shapes):
         for t in threads:
             a = np.array([row[k] for row in ours[t]])
@@ -262,10 +277,20 @@ def main(argv: list[str] | None = None) -> int:
                    "pyparbench_pct_ceiling": None if c is None else
                    100.0 * nbytes / float(np.median(a)) / c,
                    "torch_pct_ceiling": None if c is None else
-                   100.0 * nbytes / float(np.median(b)) / c}
-            rows_out.append(rec)
+                   100.0 * nbytes / float(np.median(b)) / c,
+                   "pyparbench_round_ms": (a / 1e6).tolist(), "torch_round_ms": (b / 1e6).tolist()}
             pct = ("" if c is None else
                    f" {rec['pyparbench_pct_ceiling']:6.1f}% {rec['torch_pct_ceiling']:6.1f}%")
+            if args.baseline:
+                z = np.array([row[k] for row in base[t]])
+                rec.update({"baseline_ms": float(np.median(z)) / 1e6,
+                            "baseline_speedup": float(np.median(b / z)),
+                            "baseline_pct_ceiling": None if c is None else
+                            100.0 * nbytes / float(np.median(z)) / c,
+                            "baseline_round_ms": (z / 1e6).tolist()})
+                pct += (f" {rec['baseline_ms']:8.4f} {rec['baseline_speedup']:7.2f}x"
+                        + ("" if c is None else f" {rec['baseline_pct_ceiling']:6.1f}%"))
+            rows_out.append(rec)
             print(f"{s['rows']:>8} {s['dim']:>4} {s['batch']:>5} {s['lookups']:>4} "
                   f"{s['dist']:>7} {t:>3} {rec['pyparbench_ms']:10.4f} {rec['torch_ms']:8.4f} "
                   f"{rec['speedup']:7.2f}x{pct}", flush=True)
