@@ -15,7 +15,8 @@ Two ways in:
   input and **convert** it to C-contiguous float32 (a copy only when needed;
   indices to int64 unless already int32/int64). The prepared kernel behind a
   call is cached per (shapes, attributes, threads), so repeated calls create
-  no primitive.
+  no primitive. (``embedding_bag``'s kernel holds no prepared state: given
+  arrays that need no conversion, a call goes straight to it from C++.)
 * Prepared kernels (``Gemm``, ``Conv2d``, ``EmbeddingBag``, ...) are created
   once for fixed shapes and a fixed thread count; their ``run()`` creates
   nothing, and ``timeit()`` runs them in a C++ loop. They **do not convert**:
@@ -442,6 +443,12 @@ def embedding_bag(
     shape of ``indices``. An index outside [0, rows) raises IndexError naming
     the index and its position.
     """
+    # Arguments already in the kernel's form (the usual call) go straight to
+    # the kernel; anything else is converted and checked below.
+    res = _k.embedding_bag_direct(table, indices, offsets, per_sample_weights, out, mode,
+                                  threads)
+    if res is not None:
+        return res
     t_ = _f32(table, "table")
     _rank(t_, "table", (2,))
     idx = _indices(indices, "indices")

@@ -64,6 +64,36 @@ def test_index_dtypes(dtype: type, rng: np.random.Generator) -> None:
     assert_close(got, ref_embedding_bag(table, idx, off, "mean", None), RTOL)
 
 
+def test_function_converts_what_the_kernel_does_not_take(rng: np.random.Generator) -> None:
+    """Arguments in the kernel's form take a direct path; every other form
+    (float64 or strided table, Python lists, other index dtypes, offsets of
+    another dtype, numpy ints as threads) is converted and gives the same."""
+    table = rand(rng, 50, 24)
+    idx, off = random_bags(rng, 50, 9, 7)
+    want = ppb.ops.embedding_bag(table, idx, off)
+    assert_close(want, ref_embedding_bag(table, idx, off, "sum", None), RTOL)
+    wide = np.zeros((50, 48), np.float32)
+    wide[:, ::2] = table
+    for args, kw in [
+        ((table.astype(np.float64), idx, off), {}),
+        ((wide[:, ::2], idx, off), {}),
+        ((table.tolist(), idx.tolist(), off.tolist()), {}),
+        ((table, idx.astype(np.uint16), off.astype(np.int16)), {}),
+        ((table, idx.astype(np.int32), off), {}),
+        ((table, idx, off), {"threads": np.int64(2)}),
+        ((table, idx, off), {"out": np.empty((9, 24), np.float32)}),
+    ]:
+        assert np.array_equal(ppb.ops.embedding_bag(*args, **kw), want)
+    with pytest.raises(ValueError, match="threads must be >= 1, got 0"):
+        ppb.ops.embedding_bag(table, idx, off, threads=0)
+    with pytest.raises(TypeError, match="threads must be an int"):
+        ppb.ops.embedding_bag(table, idx, off, threads=True)
+    with pytest.raises(TypeError, match="out must be float32"):
+        ppb.ops.embedding_bag(table, idx, off, out=np.empty((9, 24)))
+    with pytest.raises(ValueError, match=r"out has shape \(9, 23\)"):
+        ppb.ops.embedding_bag(table, idx, off, out=np.empty((9, 23), np.float32))
+
+
 def test_all_bags_empty_and_no_bags(rng: np.random.Generator) -> None:
     table = rand(rng, 5, 8)
     got = ppb.ops.embedding_bag(table, np.zeros(0, np.int64), np.zeros(4, np.int64))
@@ -102,6 +132,78 @@ def test_prepared_kernel(rng: np.random.Generator) -> None:
     assert k.bytes_moved(320, 16) == 4 * 320 * 64 + 8 * 320 + 4 * 16 * 64
 
 
+def unaligned(table: np.ndarray, floats: int = 1) -> np.ndarray:
+    """A copy of `table` whose data starts `floats` floats past a 64-byte
+    boundary (numpy itself aligns to 16 bytes only): rows straddle lines."""
+    buf = np.empty(table.size + 32, np.float32)
+    start = (-buf.ctypes.data % 64) // 4 + floats
+    view = buf[start:start + table.size].reshape(table.shape)
+    view[...] = table
+    assert view.ctypes.data % 64 == 4 * floats
+    return view
+
+
+# Enough lookups that every thread count runs a team (the kernel uses one
+# thread below a few hundred lookups per thread), with bags of uneven sizes,
+# so the split by lookups and the prefetch across bags and runs are exercised.
+@pytest.mark.parametrize("dim", [1, 5, 16, 32, 64, 100, 128, 130])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_large_uneven_bags(dim: int, dtype: type, mode: str, threads: int,
+                           rng: np.random.Generator) -> None:
+    table = unaligned(rand(rng, 3000, dim))
+    idx, off = random_bags(rng, 3000, 150, 60, empty_every=7)
+    idx, off = idx.astype(dtype), off.astype(dtype)
+    w = rand(rng, idx.size) if mode == "sum" else None
+    out = poisoned((150, dim))
+    got = ppb.ops.embedding_bag(table, idx, off, mode=mode, per_sample_weights=w,
+                                threads=threads, out=out)
+    assert got is out
+    assert_close(got, ref_embedding_bag(table, idx, off, mode, w), RTOL)
+    assert (got[::7] == 0).all()
+
+
+@pytest.mark.parametrize("dim", [16, 64, 128])
+def test_large_fixed_bags_unaligned(dim: int, threads: int, rng: np.random.Generator) -> None:
+    table = unaligned(rand(rng, 5000, dim))
+    idx = rng.integers(0, 5000, size=(64, 100)).astype(np.int32)
+    got = ppb.ops.EmbeddingBag(5000, dim, mode="mean", threads=threads).run(table, idx)
+    assert_close(got, ref_embedding_bag(table, idx, None, "mean", None), RTOL)
+
+
+@pytest.mark.parametrize("dim", [16, 32, 64, 128])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_every_offset_of_the_table_in_a_line(dim: int, weighted: bool,
+                                             rng: np.random.Generator) -> None:
+    """Rows of whole lines starting anywhere in a line, the first and last
+    rows of the table among them."""
+    base = rand(rng, 300, dim)
+    idx, off = random_bags(rng, 300, 120, 40, empty_every=11)
+    idx[:3] = [0, 299, 0]
+    idx[-2:] = [299, 0]
+    w = rand(rng, idx.size) if weighted else None
+    want = ref_embedding_bag(base, idx, off, "sum", w)
+    for floats in range(16):
+        table = unaligned(base, floats)
+        for threads in (1, 2):
+            got = ppb.ops.embedding_bag(table, idx, off, per_sample_weights=w, threads=threads)
+            assert_close(got, want, RTOL)
+        got = ppb.ops.embedding_bag(table, idx.reshape(-1)[:100].reshape(4, 25), mode="mean")
+        assert_close(got, ref_embedding_bag(base, idx.reshape(-1)[:100].reshape(4, 25), None,
+                                            "mean", None), RTOL)
+
+
+def test_skewed_bags(threads: int, rng: np.random.Generator) -> None:
+    """One bag holds most lookups: several threads' shares fall inside it."""
+    lengths = np.array([3, 0, 6000, 1, 0, 2, 500, 0], np.int64)
+    off = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    # Zipf-like: a few rows take most lookups.
+    idx = np.minimum(rng.zipf(1.3, size=int(lengths.sum())) - 1, 199).astype(np.int64)
+    table = rand(rng, 200, 64)
+    got = ppb.ops.embedding_bag(table, idx, off, threads=threads)
+    assert_close(got, ref_embedding_bag(table, idx, off, "sum", None), 1e-4)
+
+
 # ------------------------------------------------------------------ bad input
 
 
@@ -113,6 +215,19 @@ def test_index_out_of_range_names_index_and_position(bad: int, pos: int, threads
     idx[pos] = bad
     with pytest.raises(IndexError, match=f"index {bad} at position {pos} .* 10 rows"):
         ppb.ops.embedding_bag(table, idx, np.array([0, 4, 8]), threads=threads)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_bad_index_in_a_large_run(dtype: type, where: str, threads: int,
+                                  rng: np.random.Generator) -> None:
+    """A bad index anywhere in a team's run is reported, whichever thread met it."""
+    idx = rng.integers(0, 300, size=(80, 50)).astype(dtype)
+    pos = {"first": 0, "middle": idx.size // 2 + 3, "last": idx.size - 1}[where]
+    idx.reshape(-1)[pos] = -7 if where == "middle" else 300
+    bad = int(idx.reshape(-1)[pos])
+    with pytest.raises(IndexError, match=f"index {bad} at position {pos} .* 300 rows"):
+        ppb.ops.embedding_bag(rand(rng, 300, 32), idx, threads=threads)
 
 
 def test_int32_index_out_of_range(rng: np.random.Generator) -> None:

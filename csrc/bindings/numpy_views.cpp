@@ -81,6 +81,22 @@ IndexView index_view(py::handle obj, const char* name) {
   return v;
 }
 
+bool is_kernel_float_array(py::handle obj, int ndim) {
+  if (!py::isinstance<py::array>(obj)) return false;
+  auto* a = py::detail::array_proxy(obj.ptr());
+  return py::detail::array_descriptor_proxy(a->descr)->type_num == kFloat32 &&
+         (a->flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) != 0 &&
+         (ndim < 0 || a->nd == ndim);
+}
+
+int kernel_index_bits(py::handle obj) {
+  if (!py::isinstance<py::array>(obj)) return 0;
+  auto* a = py::detail::array_proxy(obj.ptr());
+  if ((a->flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) == 0) return 0;
+  const int t = py::detail::array_descriptor_proxy(a->descr)->type_num;
+  return t == kInt64 || t == kLongLong ? 64 : t == kInt32 ? 32 : 0;
+}
+
 std::vector<ConstFloatView> in_views(const py::sequence& seq, const char* name) {
   std::vector<ConstFloatView> out;
   out.reserve(seq.size());

@@ -37,6 +37,13 @@ FloatView out_view(py::handle obj, const char* name);
 IndexView index_view(py::handle obj, const char* name);
 std::vector<ConstFloatView> in_views(const py::sequence& seq, const char* name);
 
+// Whether `obj` is already in the form the prepared kernels take, so that a
+// function may skip converting it (no exception either way): a C-contiguous
+// numpy float32 array of `ndim` dimensions (any when ndim < 0), and a
+// C-contiguous int32 / int64 array (32 or 64; 0: neither).
+bool is_kernel_float_array(py::handle obj, int ndim = -1);
+int kernel_index_bits(py::handle obj);
+
 // Per-run durations (ns) as a numpy array.
 py::array_t<double> as_array(std::vector<double>&& v);
 

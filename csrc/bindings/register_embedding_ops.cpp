@@ -1,5 +1,7 @@
 // EmbeddingBag: the recommendation models' heavy op.
 #include "bindings/pybind.hpp"
+#include "pyparbench/core/limits.hpp"
+#include "pyparbench/core/threads.hpp"
 #include "pyparbench/ops/embedding_bag.hpp"
 
 namespace ppb::bind {
@@ -25,9 +27,51 @@ BagInputs bag_inputs(const EmbeddingBag& e, py::handle table, py::handle indices
   return in;
 }
 
+// pyparbench.ops.embedding_bag's path for arguments already in the
+// kernel's form (numpy float32 table, int32 / int64 indices and offsets of
+// one dtype, C-contiguous; mode "sum" / "mean"; threads None or a valid
+// int): no conversion, no kernel cache, a kernel made on the stack (it holds
+// no prepared state). None when some argument is not in that form: the
+// Python function then converts and checks it as before.
+py::object embedding_bag_direct(py::handle table, py::handle indices, py::handle offsets,
+                                py::handle weights, py::object out, py::handle mode,
+                                py::handle threads) {
+  if (!is_kernel_float_array(table, 2)) return py::none();
+  const int bits = kernel_index_bits(indices);
+  if (bits == 0 || (!offsets.is_none() && kernel_index_bits(offsets) != bits))
+    return py::none();
+  if (!weights.is_none() && !is_kernel_float_array(weights)) return py::none();
+  if (!PyUnicode_Check(mode.ptr())) return py::none();
+  const std::string m = mode.cast<std::string>();
+  if (m != "sum" && m != "mean") return py::none();
+  int t;
+  if (threads.is_none()) {
+    t = default_threads();
+  } else {
+    if (!PyLong_CheckExact(threads.ptr())) return py::none();
+    int overflow = 0;
+    const long v = PyLong_AsLongAndOverflow(threads.ptr(), &overflow);
+    if (overflow != 0 || v < 1 || v > kMaxThreads) return py::none();
+    t = static_cast<int>(v);
+  }
+  auto* a = py::detail::array_proxy(table.ptr());
+  const int64_t rows = a->dimensions[0], dim = a->dimensions[1];
+  if (rows < 1 || dim < 1) return py::none();
+  EmbeddingBag e(rows, dim, parse_bag_mode(m), t);
+  auto in = bag_inputs(e, table, indices, offsets, weights);
+  return run_released(in.out_shape, std::move(out), [&](FloatView o) {
+    e.run(in.table, in.indices, in.offsets, in.weights, o);
+  });
+}
+
 }  // namespace
 
 void register_embedding_ops(py::module_& m) {
+  m.def("embedding_bag_direct", &embedding_bag_direct, py::arg("table"), py::arg("indices"),
+        py::arg("offsets"), py::arg("per_sample_weights"), py::arg("out"), py::arg("mode"),
+        py::arg("threads"),
+        "embedding_bag on arguments already in the kernel's form, or None when some "
+        "argument needs converting (pyparbench.ops.embedding_bag's fast path).");
   py::class_<EmbeddingBag, Kernel>(m, "EmbeddingBag", R"doc(
 Prepared embedding-bag lookup (sum or mean of table rows per bag), an OpenMP
 kernel parallel over bags. PyTorch's conventions: 1-D indices with offsets

@@ -108,6 +108,10 @@ class EmbeddingBag(Kernel):
                per_sample_weights: F32 | None = None, out: F32 | None = None, *,
                repeats: int = 100, warmup: int = 10) -> Timings: ...
 
+def embedding_bag_direct(table: object, indices: object, offsets: object,
+                         per_sample_weights: object, out: F32 | None, mode: object,
+                         threads: object) -> F32 | None: ...
+
 class UnaryKernel(Kernel):
     @property
     def input_shape(self) -> tuple[int, ...]: ...
