@@ -86,7 +86,8 @@ BUSY = 0.10
 # Shortest window over which that share is read (see measure_graph).
 LOAD_WINDOW_S = 0.3
 # Figures that other processes disturbed are measured again by later calls,
-# up to this many times in all (each time keeping the lower figure).
+# up to this many times in all (each time keeping the lower figure); after
+# that, only by a call that finds the machine quiet.
 MAX_ATTEMPTS = 3
 # The executor's costs are measured again when other processes used more
 # than this share of the CPUs meanwhile.
@@ -140,11 +141,11 @@ Entry = list[float]
 def _merge(old: Entry | None, new: Entry) -> Entry:
     """A new measurement of an op merged into the cached one: the lower time
     (each is an estimate of the undisturbed time, which preemption only
-    lengthens), the disturbed share of whichever gave it, one more attempt."""
+    lengthens), disturbed only if both were, one more attempt."""
     if old is None:
         return [new[0], new[1], new[2], 1.0]
     kept = new if new[0] <= old[0] else old
-    return [kept[0], old[1] + new[1], kept[2], old[3] + 1.0]
+    return [kept[0], old[1] + new[1], min(old[2], new[2]), old[3] + 1.0]
 
 
 @dataclass
@@ -193,17 +194,26 @@ class Calibration:
                                    source=str(self.path) if self.path else "")
 
     def missing(self, graph: Graph, configs: Iterable[str], *,
-                retry_disturbed: bool = True, graph_opt: str = "full") -> list[str]:
+                retry_disturbed: bool = True, graph_opt: str = "full",
+                quiet: Callable[[], bool] | None = None) -> list[str]:
         """The configs lacking a figure for some computing node that the
         executor runs for ``graph`` (optimised as ``graph_opt`` asks), or
         (``retry_disturbed``) holding one that other processes disturbed and
-        that has been measured fewer than ``MAX_ATTEMPTS`` times."""
+        that has been measured fewer than ``MAX_ATTEMPTS`` times, or any
+        number of times if ``quiet()`` (asked only then) says the machine
+        is quiet now."""
         out = []
         for c in configs:
             keys = _op_keys(graph, c, graph_opt)
             table = self.tables.get(c, {})
-            if not keys <= table.keys() or (retry_disturbed and any(
-                    table[k][2] > 0 and table[k][3] < MAX_ATTEMPTS for k in keys)):
+            if not keys <= table.keys():
+                out.append(c)
+                continue
+            if not retry_disturbed:
+                continue
+            stale = [table[k][3] for k in keys if table[k][2] > 0]
+            if any(a < MAX_ATTEMPTS for a in stale) or (stale and quiet is not None
+                                                        and quiet()):
                 out.append(c)
         return out
 
@@ -650,10 +660,20 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
             cal.load["executor"] = load.foreign
         cal.executor_attempts = 1 if recalibrate else cal.executor_attempts + 1
         cal.measured.append("executor")
+    quiet_now: list[bool] = []
+
+    def quiet() -> bool:
+        """Whether other processes leave the CPUs alone now (probed once)."""
+        if not quiet_now:
+            with _Load() as probe:
+                time.sleep(LOAD_WINDOW_S)
+            quiet_now.append(probe.foreign <= BUSY)
+        return quiet_now[0]
+
     for g in graphs:
         todo = configs if recalibrate else cal.missing(g, configs,
                                                        retry_disturbed=retry_disturbed,
-                                                       graph_opt=graph_opt)
+                                                       graph_opt=graph_opt, quiet=quiet)
         if todo:
             for k, table in measure_graph(g, todo, rounds=rounds, pin=cores > 1,
                                           graph_opt=graph_opt,
