@@ -187,8 +187,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     # Before this job adds its own load: were other processes using the cores?
     cpus = len(os.sched_getaffinity(0))
-    load = os.getloadavg()[0]
-    conditions = {"loadavg_start": load, "cpus": cpus, "busy": busy_note(load, cpus)}
+    # What other processes use now (a second's sample), not the 1-minute load
+    # average, which after a build still counts the build.
+    from pyparbench.cpuload import busy_cpus
+
+    load = busy_cpus(1.0)
+    conditions = {"busy_cpus_start": load, "loadavg_start": os.getloadavg()[0], "cpus": cpus,
+                  "busy": busy_note(load, cpus)}
     level = _level(args)
     unknown = [m for m in args.models or () if m not in MODELS]
     if unknown:

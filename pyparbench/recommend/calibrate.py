@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyparbench.cpuload import ForeignLoad
 from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.graph.passes import executed_graph
 from pyparbench.names import LIBRARIES, OPERATORS, POOLS
@@ -322,37 +323,6 @@ def _op_keys(graph: Graph, config: str, graph_opt: str) -> set[str]:
     return {op_key(run, n) for n in run if n.op not in ALIAS_OPS}
 
 
-class _Load:
-    """The share of the machine's CPU time that other processes used while
-    the ``with`` block ran (from /proc/stat less this process's own CPU time;
-    0 where /proc/stat cannot be read)."""
-
-    def __init__(self) -> None:
-        self.foreign = 0.0
-
-    @staticmethod
-    def _busy() -> tuple[float, int] | None:
-        try:
-            with open("/proc/stat") as fh:
-                fields = [float(v) for v in fh.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
-        return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK"), os.cpu_count() or 1
-
-    def __enter__(self) -> _Load:
-        self._t0, self._p0, self._b0 = time.monotonic(), time.process_time(), self._busy()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        b1 = self._busy()
-        wall = time.monotonic() - self._t0
-        if self._b0 is None or b1 is None or wall <= 0:
-            return
-        mine = time.process_time() - self._p0
-        self.foreign = max(0.0, (b1[0] - self._b0[0] - mine) / (wall * b1[1]))
-
-
 def _preemptions() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
 
@@ -368,7 +338,7 @@ def _sample(run: Callable[[], Sample], rounds: int, est_ns: float) -> list[Sampl
     with the fewest preemptions per millisecond are kept. (Pools that wake
     their threads are preempted by their own threads too, so this ranks
     rounds; whether other processes disturbed them is judged from the CPU
-    time they used, see :class:`_Load`.)
+    time they used, see :class:`~pyparbench.cpuload.ForeignLoad`.)
     """
     t0 = time.monotonic()
     budget = max(0.3, 1.5 * rounds * est_ns * 1e-9)
@@ -426,7 +396,7 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
     out: dict[str, dict[str, list[float]]] = {}
     seen: dict[str, float] = {} if loads is None else loads
     windows: dict[str, float] = {}
-    with _Load() as whole:
+    with ForeignLoad() as whole:
         for config in configs:
             settings = _config_settings(config, pin, graph_opt)
             # Trace node ids are those of the graph the plan runs.
@@ -448,7 +418,7 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
                 return rec.ns[-1], d
 
             t0 = time.monotonic()
-            with _Load() as load:
+            with ForeignLoad() as load:
                 samples = _sample(one, rounds, est * (repeats + 1))
             seen[config] = load.foreign
             windows[config] = time.monotonic() - t0
@@ -652,7 +622,7 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
              and cal.load.get("executor", 0.0) > EXECUTOR_BUSY
              and cal.executor_attempts < MAX_ATTEMPTS)
     if cal.executor is None or recalibrate or again:
-        with _Load() as load:
+        with ForeignLoad() as load:
             costs = measure_executor(cores)
         # A re-measurement replaces the figures only if it was quieter.
         if cal.executor is None or recalibrate or load.foreign < cal.load.get("executor", 1.0):
@@ -665,7 +635,7 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
     def quiet() -> bool:
         """Whether other processes leave the CPUs alone now (probed once)."""
         if not quiet_now:
-            with _Load() as probe:
+            with ForeignLoad() as probe:
                 time.sleep(LOAD_WINDOW_S)
             quiet_now.append(probe.foreign <= BUSY)
         return quiet_now[0]

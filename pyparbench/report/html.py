@@ -72,6 +72,9 @@ def _machine(summary: Mapping[str, Any]) -> str:
             ("OpenMP", openmp.get("library", "")),
             ("pyparbench / Python", f"{m.get('pyparbench')} / {m.get('python')}")]
     cond = summary.get("conditions") or {}
+    if "busy_cpus_start" in cond:
+        rows.append(("CPUs other processes used before the run",
+                     f"{cond['busy_cpus_start']:.2f} of {cond.get('cpus')}"))
     if "loadavg_start" in cond:
         rows.append(("load average before the run",
                      f"{cond['loadavg_start']:.2f} on {cond.get('cpus')} CPUs"))

@@ -14,9 +14,10 @@ beside it (``median_ns``) so the two can be matched exactly:
     The fingerprint of the run's records (the first ok record's, else this
     process's) and its ``fingerprint_id``.
 ``conditions``
-    What the machine was doing: ``loadavg_start`` (1-minute load average
-    before the run), ``cpus``, and ``busy``, a warning (or None) when other
-    processes were using the cores.
+    What the machine was doing: ``busy_cpus_start`` (CPUs other processes
+    kept busy over a second before the run), ``loadavg_start`` (the 1-minute
+    load average then), ``cpus``, and ``busy``, a warning (or None) when
+    other processes were using the cores.
 ``peak``
     The ceilings (:meth:`Peak.as_dict`), or None.
 ``counts``, ``failures``
@@ -285,13 +286,14 @@ def _roofline(rec: Mapping[str, Any]) -> dict[str, Any]:
             "graph_ms": rec["graph_ns"]["median"] / 1e6, "nodes": nodes}
 
 
-def busy_note(loadavg: float, cpus: int) -> str | None:
-    """A warning when other processes were using the cores (load average at
-    least half the CPUs before the run started), else None."""
-    if loadavg < 0.5 * cpus:
+def busy_note(busy: float, cpus: int) -> str | None:
+    """A warning when other processes were using the cores (at least half
+    the CPUs busy with them when the run started: ``busy`` CPUs, from
+    :func:`pyparbench.cpuload.busy_cpus`), else None."""
+    if busy < 0.5 * cpus:
         return None
-    return (f"the machine was busy when this run started (load average {loadavg:.1f} on "
-            f"{cpus} CPUs): other processes shared the cores, so timings are noisy and "
+    return (f"the machine was busy when this run started (other processes used {busy:.1f} "
+            f"of {cpus} CPUs): they shared the cores, so timings are noisy and "
             "multi-threaded settings suffer most")
 
 
