@@ -262,6 +262,16 @@ def test_a_real_sharded_run_merges_to_the_whole_suite(tmp_path: Path) -> None:
     report = merge([tmp_path / "shard-0", tmp_path / "shard-1"], tmp_path / "all")
     assert not report.warnings
     merged = ResultStore(tmp_path / "all" / "results.jsonl").records()
-    suite = default_suite(["mlp-512"], [1], repeats=1)
+    # A sharded run's recommended setting comes from the analytic model, so
+    # that every shard builds the same list.
+    from pyparbench.models import build
+    from pyparbench.recommend import recommend
+    from pyparbench.suite import FRAMEWORK_RUNS, installed_frameworks
+
+    rec = recommend(build("mlp-512", 1), calibrate=False)
+    have = installed_frameworks()
+    suite = default_suite(["mlp-512"], [1], repeats=1,
+                          recommended={("mlp-512", 1): (rec.settings, rec.predicted.latency_ns)},
+                          frameworks=[(f, m) for f, m in FRAMEWORK_RUNS if f in have])
     assert [r["key"] for r in merged] == [c.key for c in suite]
     assert all(r["status"] == "ok" for r in merged)

@@ -265,17 +265,15 @@ class TFModel:
             padding = "SAME"
         else:
             padding = [[0, 0], [pad[0], pad[1]], [pad[2], pad[3]], [0, 0]]
-        if not isinstance(padding, str):
-            # What Keras users write (ZeroPadding2D, then a VALID conv): the
-            # oneDNN kernels take it, and an explicit-padding Conv2D is slower.
-            x = tf.pad(x, padding)
-            padding = "VALID"
         if _is_depthwise(node, cin):
             y = tf.nn.depthwise_conv2d(x, var["weight"], [1, sh, sw, 1], padding,
                                        dilations=[dh, dw])
         elif (dh, dw) == (1, 1):
             y = tf.nn.conv2d(x, var["weight"], [1, sh, sw, 1], padding)
         else:
+            if not isinstance(padding, str):
+                x = tf.pad(x, padding)
+                padding = "VALID"
             y = tf.nn.convolution(x, var["weight"], strides=[sh, sw], padding=padding,
                                   dilations=[dh, dw])
         if "bias" in var:
