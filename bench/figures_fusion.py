@@ -31,8 +31,6 @@ from typing import Any
 
 MODELS = ("resnet50", "inception-v3", "mobilenet-v2", "googlenet", "transformer", "dlrm")
 SIZES: dict[str, dict[str, Any]] = {"dlrm": {"rows": 100_000}}
-FRAMEWORK_RUNS = (("tensorflow", "function"), ("torch", "eager"), ("torch", "script"),
-                  ("onnxruntime", "all"))
 
 
 def _native_round(name: str, batch: int, threads: int, repeats: int) -> dict[str, Any]:
@@ -101,13 +99,13 @@ def main() -> None:
     ap.add_argument("--json", help="also write every figure here")
     a = ap.parse_args()
 
-    from importlib.util import find_spec
-
     from pyparbench import models
     from pyparbench.peak import measure_peak
+    from pyparbench.suite import FRAMEWORK_RUNS, installed_frameworks
 
-    runs = [(f, m) for f, m in FRAMEWORK_RUNS
-            if find_spec(f) is not None and (f != "onnxruntime" or find_spec("onnx"))]
+    # The framework runs of the main job, those installed here.
+    have = installed_frameworks()
+    runs = [(f, m) for f, m in FRAMEWORK_RUNS if f in have]
     peak = measure_peak([a.threads], quick=True).points[-1].fma_gflops
     print(f"measured FMA peak at {a.threads} threads: {peak:.0f} GFLOP/s; median ms over "
           f"{a.rounds} processes each (min..max of the process medians)")
