@@ -46,6 +46,32 @@ def test_gemm_deepbench(benchmark, ppb_bench, ppb_pinned, p, ppb_threads: int) -
     np.testing.assert_allclose(out, a64.astype(np.float64) @ b64, rtol=1e-4, atol=1e-4)
 
 
+# Fully connected layers of the suite's models (mlp-512 at batch 1 and 8, the
+# Transformer layer's feed-forward at 128 tokens): the graph's packed Linear
+# beside a Gemm given the same (n, k) weights on every run, in one group.
+FC_LAYERS = [(1, 512, 512), (8, 512, 512), (128, 3072, 768)]
+
+
+@pytest.mark.parametrize("kernel", ["Linear", "Gemm"])
+@pytest.mark.parametrize("m,n,k", FC_LAYERS, ids=lambda v: str(v))
+def test_fc_packed_weights(benchmark, ppb_bench, ppb_pinned, kernel: str, m: int, n: int,  # type: ignore[no-untyped-def]
+                           k: int, ppb_threads: int) -> None:
+    rng = np.random.default_rng(0)
+    x, w, bias = _rand(rng, m, k), _rand(rng, n, k), _rand(rng, n)
+    out = np.empty((m, n), np.float32)
+    benchmark.group = f"fc {m}x{n}x{k} t{ppb_threads}"
+    if kernel == "Linear":
+        lin = ppb.ops.Linear(m, n, k, bias=True, threads=ppb_threads)
+        lin.set_weights(w, bias)
+        with ppb_pinned(lin):
+            ppb_bench(lin, x, out)
+    else:
+        g = ppb.ops.Gemm(m, n, k, trans_b=True, bias=True, threads=ppb_threads)
+        with ppb_pinned(g):
+            ppb_bench(g, x, w, bias, out)
+    np.testing.assert_allclose(out, x.astype(np.float64) @ w.T + bias, rtol=1e-4, atol=1e-4)
+
+
 RESNET = conv_problems("resnet_50")
 
 

@@ -8,6 +8,8 @@ cblas_sgemm); convolution through eigen or blas is im2col followed by a
 matrix product, NCHW only. Prepared kernels exist for each library
 (``Gemm``, ``EigenGemm``, ``BlasGemm``; ``Conv2d``, ``EigenConv2d``,
 ``BlasConv2d``) and share the interfaces ``GemmOp`` and ``Conv2dOp``.
+``Linear`` is a fully connected layer whose constant weights oneDNN packs
+once, as the graph executor runs one.
 
 Two ways in:
 
@@ -67,6 +69,7 @@ __all__ = [
     "GemmOp",
     "GlobalAvgPool",
     "LayerNorm",
+    "Linear",
     "Pool2d",
     "Softmax",
     "Transpose",
@@ -100,6 +103,7 @@ Conv2dOp = _k.Conv2dOp
 Gemm = _k.Gemm
 EigenGemm = _k.EigenGemm
 BlasGemm = _k.BlasGemm
+Linear = _k.Linear
 EmbeddingBag = _k.EmbeddingBag
 Eltwise = _k.Eltwise
 Softmax = _k.Softmax

@@ -183,3 +183,59 @@ def test_read_only_out_and_overlap(rng: np.random.Generator) -> None:
 def test_non_numeric_input() -> None:
     with pytest.raises(TypeError, match="real numbers"):
         ppb.ops.gemm(np.array([["a"]]), np.ones((1, 1)))
+
+
+
+def _activation(y: np.ndarray, kind: str | None) -> np.ndarray:
+    if kind == "relu":
+        return np.maximum(y, 0)
+    if kind == "gelu":
+        from scipy.special import erf
+        return 0.5 * y * (1 + erf(y / np.sqrt(2)))
+    return y
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 512, 512), (8, 24, 40), (37, 129, 65)])
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+def test_prepared_linear_packs_weights_once(m: int, n: int, k: int, activation: str | None,
+                                            threads: int, rng: np.random.Generator) -> None:
+    x, w, bias = rand(rng, m, k), rand(rng, n, k), rand(rng, n)
+    want = _activation(x.astype(np.float64) @ w.T.astype(np.float64) + bias, activation)
+    lin = ppb.ops.Linear(m, n, k, bias=True, activation=activation, threads=threads)
+    assert not lin.has_weights and lin.flops == 2.0 * m * n * k and lin.out_shape == (m, n)
+    lin.set_weights(w, bias)
+    w[:] = 0  # the kernel keeps its own packed copy
+    bias[:] = 0
+    assert lin.has_weights
+    assert_close(lin.run(x), want, RTOL)
+    out = poisoned((m, n))
+    assert lin.run(x, out) is out
+    assert_close(out, want, RTOL)
+    t = lin.timeit(x, repeats=3, warmup=1)
+    assert len(t) == 3 and (np.asarray(t) > 0).all()
+
+
+def test_prepared_linear_without_bias(rng: np.random.Generator) -> None:
+    x, w = rand(rng, 3, 7), rand(rng, 5, 7)
+    lin = ppb.ops.Linear(3, 5, 7)
+    lin.set_weights(w)
+    assert_close(lin.run(x), x.astype(np.float64) @ w.T, RTOL)
+
+
+def test_prepared_linear_rejects_bad_input(rng: np.random.Generator) -> None:
+    with pytest.raises(ValueError, match="n"):
+        ppb.ops.Linear(2, 0, 3)
+    with pytest.raises(ValueError, match="activation 'swish'|unknown eltwise kind 'swish'"):
+        ppb.ops.Linear(2, 4, 3, activation="swish")
+    lin = ppb.ops.Linear(2, 4, 3, bias=True)
+    with pytest.raises(ValueError, match="no weights yet"):
+        lin.run(rand(rng, 2, 3))
+    with pytest.raises(ValueError, match=r"weight.*\(4, 3\)"):
+        lin.set_weights(rand(rng, 3, 4), rand(rng, 4))
+    with pytest.raises(ValueError, match="bias"):
+        lin.set_weights(rand(rng, 4, 3))
+    lin.set_weights(rand(rng, 4, 3), rand(rng, 4))
+    with pytest.raises(ValueError, match=r"x.*\(2, 3\)"):
+        lin.run(rand(rng, 3, 3))
+    with pytest.raises(TypeError):
+        lin.run(rand(rng, 2, 3).astype(np.float64))

@@ -2,11 +2,13 @@
 // Conv2dOp, which carry run(), timeit() and the properties, bound once for
 // every math library; one class per library's implementation (Gemm, Conv2d:
 // oneDNN; EigenGemm, EigenConv2d; BlasGemm, BlasConv2d), each with the same
-// constructor; and the library names.
+// constructor; Linear, the graph's fully connected layer with packed
+// weights; and the library names.
 #include "bindings/pybind.hpp"
 #include "pyparbench/core/knobs.hpp"
 #include "pyparbench/math/blas_ops.hpp"
 #include "pyparbench/math/eigen_ops.hpp"
+#include "pyparbench/math/linear.hpp"
 #include "pyparbench/math/onednn_ops.hpp"
 #include "pyparbench/ops/kernel.hpp"
 
@@ -196,6 +198,52 @@ the layout oneDNN picked; ``run()`` creates nothing.
 padding is (top, bottom, left, right); dilation 1 means a dense kernel.
 With nhwc=True activations are (N, H, W, C) arrays, else (N, C, H, W).
 )doc");
+
+  py::class_<Linear, Kernel>(m, "Linear", R"doc(
+Prepared fully connected layer y = x·Wᵀ (+ bias) (+ activation) in fp32 with
+constant weights: one oneDNN matmul primitive, as the graph executor runs a
+``linear`` node on the onednn library. W is (n, k), PyTorch's layout;
+``set_weights`` reorders it once into the layout oneDNN picked (``Gemm``
+takes B on every run and oneDNN packs it each time). x is (m, k).
+activation is one of relu, relu6, sigmoid, tanh, gelu, gelu_tanh, or None.
+)doc")
+      .def(py::init([](int64_t m, int64_t n, int64_t k, bool bias,
+                       std::optional<std::string> activation, std::optional<int> threads) {
+             return new Linear(LinearConfig{m, n, k, bias, activation.value_or("")}, threads);
+           }),
+           py::arg("m"), py::arg("n"), py::arg("k"), py::kw_only(), py::arg("bias") = false,
+           py::arg("activation") = py::none(), py::arg("threads") = py::none())
+      .def_property_readonly("flops", &Linear::flops)
+      .def_property_readonly("has_weights", &Linear::has_weights)
+      .def_property_readonly("out_shape", [](const Linear& l) {
+        return py::make_tuple(l.config().m, l.config().n);
+      })
+      .def("set_weights",
+           [](Linear& l, py::handle weight, py::handle bias) {
+             auto wv = in_view(weight, "weight");
+             auto bv = optional_in_view(bias, "bias");
+             py::gil_scoped_release nogil;
+             l.set_weights(wv, bv);
+           },
+           py::arg("weight"), py::arg("bias") = py::none(),
+           "Copy the weight (n, k) and bias into the kernel, in oneDNN's layout.")
+      .def("run",
+           [](Linear& l, py::handle x, py::object out) {
+             auto xv = in_view(x, "x");
+             return run_released({l.config().m, l.config().n}, out,
+                                 [&](FloatView o) { l.run(xv, o); });
+           },
+           py::arg("x"), py::arg("out") = py::none(),
+           "Compute into `out` (allocated when None) and return it.")
+      .def("timeit",
+           [](Linear& l, py::handle x, py::object out, int repeats, int warmup) {
+             auto xv = in_view(x, "x");
+             return time_released({l.config().m, l.config().n}, out, [&](FloatView o) {
+               return l.timeit(xv, o, repeats, warmup);
+             });
+           },
+           py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("repeats") = 100,
+           py::arg("warmup") = 10, kTimeitDoc);
 
   static const std::string eigen_gemm = doc(R"doc(
 Prepared C = A·B (+ bias) (+ ReLU) in fp32 through Eigen: a tensor contraction

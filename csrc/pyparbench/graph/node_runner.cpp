@@ -2,6 +2,7 @@
 
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/math/library.hpp"
+#include "pyparbench/math/linear.hpp"
 #include "pyparbench/ops/binary.hpp"
 #include "pyparbench/ops/concat.hpp"
 #include "pyparbench/ops/eltwise.hpp"
@@ -115,9 +116,17 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       const int64_t k_dim = ins[0].shape.back(), n = w.shape[0];
       const int64_t m = ins[0].shape.size() == 3 ? ins[0].shape[0] * ins[0].shape[1]
                                                  : ins[0].shape[0];
+      const Tensor a{ins[0].data, {m, k_dim}}, y{out.data, {m, n}};
+      if (st.library == MathLibrary::onednn) {
+        // Constant weights, packed once into the matmul's own layout.
+        auto k = std::make_unique<Linear>(
+            LinearConfig{m, n, k_dim, b != nullptr, fused_activation(s.relu, s.activation)},
+            threads);
+        k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
+        return unary_call(std::move(k), a, y);
+      }
       GemmConfig g{0, m, n, k_dim, false, true, b != nullptr, s.relu, s.activation};
       auto k = make_gemm(st.library, g, threads);
-      const Tensor a{ins[0].data, {m, k_dim}}, y{out.data, {m, n}};
       const ParamArray wp = w, bp = b ? *b : ParamArray{};
       return make_call<GemmOp>(std::move(k), [a, y, wp, bp](GemmOp& k) {
         k.run(a.input_view(), wp.view(), bp.view(), y.output_view());

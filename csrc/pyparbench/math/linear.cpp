@@ -1,0 +1,84 @@
+#include "pyparbench/math/linear.hpp"
+
+#include "pyparbench/core/checks.hpp"
+#include "pyparbench/dnnl_compat.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace ppb {
+
+namespace {
+
+using dnnl::memory;
+
+LinearConfig checked(const LinearConfig& cfg) {
+  require_at_least("m", cfg.m, 1);
+  require_at_least("n", cfg.n, 1);
+  require_at_least("k", cfg.k, 1);
+  return cfg;
+}
+
+}  // namespace
+
+Linear::Linear(const LinearConfig& cfg, std::optional<int> threads)
+    : PrimitiveKernel(threads),
+      cfg_(checked(cfg)),
+      x_shape_{cfg_.m, cfg_.k},
+      out_shape_{cfg_.m, cfg_.n},
+      weight_shape_{cfg_.n, cfg_.k},
+      bias_shape_{cfg_.n} {
+  ThreadsScope scope(threads_);
+  const auto f32 = memory::data_type::f32;
+  const memory::desc src = plain_md(x_shape_);
+  const memory::desc dst = plain_md(out_shape_);
+  // The matmul's weights are (k, n); the user's (n, k) rows are its columns.
+  user_weights_md_ = memory::desc({cfg_.k, cfg_.n}, f32, memory::format_tag::ba);
+  const memory::desc any_weights({cfg_.k, cfg_.n}, f32, memory::format_tag::any);
+  const memory::desc bias = cfg_.bias ? plain_md({1, cfg_.n}) : memory::desc();
+  const auto pd = compat::matmul_pd(cpu_engine(), src, any_weights, bias, dst,
+                                    post_op_attr(cfg_.activation, false));
+  prim_ = dnnl::matmul(pd);
+  add_scratchpad(pd);
+  add_arg(DNNL_ARG_SRC, src);
+  add_arg(DNNL_ARG_DST, dst);
+  add_owned_arg(DNNL_ARG_WEIGHTS, pd.weights_desc());
+  if (cfg_.bias) add_owned_arg(DNNL_ARG_BIAS, bias);
+}
+
+void Linear::set_weights(ConstFloatView weight, ConstFloatView bias) {
+  require_shape("weight", weight.shape, weight_shape_);
+  require_bias_presence("Linear", cfg_.bias, bias.present());
+  if (bias.present()) require_shape("bias", bias.shape, bias_shape_);
+  locked([&] {
+    ThreadsScope scope(threads_);
+    memory user(user_weights_md_, cpu_engine(), const_cast<float*>(weight.data));
+    auto& s = thread_stream();
+    dnnl::reorder(user, args_.at(DNNL_ARG_WEIGHTS)).execute(s, user, args_.at(DNNL_ARG_WEIGHTS));
+    s.wait();
+    if (bias.present())
+      std::memcpy(args_.at(DNNL_ARG_BIAS).get_data_handle(), bias.data,
+                  sizeof(float) * static_cast<size_t>(cfg_.n));
+    has_weights_ = true;
+  });
+}
+
+void Linear::bind(ConstFloatView x, FloatView out) {
+  if (!has_weights_)
+    throw std::invalid_argument("Linear has no weights yet: call set_weights(weight, bias) first");
+  require_shape("x", x.shape, x_shape_);
+  require_shape("out", out.shape, out_shape_);
+  require_no_partial_overlap("out", out, "x", x, false);
+  bind_arg(DNNL_ARG_SRC, x.data);
+  bind_arg(DNNL_ARG_DST, out.data);
+}
+
+void Linear::run(ConstFloatView x, FloatView out) {
+  run_with([&] { bind(x, out); });
+}
+
+std::vector<double> Linear::timeit(ConstFloatView x, FloatView out, int repeats, int warmup) {
+  return timed_with([&] { bind(x, out); }, repeats, warmup);
+}
+
+}  // namespace ppb

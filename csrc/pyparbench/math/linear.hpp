@@ -1,0 +1,55 @@
+// A fully connected layer with constant weights, y = x·Wᵀ (+ bias)
+// (+ activation), fp32, as one oneDNN matmul: the graph's `linear` node on
+// the onednn library. The weights arrive as (n, k), PyTorch's layout, and
+// are reordered once, in set_weights(), into the blocked layout the matmul
+// picked (format `any`): given plain weights, the matmul packs them again on
+// every run, 5x slower for one row of 512 x 512 on one thread.
+#pragma once
+
+#include "pyparbench/core/tensor.hpp"
+#include "pyparbench/ops/primitive_kernel.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ppb {
+
+struct LinearConfig {
+  int64_t m = 1;  // rows of x
+  int64_t n = 1;  // output features
+  int64_t k = 1;  // input features
+  bool bias = false;
+  // A fused eltwise activation (relu, relu6, sigmoid, tanh, gelu,
+  // gelu_tanh); empty for none.
+  std::string activation;
+};
+
+class Linear : public PrimitiveKernel {
+ public:
+  // Throws std::invalid_argument naming a size < 1 or an unknown activation.
+  Linear(const LinearConfig& cfg, std::optional<int> threads);
+
+  const LinearConfig& config() const { return cfg_; }
+  double flops() const { return 2.0 * cfg_.m * cfg_.n * cfg_.k; }
+  bool has_weights() const { return has_weights_; }
+
+  // Copies the weight (n, k) reordered, and the bias (n) when prepared with
+  // one; std::invalid_argument for a wrong shape or a missing bias.
+  void set_weights(ConstFloatView weight, ConstFloatView bias);
+  // out (m, n) = x (m, k) · Wᵀ ...; std::invalid_argument before
+  // set_weights(), for wrong shapes, or when out overlaps x.
+  void run(ConstFloatView x, FloatView out);
+  // Per-run nanoseconds of `repeats` timed runs after `warmup` untimed ones.
+  std::vector<double> timeit(ConstFloatView x, FloatView out, int repeats, int warmup);
+
+ private:
+  void bind(ConstFloatView x, FloatView out);
+
+  LinearConfig cfg_;
+  Shape x_shape_, out_shape_, weight_shape_, bias_shape_;
+  dnnl::memory::desc user_weights_md_;
+  bool has_weights_ = false;
+};
+
+}  // namespace ppb
