@@ -101,7 +101,8 @@ graph analysis counts embedding_bag (gathered rows, int64 indices, output).
       },
       py::arg("cycles") = 20'000'000, py::arg("rounds") = 5,
       "The calling thread's core clock in MHz, from a chain of dependent integer adds "
-      "(one per cycle on x86-64); best of `rounds`. 0.0 on other architectures.");
+      "(one per cycle on x86-64); the median of the faster half of `rounds`. 0.0 on other "
+      "architectures.");
 }
 
 }  // namespace ppb::bind

@@ -52,7 +52,8 @@ PeakTiming time_gather(int threads, int64_t rows, int64_t dim, int64_t bags, int
 
 // The clock of the calling thread's core, in MHz, from a chain of dependent
 // integer adds (one per cycle on every x86-64 core); 0 where that does not
-// hold (not x86-64). Best of `rounds` rounds of `cycles` adds.
+// hold (not x86-64). Of `rounds` rounds of `cycles` adds, the median of
+// the faster half.
 double measure_clock_mhz(int64_t cycles, int rounds);
 
 }  // namespace ppb
