@@ -39,7 +39,7 @@ from pyparbench.threading.topology import topology as this_machine
 from pyparbench.timing import Summary, summarize
 
 __all__ = ["CompiledGraph", "RunRecord", "TraceEvent", "branch_groups", "compile_graph",
-           "resolve", "run_model"]
+           "resolve", "run_instances", "run_model"]
 
 
 @dataclass(frozen=True)
@@ -409,21 +409,36 @@ def run_model(name: str, batch: int, settings: Settings, *, repeats: int = 10, w
                                         topology=topology)
     if batch % k:
         raise ValueError(f"batch {batch} does not split into {k} instances")
+    graphs = [build(name, batch // k, **model_kw) for _ in range(k)]
+    ns, each, resolved = run_instances(graphs, settings, repeats=repeats, warmup=warmup,
+                                       topology=topology)
+    return RunRecord(name, batch, settings, {"instances": resolved},
+                     ns, summarize(ns), per_instance=each)
+
+
+def run_instances(graphs: Sequence[Graph], settings: Settings, *, repeats: int = 10,
+                  warmup: int = 2, topology: Topology | None = None,
+                  ) -> tuple[list[float], list[list[float]], list[dict[str, Any]]]:
+    """Run the graphs side by side, one instance each, on the CPUs the
+    affinity policy gives ``len(graphs) x inter_op`` workers (instances on
+    their own CPUs; ``settings.instances`` is not read). Give each instance
+    its own Graph (its own weights, as separate processes would hold).
+    Returns each repeat's time (until the slowest is done), each instance's
+    times and each instance's resolved setting."""
+    k = len(graphs)
+    if k < 1:
+        raise ValueError("run_instances needs at least one graph")
     topo = topology if topology is not None else this_machine()
     one = settings.with_(instances=1)
     placement = place(topo, settings.affinity if settings.affinity != "none" else "compact",
                       k * settings.inter_op, settings.intra_op, smt=settings.smt)
     per = settings.inter_op
-    compiled, natives = [], []
-    for i in range(k):
-        graph = build(name, batch // k, **model_kw)
+    plans, natives = [], []
+    for i, graph in enumerate(graphs):
         cpus = [c for p in placement.pools[i * per:(i + 1) * per] for c in (p or ())]
         cg = compile_graph(graph)
-        compiled.append(cg)
+        plans.append(cg._variant(one).plan)
         natives.append(resolve(one, cg.optimized(one), topo, cpus=cpus))
-    plans = [c._variant(one) for c in compiled]
-    ns_all, each = _g.run_instances([p.plan for p in plans], natives, repeats=repeats,
-                                    warmup=warmup)
-    ns = [float(v) for v in ns_all]
-    return RunRecord(name, batch, settings, {"instances": [_resolved_dict(n) for n in natives]},
-                     ns, summarize(ns), per_instance=[[float(v) for v in e] for e in each])
+    ns_all, each = _g.run_instances(plans, natives, repeats=repeats, warmup=warmup)
+    return ([float(v) for v in ns_all], [[float(v) for v in e] for e in each],
+            [_resolved_dict(n) for n in natives])

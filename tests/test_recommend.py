@@ -117,6 +117,30 @@ def test_oversubscription_stretches_ops_and_adds_the_node_penalty() -> None:
     assert two.latency_ns == pytest.approx(2 * (100.0 + 7.0))
 
 
+class _InstanceTable(TableCostModel):
+    """A table model with a measured co-run factor for 2 instances."""
+
+    def instance_factor(self, graph: Graph, instances: int) -> float | None:
+        return 1.25 if instances == 2 else None
+
+
+def test_a_measured_instance_factor_replaces_the_corun_penalty() -> None:
+    g = chain(2)
+    times = {"fc0": {1: 100.0}, "fc1": {1: 60.0}}
+    res = Resources(cores=2, logical=2)
+    two = Settings(instances=2, affinity="compact")
+    # Without a measured factor, the other instance's thread makes every op
+    # co-run with a busy core: x (1 + 0.5), memory-bound or not.
+    costs = ExecutorCosts(corun_compute=0.5, corun_memory=0.5)
+    penalised = TableCostModel(times, executor=costs)
+    assert simulate(g, two, penalised, res).latency_ns == pytest.approx(160.0 * 1.5)
+    # With one, the instance runs as if alone, scaled by it.
+    measured = _InstanceTable(times, executor=costs)
+    sim = simulate(g, two, measured, res)
+    assert sim.latency_ns == pytest.approx(160.0 * 1.25)
+    assert sim.end_ns[-1] == pytest.approx(sim.latency_ns)
+
+
 def test_thread_interpolation() -> None:
     pts = {1: 100.0, 4: 25.0}
     assert interpolate_threads(pts, 2) == pytest.approx(50.0)  # power law between points
@@ -318,6 +342,26 @@ def test_calibration_is_cached(cache: Path, monkeypatch: pytest.MonkeyPatch) -> 
     third = cal_mod.calibrate(chain(4, width=32), threads=(1,), operators=("library",),
                               directory=cache, retry_disturbed=False)
     assert third.measured == ["library/onednn/-/1"]
+
+
+def test_instance_corun_factor_is_measured_and_cached(cache: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    if ppb.settings.allowed_cores(ppb.topology()) < 2:
+        pytest.skip("two instances need two cores")
+    g = models.build("mlp-512", 1)
+    cal = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache,
+                            instances=2)
+    assert "instances x2" in cal.measured
+    run = ppb.graph.passes.executed_graph(g, Settings())
+    factor = cal.model().instance_factor(run, 2)
+    # Two copies on their own cores: never much faster than one alone.
+    assert factor is not None and 0.8 < factor < 10.0
+    monkeypatch.setattr(cal_mod, "measure_instances", lambda *a, **k: pytest.fail("measured"))
+    again = cal_mod.calibrate(g, threads=(1,), operators=("library",), directory=cache,
+                              instances=2, retry_disturbed=False)
+    assert again.model().instance_factor(run, 2) == factor
+    with pytest.raises(ValueError, match="instances must be an int >= 1, got 0"):
+        cal_mod.calibrate(g, threads=(1,), directory=cache, instances=0)
 
 
 def conv_block() -> Graph:

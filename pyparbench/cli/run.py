@@ -58,8 +58,8 @@ def _level(args: argparse.Namespace) -> str:
 def _plan_line(plan: SuitePlan) -> str:
     text = (f"{len(plan.configs)} model configurations and {len(plan.tasks)} operator "
             f"measurements, about {plan.estimate_s / 60:.1f} min estimated")
-    if plan.slowdown > 1.0:
-        text += f" (x{plan.slowdown:.1f}: other processes are using the cores)"
+    if plan.slowdown >= 1.05:  # below that it would print "x1.0"
+        text += f" (x{plan.slowdown:.2f}: other processes are using the cores)"
     if plan.dropped:
         text += (f"; {len(plan.dropped)} grid settings left out to fit the "
                  f"{plan.budget_s:.0f} s budget (--full runs them)")

@@ -549,7 +549,7 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
                 counts = calibration_threads(res.cores // k)
                 ops = ("library", "framework") if k == 1 else ("library",)
                 cal = measure(g, threads=counts, libraries=libraries, recalibrate=recalibrate,
-                              directory=cache_dir, operators=ops)
+                              directory=cache_dir, operators=ops, instances=k)
                 measured += [f"{m} (batch {_batch(g)})" if m != "executor" else m
                              for m in cal.measured]
                 seconds += cal.seconds
@@ -620,6 +620,11 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
     busy = (f"; {sim.concurrency():.2f} of its {chosen.inter_op} workers busy on average"
             if chosen.inter_op > 1 else "")
     reasons.append(f"chosen: {chosen.label()}: predicted {_fmt_value(best, objective)}{busy}")
+    for k in sorted(per_instance):
+        factor = model.instance_factor(executed(per_instance[k], chosen.with_(instances=k)), k)
+        if k > 1 and factor is not None:
+            reasons.append(f"{k} instances side by side: each measured {factor:.2f}x slower "
+                           f"than one alone (shared caches and memory bandwidth)")
     reasons += _choice_reasons(best, preds, objective)
     over = [f"{name} ({p.settings.threads} threads on {res.cores} cores)"
             for name, p in presets.items() if p.settings.threads > res.cores]

@@ -28,8 +28,10 @@ layers, measures nothing it already has.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import math
 import os
 import resource
 import statistics
@@ -50,6 +52,7 @@ from pyparbench.recommend.costmodel import (
     ExecutorCosts,
     calibration_threads,
     config_key,
+    instance_key,
     op_key,
 )
 from pyparbench.settings import Settings
@@ -172,6 +175,10 @@ class Calibration:
         other processes used while it was last measured.
     executor_attempts
         How many times the executor's costs were measured.
+    instances
+        :func:`~pyparbench.recommend.costmodel.instance_key` -> [factor,
+        samples, disturbed, attempts]: how much slower an instance of a
+        graph runs beside its copies than alone (:func:`measure_instances`).
     measured
         What this process measured (config keys and ``"executor"``); empty
         when everything came from the cache.
@@ -185,6 +192,7 @@ class Calibration:
     path: Path | None = None
     load: dict[str, float] = field(default_factory=dict)
     executor_attempts: int = 0
+    instances: dict[str, Entry] = field(default_factory=dict)
     measured: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -194,7 +202,8 @@ class Calibration:
             raise ValueError("this calibration has no executor costs: run calibrate() first")
         tables = {k: {op: v[0] for op, v in t.items()} for k, t in self.tables.items()}
         return CalibratedCostModel(tables, self.executor,
-                                   source=str(self.path) if self.path else "")
+                                   source=str(self.path) if self.path else "",
+                                   instances={k: v[0] for k, v in self.instances.items()})
 
     def missing(self, graph: Graph, configs: Iterable[str], *,
                 retry_disturbed: bool = True, graph_opt: str = "full",
@@ -239,7 +248,7 @@ class Calibration:
         return {"version": CACHE_VERSION, "fingerprint": self.fingerprint,
                 "executor": None if self.executor is None else self.executor.as_dict(),
                 "executor_attempts": self.executor_attempts, "tables": self.tables,
-                "load": self.load}
+                "instances": self.instances, "load": self.load}
 
     def save(self) -> None:
         """Merge into the cache file (another process may have added to it: of
@@ -250,8 +259,8 @@ class Calibration:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         on_disk = _read(self.path)
         if on_disk is not None and on_disk.fingerprint == self.fingerprint:
-            for k, table in on_disk.tables.items():
-                mine = self.tables.setdefault(k, {})
+            for k, table in [*on_disk.tables.items(), ("", on_disk.instances)]:
+                mine = self.tables.setdefault(k, {}) if k else self.instances
                 for op, v in table.items():
                     if op not in mine or v[3] > mine[op][3]:
                         mine[op] = v
@@ -285,6 +294,8 @@ def _read(path: Path) -> Calibration | None:
             tables={k: {op: [float(x) for x in v] for op, v in t.items() if len(v) == 4}
                     for k, t in d.get("tables", {}).items()},
             executor=None if ex is None else ExecutorCosts.from_dict(ex), path=path,
+            instances={k: [float(x) for x in v] for k, v in d.get("instances", {}).items()
+                       if len(v) == 4},
             load={k: float(v) for k, v in d.get("load", {}).items()},
             executor_attempts=int(d.get("executor_attempts", 1)))
     except (TypeError, ValueError, AttributeError):
@@ -551,12 +562,33 @@ def measure_executor(cores: int, *, rounds: int = 5, nodes: int = 64) -> Executo
                          corun_memory=corun["memory"], oversub_node_ns=oversub)
 
 
+def measure_instances(graph: Graph, instances: int, threads: int, *,
+                      graph_opt: str = "full") -> float:
+    """How much slower one of ``instances`` copies of ``graph`` runs beside
+    the others than alone: the median repeat (until the slowest copy is
+    done) of all copies side by side, each with its own weights on its own
+    ``threads`` cores (compact), over the median of the first copy alone on
+    the same cores. This is what a simulation of op times measured one
+    instance at a time misses: copies streaming their weights at once
+    share the caches and the memory bandwidth."""
+    from pyparbench.executor import run_instances
+
+    copies = [graph, *(copy.deepcopy(graph) for _ in range(instances - 1))]
+    settings = Settings(intra_op=threads, affinity="compact", graph_opt=graph_opt)
+    est, _, _ = run_instances(copies[:1], settings, repeats=1, warmup=1)
+    # About 0.2 s of repeats each way.
+    repeats = max(5, min(200, math.ceil(2e8 / max(est[0], 1.0))))
+    alone, _, _ = run_instances(copies[:1], settings, repeats=repeats, warmup=1)
+    together, _, _ = run_instances(copies, settings, repeats=repeats, warmup=1)
+    return statistics.median(together) / statistics.median(alone)
+
+
 def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None = None,
               operators: Sequence[str] = ("library", "framework"),
               libraries: Sequence[str] = ("onednn",), pools: Sequence[str] = POOLS,
               rounds: int = 3, recalibrate: bool = False, retry_disturbed: bool = True,
               directory: str | Path | None = None, cache: bool = True,
-              graph_opt: str = "full") -> Calibration:
+              graph_opt: str = "full", instances: int = 1) -> Calibration:
     """Measure what the graph(s) need and the cache lacks; return the calibration.
 
     Parameters
@@ -583,6 +615,10 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
     graph_opt
         The graph passes the measured nodes come from (Settings.graph_opt;
         default the executor's, the full pipeline).
+    instances
+        With k > 1, each graph is one instance's and the co-run factor of k
+        copies on ``cores // k`` cores each is measured too
+        (:func:`measure_instances`).
 
     Raises
     ------
@@ -601,6 +637,8 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
             raise ValueError(f"unknown {name} {bad[0]!r}; valid: {', '.join(valid)}")
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if not isinstance(instances, int) or instances < 1:
+        raise ValueError(f"instances must be an int >= 1, got {instances!r}")
     cores = allowed_cores(topology())
     counts = tuple(sorted(set(threads))) if threads is not None else calibration_threads(cores)
     bad_t = [t for t in counts if not isinstance(t, int) or not 1 <= t <= cores]
@@ -653,6 +691,18 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
                 cal.update(k, table, replace=recalibrate)
                 if k not in cal.measured:
                     cal.measured.append(k)
+        if instances > 1 and cores // instances >= 1:
+            # Keyed by the graph the simulation sees: the executed one.
+            key = instance_key(executed_graph(g, Settings(graph_opt=graph_opt)), instances)
+            old = cal.instances.get(key)
+            if recalibrate or old is None or (retry_disturbed and old[2] > 0 and (
+                    old[3] < MAX_ATTEMPTS or quiet())):
+                with ForeignLoad() as load:
+                    factor = measure_instances(g, instances, cores // instances,
+                                               graph_opt=graph_opt)
+                new = [factor, 1.0, float(load.foreign > BUSY), 1.0]
+                cal.instances[key] = new if recalibrate else _merge(old, new)
+                cal.measured.append(f"instances x{instances}")
     cal.seconds = time.perf_counter() - t0
     if cache and cal.measured:
         cal.save()

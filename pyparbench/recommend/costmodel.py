@@ -31,6 +31,7 @@ of one model, or of two models, share one measurement.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from abc import ABC, abstractmethod
@@ -51,6 +52,8 @@ __all__ = [
     "MachineSpec",
     "TableCostModel",
     "config_key",
+    "graph_signature",
+    "instance_key",
     "interpolate_threads",
     "op_key",
 ]
@@ -78,6 +81,23 @@ def op_key(graph: Graph, node: Node) -> str:
     params = {k: list(v) for k, v in sorted(node.params.shapes.items())}
     return json.dumps([node.op, _jsonable(node.attrs), ins, params, list(node.shape)],
                       separators=(",", ":"))
+
+
+def graph_signature(graph: Graph) -> str:
+    """A short hash of every node's :func:`op_key` and inputs: two graphs
+    with one signature run the same kernels in the same order."""
+    h = hashlib.sha1()
+    for n in graph:
+        h.update(op_key(graph, n).encode())
+        h.update(repr(tuple(n.inputs)).encode())
+    return h.hexdigest()[:16]
+
+
+def instance_key(graph: Graph | str, instances: int) -> str:
+    """The key of a measured instance co-run factor
+    (:meth:`CostModel.instance_factor`); ``graph`` or its signature."""
+    sig = graph if isinstance(graph, str) else graph_signature(graph)
+    return f"{sig}/x{instances}"
 
 
 def config_key(operator: str, library: str, pool: str, threads: int) -> str:
@@ -235,6 +255,12 @@ class CostModel(ABC):
         settings try these besides cores // workers."""
         return calibration_threads(cores)
 
+    def instance_factor(self, graph: Graph, instances: int) -> float | None:
+        """How much slower one instance runs ``graph`` with ``instances`` - 1
+        copies beside it (each on its own share of the cores) than alone,
+        when measured; None: the simulation's co-run penalties stand in."""
+        return None
+
     def memory_bound(self, graph: Graph, node: Node) -> bool:
         """Whether the node counts as memory-bound for the co-run slowdown."""
         s = graph.stats[node.id]
@@ -307,13 +333,18 @@ class CalibratedCostModel(CostModel):
         The executor's measured costs.
     source
         Where the figures came from (the cache file), for the reasons.
+    instances
+        :func:`instance_key` -> measured co-run factor of instances (see
+        :meth:`instance_factor`).
     """
 
     kind = "calibrated"
 
     def __init__(self, tables: Mapping[str, Mapping[str, float]], executor: ExecutorCosts,
-                 source: str = "") -> None:
+                 source: str = "", instances: Mapping[str, float] | None = None) -> None:
         self.tables = {k: dict(v) for k, v in tables.items()}
+        self.instances = dict(instances or {})
+        self._signatures: dict[int, tuple[Graph, str]] = {}
         self.executor = executor
         self.source = source
         libs, pools, threads = set(), set(), set()
@@ -364,6 +395,13 @@ class CalibratedCostModel(CostModel):
             raise KeyError(f"node {node.name!r} ({node.op}) has no calibrated time for "
                            f"{operator}/{library}/{pool}: calibrate its graph first")
         return interpolate_threads(points, threads)
+
+    def instance_factor(self, graph: Graph, instances: int) -> float | None:
+        hit = self._signatures.get(id(graph))
+        if hit is None or hit[0] is not graph:
+            hit = (graph, graph_signature(graph))
+            self._signatures[id(graph)] = hit
+        return self.instances.get(instance_key(hit[1], instances))
 
     def describe(self) -> str:
         where = f" ({self.source})" if self.source else ""

@@ -25,7 +25,11 @@ Each running node advances at a rate that depends on what else runs
 
 With ``instances`` > 1 the graph given is one instance's (its slice of the
 batch) and the latency is that instance's; the others run beside it on
-their own cores.
+their own cores. Where the model has a measured co-run factor for that many
+instances of this graph (:meth:`CostModel.instance_factor`: the copies
+share caches and memory bandwidth, each streaming its own weights), the
+instance is simulated alone and its times scaled by that factor, in place
+of the co-run penalty of the other instances' threads.
 """
 
 from __future__ import annotations
@@ -178,7 +182,9 @@ def simulate(graph: Graph, settings: Settings, model: CostModel,
         own[node.id] = base * stretch / smt_gain + penalty
         threads_of[node.id] = t
         pcorun[node.id] = ex.corun_memory if model.memory_bound(graph, node) else ex.corun_compute
-    background = (settings.instances - 1) * workers * t
+    factor = (model.instance_factor(graph, settings.instances)
+              if settings.instances > 1 else None)
+    background = (settings.instances - 1) * workers * t if factor is None else 0
 
     deps = [len(set(node.inputs)) for node in graph.nodes]
     consumers = [sorted(set(c)) for c in graph.consumers]
@@ -239,4 +245,8 @@ def simulate(graph: Graph, settings: Settings, model: CostModel,
                 deps[c] -= 1
                 if deps[c] == 0:
                     ready.append(c)
+    if factor is not None:
+        now *= factor
+        start = [v * factor for v in start]
+        end = [v * factor for v in end]
     return Simulation(settings, now, tuple(start), tuple(end), tuple(where), tuple(own))
