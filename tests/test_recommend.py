@@ -467,16 +467,32 @@ def test_calibrated_recommendation_is_not_measurably_worse_than_the_best(
               ppb.settings.preset("tftuner", graph=graph).with_(name="")]
     tried = [ours] + [s for s in dict.fromkeys(rivals) if s != ours]
     samples = _measure(graph, tried)
-    # Each setting's least disturbed round; the noise: the spread of the best
-    # setting's rounds (at least 5 %).
+    best, noise = _best_and_noise(samples)
+    if best != 0 and min(samples[0]) > min(samples[best]) * (1 + 2 * noise):
+        # A burst of other work can hit one setting's rounds and not the
+        # other's: a real loss persists when the two are measured again,
+        # head to head, in more rounds.
+        tried = [ours, tried[best]]
+        samples = _measure(graph, tried, rounds=15)
+        best, noise = _best_and_noise(samples)
     low = [min(v) for v in samples]
-    best = min(range(len(tried)), key=low.__getitem__)
-    q = statistics.quantiles(samples[best], n=4)
-    noise = max(0.05, (q[2] - q[0]) / statistics.median(samples[best]))
     assert low[0] <= low[best] * (1 + 2 * noise), (
         f"recommended {ours.label()} measured {low[0] / 1e6:.3f} ms, best "
         f"{tried[best].label()} {low[best] / 1e6:.3f} ms (noise {noise:.1%})\n"
         + rec.format())
+
+
+def _best_and_noise(samples: list[list[float]]) -> tuple[int, float]:
+    """The setting whose least disturbed round is fastest, and the noise: the
+    larger relative spread (IQR) of its rounds and the first setting's, at
+    least 5 %."""
+    best = min(range(len(samples)), key=lambda i: min(samples[i]))
+
+    def spread(v: list[float]) -> float:
+        q = statistics.quantiles(v, n=4)
+        return (q[2] - q[0]) / statistics.median(v)
+
+    return best, max(0.05, spread(samples[best]), spread(samples[0]))
 
 
 def test_recommended_settings_for_the_suite(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
