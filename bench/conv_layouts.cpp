@@ -11,7 +11,10 @@
 //
 // Builds against oneDNN 2.x or 3.x, standalone (not part of the package):
 //   g++ -O2 -std=c++17 bench/conv_layouts.cpp -o /tmp/conv_layouts -ldnnl
-//   OMP_NUM_THREADS=2 taskset -c 0,1 /tmp/conv_layouts [batch=1] [repeats=201] [block=16]
+//   OMP_NUM_THREADS=2 taskset -c 0,1 /tmp/conv_layouts [batch=1] [repeats=201] [block]
+// block: 16 on a CPU with AVX-512, else 8 (the widest oneDNN has JIT kernels
+// for: on AVX2 nChw16c falls to the reference implementation, ref:any,
+// thousands of times slower).
 //
 // On a 2-core AVX-512 Zen 4 VM (oneDNN 2.6 and 3.2, 2 threads) format_tag::any
 // picks nhwc for every shape (brgconv / brgconv_1x1); nChw16c gets the older
@@ -125,7 +128,7 @@ Conv make(engine& eng, stream& st, const Shape& sh, tag layout, int batch) {
 int main(int argc, char** argv) {
   const int batch = argc > 1 ? std::atoi(argv[1]) : 1;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 201;
-  const int block = argc > 3 ? std::atoi(argv[3]) : 16;
+  const int block = argc > 3 ? std::atoi(argv[3]) : __builtin_cpu_supports("avx512f") ? 16 : 8;
   if (batch < 1 || repeats < 1 || (block != 8 && block != 16)) {
     std::fprintf(stderr, "usage: %s [batch>=1] [repeats>=1] [block=8|16]\n", argv[0]);
     return 2;
