@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -13,6 +14,10 @@ __all__ = ["MAX_WIDTH", "overhead_table", "print_summary", "summary_renderable",
            "summary_table"]
 
 MAX_WIDTH = 80
+# A rule under the heading only, and one space between columns: vertical
+# rules and double padding would cost the setting column the 18 characters
+# that keep it on one or two lines at 80 columns.
+BOX = box.SIMPLE_HEAD
 
 
 def _speedup_cell(entry: Mapping[str, Any], name: str) -> str:
@@ -32,7 +37,8 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     """Per model and batch: the best setting, its latency, its speed-up over
     each preset, and the regret of the study's tuner and of the recommender."""
     table = Table(title="best setting found vs the presets (median latency)",
-                  title_style="bold", pad_edge=False, expand=False)
+                  title_style="bold", pad_edge=False, expand=True, box=BOX,
+                  collapse_padding=True)
     table.add_column("model", no_wrap=True, max_width=14)
     table.add_column("b", justify="right", no_wrap=True)
     table.add_column("best ms", justify="right", no_wrap=True)
@@ -48,6 +54,8 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
             continue
         regret = m.get("regret", {})
         setting = m["best"]["short"]
+        if setting.startswith("recommended:"):  # the recommender's: "ours", as its column
+            setting = "ours:" + setting[len("recommended:"):]
         if m["failed"]:
             setting += f" ({m['failed']} failed)"
         table.add_row(m["model"], str(m["batch"]), f"{m['best']['median_ms']:.3g}", setting,
@@ -67,7 +75,8 @@ def overhead_table(summary: Mapping[str, Any]) -> Table | None:
         return None
     runs = list(dict.fromkeys(framework_label(i) for i in items))
     table = Table(title="each framework's latency / pyparbench's (same graph and setting)",
-                  title_style="bold", pad_edge=False, expand=False)
+                  title_style="bold", pad_edge=False, expand=False, box=BOX,
+                  collapse_padding=True)
     table.add_column("model", no_wrap=True, max_width=14)
     table.add_column("b", justify="right", no_wrap=True)
     table.add_column("native ms", justify="right", no_wrap=True)
@@ -91,7 +100,7 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
     parts.append(Text("xP: how many times faster the best setting is than preset P (tf: "
                       "TensorFlow's defaults, intel: Intel's advice, tuner: the study's "
                       "tuner); tuner, ours: how much slower the study's tuner's choice and "
-                      "the recommender's are than the best measured (their regret)."))
+                      "the recommender's (ours) are than the best measured (their regret)."))
     frameworks = overhead_table(summary)
     if frameworks is not None:
         parts.append(frameworks)
