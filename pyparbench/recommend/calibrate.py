@@ -144,6 +144,14 @@ def _fingerprint_hash(fp: Mapping[str, Any]) -> str:
 Entry = list[float]
 
 
+def _retry(entries: Iterable[Entry], quiet: Callable[[], bool] | None) -> bool:
+    """Whether disturbed figures among ``entries`` are measured again: one
+    measured fewer than ``MAX_ATTEMPTS`` times, or any if ``quiet()`` (asked
+    only then) says the machine is quiet now."""
+    stale = [e[3] for e in entries if e[2] > 0]
+    return bool(stale) and (min(stale) < MAX_ATTEMPTS or (quiet is not None and quiet()))
+
+
 def _merge(old: Entry | None, new: Entry) -> Entry:
     """A new measurement of an op merged into the cached one: the lower time
     (each is an estimate of the undisturbed time, which preemption only
@@ -223,9 +231,7 @@ class Calibration:
                 continue
             if not retry_disturbed:
                 continue
-            stale = [table[k][3] for k in keys if table[k][2] > 0]
-            if any(a < MAX_ATTEMPTS for a in stale) or (stale and quiet is not None
-                                                        and quiet()):
+            if _retry([table[k] for k in keys], quiet):
                 out.append(c)
         return out
 
@@ -695,8 +701,7 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
             # Keyed by the graph the simulation sees: the executed one.
             key = instance_key(executed_graph(g, Settings(graph_opt=graph_opt)), instances)
             old = cal.instances.get(key)
-            if recalibrate or old is None or (retry_disturbed and old[2] > 0 and (
-                    old[3] < MAX_ATTEMPTS or quiet())):
+            if recalibrate or old is None or (retry_disturbed and _retry([old], quiet)):
                 with ForeignLoad() as load:
                     factor = measure_instances(g, instances, cores // instances,
                                                graph_opt=graph_opt)
