@@ -220,6 +220,47 @@ def test_pool2d(threads: int, rng: np.random.Generator,
     check_all_ways(call, x, want, RTOL_EXACT if kind == "max" else RTOL, in_place=False)
 
 
+@pytest.mark.parametrize("impl", ["direct", "onednn"])
+@pytest.mark.parametrize("channels", [None, 43], ids=["c-case", "c43"])  # 43: 32 + 8 + 3
+@pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
+@pytest.mark.parametrize(("kind", "count_include_pad"), POOL_MODES,
+                         ids=["max", "avg-incl", "avg-excl"])
+@pytest.mark.parametrize(("shape", "kernel", "stride", "padding"), POOL_CASES)
+def test_pool2d_channels_last(threads: int, rng: np.random.Generator,
+                              shape: tuple[int, int, int, int], kernel: int | tuple[int, int],
+                              stride: int | tuple[int, int] | None, padding: ops.Padding,
+                              kind: str, count_include_pad: bool, ceil_mode: bool,
+                              channels: int | None, impl: str) -> None:
+    """Pool2d(nhwc=True): oneDNN's and pyparbench's own channels-last kernel
+    both match the reference, the channel count covering every block size."""
+    if channels is not None:
+        shape = (shape[0], channels, shape[2], shape[3])
+    k = pair("kernel", kernel)
+    s = k if stride is None else pair("stride", stride)
+    p = padding4(padding)
+    x = rand(rng, *shape)
+    want = ref_pool2d(x, kind, k, s, p, ceil_mode, count_include_pad).transpose(0, 2, 3, 1)
+    pool = ops.Pool2d(kind, shape, k, stride=s, padding=p, ceil_mode=ceil_mode,
+                      count_include_pad=count_include_pad, threads=threads, nhwc=True,
+                      impl=impl)
+    assert pool.impl == impl
+    out = poisoned(want.shape)
+    pool.run(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), out)
+    assert_close(out, want, RTOL_EXACT if kind == "max" else RTOL)
+
+
+@pytest.mark.parametrize(("kind", "count_include_pad", "nhwc", "impl"),
+                         [("max", True, True, "direct"), ("avg", False, True, "direct"),
+                          ("avg", True, True, "onednn"), ("max", True, False, "onednn"),
+                          ("avg", False, False, "onednn")])
+def test_pool2d_auto_impl(kind: str, count_include_pad: bool, nhwc: bool, impl: str) -> None:
+    """"auto" takes the direct kernel on channels-last data, except for an
+    average counting the padding, where oneDNN 2.6 is the faster one
+    (bench/pool_nhwc.py)."""
+    pool = ops.Pool2d(kind, (1, 8, 6, 6), 3, count_include_pad=count_include_pad, nhwc=nhwc)
+    assert pool.impl == impl
+
+
 @pytest.mark.parametrize("shape", [(2, 3, 7, 9), (1, 1, 1, 1), (3, 5, 1, 8), (1, 4, 6, 1),
                                    (2, 37, 11, 13)])
 def test_global_avg_pool2d(threads: int, rng: np.random.Generator,
@@ -559,6 +600,10 @@ BAD_CALLS = [
      E("input_shape must have 4 dimensions, got (3, 4, 5)")),
     ("Pool2d-kind", lambda: ops.Pool2d("min", [2, 3, 4, 5], 2), ValueError,
      "pooling kind must be 'max' or 'avg', got 'min'"),
+    ("Pool2d-impl", lambda: ops.Pool2d("max", [2, 3, 4, 5], 2, nhwc=True, impl="jit"),
+     ValueError, "pooling impl must be 'auto', 'onednn' or 'direct', got 'jit'"),
+    ("Pool2d-direct-nchw", lambda: ops.Pool2d("max", [2, 3, 4, 5], 2, impl="direct"),
+     ValueError, E("pooling impl 'direct' needs channels-last data (nhwc=True)")),
     ("pool-padding", lambda: ops.max_pool2d(X4, 2, padding=2), ValueError,
      r"padding \(2, 2, 2, 2\) must be smaller than the kernel \(2, 2\)"),
     ("pool-stride", lambda: ops.max_pool2d(X4, 2, stride=0), ValueError,

@@ -63,23 +63,27 @@ void register_glue_ops(py::module_& m) {
       .def_property_readonly("axis", &Softmax::axis);
 
   py::class_<Pool2d, UnaryKernel>(m, "Pool2d", R"doc(
-Max or average 2-D pooling over an NCHW input. padding is (top, bottom, left,
-right); ceil_mode and count_include_pad follow PyTorch.
+Max or average 2-D pooling over an NCHW input (input_shape is always NCHW;
+with nhwc the data is stored channels-last). padding is (top, bottom, left,
+right); ceil_mode and count_include_pad follow PyTorch. impl: "onednn",
+"direct" (channels-last only) or "auto" (direct when nhwc, except an average counting the padding).
 )doc")
       .def(py::init([](const std::string& kind, const std::vector<int64_t>& input_shape,
                        std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                        std::array<int64_t, 4> padding, bool ceil_mode, bool count_include_pad,
-                       std::optional<int> threads) {
+                       std::optional<int> threads, bool nhwc, const std::string& impl) {
              Pool2dConfig c{kind,       kernel[0],  kernel[1],  stride[0], stride[1],
                             padding[0], padding[1], padding[2], padding[3], ceil_mode,
-                            count_include_pad};
-             return new Pool2d(c, to_shape(input_shape), threads);
+                            count_include_pad, impl};
+             return new Pool2d(c, to_shape(input_shape), threads, nhwc);
            }),
            py::arg("kind"), py::arg("input_shape"), py::arg("kernel"), py::kw_only(),
            py::arg("stride") = std::array<int64_t, 2>{1, 1},
            py::arg("padding") = std::array<int64_t, 4>{0, 0, 0, 0},
            py::arg("ceil_mode") = false, py::arg("count_include_pad") = true,
-           py::arg("threads") = py::none());
+           py::arg("threads") = py::none(), py::arg("nhwc") = false,
+           py::arg("impl") = "auto")
+      .def_property_readonly("impl", &Pool2d::impl);
 
   py::class_<GlobalAvgPool, UnaryKernel>(m, "GlobalAvgPool",
                                          "Mean over H and W: (N, C, H, W) -> (N, C).")

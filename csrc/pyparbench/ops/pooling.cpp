@@ -3,6 +3,7 @@
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/core/threads.hpp"
 #include "pyparbench/dnnl_compat.hpp"
+#include "pyparbench/ops/pool_nhwc.hpp"
 
 #include <stdexcept>
 
@@ -38,8 +39,20 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
     : UnaryKernel(threads, nhwc && input_nchw.size() == 4 ? nchw_to_nhwc(input_nchw) : input_nchw,
                   false),
       cfg_(cfg),
-      nhwc_(nhwc) {
+      nhwc_(nhwc),
+      in_nchw_(input_nchw) {
   require_nchw(input_nchw);
+  if (cfg.impl != "auto" && cfg.impl != "onednn" && cfg.impl != "direct")
+    throw std::invalid_argument("pooling impl must be 'auto', 'onednn' or 'direct', got '" +
+                                cfg.impl + "'");
+  if (cfg.impl == "direct" && !nhwc)
+    throw std::invalid_argument("pooling impl 'direct' needs channels-last data (nhwc=True)");
+  // Auto: oneDNN 2.6's channels-last max pooling, and its average that
+  // leaves the padding out, are 2-10x slower than pool_nhwc on AVX2 machines
+  // (bench/pool_nhwc.py); its average over the padded window is faster, so
+  // it keeps that one.
+  direct_ = cfg.impl == "direct" ||
+            (cfg.impl == "auto" && nhwc && !(cfg.kind == "avg" && cfg.count_include_pad));
   const Shape& in = input_nchw;
   require_positive_dims("kernel", Shape{cfg.kh, cfg.kw});
   require_positive_dims("stride", Shape{cfg.stride_h, cfg.stride_w});
@@ -78,19 +91,29 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
       last_col_scale_ = static_cast<float>(cfg.kw) / static_cast<float>(cfg.kw - (pr - cfg.pad_right));
   }
 
-  ThreadsScope scope(threads_);
   const auto src = nhwc ? nhwc_md(in) : plain_md(in);
   const auto dst = nhwc ? nhwc_md(out_nchw) : plain_md(out_nchw);
+  add_arg(DNNL_ARG_SRC, src);
+  add_arg(DNNL_ARG_DST, dst);
+  if (direct_) return;  // pool_nhwc computes the clipped divisors itself
+  ThreadsScope scope(threads_);
   const auto pd = compat::pooling_pd(cpu_engine(), alg, src, dst, {cfg.stride_h, cfg.stride_w},
                                      {cfg.kh, cfg.kw}, {cfg.pad_top, cfg.pad_left}, {pb, pr},
                                      base_attr());
   prim_ = dnnl::pooling_forward(pd);
   add_scratchpad(pd);
-  add_arg(DNNL_ARG_SRC, src);
-  add_arg(DNNL_ARG_DST, dst);
 }
 
 void Pool2d::execute() {
+  if (direct_) {
+    ThreadsScope scope(threads_);
+    const Shape& o = output_shape();
+    const Shape& i = in_nchw_;
+    pool_nhwc(cfg_, {i[0], i[2], i[3], i[1], o[1], o[2]},
+              static_cast<const float*>(args_.at(DNNL_ARG_SRC).get_data_handle()),
+              static_cast<float*>(args_.at(DNNL_ARG_DST).get_data_handle()));
+    return;
+  }
   PrimitiveKernel::execute();
   if (last_row_scale_ == 1.f && last_col_scale_ == 1.f) return;
   auto* y = static_cast<float*>(args_.at(DNNL_ARG_DST).get_data_handle());

@@ -14,6 +14,10 @@ struct Pool2dConfig {
   int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
   bool ceil_mode = false;          // output size rounded up, as PyTorch's ceil_mode
   bool count_include_pad = true;   // avg: divide by the full window, padding included
+  // "onednn", "direct" (our channels-last loop, pool_nhwc.hpp; nhwc only) or
+  // "auto": direct on channels-last data except an average counting the
+  // padding, oneDNN otherwise.
+  std::string impl = "auto";
 };
 
 class Pool2d : public UnaryKernel {
@@ -23,6 +27,8 @@ class Pool2d : public UnaryKernel {
   Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> threads,
          bool nhwc = false);
   const Pool2dConfig& config() const { return cfg_; }
+  // "onednn" or "direct": what impl "auto" resolved to.
+  const char* impl() const { return direct_ ? "direct" : "onednn"; }
 
  protected:
   void execute() override;
@@ -34,6 +40,8 @@ class Pool2d : public UnaryKernel {
   // padded input; these rescale the last output row / column to match.
   float last_row_scale_ = 1.f, last_col_scale_ = 1.f;
   bool nhwc_ = false;
+  bool direct_ = false;
+  Shape in_nchw_;
 };
 
 // Mean over H and W: (N, C, H, W) -> (N, C).
