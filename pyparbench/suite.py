@@ -27,7 +27,7 @@ A level with a time budget (:data:`BUDGET_S`) is planned to fit it:
 latency the machine's ceilings predict, times :func:`busy_slowdown` when
 other processes are using the cores) and, if the total is over, drops the
 least important first: the last grid settings of every model, never a
-preset.
+preset, nor the fastest framework's run of each model.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from pyparbench.peak import Peak
 
 __all__ = ["BATCHES", "BUDGET_S", "DEFAULT_BATCHES", "DEFAULT_MODELS", "FRAMEWORK_RUNS", "GRIDS",
-           "KEPT", "LEVELS", "REPEATS", "SuitePlan", "busy_slowdown", "default_suite",
+           "KEPT", "KEPT_FRAMEWORK_RUNS", "LEVELS", "REPEATS", "SuitePlan", "busy_slowdown", "default_suite",
            "estimate_config_s", "estimate_task_s", "framework_settings", "installed_frameworks",
            "level_models", "plan_suite", "sweep"]
 
@@ -67,6 +67,12 @@ KEPT = (*PRESETS, "recommended")
 # frozen TorchScript, ONNX Runtime with every graph optimisation).
 FRAMEWORK_RUNS = (("tensorflow", "function"), ("torch", "eager"), ("torch", "script"),
                   ("onnxruntime", "all"))
+# The framework run a budget keeps for each model (the first of these the
+# plan has): the fastest runtime, so that the report always compares the
+# native executor with its strongest rival; the other runs rank with the
+# fourth grid setting.
+KEPT_FRAMEWORK_RUNS = (("onnxruntime", "all"), ("torch", "script"), ("torch", "eager"),
+                       ("tensorflow", "function"))
 # The Python packages each framework run needs.
 _FRAMEWORK_PACKAGES = {"tensorflow": ("tensorflow",), "torch": ("torch",),
                        "onnxruntime": ("onnxruntime", "onnx")}
@@ -290,8 +296,9 @@ def plan_suite(level: str, models: Sequence[str] | None = None,
     and ``frameworks``: see :func:`default_suite`. Fitting drops grid
     settings by rank, the last of every model first, until the estimate
     fits; presets, the recommended setting, the native run the frameworks
-    are compared with and operator tasks are always kept; framework runs
-    rank with the fourth grid setting of their model.
+    are compared with, one framework run per model (the first of
+    :data:`KEPT_FRAMEWORK_RUNS`) and operator tasks are always kept; the other
+    framework runs rank with the fourth grid setting of their model.
     """
     if slowdown < 1.0:
         raise ValueError(f"slowdown must be >= 1, got {slowdown}")
@@ -336,10 +343,19 @@ def _fit(plan: SuitePlan, budget: float, compared: Settings) -> None:
     rank: list[int] = []
     seen: dict[tuple[str, int], int] = {}
     has_frameworks = {(c.model, c.batch) for c in plan.configs if c.framework is not None}
+    def preference(run: tuple[str, str | None]) -> int:
+        return KEPT_FRAMEWORK_RUNS.index(run) if run in KEPT_FRAMEWORK_RUNS else 99
+
+    kept_run: dict[tuple[str, int], tuple[str, str | None]] = {}
+    for c in plan.configs:
+        if c.framework is not None:
+            run, k = (c.framework, c.mode), (c.model, c.batch)
+            if k not in kept_run or preference(run) < preference(kept_run[k]):
+                kept_run[k] = run
     for c in plan.configs:
         k = (c.model, c.batch)
         if c.framework is not None:
-            rank.append(3)
+            rank.append(-1 if kept_run.get(k) == (c.framework, c.mode) else 3)
             continue
         if c.settings.name in KEPT or (k in has_frameworks
                                        and c.settings.with_(name="") == compared):

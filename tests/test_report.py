@@ -32,6 +32,7 @@ from pyparbench.suite import (
     BUDGET_S,
     DEFAULT_MODELS,
     FRAMEWORK_RUNS,
+    KEPT_FRAMEWORK_RUNS,
     busy_slowdown,
     framework_settings,
     plan_suite,
@@ -356,12 +357,20 @@ def test_the_plan_adds_the_recommended_setting_and_the_framework_runs() -> None:
     assert len({c.key for c in plan.configs}) == len(plan.configs)
     assert Config.from_dict(fw[0].as_dict()) == fw[0]
     # A tight budget drops grid settings and then framework runs, never the
-    # presets, the recommended setting or the native run frameworks compare with.
+    # presets, the recommended setting, the native run frameworks compare
+    # with, or the fastest framework's run (ONNX Runtime's, else the next of
+    # KEPT_FRAMEWORK_RUNS the plan has).
     tight = plan_suite("default", ["mlp-512"], cores=2, budget_s=0.0, operators=False,
                        recommended=recommended, frameworks=runs)
     assert {c.settings.name for c in tight.configs} - {""} == {*PRESETS, "recommended"}
-    assert not any(c.framework for c in tight.configs) and native[0] in tight.configs
-    assert all(c == native[0] for c in tight.configs if not c.settings.name)
+    assert [(c.framework, c.mode) for c in tight.configs if c.framework] == \
+        [("onnxruntime", "all")]
+    assert native[0] in tight.configs
+    assert all(c == native[0] or c.framework for c in tight.configs if not c.settings.name)
+    no_ort = plan_suite("default", ["mlp-512"], cores=2, budget_s=0.0, operators=False,
+                        frameworks=[r for r in runs if r[0] != "onnxruntime"])
+    assert [(c.framework, c.mode) for c in no_ort.configs if c.framework] == \
+        [KEPT_FRAMEWORK_RUNS[1]]
 
 
 def test_a_busy_machine_plans_less_to_keep_the_budget() -> None:
