@@ -505,3 +505,69 @@ def test_recommended_settings_for_the_suite(cache: Path, monkeypatch: pytest.Mon
     rec = ppb.recommend(graph, cache_dir=cache)
     assert rec.model == "calibrated" and rec.settings.name == "recommended"
     assert rec.calibration["path"].startswith(str(cache))
+
+
+def test_verify_choice_switches_only_to_a_clearly_faster_setting() -> None:
+    from pyparbench.recommend.verify import SWITCH, Verified, verify_choice
+
+    a, b = Settings(intra_op=2, affinity="compact"), Settings(intra_op=1, affinity="compact")
+
+    def ns(v: Verified) -> float:
+        return v.ns
+
+    close = [Verified(a, 100.0, 3), Verified(b, 100.0 / (1 + SWITCH / 2), 3)]
+    assert verify_choice(a, close, ns, higher_is_better=False) == a
+    clear = [Verified(a, 100.0, 3), Verified(b, 100.0 / (1 + 2 * SWITCH), 3)]
+    assert verify_choice(a, clear, ns, higher_is_better=False) == b
+    # Throughput: the higher value wins.
+    assert verify_choice(a, clear, lambda v: 1e9 / v.ns, higher_is_better=True) == b
+    # A choice that could not be measured stays.
+    assert verify_choice(a, clear[1:], ns, higher_is_better=False) == a
+
+
+def test_measure_whole_runs_each_setting_and_skips_what_cannot_run() -> None:
+    from pyparbench.recommend.verify import MAX_ROUNDS, MIN_ROUNDS, measure_whole
+
+    cores = ppb.settings.allowed_cores(ppb.topology())
+    one = models.build("mlp-512", 2)
+    halves = [models.build("mlp-512", 1) for _ in range(2)]
+    settings = [Settings(intra_op=cores, affinity="compact"),
+                Settings(intra_op=1, affinity="compact"),
+                Settings(intra_op=1, affinity="compact", instances=2)]
+
+    def graphs_of(s: Settings) -> list[Graph] | None:
+        if s.instances == 1:
+            return [one]
+        return halves if cores >= 2 else None
+
+    got = measure_whole(settings, graphs_of, budget_ns=2e8)
+    assert [v.settings for v in got] == (settings if cores >= 2 else settings[:2])
+    assert all(v.ns > 0 and MIN_ROUNDS <= v.rounds <= MAX_ROUNDS for v in got)
+    assert measure_whole(settings, lambda s: None) == []
+
+
+def test_recommend_measures_its_best_candidates_whole(cache: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    cores = ppb.settings.allowed_cores(ppb.topology())
+    if cores < 2:
+        pytest.skip("needs two cores to have a choice")
+    # Every candidate is near enough to be measured, so three are.
+    monkeypatch.setattr("pyparbench.recommend.VERIFY_MARGIN", 100.0)
+    graph = models.build("mlp-512", 8)
+    rec = recommend(graph, cache_dir=cache)
+    verified = rec.calibration.get("verified")
+    assert verified and len(verified) == 3
+    assert all(v["ns"] > 0 and v["rounds"] >= 2 for v in verified)
+    labels = [v["label"] for v in verified]
+    assert rec.settings.with_(name="").label() in labels
+    assert any(r.startswith("measured whole, side by side") for r in rec.reasons)
+    # The measured figures decide: the choice is the fastest, or within SWITCH of it.
+    from pyparbench.recommend.verify import SWITCH
+    mine = next(v["ns"] for v in verified if v["label"] == rec.settings.with_(name="").label())
+    assert mine <= min(v["ns"] for v in verified) * (1 + SWITCH)
+    off = recommend(graph, cache_dir=cache, verify=0)
+    assert "verified" not in off.calibration
+    assert not any(r.startswith("measured whole") for r in off.reasons)
+    for bad in (-1, True, 1.5):
+        with pytest.raises(ValueError, match="verify must be an int >= 0"):
+            recommend(graph, cache_dir=cache, verify=bad)  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ def _cmd_recommend(args: argparse.Namespace) -> int:
     rec = recommend_model(args.model, args.batch, topology=args.topology,
                           objective=args.objective, calibrate=not args.no_calibrate,
                           allow_smt=args.smt, libraries=libraries,
-                          recalibrate=args.recalibrate)
+                          recalibrate=args.recalibrate, verify=0 if args.no_verify else 3)
     if args.json:
         print_json(rec.as_dict())
     else:
@@ -48,6 +48,10 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="do not measure: use the analytic (roofline) cost model")
     p.add_argument("--recalibrate", action="store_true",
                    help="measure again what the calibration cache already holds")
+    p.add_argument("--no-verify", action="store_true",
+                   help="take the best prediction as it is (default: the three best "
+                        "predicted are measured whole, a few seconds, and the measured "
+                        "best taken when more than 3%% faster)")
     p.add_argument("--smt", action="store_true", help="also try settings on SMT siblings")
     p.add_argument("--libraries", default="onednn", metavar="LIST",
                    help=f"math libraries to calibrate and try, comma-separated "

@@ -30,7 +30,10 @@ How (see the submodules):
   library; for the latency objective, instances that split the batch, for
   the throughput objective, instances that each serve a whole batch. No
   candidate oversubscribes the cores or uses SMT siblings (unless
-  ``allow_smt``); threads are pinned compactly.
+  ``allow_smt``); threads are pinned compactly;
+* with the calibrated model on this machine, the few best predicted settings
+  are then measured whole, side by side, and the measured best is taken when
+  it is clearly faster (:mod:`~pyparbench.recommend.verify`).
 
 The study's tuner only counts heavy ops and divides the cores by the average
 width; this recommender knows the ops' sizes, how each scales, what the
@@ -62,6 +65,10 @@ from pyparbench.recommend.costmodel import (
     config_key,
 )
 from pyparbench.recommend.simulate import Resources, Simulation, simulate
+from pyparbench.recommend.verify import MARGIN as VERIFY_MARGIN
+from pyparbench.recommend.verify import SWITCH as VERIFY_SWITCH
+from pyparbench.recommend.verify import TOP as VERIFY_TOP
+from pyparbench.recommend.verify import Verified, measure_whole, verify_choice
 from pyparbench.settings import Settings, preset
 from pyparbench.threading.topology import Topology
 
@@ -444,6 +451,46 @@ def _choice_reasons(best: Prediction, preds: Sequence[Prediction], objective: st
     return out
 
 
+def _verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[int, Graph],
+              objective: str, top: int, calibration: dict[str, Any]) -> tuple[Prediction, str]:
+    """The prediction of the setting measured best among the ``top`` best
+    predicted (see :mod:`pyparbench.recommend.verify`), and a reason line;
+    ``calibration["verified"]`` gets the figures."""
+    latency = objective == "latency"
+    ranked = sorted(preds, key=lambda p: p.value(objective), reverse=not latency)
+    near = [p for p in ranked if p.settings != best.settings and (
+        p.latency_ns <= best.latency_ns * (1 + VERIFY_MARGIN) if latency
+        else p.throughput >= best.throughput * (1 - VERIFY_MARGIN))]
+    chosen = [best, *near[:top - 1]]
+    if len(chosen) < 2:
+        return best, ""
+
+    def graphs_of(s: Settings) -> list[Graph] | None:
+        g = per_instance[s.instances]
+        copies = [g, *(_graph_at(g, _batch(g)) for _ in range(s.instances - 1))]
+        return None if any(c is None for c in copies) else [c for c in copies if c]
+
+    measured = measure_whole([p.settings for p in chosen], graphs_of)
+    samples = {p.settings: p.samples for p in chosen}
+
+    def value(v: Verified) -> float:
+        return v.ns if latency else samples[v.settings] / v.ns * 1e9
+
+    pick = verify_choice(best.settings, measured, value, higher_is_better=not latency)
+    calibration["verified"] = [{"label": v.settings.label(), "ns": v.ns, "rounds": v.rounds}
+                               for v in measured]
+    if not measured:
+        return best, ""
+    figures = ", ".join(f"{v.settings.label()} {v.ns / 1e6:.3f} ms" for v in measured)
+    winner = next(p for p in chosen if p.settings == pick)
+    verdict = ("the predicted choice is kept (no other is more than "
+               f"{VERIFY_SWITCH:.0%} faster)" if pick == best.settings else
+               f"{pick.label()} is taken: measured faster than the predicted "
+               f"{best.settings.label()} by more than {VERIFY_SWITCH:.0%}")
+    return winner, (f"measured whole, side by side in {measured[0].rounds} interleaved rounds "
+                    f"(least disturbed round's median): {figures}; {verdict}")
+
+
 # --------------------------------------------------------------- recommend
 
 
@@ -468,7 +515,8 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
               objective: str = "latency", *, model: CostModel | None = None,
               calibrate: bool = True, allow_smt: bool = False,
               libraries: Sequence[str] = ("onednn",), instances: bool = True,
-              recalibrate: bool = False, cache_dir: str | Path | None = None) -> Recommendation:
+              recalibrate: bool = False, cache_dir: str | Path | None = None,
+              verify: int = VERIFY_TOP) -> Recommendation:
     """Recommend the thread setting for ``graph``.
 
     Parameters
@@ -500,11 +548,17 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
     cache_dir
         Calibration cache directory (default: see
         :func:`~pyparbench.recommend.calibrate.cache_dir`).
+    verify
+        With the calibrated model on this machine: how many of the best
+        predicted settings (within 25 % of the best) are then measured whole,
+        side by side, the measured best being taken when it is more than 3 %
+        faster (:mod:`pyparbench.recommend.verify`; a few seconds). 0: the
+        prediction alone decides.
 
     Raises
     ------
     ValueError
-        An unknown objective, a bad topology string.
+        An unknown objective, a bad topology string, verify < 0.
     TypeError
         ``graph`` is not a Graph.
     """
@@ -512,11 +566,14 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
         raise TypeError(f"graph must be a pyparbench Graph, got {type(graph).__name__}")
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be 'latency' or 'throughput', got {objective!r}")
+    if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
+        raise ValueError(f"verify must be an int >= 0, got {verify!r}")
     topo, where = _topology(topology)
     res = Resources.from_topology(topo)
     batch = _batch(graph)
     why_model = ""
     calibration: dict[str, Any] = {}
+    measured_here = False  # the calibrated model of this machine, whose settings can be run
 
     # Which instance counts, and each one's graph.
     per_instance: dict[int, Graph] = {1: graph}
@@ -558,6 +615,7 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
                                  for pool in (POOLS if op == "framework" else ("openmp",))]))
             assert cal is not None
             model = cal.model()
+            measured_here = not topo.synthetic
             disturbed = sorted({c for g, cs in used for c in cal.disturbed(g, cs)})
             calibration = {"path": str(cal.path), "measured": measured, "seconds": seconds,
                            "disturbed": disturbed,
@@ -591,6 +649,10 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
         top = max(p.throughput for p in preds)
         ties = [p for p in preds if p.throughput >= top * (1 - TIE)]
     best = min(ties, key=lambda p: _simplicity(p.settings))
+    verified_reason = ""
+    if verify and measured_here:
+        best, verified_reason = _verified(best, preds, per_instance, objective, verify,
+                                          calibration)
     chosen = best.settings.with_(name="recommended")
     best = Prediction(chosen, best.latency_ns, best.instance_batch, best.samples,
                       best.simulation)
@@ -620,6 +682,8 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
     busy = (f"; {sim.concurrency():.2f} of its {chosen.inter_op} workers busy on average"
             if chosen.inter_op > 1 else "")
     reasons.append(f"chosen: {chosen.label()}: predicted {_fmt_value(best, objective)}{busy}")
+    if verified_reason:
+        reasons.append(verified_reason)
     for k in sorted(per_instance):
         factor = model.instance_factor(executed(per_instance[k], chosen.with_(instances=k)), k)
         if k > 1 and factor is not None:

@@ -1,0 +1,100 @@
+"""The recommender's last step on this machine: the few best predicted
+settings measured whole, side by side, and the measured best taken.
+
+The cost model is built from op times measured one configuration at a time;
+what it leaves out (the side-by-side runner's start-up and barrier on a
+sub-millisecond instance, a framework pool's dispatch on a graph of small
+ops) decides between settings whose predictions are close. Measuring those
+few settings whole, in interleaved rounds (a burst of other work hits all of
+them alike), costs seconds and settles it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyparbench.graph import Graph
+from pyparbench.settings import Settings
+
+__all__ = ["MARGIN", "SWITCH", "TOP", "Verified", "measure_whole", "verify_choice"]
+
+# How many of the best predicted settings are measured (the chosen one among them).
+TOP = 3
+# Only settings predicted within this fraction of the best are worth measuring.
+MARGIN = 0.25
+# The measured best replaces the predicted choice only when it is this much
+# faster: below it, two settings are the same within in-process noise.
+SWITCH = 0.03
+# About this long is spent measuring, all settings and rounds together.
+BUDGET_NS = 2e9
+MIN_ROUNDS, MAX_ROUNDS = 2, 9
+# A round runs a small graph in one C++ loop for at least this long.
+MIN_ROUND_NS = 2e6
+
+Runner = Callable[[Settings, int, int], list[float]]
+
+
+@dataclass(frozen=True)
+class Verified:
+    """One setting measured whole: the least disturbed round's median (ns)."""
+
+    settings: Settings
+    ns: float
+    rounds: int
+
+
+def _runner(graphs: Sequence[Graph]) -> Runner:
+    """Runs ``graphs`` (one per instance) under a setting: repeats, warmup ->
+    each repeat's ns."""
+    from pyparbench.executor import compile_graph, run_instances
+
+    if len(graphs) == 1:
+        compiled = compile_graph(graphs[0])
+        return lambda s, repeats, warmup: list(
+            compiled.run(s.with_(instances=1), repeats=repeats, warmup=warmup).ns)
+    return lambda s, repeats, warmup: run_instances(graphs, s, repeats=repeats,
+                                                    warmup=warmup)[0]
+
+
+def measure_whole(settings: Sequence[Settings],
+                  graphs_of: Callable[[Settings], Sequence[Graph] | None],
+                  budget_ns: float = BUDGET_NS) -> list[Verified]:
+    """Each setting's latency, measured whole in interleaved rounds.
+
+    ``graphs_of(s)`` gives the graphs one run of ``s`` needs (one per
+    instance, each with its own weights) or None when ``s`` cannot be run
+    here; those are left out of the result.
+    """
+    runs: list[tuple[Settings, Runner, int]] = []
+    per_round = 0.0
+    for s in settings:
+        graphs = graphs_of(s)
+        if not graphs:
+            continue
+        run = _runner(graphs)
+        est = min(run(s, 1, 1))  # and a warm-up
+        repeats = max(1, min(20, int(MIN_ROUND_NS / max(est, 1.0))))
+        runs.append((s, run, repeats))
+        per_round += est * repeats
+    if not runs:
+        return []
+    rounds = max(MIN_ROUNDS, min(MAX_ROUNDS, int(budget_ns / max(per_round, 1.0))))
+    samples: list[list[float]] = [[] for _ in runs]
+    for _ in range(rounds):
+        for i, (s, run, repeats) in enumerate(runs):
+            samples[i].append(statistics.median(run(s, repeats, 1 if repeats > 1 else 0)))
+    return [Verified(s, min(v), rounds) for (s, _, _), v in zip(runs, samples, strict=True)]
+
+
+def verify_choice(chosen: Settings, measured: Sequence[Verified],
+                  value: Callable[[Verified], float], higher_is_better: bool) -> Settings:
+    """``chosen``, unless a measured setting beats it by more than SWITCH
+    (``value``: latency in ns, or samples per second)."""
+    mine = next((v for v in measured if v.settings == chosen), None)
+    if mine is None or not measured:
+        return chosen
+    best = (max if higher_is_better else min)(measured, key=value)
+    gain = value(best) / value(mine) if higher_is_better else value(mine) / value(best)
+    return best.settings if gain > 1 + SWITCH else chosen
