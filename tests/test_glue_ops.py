@@ -196,10 +196,17 @@ def test_pool_cases_include_clipped_ceil_windows() -> None:
 
 
 
-@pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
-@pytest.mark.parametrize(("kind", "count_include_pad"), POOL_MODES,
-                         ids=["max", "avg-incl", "avg-excl"])
-@pytest.mark.parametrize(("shape", "kernel", "stride", "padding"), POOL_CASES)
+def pool_cases(test: Callable[..., None]) -> Callable[..., None]:
+    """Every pooling case (POOL_CASES), mode and rounding mode."""
+    for mark in (pytest.mark.parametrize(("shape", "kernel", "stride", "padding"), POOL_CASES),
+                 pytest.mark.parametrize(("kind", "count_include_pad"), POOL_MODES,
+                                         ids=["max", "avg-incl", "avg-excl"]),
+                 pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])):
+        test = mark(test)
+    return test
+
+
+@pool_cases
 def test_pool2d(threads: int, rng: np.random.Generator,
                 shape: tuple[int, int, int, int], kernel: int | tuple[int, int],
                 stride: int | tuple[int, int] | None, padding: ops.Padding,
@@ -222,10 +229,7 @@ def test_pool2d(threads: int, rng: np.random.Generator,
 
 @pytest.mark.parametrize("impl", ["direct", "onednn"])
 @pytest.mark.parametrize("channels", [None, 43], ids=["c-case", "c43"])  # 43: 32 + 8 + 3
-@pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
-@pytest.mark.parametrize(("kind", "count_include_pad"), POOL_MODES,
-                         ids=["max", "avg-incl", "avg-excl"])
-@pytest.mark.parametrize(("shape", "kernel", "stride", "padding"), POOL_CASES)
+@pool_cases
 def test_pool2d_channels_last(threads: int, rng: np.random.Generator,
                               shape: tuple[int, int, int, int], kernel: int | tuple[int, int],
                               stride: int | tuple[int, int] | None, padding: ops.Padding,
