@@ -30,7 +30,7 @@ from pyparbench._core import graph as _g
 from pyparbench._core import threading as _t
 from pyparbench.graph import NATIVE_ATTRS, Graph, Node
 from pyparbench.graph.builder import rebuild
-from pyparbench.graph.passes import OptimizeResult, optimize, pipeline
+from pyparbench.graph.passes import PASSES, OptimizeResult, optimize, pipeline
 from pyparbench.settings import Settings, allowed_sockets
 from pyparbench.threading.audit import ThreadAudit, ThreadingMismatch, ThreadingMismatchError
 from pyparbench.threading.placement import place
@@ -184,7 +184,8 @@ class _Variant:
                 self.params.append(arr)
                 spec.set_param(name, arr)
             specs.append(spec)
-        self.plan = _g.Plan(specs, list(self.graph.outputs))
+        self.plan = _g.Plan(specs, list(self.graph.outputs),
+                            reuse_buffers="memory" in opt.applied)
 
     def outputs(self, nodes: Sequence[int]) -> list[npt.NDArray[Any]]:
         """Nodes' values in NCHW whatever layout they are stored in, all
@@ -289,9 +290,19 @@ class CompiledGraph:
     def output(self, node: int) -> npt.NDArray[Any]:
         """Any node's output of the last run (a copy, NCHW; int64 for an int64
         node); ``node`` is an id of the last run's optimised graph
-        (:meth:`optimized`)."""
+        (:meth:`optimized`). After the ``memory`` pass (in ``full``) a later
+        node may have reused a node's buffer: reading it raises ValueError
+        naming it (graph inputs and outputs are always kept; a graph_opt
+        without ``memory`` keeps every value, e.g.
+        ``"bn_fold+residual+activation+layout+subsample"``)."""
         with self._lock:
-            return self._last.outputs([node])[0]
+            try:
+                return self._last.outputs([node])[0]
+            except ValueError as e:
+                if "memory" not in self._last.opt.applied:
+                    raise
+                raise ValueError(f"{e}; run with a graph_opt without the memory pass, e.g. "
+                                 f"{'+'.join(p for p in PASSES if p != 'memory')!r}") from None
 
     def blocks(self, settings: Settings) -> list[int]:
         """Blocks each node of the optimised graph is cut into under
@@ -328,6 +339,7 @@ class CompiledGraph:
                   for (n, w, c, s, e) in res["trace"]]
         resolved = _resolved_dict(native)
         resolved["graph_opt"] = _graph_opt_dict(settings, self.graph, v.opt)
+        resolved["graph_opt"]["buffer_bytes"] = v.plan.allocated_bytes
         record = RunRecord(self.graph.name, self.graph.meta.get("batch", _batch(self.graph)),
                            settings, resolved, ns, summarize(ns), events)
         if recorder is not None:

@@ -8,7 +8,7 @@ grid crosses them, and the native core's own lists (``_core.ops.LIBRARIES``,
 from __future__ import annotations
 
 __all__ = ["AFFINITIES", "GRAPH_OPTS", "GRAPH_PASSES", "LIBRARIES", "OPERATORS", "PLACEMENTS",
-           "POOLS", "PRESETS", "SCHEDULERS"]
+           "POOLS", "PRESETS", "SCHEDULERS", "graph_opt_passes"]
 
 SCHEDULERS = ("sync", "async")
 OPERATORS = ("library", "framework")
@@ -18,6 +18,22 @@ AFFINITIES = ("none", "compact", "scatter")
 PLACEMENTS = ("shared", "per-socket")
 PRESETS = ("tensorflow", "intel", "tftuner")
 # The graph optimisation passes (pyparbench/graph/passes.py), in pipeline order.
-GRAPH_PASSES = ("bn_fold", "residual", "activation", "layout")
-# Settings.graph_opt: no pass, the whole pipeline, or one pass alone.
+GRAPH_PASSES = ("bn_fold", "residual", "activation", "layout", "subsample", "memory")
+# Settings.graph_opt: no pass, the whole pipeline, or one pass alone (or
+# several joined by "+", see graph_opt_passes).
 GRAPH_OPTS = ("none", "full", *GRAPH_PASSES)
+
+
+def graph_opt_passes(value: object) -> tuple[str, ...]:
+    """The passes a Settings.graph_opt value names, in pipeline order: ``"none"``,
+    ``"full"``, one pass, or passes joined by ``"+"`` (``"bn_fold+layout"``; the
+    full pipeline less the memory pass keeps every node's value readable).
+    ValueError naming the value otherwise."""
+    parts = value.split("+") if isinstance(value, str) else []
+    if value in ("none", "full") or (parts and len(set(parts)) == len(parts)
+                                     and all(p in GRAPH_PASSES for p in parts)):
+        if value == "none":
+            return ()
+        return GRAPH_PASSES if value == "full" else tuple(p for p in GRAPH_PASSES if p in parts)
+    raise ValueError(f"graph_opt must be one of {', '.join(map(repr, GRAPH_OPTS))} or passes "
+                     f"joined by '+' (each once), got {value!r}")

@@ -42,13 +42,13 @@ import numpy as np
 from pyparbench._checks import MAX_RUN_THREADS, as_int, choice, thread_count
 from pyparbench.names import (
     AFFINITIES,
-    GRAPH_OPTS,
     LIBRARIES,
     OPERATORS,
     PLACEMENTS,
     POOLS,
     PRESETS,
     SCHEDULERS,
+    graph_opt_passes,
 )
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class Settings:
         choice("library", self.library, LIBRARIES)
         choice("pool", self.pool, POOLS)
         choice("placement", self.placement, PLACEMENTS)
-        choice("graph_opt", self.graph_opt, GRAPH_OPTS)
+        graph_opt_passes(self.graph_opt)
         for f in ("inter_op", "intra_op", "instances"):
             # Stored as a plain int: a numpy integer would not serialise to JSON.
             object.__setattr__(self, f, thread_count(getattr(self, f), f))

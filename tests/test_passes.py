@@ -16,7 +16,9 @@ from pyparbench.graph.passes import (
     bn_fold,
     layout_nhwc,
     optimize,
+    pipeline,
     residual_fusion,
+    subsample,
 )
 from pyparbench.names import GRAPH_OPTS
 from pyparbench.reference import reference_forward
@@ -183,11 +185,12 @@ def test_default_is_full_and_none_is_the_graph_as_built() -> None:
 def test_passes_a_library_cannot_take_are_skipped_and_named() -> None:
     g = _block("tanh")
     eigen = optimize(g, PASSES, library="eigen")
-    assert eigen.applied == ("bn_fold", "activation")
-    assert set(eigen.skipped) == {"residual", "layout", "activation"}
+    assert eigen.applied == ("bn_fold", "activation", "memory")
+    assert set(eigen.skipped) == {"residual", "layout", "subsample", "activation"}
     assert any(n.op == "eltwise" for n in eigen.graph)  # tanh left unfused
     fw = optimize(g, PASSES, operator="framework")
-    assert fw.applied == ("bn_fold", "activation") and set(fw.skipped) == {"residual", "layout"}
+    assert fw.applied == ("bn_fold", "activation", "memory")
+    assert set(fw.skipped) == {"residual", "layout", "subsample"}
     want = reference_forward(g, g.random_inputs(seed=0))
     for s in (Settings(library="eigen"), Settings(library="blas", intra_op=2),
               Settings(operator="framework", intra_op=2)):
@@ -206,3 +209,168 @@ def test_graph_opt_knob_is_checked_and_in_the_cli() -> None:
     assert settings_from_args(p.parse_args(["--graph-opt", "none"])).graph_opt == "none"
     assert settings_from_args(p.parse_args([])).graph_opt == "full"
     assert "graph_opt=bn_fold" in Settings(graph_opt="bn_fold").label()
+    # Passes joined by '+' run in pipeline order; each name once.
+    assert pipeline("layout+bn_fold") == ("bn_fold", "layout")
+    assert pipeline("full") == PASSES and pipeline("none") == ()
+    for bad in ("bn_fold+bn_fold", "bn_fold+", "+", "layout+fast", ""):
+        with pytest.raises(ValueError, match="joined by"):
+            Settings(graph_opt=bad)
+    s = settings_from_args(p.parse_args(["--graph-opt", "bn_fold+residual+memory"]))
+    assert s.graph_opt == "bn_fold+residual+memory"
+    with pytest.raises(ValueError, match="'fast'"):
+        settings_from_args(p.parse_args(["--graph-opt", "fast"]))
+
+
+# ------------------------------------------------------------------ subsample
+
+
+def _strided_block() -> Graph:
+    """Two 1x1 stride-2 convs on one value (a ResNet v1 block's shortcut and
+    first conv), a third at stride 3, and a 3x3 stride-2 conv left alone."""
+    b = GraphBuilder("strided", seed=5)
+    x = b.input("x", (2, 8, 11, 11))
+    a = b.eltwise(b.conv2d(x, 16, 3, padding=1), "relu")
+    s1 = b.conv2d(a, 24, 1, stride=2)
+    s2 = b.eltwise(b.conv2d(a, 12, 1, stride=2), "relu")
+    s2 = b.conv2d(s2, 24, 3, padding=1)
+    y = b.add(s1, s2, relu=True)
+    t = b.conv2d(y, 8, 1, stride=3)
+    k = b.conv2d(y, 8, 3, stride=2, padding=1)
+    return b.build([b.global_avg_pool(t), b.global_avg_pool(k)])
+
+
+def test_subsample_splits_strided_pointwise_convs_and_shares_the_copy() -> None:
+    g = _strided_block()
+    laid = layout_nhwc(g)
+    f = subsample(laid)
+    pools = [n for n in f if n.op == "pool2d"]
+    # One copy for the two stride-2 convs of `a`, one for the stride-3 conv.
+    assert sorted(tuple(p.attrs["stride"]) for p in pools) == [(2, 2), (3, 3)]
+    assert all(p.attrs["kind"] == "max" and p.attrs["kernel"] == (1, 1)
+               and p.attrs["layout"] == "nhwc" for p in pools)
+    two = next(p for p in pools if p.attrs["stride"] == (2, 2))
+    assert len(f.consumers[two.id]) == 2
+    convs = [n for n in f if n.op == "conv2d"]
+    strided = [n for n in convs if tuple(n.attrs["stride"]) != (1, 1)]
+    assert [tuple(n.params.shapes["weight"][2:]) for n in strided] == [(3, 3)]
+    assert len(f) == len(laid) + 2
+    # A graph in NCHW (no layout pass) and one without strided 1x1s are left alone.
+    assert subsample(g) is g
+    plain = layout_nhwc(_block())
+    assert subsample(plain) is plain
+    want = reference_forward(g, g.random_inputs(seed=0))
+    got_ref = reference_forward(f, g.random_inputs(seed=0))
+    for k in want:
+        assert _err(got_ref[k], want[k]) <= 1e-12
+    for s in (Settings(), Settings(intra_op=2), Settings(graph_opt="subsample")):
+        got = _run(g, s)
+        for k in want:
+            assert _err(got[k], want[k]) <= RTOL, s.label()
+
+
+# --------------------------------------------------------------------- memory
+
+
+def _lifetimes_disjoint(g: Graph, slots: list[int]) -> None:
+    """Whatever the schedule: two values sharing a buffer never overlap. The
+    later owner's node must have every writer and reader of the earlier
+    value among its ancestors."""
+    anc: list[set[int]] = []
+    for n in g.nodes:
+        a: set[int] = set()
+        for i in n.inputs:
+            a |= anc[i] | {i}
+        anc.append(a)
+
+    def owner(i: int) -> int:
+        n = g[i]
+        if n.op == "reshape":
+            return owner(n.inputs[0])
+        if "inplace" in n.attrs:
+            return owner(n.inputs[int(n.attrs["inplace"])])
+        return i
+
+    users: dict[int, set[int]] = {}
+    for n in g.nodes:
+        users.setdefault(owner(n.id), set()).add(n.id)
+        for i in n.inputs:
+            users.setdefault(owner(i), set()).add(n.id)
+    owners = sorted({owner(n.id) for n in g.nodes})
+    kept = {owner(i) for i in (*g.inputs, *g.outputs)}
+    for i, a in enumerate(owners):
+        for b in owners[i + 1:]:
+            if slots[a] != slots[b]:
+                continue
+            assert a not in kept, f"kept value {g[a].name} shares a buffer"
+            assert users[a] <= anc[b], f"{g[b].name} may overwrite {g[a].name} in use"
+
+
+@pytest.mark.parametrize("name", ["googlenet", "resnet50", "mobilenet-v2", "dlrm-kaggle",
+                                  "transformer"])
+def test_memory_pass_shares_buffers_only_between_disjoint_lifetimes(name: str) -> None:
+    g = models.build(name, 1, **({"image_size": 64} if name != "dlrm-kaggle"
+                                 and name != "transformer" else {}))
+    cg = compile_graph(g)
+    want = reference_forward(g, g.random_inputs(seed=0))
+    full = cg.run(Settings(), repeats=1, warmup=0)
+    assert "memory" in full.resolved["graph_opt"]["applied"]
+    own = cg.run(Settings(graph_opt="layout"), repeats=1, warmup=0)
+    # Fewer bytes than one buffer per node.
+    assert full.resolved["graph_opt"]["buffer_bytes"] < own.resolved["graph_opt"]["buffer_bytes"]
+    v = cg._variant(Settings())
+    _lifetimes_disjoint(v.graph, v.plan.buffer_slots)
+    # Every scheduler, several workers at once: the same outputs.
+    for s in (Settings(), Settings(intra_op=2),
+              Settings(scheduler="async", inter_op=2, intra_op=1),
+              Settings(scheduler="async", inter_op=3, intra_op=1)):
+        cg.run(s, repeats=2, warmup=0)
+        got = cg.outputs()
+        for k in want:
+            assert _err(got[k], want[k]) <= RTOL, s.label()
+
+
+def test_a_reused_buffer_cannot_be_read_back() -> None:
+    g = _block()
+    cg = compile_graph(g)
+    cg.run(Settings(), repeats=1, warmup=0)
+    og = cg.optimized(Settings())
+    v = cg._variant(Settings())
+    slots = v.plan.buffer_slots
+    shared = [n for n in og if n.op == "conv2d"
+              and any(slots[m.id] == slots[n.id] and m.id > n.id and n.id not in m.inputs
+                      for m in og)]
+    assert shared, "the block has convs whose buffers later nodes reuse"
+    with pytest.raises(ValueError, match=shared[0].name):
+        cg.output(shared[0].id)
+    # Graph outputs always read back; without the memory pass, every node does.
+    assert set(cg.outputs()) == {og[o].name for o in og.outputs}
+    readable = Settings(graph_opt="+".join(p for p in PASSES if p != "memory"))
+    cg.run(readable, repeats=1, warmup=0)
+    a = cg.optimized(readable)
+    assert len(a) == len(og)
+    assert cg.output(next(n.id for n in a if n.op == "conv2d")).shape == (2, 8, 9, 9)
+
+
+def test_memory_pass_on_hand_made_graphs_with_aliases() -> None:
+    """A reshape shares its input's buffer and an in-place residual writes
+    into its input's: neither's buffer is handed to a node that runs while
+    they are still read."""
+    b = GraphBuilder("alias", seed=2)
+    x = b.input("x", (2, 4, 6, 6))
+    a = b.eltwise(x, "relu")
+    c = b.conv2d(a, 4, 1)
+    r = b.reshape(c, (2, 144))
+    d = b.conv2d(a, 4, 3, padding=1)
+    s = b.add(d, c, relu=True)       # fused into d, in place into c's buffer
+    e = b.eltwise(s, "tanh")
+    f = b.linear(r, 8)
+    g = b.build([b.global_avg_pool(e), f])
+    cg = compile_graph(g)
+    want = reference_forward(g, g.random_inputs(seed=0))
+    for s_ in (Settings(), Settings(scheduler="async", inter_op=2)):
+        cg.run(s_, repeats=2, warmup=0)
+        got = cg.outputs()
+        for k in want:
+            assert _err(got[k], want[k]) <= RTOL
+    v = cg._variant(Settings())
+    _lifetimes_disjoint(v.graph, v.plan.buffer_slots)

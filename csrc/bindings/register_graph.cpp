@@ -93,10 +93,11 @@ void register_graph(py::module_& m) {
       .def_readwrite("groups", &ExecSettings::groups);
 
   py::class_<Plan>(m, "Plan", "A compiled graph: prepared kernels, buffers, dependencies.")
-      .def(py::init([](std::vector<NodeSpec> nodes, std::vector<int> outputs) {
-             return new Plan(std::move(nodes), std::move(outputs));
+      .def(py::init([](std::vector<NodeSpec> nodes, std::vector<int> outputs,
+                       bool reuse_buffers) {
+             return new Plan(std::move(nodes), std::move(outputs), reuse_buffers);
            }),
-           py::arg("nodes"), py::arg("outputs"))
+           py::arg("nodes"), py::arg("outputs"), py::kw_only(), py::arg("reuse_buffers") = false)
       .def("set_input",
            [](Plan& p, int node, py::handle array) {
              const NodeSpec& s = p.nodes().at(static_cast<size_t>(node));
@@ -154,6 +155,10 @@ void register_graph(py::module_& m) {
            py::arg("trace") = false, py::arg("audit") = nullptr,
            "Run warmup + repeats times; returns {'ns': per-repeat ns, 'trace': [(node, "
            "worker, cpu, start_ns, end_ns)] of the last repeat when asked}.")
+      .def_property_readonly("buffer_slots", &Plan::buffer_slots,
+                             "Per node, the index of the buffer it writes.")
+      .def_property_readonly("allocated_bytes", &Plan::allocated_bytes,
+                             "Bytes of every node buffer together.")
       .def("blocks", [](Plan& p, const SettingsArg& arg) {
              const ExecSettings s = arg.parsed();
              py::gil_scoped_release nogil;

@@ -55,9 +55,10 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
                    help=f"{', '.join(names.AFFINITIES)}, or CPU lists such as 0,1:2,3")
     g.add_argument("--smt", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--placement", choices=names.PLACEMENTS)
-    g.add_argument("--graph-opt", choices=names.GRAPH_OPTS,
-                   help="graph passes applied to the native plan (default full; none: op for "
-                        "op as built)")
+    g.add_argument("--graph-opt", metavar="PASSES",
+                   help="graph passes applied to the native plan: full (the default), none "
+                        f"(op for op as built), one of {', '.join(names.GRAPH_PASSES)}, or "
+                        "several joined by '+'")
 
 
 def settings_from_args(args: argparse.Namespace, graph: Graph | None = None) -> Settings:

@@ -71,8 +71,9 @@ __all__ = [
 
 # Raised whenever a kernel changes speed, so that older figures are measured
 # again (2: linear layers pack their weights once; 3: channels-last pooling
-# runs pyparbench's own kernel).
-CACHE_VERSION = 3
+# runs pyparbench's own kernel; 4: strided 1x1 convs run at stride 1 after a
+# subsampling copy, node outputs share buffers).
+CACHE_VERSION = 4
 # A configuration's round runs the graph at least twice and for at least
 # this long (repeats of a small graph in one C++ loop) before the traced run.
 MIN_ROUND_NS = 2e6

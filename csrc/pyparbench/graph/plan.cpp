@@ -1,6 +1,8 @@
 #include "pyparbench/graph/plan.hpp"
 
+#include "pyparbench/core/aligned_array.hpp"
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/graph/buffer_plan.hpp"
 #include "pyparbench/graph/executor.hpp"
 
 #include <algorithm>
@@ -25,13 +27,14 @@ Plan::RunnersKey Plan::runners_key(const ExecSettings& s) {
   return {s.intra_op, s.op_mode, s.library};
 }
 
-Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs)
+Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buffers)
     : nodes_(std::move(nodes)), outputs_(std::move(outputs)) {
   const int n = static_cast<int>(nodes_.size());
   if (n == 0) throw std::invalid_argument("a plan needs at least one node");
   consumers_.resize(nodes_.size());
   dependencies_.resize(nodes_.size());
   data_.resize(nodes_.size(), nullptr);
+  std::vector<BufferNode> buffers(nodes_.size());
   int64_t max_channels = 1;
   for (int i = 0; i < n; ++i) {
     NodeSpec& s = nodes_[i];
@@ -48,10 +51,14 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs)
     }
     for (int in : distinct) consumers_[in].push_back(i);
     dependencies_[i] = static_cast<int>(distinct.size());
+    BufferNode& b = buffers[i];
+    b.inputs.assign(distinct.begin(), distinct.end());
+    b.bytes = (static_cast<size_t>(elements(s.shape)) * (s.int64 ? 8 : 4) + 63) / 64 * 64;
+    b.keep = s.op == OpKind::input;
     if (s.op == OpKind::reshape) {
       if (s.inputs.size() != 1 || elements(nodes_[s.inputs[0]].shape) != elements(s.shape))
         throw std::invalid_argument("reshape node '" + s.name + "' changes the element count");
-      data_[i] = data_[s.inputs[0]];
+      b.alias_of = s.inputs[0];
       continue;
     }
     if (s.inplace >= 0) {
@@ -63,23 +70,29 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs)
       if (src.op == OpKind::input || src.int64 || elements(src.shape) != elements(s.shape))
         throw std::invalid_argument("node '" + s.name + "' cannot write in place into '" +
                                     src.name + "'");
-      data_[i] = data_[s.inputs[s.inplace]];
+      b.alias_of = s.inputs[s.inplace];
       continue;
     }
     if (s.op != OpKind::input && s.inputs.empty())
       throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) + ") has no inputs");
-    const size_t bytes = static_cast<size_t>(elements(s.shape)) * (s.int64 ? 8 : 4);
-    // 64-byte aligned: rows of 16 floats start on a cache line.
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    std::memset(p, 0, bytes);
-    owned_.push_back(p);
-    data_[i] = p;
     if (s.op == OpKind::batch_norm && s.shape.size() >= 2)
       max_channels = std::max(max_channels, s.shape[1]);
   }
-  for (int o : outputs_)
+  for (int o : outputs_) {
     if (o < 0 || o >= n) throw std::invalid_argument("output " + std::to_string(o) + " is not a node");
+    buffers[o].keep = true;
+  }
+  const BufferPlan bp = plan_buffers(buffers, reuse_buffers);
+  for (size_t bytes : bp.bytes) {
+    // Rows of 16 floats start on a cache line; large buffers on huge pages.
+    void* p = aligned_bytes(bytes);
+    std::memset(p, 0, bytes);
+    owned_.push_back(p);
+    allocated_ += bytes;
+  }
+  for (int i = 0; i < n; ++i) data_[i] = owned_[bp.slot[i]];
+  overwritten_ = bp.overwritten;
+  slots_ = bp.slot;
   ones_.assign(static_cast<size_t>(max_channels), 1.f);
 }
 
@@ -96,7 +109,14 @@ const void* Plan::buffer(int node) const { return data_.at(static_cast<size_t>(n
 
 void Plan::copy_outputs(const std::vector<int>& nodes, const std::vector<void*>& dst) const {
   if (nodes.size() != dst.size()) throw std::invalid_argument("one destination per node");
-  for (int n : nodes) buffer_bytes(n);  // std::out_of_range for a bad node, before copying
+  for (int n : nodes) {
+    buffer_bytes(n);  // std::out_of_range for a bad node, before copying
+    if (overwritten_[static_cast<size_t>(n)])
+      throw std::invalid_argument(
+          "node '" + nodes_[static_cast<size_t>(n)].name +
+          "' shares its buffer with later nodes (buffer reuse), so its value does not "
+          "survive the run: only graph inputs and outputs can be read back");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < nodes.size(); ++i)
     std::memcpy(dst[i], data_[static_cast<size_t>(nodes[i])], buffer_bytes(nodes[i]));

@@ -34,8 +34,10 @@ struct RunResult {
 class Plan {
  public:
   // nodes in topological order (inputs refer to earlier nodes); outputs:
-  // node indices. std::invalid_argument for an ill-formed graph.
-  Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs);
+  // node indices. reuse_buffers: outputs whose lifetimes never overlap share
+  // memory (graph/buffer_plan.hpp), and only graph inputs and outputs can be
+  // read back. std::invalid_argument for an ill-formed graph.
+  Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buffers = false);
   ~Plan();
 
   const std::vector<NodeSpec>& nodes() const { return nodes_; }
@@ -48,6 +50,7 @@ class Plan {
   size_t buffer_bytes(int node) const;
   // Copies the output buffers of `nodes` into `dst` (buffer_bytes each) as
   // one step: never during a run, so they all come from one run.
+  // std::invalid_argument for a node whose buffer a later node reuses.
   void copy_outputs(const std::vector<int>& nodes, const std::vector<void*>& dst) const;
 
   // Prepares (once) and runs the plan `warmup` + `repeats` times. `audit`:
@@ -57,6 +60,11 @@ class Plan {
   RunResult run(const ExecSettings& settings, int repeats, int warmup, bool trace,
                 const std::shared_ptr<Audit>& audit = {},
                 const std::function<void()>& before_repeat = {});
+  // Per node, the buffer it writes (aliases and in-place nodes share their
+  // input's; with reuse, nodes of disjoint lifetimes share one), and the
+  // bytes all buffers take together.
+  const std::vector<int>& buffer_slots() const { return slots_; }
+  size_t allocated_bytes() const { return allocated_; }
   // Blocks each node was cut into under `settings` (1 in library mode).
   std::vector<int> blocks(const ExecSettings& settings);
 
@@ -72,6 +80,9 @@ class Plan {
   std::vector<int> outputs_;
   std::vector<void*> data_;        // per node; aliases share their input's
   std::vector<void*> owned_;       // allocations to free
+  std::vector<bool> overwritten_;  // per node: a later node reuses its buffer
+  std::vector<int> slots_;         // per node: index into owned_
+  size_t allocated_ = 0;
   std::vector<std::vector<int>> consumers_;
   std::vector<int> dependencies_;  // distinct input nodes per node
   std::vector<float> ones_;        // a default batch-norm scale

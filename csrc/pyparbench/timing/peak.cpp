@@ -1,12 +1,12 @@
 #include "pyparbench/timing/peak.hpp"
 
+#include "pyparbench/core/aligned_array.hpp"
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/core/limits.hpp"
 #include "pyparbench/timing/peak_kernels.hpp"
 
 #include <omp.h>
 #include <sched.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -43,36 +43,6 @@ PeakKernels kernels_for(const std::string& isa) {
   std::string valid;
   for (const auto& h : have) valid += (valid.empty() ? "" : ", ") + h;
   throw std::invalid_argument("isa '" + name + "' is not one this CPU runs; it runs: " + valid);
-}
-
-// 64-byte aligned float storage, released on scope exit.
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-template <typename T>
-std::unique_ptr<T[], FreeDeleter> aligned_array(int64_t n) {
-  size_t bytes = static_cast<size_t>(n) * sizeof(T);
-  bytes = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw std::bad_alloc();
-  return std::unique_ptr<T[], FreeDeleter>(static_cast<T*>(p));
-}
-
-// A table on transparent huge pages where the kernel allows it, as numpy
-// asks for its arrays of 4 MiB and more (madvise): the tables users gather
-// from. On 4 KiB pages every random row would also be a TLB miss.
-void advise_huge_pages(void* p, int64_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (bytes < (int64_t{4} << 20)) return;
-  const uintptr_t page = 4096;
-  const uintptr_t start = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t begin = (start + page - 1) & ~(page - 1);
-  const uintptr_t end = (start + static_cast<uintptr_t>(bytes)) & ~(page - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-#else
-  (void)p;
-  (void)bytes;
-#endif
 }
 
 void check_team_args(int threads, int repeats, int warmup, const std::vector<int>& cpus) {
@@ -240,8 +210,8 @@ PeakTiming time_gather(int threads, int64_t rows, int64_t dim, int64_t bags, int
   const PeakKernels k = kernels_for("");
   // Rows padded to whole cache lines, as pyparbench.memory.aligned_copy gives.
   const int64_t n_idx = bags * bag;
+  // On transparent huge pages, as numpy puts the tables users gather from.
   auto table = aligned_array<float>(rows * dim);
-  advise_huge_pages(table.get(), rows * dim * static_cast<int64_t>(sizeof(float)));
   auto idx = aligned_array<int64_t>(n_idx);
   auto res = aligned_array<float>(bags * dim);
   PeakTiming out;
