@@ -15,7 +15,11 @@ as numpy allocates it, 16-byte aligned, so a row of 64 floats straddles
 five cache lines; ``64``: 64-byte aligned; ``4``: 4 bytes past a line),
 with the output allocated by the call: ``pyparbench.ops.embedding_bag`` and
 ``torch.nn.functional.embedding_bag`` on ``torch.from_numpy`` views of the
-same arrays.
+same arrays (``--api function``). ``--api prepared`` times each library's
+object that owns its table, as its users keep one: a
+``pyparbench.ops.EmbeddingBag`` with ``set_table(table)`` (a copy on whole
+cache lines) and a ``torch.nn.EmbeddingBag`` whose weight is a torch copy
+of the table (torch's allocator aligns it to 64 bytes).
 
 ``--baseline PATH`` adds a third runner timed in the same rounds: the
 pyparbench package under PATH (another checkout with its extension built,
@@ -120,7 +124,7 @@ def _time_calls(fn: Any, calls: int, budget_s: float) -> float:
 
 
 def _child(lib: str, threads: int, shapes: list[dict[str, Any]], mode: str, align: str,
-           dtype: str, calls: int) -> list[float]:
+           dtype: str, calls: int, api: str = "function") -> list[float]:
     """Median ns per call of each shape, in this process (one library only)."""
     if lib == "torch":
         import torch
@@ -130,19 +134,32 @@ def _child(lib: str, threads: int, shapes: list[dict[str, Any]], mode: str, alig
     else:
         from pyparbench import ops
     tables: dict[tuple[int, int], np.ndarray] = {}
+    owners: dict[tuple[int, int], Any] = {}  # --api prepared: each library's own table
     out = []
     for s in shapes:
         key = (s["rows"], s["dim"])
         if key not in tables:
             tables.clear()  # one table at a time: they may be large
+            owners.clear()
             tables[key] = make_table(s["rows"], s["dim"], align)
         table = tables[key]
         idx, off = make_indices(s["rows"], s["batch"], s["lookups"], s["dist"], dtype)
         call: Callable[[], Any]
         if lib == "torch":
             t, i, o = torch.from_numpy(table), torch.from_numpy(idx), torch.from_numpy(off)
-            f = torch.nn.functional.embedding_bag
-            call = functools.partial(f, i, t, o, mode=mode)
+            if api == "prepared":
+                if key not in owners:
+                    owners[key] = torch.nn.EmbeddingBag.from_pretrained(
+                        torch.tensor(table), mode=mode)
+                call = functools.partial(owners[key], i, o)
+            else:
+                f = torch.nn.functional.embedding_bag
+                call = functools.partial(f, i, t, o, mode=mode)
+        elif api == "prepared":
+            if key not in owners:
+                owners[key] = ops.EmbeddingBag(s["rows"], s["dim"], mode=mode, threads=threads)
+                owners[key].set_table(table)
+            call = functools.partial(owners[key].run, None, idx, off)
         else:
             call = functools.partial(ops.embedding_bag, table, idx, off, mode=mode,
                                      threads=threads)
@@ -183,7 +200,7 @@ def _run_child(kind: str, threads: int, args: argparse.Namespace) -> list[float]
         kind = "pyparbench"
     cmd = [sys.executable, "-P", str(Path(__file__).resolve()), "--child", kind,
            "--threads", str(threads), "--mode", args.mode, "--align", args.align,
-           "--index-dtype", args.index_dtype, "--calls", str(args.calls),
+           "--index-dtype", args.index_dtype, "--calls", str(args.calls), "--api", args.api,
            "--rows", *map(str, args.rows), "--dim", *map(str, args.dim),
            "--batch", *map(str, args.batch), "--lookups", *map(str, args.lookups),
            "--dist", *args.dist]
@@ -212,6 +229,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="the table's start: as numpy allocates it, on a cache line, "
                         "or 4 bytes past one")
     p.add_argument("--index-dtype", default="int64", choices=["int64", "int32"])
+    p.add_argument("--api", default="function", choices=["function", "prepared"],
+                   help="the op functions on the user's table, or each library's object "
+                        "owning a copy of it (pyparbench EmbeddingBag.set_table, "
+                        "torch.nn.EmbeddingBag)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=30, help="timed calls per shape and round")
     p.add_argument("--no-ceiling", action="store_true", help="skip the gather ceiling")
@@ -232,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(_child_gather(threads[0], shapes)))
         else:
             print(json.dumps(_child(args.child, threads[0], shapes, args.mode, args.align,
-                                    args.index_dtype, args.calls)))
+                                    args.index_dtype, args.calls, args.api)))
         return 0
 
     all_threads = max(threads)
@@ -256,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     ceiling = (dict(zip(tables, np.max(np.array(ceil), axis=0).tolist(), strict=True))
                if ceil else {})
     rows_out = []
-    print(f"embedding_bag mode={args.mode}, table align={args.align}, "
+    print(f"embedding_bag ({args.api}) mode={args.mode}, table align={args.align}, "
           f"indices {args.index_dtype}; median ms per call over {args.rounds} rounds; "
           f"speed-up = torch / pyparbench; % ceiling = share of the gather ceiling on "
           f"{all_threads} thread(s)")
@@ -269,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             b = np.array([row[k] for row in ref[t]])
             nbytes = bytes_moved(s["dim"], s["batch"], s["lookups"])
             c = ceiling.get((s["rows"], s["dim"]))
-            rec = {**s, "threads": t, "mode": args.mode, "align": args.align,
+            rec = {**s, "threads": t, "mode": args.mode, "align": args.align, "api": args.api,
                    "index_dtype": args.index_dtype,
                    "pyparbench_ms": float(np.median(a)) / 1e6,
                    "torch_ms": float(np.median(b)) / 1e6,

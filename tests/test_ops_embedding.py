@@ -132,6 +132,33 @@ def test_prepared_kernel(rng: np.random.Generator) -> None:
     assert k.bytes_moved(320, 16) == 4 * 320 * 64 + 8 * 320 + 4 * 16 * 64
 
 
+@pytest.mark.parametrize("rows", [1000, 70_000])  # 70k x 64: on huge pages
+def test_prepared_kernel_keeps_an_aligned_copy_of_the_table(rows: int, threads: int,
+                                                           rng: np.random.Generator) -> None:
+    k = ppb.ops.EmbeddingBag(rows, 64, mode="mean", threads=threads)
+    assert not k.has_table
+    with pytest.raises(ValueError, match="no table"):
+        k.run(None, rng.integers(0, rows, size=(4, 3)))
+    table = unaligned(rand(rng, rows, 64))
+    k.set_table(table)
+    assert k.has_table
+    idx = rng.integers(0, rows, size=(600, 30))  # enough lookups for a team of threads
+    want = ref_embedding_bag(table, idx, None, "mean", None)
+    assert_close(k.run(None, idx), want, RTOL)
+    assert (k.timeit(None, idx, repeats=2, warmup=0) > 0).all()
+    # A copy: later writes to the array are not seen until set_table again;
+    # a table passed to run() is used for that run alone.
+    table *= 2.0
+    assert_close(k.run(None, idx), want, RTOL)
+    assert_close(k.run(table, idx), 2.0 * want, RTOL)
+    k.set_table(table)
+    assert_close(k.run(None, idx), 2.0 * want, RTOL)
+    with pytest.raises(ValueError, match=r"table has shape \(10, 64\)"):
+        k.set_table(rand(rng, 10, 64))
+    with pytest.raises(TypeError, match="float32"):
+        k.set_table(table.astype(np.float64))
+
+
 def unaligned(table: np.ndarray, floats: int = 1) -> np.ndarray:
     """A copy of `table` whose data starts `floats` floats past a 64-byte
     boundary (numpy itself aligns to 16 bytes only): rows straddle lines."""

@@ -17,7 +17,8 @@ struct BagInputs {
 
 BagInputs bag_inputs(const EmbeddingBag& e, py::handle table, py::handle indices,
                      py::handle offsets, py::handle weights) {
-  BagInputs in{in_view(table, "table"), optional_in_view(weights, "per_sample_weights"),
+  // No table: the kernel's own copy (set_table).
+  BagInputs in{optional_in_view(table, "table"), optional_in_view(weights, "per_sample_weights"),
                index_view(indices, "indices"), index_view(offsets, "offsets"), {}};
   if (!in.indices.present()) throw py::type_error("indices must be an int32 or int64 array, not None");
   const int64_t bags = in.indices.shape.size() == 2 ? in.indices.shape[0]
@@ -78,7 +79,9 @@ kernel parallel over bags. PyTorch's conventions: 1-D indices with offsets
 (offsets[i] is where bag i starts; offsets[0] must be 0), or 2-D indices
 (bags, bag_size) with offsets None. Empty bags give zeros. Indices and
 offsets are int32 or int64 (the same dtype); an index outside [0, rows)
-raises IndexError naming it and its position.
+raises IndexError naming it and its position. ``set_table(table)`` keeps a
+copy of the table on whole cache lines (and huge pages): ``run`` and
+``timeit`` given ``table=None`` then read that copy.
 )doc")
       .def(py::init([](int64_t rows, int64_t dim, const std::string& mode,
                        std::optional<int> threads) {
@@ -93,6 +96,16 @@ raises IndexError naming it and its position.
       })
       .def_property_readonly_static("isa", [](py::object) { return EmbeddingBag::isa(); },
                                     "ISA of the kernel this CPU runs: avx512, avx2 or generic.")
+      .def("set_table",
+           [](EmbeddingBag& e, py::handle table) {
+             const ConstFloatView t = in_view(table, "table");
+             py::gil_scoped_release nogil;
+             e.set_table(t);
+           },
+           py::arg("table"),
+           "Keep a copy of `table` (rows, dim) on whole cache lines, read by runs given "
+           "table=None; later changes to the array are not seen (call again).")
+      .def_property_readonly("has_table", &EmbeddingBag::has_table)
       .def("bytes_moved", &EmbeddingBag::bytes_moved, py::arg("n_indices"), py::arg("bags"),
            "Bytes one run reads and writes: gathered rows, indices and output.")
       .def("run",

@@ -3,6 +3,8 @@
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/ops/embedding_bag_kernel.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 namespace ppb {
@@ -57,8 +59,28 @@ void EmbeddingBag::report_bad_index() const {
   }
 }
 
+void EmbeddingBag::set_table(ConstFloatView table) {
+  require_shape("table", table.shape, table_shape_);
+  const int64_t n = rows_ * dim_;
+  auto copy = aligned_array<float>(n);
+  // Copied by this kernel's threads, so each page starts out near them.
+  ThreadsScope scope(threads_);
+  const int64_t chunk = int64_t{1} << 16;
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (int64_t i = 0; i < n; i += chunk)
+    std::memcpy(copy.get() + i, table.data + i,
+                static_cast<size_t>(std::min(chunk, n - i)) * sizeof(float));
+  locked([&] { own_table_ = std::move(copy); });
+}
+
 void EmbeddingBag::bind(ConstFloatView table, IndexView indices, IndexView offsets,
                         ConstFloatView per_sample_weights, FloatView out) {
+  if (!table.present()) {
+    if (!own_table_)
+      throw std::invalid_argument(
+          "EmbeddingBag has no table: pass one, or keep a copy with set_table(table) first");
+    table = ConstFloatView{own_table_.get(), table_shape_};
+  }
   require_shape("table", table.shape, table_shape_);
   n_indices_ = indices.size();
   if (indices.shape.size() == 2) {

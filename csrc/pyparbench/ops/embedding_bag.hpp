@@ -5,6 +5,7 @@
 // random row reads).
 #pragma once
 
+#include "pyparbench/core/aligned_array.hpp"
 #include "pyparbench/core/tensor.hpp"
 #include "pyparbench/ops/kernel.hpp"
 
@@ -25,8 +26,16 @@ class EmbeddingBag : public Kernel {
   // The ISA of the kernel this CPU runs: "avx512", "avx2" or "generic".
   static const char* isa();
 
+  // Keeps a copy of `table` on whole cache lines (and huge pages when
+  // large), for runs given no table: a numpy table is 16-byte aligned, so
+  // its rows of 64 floats straddle five cache lines instead of four.
+  // std::invalid_argument for a wrong shape.
+  void set_table(ConstFloatView table);
+  bool has_table() const { return static_cast<bool>(own_table_); }
+
   // indices: 1-D with offsets (offsets[i] = start of bag i, PyTorch's
   // convention), or 2-D (bags, bag_size) with no offsets. Empty bags give 0.
+  // A table not present: the copy set_table() keeps.
   void run(ConstFloatView table, IndexView indices, IndexView offsets,
            ConstFloatView per_sample_weights, FloatView out);
   std::vector<double> timeit(ConstFloatView table, IndexView indices, IndexView offsets,
@@ -50,6 +59,7 @@ class EmbeddingBag : public Kernel {
   int64_t rows_, dim_;
   Shape table_shape_;
   BagMode mode_;
+  AlignedArray<float> own_table_;
   // Bound by bind() for one run.
   ConstFloatView table_, weights_;
   IndexView indices_, offsets_;
