@@ -16,9 +16,11 @@ are run by :func:`run_model`, which builds one graph per instance.
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +40,8 @@ from pyparbench.threading.topology import Topology
 from pyparbench.threading.topology import topology as this_machine
 from pyparbench.timing import Summary, summarize
 
-__all__ = ["CompiledGraph", "RunRecord", "TraceEvent", "branch_groups", "compile_graph",
-           "resolve", "run_instances", "run_model"]
+__all__ = ["CompiledGraph", "InstancesRunner", "RunRecord", "TraceEvent", "branch_groups",
+           "compile_graph", "instances_runner", "resolve", "run_instances", "run_model"]
 
 
 @dataclass(frozen=True)
@@ -406,26 +408,78 @@ def compile_graph(graph: Graph) -> CompiledGraph:
     return CompiledGraph(graph)
 
 
+# The most timed runs a minimum measuring time asks for.
+MAX_TIMED_REPEATS = 100_000
+
+
+def _until(min_time_s: float, run: Callable[[int, int], tuple[list[float], list[list[float]]]],
+           repeats: int, warmup: int) -> tuple[list[float], list[list[float]]]:
+    """``run(repeats, warmup)`` -> (each run's ns, each instance's), called
+    again with more repeats until the runs add up to ``min_time_s``."""
+    ns, each = run(repeats, warmup)
+    while sum(ns) < min_time_s * 1e9 and len(ns) < MAX_TIMED_REPEATS:
+        more = math.ceil((min_time_s * 1e9 - sum(ns)) / max(statistics.median(ns), 1.0))
+        more = max(1, min(more, MAX_TIMED_REPEATS - len(ns)))
+        ns2, each2 = run(more, 0)
+        ns += ns2
+        each = [a + b for a, b in zip(each, each2, strict=True)]
+    return ns, each
+
+
 def run_model(name: str, batch: int, settings: Settings, *, repeats: int = 10, warmup: int = 2,
-              topology: Topology | None = None, **model_kw: Any) -> RunRecord:
+              topology: Topology | None = None, min_time_s: float = 0.0,
+              **model_kw: Any) -> RunRecord:
     """Build model ``name`` and run it under ``settings``, instances included:
     with ``instances`` = k the batch is cut into k slices, each a copy of the
     model on its own CPUs (the affinity policy's placement of k x inter_op
-    workers), all run side by side; a repeat lasts until the slowest is done."""
+    workers), all run side by side; a repeat lasts until the slowest is done.
+    ``min_time_s``: more timed runs than ``repeats`` until they last that
+    long together."""
     from pyparbench.models import build
 
+    if min_time_s < 0:
+        raise ValueError(f"min_time_s must be >= 0, got {min_time_s}")
     k = settings.instances
     if k == 1:
-        graph = build(name, batch, **model_kw)
-        return compile_graph(graph).run(settings, repeats=repeats, warmup=warmup,
-                                        topology=topology)
+        cg = compile_graph(build(name, batch, **model_kw))
+        last: list[RunRecord] = []
+
+        def one(r: int, w: int) -> tuple[list[float], list[list[float]]]:
+            last[:] = [cg.run(settings, repeats=r, warmup=w, topology=topology)]
+            return list(last[0].ns), []
+        ns, _ = _until(min_time_s, one, repeats, warmup)
+        rec = last[0]
+        rec.ns, rec.summary = ns, summarize(ns)
+        return rec
     if batch % k:
         raise ValueError(f"batch {batch} does not split into {k} instances")
     graphs = [build(name, batch // k, **model_kw) for _ in range(k)]
-    ns, each, resolved = run_instances(graphs, settings, repeats=repeats, warmup=warmup,
-                                       topology=topology)
-    return RunRecord(name, batch, settings, {"instances": resolved},
+    side_by_side = instances_runner(graphs, settings, topology)
+    ns, each = _until(min_time_s, side_by_side, repeats, warmup)
+    return RunRecord(name, batch, settings, {"instances": side_by_side.resolved},
                      ns, summarize(ns), per_instance=each)
+
+
+class InstancesRunner:
+    """Graphs compiled once to run side by side, one instance each (see
+    :func:`run_instances`); calling it with (repeats, warmup) runs them and
+    returns each repeat's time and each instance's times."""
+
+    def __init__(self, graphs: Sequence[Graph], settings: Settings,
+                 topology: Topology | None = None) -> None:
+        self._variants, self._natives = _instance_plans(graphs, settings, topology)
+        self.resolved = [_resolved_dict(n) for n in self._natives]
+
+    def __call__(self, repeats: int, warmup: int) -> tuple[list[float], list[list[float]]]:
+        ns_all, per = _g.run_instances([v.plan for v in self._variants], self._natives,
+                                       repeats=repeats, warmup=warmup)
+        return [float(v) for v in ns_all], [[float(v) for v in e] for e in per]
+
+
+def instances_runner(graphs: Sequence[Graph], settings: Settings,
+                     topology: Topology | None = None) -> InstancesRunner:
+    """:class:`InstancesRunner`: compile once, run side by side many times."""
+    return InstancesRunner(graphs, settings, topology)
 
 
 def run_instances(graphs: Sequence[Graph], settings: Settings, *, repeats: int = 10,
@@ -437,6 +491,16 @@ def run_instances(graphs: Sequence[Graph], settings: Settings, *, repeats: int =
     its own Graph (its own weights, as separate processes would hold).
     Returns each repeat's time (until the slowest is done), each instance's
     times and each instance's resolved setting."""
+    run = instances_runner(graphs, settings, topology)
+    ns, each = run(repeats, warmup)
+    return ns, each, run.resolved
+
+
+def _instance_plans(graphs: Sequence[Graph], settings: Settings, topology: Topology | None
+                    ) -> tuple[list[_Variant], list[_g.ExecSettings]]:
+    """Each instance's compiled variant (its plan, and the parameter arrays
+    the plan borrows: hold it while the plan runs) and resolved setting on
+    its own CPUs."""
     k = len(graphs)
     if k < 1:
         raise ValueError("run_instances needs at least one graph")
@@ -445,12 +509,10 @@ def run_instances(graphs: Sequence[Graph], settings: Settings, *, repeats: int =
     placement = place(topo, settings.affinity if settings.affinity != "none" else "compact",
                       k * settings.inter_op, settings.intra_op, smt=settings.smt)
     per = settings.inter_op
-    plans, natives = [], []
+    variants, natives = [], []
     for i, graph in enumerate(graphs):
         cpus = [c for p in placement.pools[i * per:(i + 1) * per] for c in (p or ())]
         cg = compile_graph(graph)
-        plans.append(cg._variant(one).plan)
+        variants.append(cg._variant(one))
         natives.append(resolve(one, cg.optimized(one), topo, cpus=cpus))
-    ns_all, each = _g.run_instances(plans, natives, repeats=repeats, warmup=warmup)
-    return ([float(v) for v in ns_all], [[float(v) for v in e] for e in each],
-            [_resolved_dict(n) for n in natives])
+    return variants, natives

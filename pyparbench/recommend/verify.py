@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyparbench.graph import Graph
 from pyparbench.settings import Settings
@@ -48,14 +49,20 @@ class Verified:
 def _runner(graphs: Sequence[Graph]) -> Runner:
     """Runs ``graphs`` (one per instance) under a setting: repeats, warmup ->
     each repeat's ns."""
-    from pyparbench.executor import compile_graph, run_instances
+    from pyparbench.executor import compile_graph, instances_runner
 
     if len(graphs) == 1:
         compiled = compile_graph(graphs[0])
         return lambda s, repeats, warmup: list(
             compiled.run(s.with_(instances=1), repeats=repeats, warmup=warmup).ns)
-    return lambda s, repeats, warmup: run_instances(graphs, s, repeats=repeats,
-                                                    warmup=warmup)[0]
+    prepared: dict[Settings, Any] = {}  # compiled once per setting, not per round
+
+    def side_by_side(s: Settings, repeats: int, warmup: int) -> list[float]:
+        if s not in prepared:
+            prepared[s] = instances_runner(graphs, s)
+        ns: list[float] = prepared[s](repeats, warmup)[0]
+        return ns
+    return side_by_side
 
 
 def measure_whole(settings: Sequence[Settings],
