@@ -30,8 +30,8 @@ from typing import Any
 from pyparbench.results import Result, ResultStore
 from pyparbench.settings import Settings
 
-__all__ = ["Config", "ResultStore", "check_config_record", "child_command", "child_error",
-           "child_result", "machine_fingerprint", "run_config", "run_configs"]
+__all__ = ["MIN_MEASURE_S", "Config", "ResultStore", "check_config_record", "child_command",
+           "child_error", "child_result", "machine_fingerprint", "run_config", "run_configs"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,9 @@ class Config:
     and its ``mode``, the same graph in that framework under the same
     settings mapped onto its knobs (:mod:`pyparbench.frameworks`).
     ``predicted_ns``: what the recommender predicted for this setting (kept
-    with the result, not part of its identity)."""
+    with the result, not part of its identity). ``round`` > 0: a further
+    measurement of the same configuration in another process, at another
+    time (the main job's confirmation rounds)."""
 
     model: str
     batch: int
@@ -51,8 +53,11 @@ class Config:
     framework: str | None = None
     mode: str | None = None
     predicted_ns: float | None = None
+    round: int = 0
 
     def __post_init__(self) -> None:
+        if isinstance(self.round, bool) or not isinstance(self.round, int) or self.round < 0:
+            raise ValueError(f"round must be an int >= 0, got {self.round!r}")
         if self.framework is None:
             if self.mode is not None:
                 raise ValueError(f"mode {self.mode!r} without a framework: a mode is one "
@@ -70,6 +75,8 @@ class Config:
                              "settings": self.settings.as_dict(), "repeats": self.repeats}
         if self.framework is not None:
             d.update(framework=self.framework, mode=self.mode)
+        if self.round:
+            d["round"] = self.round
         return json.dumps(d, sort_keys=True)
 
     def as_dict(self) -> dict[str, Any]:
@@ -79,6 +86,8 @@ class Config:
             d.update(framework=self.framework, mode=self.mode)
         if self.predicted_ns is not None:
             d["predicted_ns"] = self.predicted_ns
+        if self.round:
+            d["round"] = self.round
         return d
 
     @classmethod
@@ -86,13 +95,14 @@ class Config:
         predicted = d.get("predicted_ns")
         return cls(d["model"], int(d["batch"]), Settings.from_dict(d["settings"]),
                    int(d["repeats"]), int(d["warmup"]), d.get("framework"), d.get("mode"),
-                   None if predicted is None else float(predicted))
+                   None if predicted is None else float(predicted), int(d.get("round", 0)))
 
     @property
     def what(self) -> str:
         """'resnet50 b1 sync 1x2 ...', or 'torch (script) resnet50 b1 sync 1x2 ...'."""
         head = "" if self.framework is None else f"{self.framework} ({self.mode}) "
-        return f"{head}{self.model} b{self.batch} {self.settings.label()}"
+        tail = f" (round {self.round + 1})" if self.round else ""
+        return f"{head}{self.model} b{self.batch} {self.settings.label()}{tail}"
 
 
 def machine_fingerprint() -> dict[str, Any]:
@@ -285,6 +295,12 @@ def run_configs(configs: Iterable[Config], store: ResultStore, *, resume: bool =
         yield record
 
 
+# A configuration's timed runs last at least this long (more repeats than
+# asked for when they are short): the slow spells of a shared machine last
+# tenths of a second, and a few sub-millisecond runs would fall into one
+# whole.
+MIN_MEASURE_S = 0.3
+
 # Test hook, for the tests of crashed and hung configurations only: set in
 # the environment as "segv" or "hang", or "segv:MODEL" / "hang:MODEL" for the
 # configurations of one model, it makes the child crash with SIGSEGV or
@@ -315,7 +331,7 @@ def _child_main() -> int:
     from pyparbench.executor import run_model
 
     record = run_model(config.model, config.batch, config.settings, repeats=config.repeats,
-                       warmup=config.warmup)
+                       warmup=config.warmup, min_time_s=MIN_MEASURE_S)
     out = record.as_dict()
     print(json.dumps({k: out[k] for k in ("ns", "summary", "resolved", "per_instance")}))
     return 0

@@ -39,15 +39,16 @@ from typing import TYPE_CHECKING
 from pyparbench.grid import ALL, Grid, expand_all
 from pyparbench.names import PRESETS
 from pyparbench.op_bench import OpTask, standard_shapes
-from pyparbench.runner import Config
+from pyparbench.runner import MIN_MEASURE_S, Config
 from pyparbench.settings import Settings, preset
 
 if TYPE_CHECKING:
     from pyparbench.graph import Graph
     from pyparbench.peak import Peak
 
-__all__ = ["BATCHES", "BUDGET_S", "DEFAULT_BATCHES", "DEFAULT_MODELS", "FRAMEWORK_RUNS", "GRIDS",
-           "KEPT", "KEPT_FRAMEWORK_RUNS", "LEVELS", "REPEATS", "SuitePlan", "busy_slowdown", "default_suite",
+__all__ = ["BATCHES", "BUDGET_S", "CONFIRM_ROUNDS", "CONFIRM_SHARE", "DEFAULT_BATCHES",
+           "DEFAULT_MODELS", "FRAMEWORK_RUNS", "GRIDS", "KEPT", "KEPT_FRAMEWORK_RUNS", "LEVELS",
+           "REPEATS", "SuitePlan", "busy_slowdown", "default_suite",
            "estimate_config_s", "estimate_task_s", "framework_settings", "installed_frameworks",
            "level_models", "plan_suite", "sweep"]
 
@@ -59,6 +60,10 @@ REPEATS = {"quick": 3, "default": 5, "full": 10}
 # Seconds a level is planned to fit in (None: no limit), with a margin below
 # the 2 and 5 minutes it promises for what the estimate does not see.
 BUDGET_S: dict[str, float | None] = {"quick": 100.0, "default": 250.0, "full": None}
+# Confirmation rounds per level (pyparbench.confirm), and the share of a
+# level's budget kept for them.
+CONFIRM_ROUNDS = {"quick": 1, "default": 2, "full": 2}
+CONFIRM_SHARE = 0.2
 
 # Settings names a budget never drops: the presets and the recommender's.
 KEPT = (*PRESETS, "recommended")
@@ -190,7 +195,9 @@ def estimate_config_s(config: Config, graph: Graph, peak: Peak | None = None) ->
         # Weights are handed over and converted once more in the child.
         return (_FRAMEWORK_START_S.get(config.framework, 3.0) + 2 * weights
                 + runs * _FRAMEWORK_SLOWDOWN * latency)
-    return _START_S + weights + runs * latency
+    # The child times runs for at least MIN_MEASURE_S.
+    return (_START_S + weights + config.warmup * latency
+            + max(config.repeats * latency, MIN_MEASURE_S))
 
 
 def estimate_task_s(task: OpTask, graph: Graph, peak: Peak | None = None) -> float:

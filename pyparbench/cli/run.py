@@ -165,6 +165,57 @@ def _run_plan(plan: SuitePlan, out: Path, results: Path, peak: Any, args: argpar
     return records, op_records
 
 
+def _confirm(records: list[dict[str, Any]], rounds: int, budget_s: float | None, peak: Any,
+             results: Path, args: argparse.Namespace, console: Console) -> list[dict[str, Any]]:
+    """Confirmation rounds (:mod:`pyparbench.confirm`): up to PASSES passes,
+    each fitted to what is left of ``budget_s`` (None: no limit); returns
+    the new records."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pyparbench.confirm import PASSES, confirmations
+    from pyparbench.models import build
+    from pyparbench.results import ResultStore
+    from pyparbench.runner import run_configs
+    from pyparbench.suite import estimate_config_s
+
+    added: list[dict[str, Any]] = []
+    left = budget_s
+    for _ in range(PASSES):
+        todo = confirmations(records + added, rounds)
+        est = [estimate_config_s(c, build(c.model, c.batch), peak) for c in todo]
+        if left is not None:
+            fits, total = [], 0.0
+            for c, e in zip(todo, est, strict=True):
+                if total + e <= left:
+                    fits.append(c)
+                    total += e
+            todo, est = fits, [e for c, e in zip(todo, est, strict=True) if c in fits]
+        if not todo:
+            break
+        rows = len({(c.model, c.batch) for c in todo})
+        console.print(f"confirming: {len(todo)} more processes of the settings the regret of "
+                      f"{rows} model configuration(s) rests on", width=min(console.width, 80))
+        columns = (TextColumn("{task.fields[n]:>4}/{task.fields[of]}"), BarColumn(bar_width=20),
+                   TimeElapsedColumn(), TextColumn("{task.description}"))
+        started = time.perf_counter()
+        with Progress(*columns, console=console, transient=False) as progress:
+            bar = progress.add_task("", total=sum(est), n=0, of=len(todo))
+            weights = {c.key: e for c, e in zip(todo, est, strict=True)}
+            done = [0]
+
+            def on_config(config: Config, record: dict[str, Any] | None) -> None:
+                done[0] += 1
+                status = "done before" if record is None else record["status"]
+                progress.update(bar, advance=weights[config.key], n=done[0],
+                                description=f"{config.what[:38]}: {status}")
+
+            added += run_configs(todo, ResultStore(results), resume=not args.no_resume,
+                                 retry_failed=args.retry_failed, on_result=on_config)
+        if left is not None:
+            left -= time.perf_counter() - started
+    return added
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -177,6 +228,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pyparbench.suite import (
         BATCHES,
         BUDGET_S,
+        CONFIRM_ROUNDS,
+        CONFIRM_SHARE,
         FRAMEWORK_RUNS,
         busy_slowdown,
         installed_frameworks,
@@ -232,8 +285,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # machine-level operator measurements go to shard 0. The time the
     # recommender took comes out of the level's budget.
     budget = BUDGET_S[level]
+    confirm = CONFIRM_ROUNDS[level] if args.confirm is None else args.confirm
+    reserve = None
     if budget is not None:
         budget = max(0.5 * budget, budget - rec_s)
+        if confirm and recommended:
+            # Kept for the confirmation rounds; what they leave is not used.
+            reserve = CONFIRM_SHARE * budget
+            budget -= reserve
     plan = plan_suite(level, models, batches, repeats=args.repeats, peak=peak,
                       operators=not args.no_operators and (shard is None or shard.index == 0),
                       slowdown=busy_slowdown(load, cpus, peak.points[-1].threads),
@@ -246,6 +305,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         plan.configs = chosen
     console.print(_plan_line(plan), width=min(console.width, 80))
     records, op_records = _run_plan(plan, out, results, peak, args, console)
+    if confirm and shard is None and recommended:
+        records += _confirm(records, confirm, reserve, peak, results, args, console)
     summary, page = write_report(out, records, op_records, peak, conditions)
     print_summary(summary, console)
     failed = sum(1 for r in records + op_records if r.get("status") in ("error", "timeout"))
@@ -282,6 +343,12 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                    help="leave out the recommender's setting (and its calibration)")
     p.add_argument("--no-frameworks", action="store_true",
                    help="leave out the TensorFlow, PyTorch and ONNX Runtime runs")
+    p.add_argument("--confirm", type=int, default=None, metavar="N",
+                   help="confirmation rounds: the settings a regret rests on (the "
+                        "recommended one, the best measured, the tuner's when it beat ours) "
+                        "measured N more times each, in fresh processes, where the "
+                        "recommendation is more than 3%% off (default: quick 1, default 2, "
+                        "full 2; 0: none)")
     p.add_argument("--no-resume", action="store_true", help="measure everything again")
     p.add_argument("--retry-failed", action="store_true", help="run failed ones again")
     p.add_argument("--shard", metavar="K/N",

@@ -41,7 +41,12 @@ beside it (``median_ns``) so the two can be matched exactly:
     first); ``total``, ``ok``, ``failed``, ``skipped`` (configurations by
     outcome); ``graph`` (GFLOPs, heavy ops, depth, average width) and ``status``:
     "ok", "partial" (some configurations failed) or "failed" (none ran).
-    Each timing carries ``label`` and ``short`` (defaults left out).
+    Each timing carries ``label`` and ``short`` (defaults left out) and
+    ``processes``: a setting measured in several processes (under several
+    names, such as a preset and the recommended setting, or again in the
+    main job's confirmation rounds) is one setting whose latency is the
+    median of its processes' medians, its ``q1_ms`` / ``q3_ms`` the lowest
+    and highest of them, and its label names each name it ran under.
 ``framework_overhead``
     None unless framework runs are among the records. A framework run is a
     record whose ``config`` has a ``framework`` name ("tensorflow",
@@ -59,6 +64,8 @@ beside it (``median_ns``) so the two can be matched exactly:
 
 from __future__ import annotations
 
+import json
+import statistics
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -67,7 +74,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyparbench.peak import Peak
 
-__all__ = ["CHOOSERS", "PRESET_NAMES", "SCHEMA", "busy_note", "settings_label", "summarize_run"]
+__all__ = ["CHOOSERS", "PRESET_NAMES", "SCHEMA", "busy_note", "merge_settings", "settings_label",
+           "summarize_run"]
 
 SCHEMA = 1
 PRESET_NAMES = ("tensorflow", "intel", "tftuner")
@@ -109,7 +117,8 @@ def _timing(r: Mapping[str, Any]) -> dict[str, Any]:
             "short": settings_label(r["config"]["settings"], short=True),
             "settings": r["config"]["settings"], "key": r["key"],
             "median_ns": s["median"], "median_ms": s["median"] / 1e6,
-            "q1_ms": s["q1"] / 1e6, "q3_ms": s["q3"] / 1e6, "n": s.get("n", 0)}
+            "q1_ms": s["q1"] / 1e6, "q3_ms": s["q3"] / 1e6, "n": s.get("n", 0),
+            "processes": r.get("processes", 1)}
 
 
 def _best(rs: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -197,19 +206,65 @@ def _graph_info(model: str, batch: int) -> dict[str, Any] | None:
             "avg_width": g.avg_width, "nodes": len(g.nodes)}
 
 
+def _identity(r: Mapping[str, Any]) -> str:
+    """A record's setting, its name aside."""
+    return json.dumps({k: v for k, v in r["config"]["settings"].items() if k != "name"},
+                      sort_keys=True)
+
+
+# How a setting run under several names lists them: the recommender's first.
+_NAME_ORDER = ("recommended", *PRESET_NAMES)
+
+
+def merge_settings(ok: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One record per setting, its name aside: a setting measured in several
+    processes (under several names, such as a preset and the recommended
+    setting, or again in confirmation rounds) gets the median of its
+    processes' medians (``q1`` and ``q3`` then the lowest and highest of
+    them), ``processes`` their count, ``names`` every name it ran under and
+    ``records`` the records merged."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for r in ok:
+        groups.setdefault(_identity(r), []).append(r)
+    out = []
+    for rs in groups.values():
+        first = rs[0]
+        names = sorted({str(r["config"]["settings"].get("name") or "") for r in rs} - {""},
+                       key=lambda n: (_NAME_ORDER.index(n) if n in _NAME_ORDER else 99, n))
+        config = {**first["config"], "settings": {**first["config"]["settings"],
+                                                  "name": "/".join(names)},
+                  "names": names}
+        predicted = next((r["config"]["predicted_ns"] for r in rs
+                          if r["config"].get("predicted_ns")), None)
+        if predicted is not None:
+            config["predicted_ns"] = predicted
+        summary = dict(first["summary"])
+        if len(rs) > 1:
+            medians = [float(r["summary"]["median"]) for r in rs]
+            summary.update(median=statistics.median(medians), q1=min(medians), q3=max(medians))
+        out.append({**first, "config": config, "summary": summary, "processes": len(rs),
+                    "records": rs})
+    return out
+
+
+def _named(r: Mapping[str, Any], name: str) -> bool:
+    return name in r["config"].get("names", ())
+
+
 def _model_entry(model: str, batch: int, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    ok = [r for r in rs if r.get("status") == "ok"]
+    done = [r for r in rs if r.get("status") == "ok"]
     skipped = sum(1 for r in rs if r.get("status") == "skipped")
-    failed = len(rs) - len(ok) - skipped
+    failed = len(rs) - len(done) - skipped
+    ok = merge_settings(done)
     entry: dict[str, Any] = {"model": model, "batch": batch, "total": len(rs),
-                             "ok": len(ok), "failed": failed, "skipped": skipped,
+                             "ok": len(done), "failed": failed, "skipped": skipped,
                              "status": "failed" if not ok else "partial" if failed else "ok",
                              "graph": _graph_info(model, batch)}
     best = _best(ok)
     entry["best"] = _timing(best) if best is not None else None
     presets: dict[str, Any] = {}
     for name in (*PRESET_NAMES, *[c for c in CHOOSERS if c not in PRESET_NAMES]):
-        p = _best(r for r in ok if r["config"]["settings"].get("name") == name)
+        p = _best(r for r in ok if _named(r, name))
         if p is not None:
             presets[name] = _timing(p)
     entry["presets"] = {k: v for k, v in presets.items() if k in PRESET_NAMES}
@@ -220,8 +275,7 @@ def _model_entry(model: str, batch: int, rs: Sequence[Mapping[str, Any]]) -> dic
         entry["regret"] = {k: v["median_ns"] / b - 1.0 for k, v in entry["chosen"].items()}
     else:
         entry["speedup"], entry["regret"] = {}, {}
-    rec = _best(r for r in ok if r["config"]["settings"].get("name") == "recommended"
-                and r["config"].get("predicted_ns"))
+    rec = _best(r for r in ok if _named(r, "recommended") and r["config"].get("predicted_ns"))
     if rec is not None:
         pred, got = float(rec["config"]["predicted_ns"]), float(rec["summary"]["median"])
         entry["prediction"] = {"predicted_ms": pred / 1e6, "measured_ms": got / 1e6,

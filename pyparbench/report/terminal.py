@@ -53,9 +53,7 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
                           "-", "-", "-", "-", "-")
             continue
         regret = m.get("regret", {})
-        setting = m["best"]["short"]
-        if setting.startswith("recommended:"):  # the recommender's: "ours", as its column
-            setting = "ours:" + setting[len("recommended:"):]
+        setting = _column_names(m["best"]["short"])
         if m["failed"]:
             setting += f" ({m['failed']} failed)"
         table.add_row(m["model"], str(m["batch"]), f"{m['best']['median_ms']:.3g}", setting,
@@ -63,6 +61,18 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
                       _speedup_cell(m, "tftuner"), _pct(regret.get("tftuner")),
                       _pct(regret.get("recommended")))
     return table
+
+
+_COLUMN_NAMES = {"recommended": "ours", "tftuner": "tuner", "tensorflow": "tf"}
+
+
+def _column_names(label: str) -> str:
+    """A setting's label with the names it ran under as the columns call
+    them ("recommended/tftuner: sync 1x2" -> "ours/tuner: sync 1x2")."""
+    names, sep, rest = label.partition(": ")
+    if not sep or " " in names:
+        return label
+    return "/".join(_COLUMN_NAMES.get(n, n) for n in names.split("/")) + sep + rest
 
 
 def overhead_table(summary: Mapping[str, Any]) -> Table | None:
@@ -100,7 +110,9 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
     parts.append(Text("xP: how many times faster the best setting is than preset P (tf: "
                       "TensorFlow's defaults, intel: Intel's advice, tuner: the study's "
                       "tuner); tuner, ours: how much slower the study's tuner's choice and "
-                      "the recommender's (ours) are than the best measured (their regret)."))
+                      "the recommender's (ours) are than the best measured (their regret). "
+                      "A setting run under several names, or again in confirmation rounds, "
+                      "counts once: the median of its processes."))
     frameworks = overhead_table(summary)
     if frameworks is not None:
         parts.append(frameworks)

@@ -1,0 +1,88 @@
+"""Confirmation rounds and the merging of a setting's processes, on records
+made by hand (deterministic)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pyparbench.confirm import confirmations
+from pyparbench.report.summary import merge_settings, summarize_run
+from pyparbench.runner import Config
+from pyparbench.settings import Settings
+
+SYNC = Settings(intra_op=2, affinity="compact")
+ASYNC = Settings(scheduler="async", inter_op=2, affinity="compact")
+ONE = Settings(affinity="compact")
+
+
+def _rec(model: str, s: Settings, ms: float, name: str = "", rnd: int = 0,
+         batch: int = 1) -> dict[str, Any]:
+    c = Config(model, batch, s.with_(name=name), predicted_ns=1e6 if name == "recommended"
+               else None, round=rnd)
+    ns = ms * 1e6
+    return {"key": c.key, "config": c.as_dict(), "status": "ok",
+            "summary": {"median": ns, "q1": ns, "q3": ns, "min": ns, "max": ns, "n": 5}}
+
+
+def test_a_setting_under_several_names_is_one_setting_with_the_median_of_its_processes(
+        ) -> None:
+    rs = [_rec("m", SYNC, 10.0, "recommended"), _rec("m", SYNC, 30.0, "tftuner"),
+          _rec("m", SYNC, 12.0), _rec("m", ASYNC, 11.0)]
+    merged = {m["config"]["settings"]["name"]: m for m in merge_settings(rs)}
+    assert set(merged) == {"recommended/tftuner", ""}
+    both = merged["recommended/tftuner"]
+    assert both["processes"] == 3 and both["summary"]["median"] == 12e6
+    assert (both["summary"]["q1"], both["summary"]["q3"]) == (10e6, 30e6)
+    (m,) = summarize_run(rs)["models"]
+    # The best is the async setting (11 ms) against the synchronous one's 12.
+    assert m["best"]["median_ms"] == 11.0
+    assert m["regret"]["recommended"] == pytest.approx(12 / 11 - 1)
+    assert m["chosen"]["tftuner"]["processes"] == 3
+    assert m["prediction"]["measured_ms"] == 12.0
+
+
+def test_confirmation_measures_the_settings_a_regret_rests_on() -> None:
+    rs = [
+        # a: ours is the best: nothing to confirm.
+        _rec("a", SYNC, 10.0, "recommended"), _rec("a", ASYNC, 11.0, "tftuner"),
+        # b: ours is 10 % off the best; the tuner is slower than ours.
+        _rec("b", SYNC, 11.0, "recommended"), _rec("b", ONE, 10.0),
+        _rec("b", ASYNC, 20.0, "tftuner"),
+        # c: ours is 50 % off, and the tuner beat it.
+        _rec("c", SYNC, 15.0, "recommended"), _rec("c", ONE, 10.0),
+        _rec("c", ASYNC, 12.0, "tftuner"),
+        # d: within the threshold.
+        _rec("d", SYNC, 10.2, "recommended"), _rec("d", ONE, 10.0),
+    ]
+    todo = confirmations(rs, rounds=2)
+    rows = [(c.model, c.settings.with_(name=""), c.round) for c in todo]
+    # Round-major, the row furthest off first; rec, best (and tuner) each twice.
+    assert rows == [
+        ("c", SYNC, 1), ("c", ONE, 1), ("c", ASYNC, 1), ("b", SYNC, 1), ("b", ONE, 1),
+        ("c", SYNC, 2), ("c", ONE, 2), ("c", ASYNC, 2), ("b", SYNC, 2), ("b", ONE, 2)]
+    # Names and predictions stay with their configuration.
+    assert todo[0].settings.name == "recommended" and todo[0].predicted_ns == 1e6
+    assert todo[2].settings.name == "tftuner"
+    assert len({c.key for c in todo}) == len(todo)
+    # Once they ran, nothing more; a round already run is not asked again.
+    first = {(r["config"]["model"], r["config"]["settings"]["name"],
+              r["config"]["settings"]["inter_op"], r["config"]["settings"]["intra_op"]):
+             r["summary"]["median"] / 1e6 for r in rs}
+    done = rs + [_rec(c.model, c.settings.with_(name=""),
+                      first[(c.model, c.settings.name, c.settings.inter_op,
+                             c.settings.intra_op)], c.settings.name, c.round)
+                 for c in todo]
+    assert confirmations(done, rounds=2) == []
+    more = confirmations(done, rounds=3)
+    assert {c.round for c in more} == {3} and len(more) == 5
+    assert confirmations(rs, rounds=0) == []
+
+
+def test_a_config_round_is_part_of_its_identity() -> None:
+    a, b = Config("m", 1, SYNC), Config("m", 1, SYNC, round=2)
+    assert a.key != b.key and Config.from_dict(b.as_dict()) == b
+    assert "round" not in a.as_dict() and "(round 3)" in b.what
+    with pytest.raises(ValueError, match="round must be an int >= 0, got -1"):
+        Config("m", 1, SYNC, round=-1)
