@@ -523,6 +523,14 @@ def test_verify_choice_switches_only_to_a_clearly_faster_setting() -> None:
     assert verify_choice(a, clear, lambda v: 1e9 / v.ns, higher_is_better=True) == b
     # A choice that could not be measured stays.
     assert verify_choice(a, clear[1:], ns, higher_is_better=False) == a
+    # Rounds are paired: one round in which the choice hit a slow spell does
+    # not make the other setting win; a consistent lead does.
+    spell = [Verified(a, 100.0, 3, (100.0, 160.0, 100.0)),
+             Verified(b, 101.0, 3, (101.0, 102.0, 101.0))]
+    assert verify_choice(a, spell, ns, higher_is_better=False) == a
+    lead = [Verified(a, 100.0, 3, (100.0, 160.0, 110.0)),
+            Verified(b, 95.0, 3, (95.0, 150.0, 100.0))]
+    assert verify_choice(a, lead, ns, higher_is_better=False) == b
 
 
 def test_measure_whole_runs_each_setting_and_skips_what_cannot_run() -> None:

@@ -488,7 +488,8 @@ def _verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[
                f"{pick.label()} is taken: measured faster than the predicted "
                f"{best.settings.label()} by more than {VERIFY_SWITCH:.0%}")
     return winner, (f"measured whole, side by side in {measured[0].rounds} interleaved rounds "
-                    f"(least disturbed round's median): {figures}; {verdict}")
+                    f"(median over rounds; a switch needs the median of the per-round ratios "
+                    f"above {VERIFY_SWITCH:.0%}): {figures}; {verdict}")
 
 
 # --------------------------------------------------------------- recommend

@@ -39,11 +39,14 @@ Runner = Callable[[Settings, int, int], list[float]]
 
 @dataclass(frozen=True)
 class Verified:
-    """One setting measured whole: the least disturbed round's median (ns)."""
+    """One setting measured whole: the median over rounds of each round's
+    median (ns), and those per-round medians (paired with the other
+    settings' of the same round)."""
 
     settings: Settings
     ns: float
     rounds: int
+    per_round: tuple[float, ...] = ()
 
 
 def _runner(graphs: Sequence[Graph]) -> Runner:
@@ -92,16 +95,31 @@ def measure_whole(settings: Sequence[Settings],
     for _ in range(rounds):
         for i, (s, run, repeats) in enumerate(runs):
             samples[i].append(statistics.median(run(s, repeats, 1 if repeats > 1 else 0)))
-    return [Verified(s, min(v), rounds) for (s, _, _), v in zip(runs, samples, strict=True)]
+    return [Verified(s, statistics.median(v), rounds, tuple(v))
+            for (s, _, _), v in zip(runs, samples, strict=True)]
+
+
+def _rounds(v: Verified) -> list[Verified]:
+    """One Verified per round (the setting's median in that round)."""
+    return [Verified(v.settings, ns, 1) for ns in (v.per_round or (v.ns,))]
 
 
 def verify_choice(chosen: Settings, measured: Sequence[Verified],
                   value: Callable[[Verified], float], higher_is_better: bool) -> Settings:
     """``chosen``, unless a measured setting beats it by more than SWITCH
-    (``value``: latency in ns, or samples per second)."""
+    (``value``: latency in ns, or samples per second): the median over
+    rounds of the two settings' ratio in the same round, so that a slow
+    spell that hit one round hits both sides of its ratio."""
     mine = next((v for v in measured if v.settings == chosen), None)
-    if mine is None or not measured:
+    if mine is None:
         return chosen
-    best = (max if higher_is_better else min)(measured, key=value)
-    gain = value(best) / value(mine) if higher_is_better else value(mine) / value(best)
-    return best.settings if gain > 1 + SWITCH else chosen
+    pick, best_gain = chosen, 1.0
+    for other in measured:
+        if other.settings == chosen:
+            continue
+        gains = [value(b) / value(a) if higher_is_better else value(a) / value(b)
+                 for a, b in zip(_rounds(mine), _rounds(other), strict=False)]
+        gain = statistics.median(gains)
+        if gain > best_gain:
+            pick, best_gain = other.settings, gain
+    return pick if best_gain > 1 + SWITCH else chosen
