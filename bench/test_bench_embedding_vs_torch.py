@@ -25,15 +25,17 @@ def test_inputs() -> None:
         assert list(off) == list(range(0, 160, 20))
 
 
-def test_script_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("api", ["function", "prepared"])
+def test_script_runs(api: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch")
     out = tmp_path / "r.json"
     assert main(["--rows", "500", "--dim", "16", "--batch", "4", "--lookups", "5",
                  "--dist", "uniform", "zipf", "--threads", "1", "--rounds", "1",
-                 "--calls", "3", "--json", str(out)]) == 0
+                 "--calls", "3", "--api", api, "--json", str(out)]) == 0
     res = json.loads(out.read_text())
     assert len(res["rows"]) == 2 and len(res["ceiling"]) == 1
     for r in res["rows"]:
+        assert r["api"] == api
         assert r["pyparbench_ms"] > 0 and r["torch_ms"] > 0 and r["speedup"] > 0
         assert r["pyparbench_pct_ceiling"] > 0
     assert "speed-up" in capsys.readouterr().out
