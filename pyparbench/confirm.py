@@ -15,8 +15,9 @@ recommended setting, the best one and the tuner's (when faster) are run
 again in fresh processes, ``rounds`` more times each, round by round
 across every model so that one setting's processes are minutes apart. The
 summary then takes each setting's median over its processes
-(:func:`pyparbench.report.summary.merge_settings`). A best that changes to
-a setting measured once is confirmed in a second pass.
+(:func:`pyparbench.report.summary.merge_settings`). A second pass measures
+``rounds`` more of each setting of a row still off, and a best that changed
+to a setting measured once.
 """
 
 from __future__ import annotations
@@ -69,10 +70,12 @@ def _to_confirm(merged: Sequence[Mapping[str, Any]], threshold: float
 
 
 def confirmations(records: Sequence[Mapping[str, Any]], rounds: int, *,
-                  threshold: float = THRESHOLD) -> list[Config]:
+                  threshold: float = THRESHOLD, depth: int = 1) -> list[Config]:
     """The configurations to run so that every setting a reported regret
-    depends on (see the module docstring) has been measured in ``rounds`` + 1
-    processes: round-major across models, the rows furthest off first."""
+    depends on (see the module docstring) has been measured in
+    ``rounds`` x ``depth`` + 1 processes: round-major across models, the rows
+    furthest off first. A second pass (``depth`` 2) measures again what the
+    first left more than ``threshold`` off."""
     from pyparbench.report.summary import merge_settings
 
     if rounds < 1:
@@ -86,10 +89,11 @@ def confirmations(records: Sequence[Mapping[str, Any]], rounds: int, *,
             base = replace(configs[0], round=0)
             # Rounds of this configuration (its name included) already run.
             done = [c.round for c in configs if replace(c, round=0).key == base.key]
-            missing = rounds + 1 - int(m["processes"])
+            missing = rounds * depth + 1 - int(m["processes"])
             settings.append([replace(base, round=max(done) + 1 + i) for i in range(missing)])
         if any(settings):
             wanted.append((regret, settings))
     wanted.sort(key=lambda w: -w[0])
-    return [todo[k] for k in range(rounds) for _, row in wanted for todo in row
+    most = max((len(todo) for _, row in wanted for todo in row), default=0)
+    return [todo[k] for k in range(most) for _, row in wanted for todo in row
             if k < len(todo)]

@@ -77,6 +77,10 @@ def test_confirmation_measures_the_settings_a_regret_rests_on() -> None:
     assert confirmations(done, rounds=2) == []
     more = confirmations(done, rounds=3)
     assert {c.round for c in more} == {3} and len(more) == 5
+    # A second pass: rows still off get `rounds` more of each setting.
+    deeper = confirmations(done, rounds=2, depth=2)
+    assert len(deeper) == 10 and {c.round for c in deeper} == {3, 4}
+    assert [c.round for c in deeper[:5]] == [3] * 5
     assert confirmations(rs, rounds=0) == []
 
 

@@ -20,6 +20,7 @@ from pyparbench import models
 from pyparbench.executor import compile_graph
 from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.recommend import (
+    FRAMEWORK_MARGIN,
     ExecutorCosts,
     Resources,
     TableCostModel,
@@ -184,6 +185,16 @@ def test_four_branches_that_scale_perfectly_keep_one_worker() -> None:
                            executor=ExecutorCosts(async_node_ns=((1, 5.0), (8, 5.0))))
     rec = recommend(g, EIGHT, model=model)
     assert (rec.settings.inter_op, rec.settings.intra_op) == (1, 8)
+
+
+@pytest.mark.parametrize("framework_gain, mode", [(1.01, "library"), (1.10, "framework")])
+def test_framework_mode_needs_a_clear_predicted_margin(framework_gain: float, mode: str) -> None:
+    g = chain()
+    lib = {f"fc{i}": (lambda t: 100.0 / t) for i in range(5)}
+    fw = {f"fc{i}": (lambda t, k=framework_gain: 100.0 / t / k) for i in range(5)}
+    rec = recommend(g, EIGHT, model=TableCostModel(lib, framework=fw), instances=False)
+    assert rec.settings.operator == mode
+    assert FRAMEWORK_MARGIN == 0.03
 
 
 def test_one_huge_op_gets_every_core() -> None:

@@ -180,8 +180,8 @@ def _confirm(records: list[dict[str, Any]], rounds: int, budget_s: float | None,
 
     added: list[dict[str, Any]] = []
     left = budget_s
-    for _ in range(PASSES):
-        todo = confirmations(records + added, rounds)
+    for depth in range(1, PASSES + 1):
+        todo = confirmations(records + added, rounds, depth=depth)
         est = [estimate_config_s(c, build(c.model, c.batch), peak) for c in todo]
         if left is not None:
             fits, total = [], 0.0

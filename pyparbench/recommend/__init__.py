@@ -31,9 +31,16 @@ How (see the submodules):
   the throughput objective, instances that each serve a whole batch. No
   candidate oversubscribes the cores or uses SMT siblings (unless
   ``allow_smt``); threads are pinned compactly;
+* framework operator mode is chosen only when predicted
+  :data:`FRAMEWORK_MARGIN` better than the best library-mode setting (the
+  study's guideline, and the mode whose blocks calibration times least
+  well: a framework pool's dispatch between blocks is not in the op times);
 * with the calibrated model on this machine, the few best predicted settings
-  are then measured whole, side by side, and the measured best is taken when
-  it is clearly faster (:mod:`~pyparbench.recommend.verify`).
+  that use the chosen one's thread pool are then measured whole, side by
+  side, and the measured best is taken when it is clearly faster
+  (:mod:`~pyparbench.recommend.verify`). Settings on other pools are not
+  measured in the same process: one pool's idle threads (Eigen's spin
+  before they sleep) slow the other's runs.
 
 The study's tuner only counts heavy ops and divides the cores by the average
 width; this recommender knows the ops' sizes, how each scales, what the
@@ -73,6 +80,7 @@ from pyparbench.settings import Settings, preset
 from pyparbench.threading.topology import Topology
 
 __all__ = [
+    "FRAMEWORK_MARGIN",
     "OBJECTIVES",
     "AnalyticCostModel",
     "CalibratedCostModel",
@@ -99,6 +107,11 @@ OBJECTIVES = ("latency", "throughput")
 # 10-14 % faster: small ops gain from a second thread more than calibration
 # in place shows), then the simplest (sync, library mode, one instance, oneDNN).
 TIE = 0.005
+# Framework operator mode must be predicted this much better than library
+# mode to be chosen (measured: the BERT layer at batch 1 on 2 cores, framework
+# mode predicted within 0.1 % of library mode; on the Eigen pool it ran
+# 12.1 ms against library mode's 10.0 ms, in processes of their own).
+FRAMEWORK_MARGIN = 0.03
 
 
 @dataclass(frozen=True)
@@ -451,6 +464,11 @@ def _choice_reasons(best: Prediction, preds: Sequence[Prediction], objective: st
     return out
 
 
+def _pool_of(s: Settings) -> str:
+    """The thread pool that runs a setting's ops (library mode: OpenMP's)."""
+    return "openmp" if s.operator == "library" else s.pool
+
+
 def _verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[int, Graph],
               objective: str, top: int, calibration: dict[str, Any]) -> tuple[Prediction, str]:
     """The prediction of the setting measured best among the ``top`` best
@@ -458,7 +476,8 @@ def _verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[
     ``calibration["verified"]`` gets the figures."""
     latency = objective == "latency"
     ranked = sorted(preds, key=lambda p: p.value(objective), reverse=not latency)
-    near = [p for p in ranked if p.settings != best.settings and (
+    near = [p for p in ranked if p.settings != best.settings
+            and _pool_of(p.settings) == _pool_of(best.settings) and (
         p.latency_ns <= best.latency_ns * (1 + VERIFY_MARGIN) if latency
         else p.throughput >= best.throughput * (1 - VERIFY_MARGIN))]
     chosen = [best, *near[:top - 1]]
@@ -650,6 +669,10 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
         top = max(p.throughput for p in preds)
         ties = [p for p in preds if p.throughput >= top * (1 - TIE)]
     best = min(ties, key=lambda p: _simplicity(p.settings))
+    if best.settings.operator == "framework":
+        lib = _best(preds, objective, lambda x: x.operator == "library")
+        if lib is not None and best.better(lib, objective) < 1 + FRAMEWORK_MARGIN:
+            best = lib
     verified_reason = ""
     if verify and measured_here:
         best, verified_reason = _verified(best, preds, per_instance, objective, verify,
