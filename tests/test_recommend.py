@@ -542,6 +542,11 @@ def test_verify_choice_switches_only_to_a_clearly_faster_setting() -> None:
     lead = [Verified(a, 100.0, 3, (100.0, 160.0, 110.0)),
             Verified(b, 95.0, 3, (95.0, 150.0, 100.0))]
     assert verify_choice(a, lead, ns, higher_is_better=False) == b
+    # A large median gain from rounds that disagree is no lead: here the other
+    # setting is faster in 3 of 5 rounds only.
+    split = [Verified(a, 100.0, 5, (100.0, 130.0, 130.0, 100.0, 130.0)),
+             Verified(b, 100.0, 5, (120.0, 100.0, 100.0, 120.0, 100.0))]
+    assert verify_choice(a, split, ns, higher_is_better=False) == a
 
 
 def test_measure_whole_runs_each_setting_and_skips_what_cannot_run() -> None:

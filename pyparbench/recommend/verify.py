@@ -19,20 +19,24 @@ from typing import Any
 from pyparbench.graph import Graph
 from pyparbench.settings import Settings
 
-__all__ = ["MARGIN", "SWITCH", "TOP", "Verified", "measure_whole", "verify_choice"]
+__all__ = ["CONSISTENT", "MARGIN", "SWITCH", "TOP", "Verified", "measure_whole", "verify_choice"]
 
 # How many of the best predicted settings are measured (the chosen one among them).
 TOP = 3
 # Only settings predicted within this fraction of the best are worth measuring.
 MARGIN = 0.25
 # The measured best replaces the predicted choice only when it is this much
-# faster: below it, two settings are the same within in-process noise.
+# faster (the median of its per-round ratios) and faster in at least this
+# share of the rounds: below either, two settings are the same within the
+# noise (a shared machine's slow spells hit one setting's runs of a round
+# and not the other's).
 SWITCH = 0.03
+CONSISTENT = 0.75
 # About this long is spent measuring, all settings and rounds together.
 BUDGET_NS = 2e9
 MIN_ROUNDS, MAX_ROUNDS = 2, 9
 # A round runs a small graph in one C++ loop for at least this long.
-MIN_ROUND_NS = 2e6
+MIN_ROUND_NS = 20e6
 
 Runner = Callable[[Settings, int, int], list[float]]
 
@@ -109,7 +113,8 @@ def verify_choice(chosen: Settings, measured: Sequence[Verified],
     """``chosen``, unless a measured setting beats it by more than SWITCH
     (``value``: latency in ns, or samples per second): the median over
     rounds of the two settings' ratio in the same round, so that a slow
-    spell that hit one round hits both sides of its ratio."""
+    spell that hit one round hits both sides of its ratio, and in at least
+    CONSISTENT of the rounds."""
     mine = next((v for v in measured if v.settings == chosen), None)
     if mine is None:
         return chosen
@@ -120,6 +125,7 @@ def verify_choice(chosen: Settings, measured: Sequence[Verified],
         gains = [value(b) / value(a) if higher_is_better else value(a) / value(b)
                  for a, b in zip(_rounds(mine), _rounds(other), strict=False)]
         gain = statistics.median(gains)
-        if gain > best_gain:
+        wins = sum(g > 1.0 for g in gains) / len(gains)
+        if gain > best_gain and wins >= CONSISTENT:
             pick, best_gain = other.settings, gain
     return pick if best_gain > 1 + SWITCH else chosen
