@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -568,6 +569,31 @@ def test_measure_whole_runs_each_setting_and_skips_what_cannot_run() -> None:
     assert [v.settings for v in got] == (settings if cores >= 2 else settings[:2])
     assert all(v.ns > 0 and MIN_ROUNDS <= v.rounds <= MAX_ROUNDS for v in got)
     assert measure_whole(settings, lambda s: None) == []
+
+
+def test_measure_whole_warms_each_setting_up_in_every_round(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first run of a setting after another's is cold: every round's
+    # timed runs follow an untimed one, whatever the graph's length.
+    from pyparbench.recommend import verify
+
+    calls: list[tuple[Settings, int, int]] = []
+
+    def fake_runner(graphs: Any) -> Any:
+        def run(s: Settings, repeats: int, warmup: int) -> list[float]:
+            calls.append((s, repeats, warmup))
+            return [50e6 if s.intra_op == 1 else 30e6] * repeats
+        return run
+
+    monkeypatch.setattr(verify, "_runner", fake_runner)
+    settings = [Settings(intra_op=1), Settings(intra_op=2)]
+    got = verify.measure_whole(settings, lambda s: [models.build("mlp-512", 1)], budget_ns=1e9)
+    timed = calls[len(settings):]  # after each setting's estimate
+    assert len(timed) == len(settings) * got[0].rounds
+    assert all(warmup >= 1 for _, _, warmup in timed)
+    # The budget counts the untimed runs: 1e9 / (2 x (50 + 30) ms) rounds.
+    assert got[0].rounds == max(verify.MIN_ROUNDS, min(verify.MAX_ROUNDS, 6))
+    assert [v.ns for v in got] == [50e6, 30e6]
 
 
 def test_recommend_measures_its_best_candidates_whole(cache: Path,

@@ -35,8 +35,13 @@ CONSISTENT = 0.75
 # About this long is spent measuring, all settings and rounds together.
 BUDGET_NS = 2e9
 MIN_ROUNDS, MAX_ROUNDS = 2, 9
-# A round runs a small graph in one C++ loop for at least this long.
+# A round runs a small graph in one C++ loop for at least this long, after
+# one untimed run: the first run after another setting's is slow (its OpenMP
+# team wakes, its data comes back into cache; GoogLeNet b1's sync 1x2 read
+# 30-45 ms right after async 2x1 against 16-18 ms warm, which made the
+# slower setting look 16% faster).
 MIN_ROUND_NS = 20e6
+ROUND_WARMUP = 1
 
 Runner = Callable[[Settings, int, int], list[float]]
 
@@ -91,14 +96,14 @@ def measure_whole(settings: Sequence[Settings],
         est = min(run(s, 1, 1))  # and a warm-up
         repeats = max(1, min(20, int(MIN_ROUND_NS / max(est, 1.0))))
         runs.append((s, run, repeats))
-        per_round += est * repeats
+        per_round += est * (repeats + ROUND_WARMUP)
     if not runs:
         return []
     rounds = max(MIN_ROUNDS, min(MAX_ROUNDS, int(budget_ns / max(per_round, 1.0))))
     samples: list[list[float]] = [[] for _ in runs]
     for _ in range(rounds):
         for i, (s, run, repeats) in enumerate(runs):
-            samples[i].append(statistics.median(run(s, repeats, 1 if repeats > 1 else 0)))
+            samples[i].append(statistics.median(run(s, repeats, ROUND_WARMUP)))
     return [Verified(s, statistics.median(v), rounds, tuple(v))
             for (s, _, _), v in zip(runs, samples, strict=True)]
 
