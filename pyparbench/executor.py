@@ -296,7 +296,7 @@ class CompiledGraph:
         node may have reused a node's buffer: reading it raises ValueError
         naming it (graph inputs and outputs are always kept; a graph_opt
         without ``memory`` keeps every value, e.g.
-        ``"bn_fold+residual+activation+layout+subsample"``)."""
+        ``"bn_fold+residual+activation+layout+subsample+microbatch"``)."""
         with self._lock:
             try:
                 return self._last.outputs([node])[0]
@@ -355,7 +355,7 @@ def _graph_opt_dict(settings: Settings, original: Graph, opt: OptimizeResult) ->
     """What the passes did: asked for, applied, skipped (why), and the node
     counts and FLOPs before and after."""
     return {"requested": settings.graph_opt, "applied": list(opt.applied),
-            "skipped": dict(opt.skipped), "nodes": len(opt.graph),
+            "skipped": dict(opt.skipped), "details": dict(opt.details), "nodes": len(opt.graph),
             "original_nodes": len(original), "flops": opt.graph.flops,
             "original_flops": original.flops}
 

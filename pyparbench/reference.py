@@ -280,4 +280,5 @@ _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
     "tril_flatten": _tril_flatten,
     # A change of memory layout only: the same values.
     "reorder": lambda node, args, ft: args[0],
+    "slice": lambda node, args, ft: args[0][node.attrs["start"]:node.attrs["start"] + node.shape[0]],
 }

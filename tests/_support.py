@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from pyparbench.graph import Graph
 from pyparbench.graph.builder import pool_output_size
 from pyparbench.reference import conv2d_reference
 
@@ -263,3 +264,37 @@ def ref_embedding_bag(table: npt.ArrayLike, indices: npt.ArrayLike,
         if hi > lo:
             out[b] = rows.sum(0) if mode == "sum" else rows.mean(0)
     return out
+
+
+def assert_lifetimes_disjoint(g: Graph, slots: list[int]) -> None:
+    """Whatever the schedule: two values sharing a buffer never overlap. The
+    later owner's node must have every writer and reader of the earlier
+    value among its ancestors."""
+    anc: list[set[int]] = []
+    for n in g.nodes:
+        a: set[int] = set()
+        for i in n.inputs:
+            a |= anc[i] | {i}
+        anc.append(a)
+
+    def owner(i: int) -> int:
+        n = g[i]
+        if n.op in ("reshape", "slice"):  # views of their (first) input
+            return owner(n.inputs[0])
+        if "inplace" in n.attrs:
+            return owner(n.inputs[int(n.attrs["inplace"])])
+        return i
+
+    users: dict[int, set[int]] = {}
+    for n in g.nodes:
+        users.setdefault(owner(n.id), set()).add(n.id)
+        for i in n.inputs:
+            users.setdefault(owner(i), set()).add(n.id)
+    owners = sorted({owner(n.id) for n in g.nodes})
+    kept = {owner(i) for i in (*g.inputs, *g.outputs)}
+    for i, a in enumerate(owners):
+        for b in owners[i + 1:]:
+            if slots[a] != slots[b]:
+                continue
+            assert a not in kept, f"kept value {g[a].name} shares a buffer"
+            assert users[a] <= anc[b], f"{g[b].name} may overwrite {g[a].name} in use"

@@ -124,10 +124,14 @@ def all_ops_graph(batch: int = 2) -> Graph:
 def fused_graph_spec() -> dict[str, Any]:
     """A graph with what the executor's optimisation passes write into nodes:
     a conv2d with a residual second input and an activation, activations
-    on linear and matmul, and a layout reorder (an identity)."""
+    on linear and matmul, a layout reorder (an identity), and the
+    micro-batch pass's slices of the batch (the second ordered after the
+    first) joined by a concat."""
     b = GraphBuilder("fused", seed=5)
     x = b.input("x", (2, 4, 6, 6))
-    a = b.conv2d(x, 4, 3, padding=1)
+    xs = b.input("xs", (1, 4, 6, 6))
+    rows0, rows1 = b.eltwise(xs, "relu"), b.eltwise(xs, "relu")  # become slices of x
+    a = b.conv2d(b.add(b.add(b.concat([rows1, rows0], axis=0), xs), x), 4, 3, padding=1)
     c = b.conv2d(a, 4, 1)
     e = b.eltwise(c, "relu")
     h = b.linear(b.global_avg_pool(e), 6)
@@ -137,6 +141,8 @@ def fused_graph_spec() -> dict[str, Any]:
     nodes[c]["inputs"].append(x)  # the residual
     nodes[c]["attrs"]["activation"] = "relu6"
     nodes[e].update(op="reorder", attrs={"layout": "nhwc"})
+    nodes[rows0].update(op="slice", inputs=[x], attrs={"start": 0})
+    nodes[rows1].update(op="slice", inputs=[x, rows0], attrs={"start": 1})
     nodes[h]["attrs"]["activation"] = "gelu"
     nodes[m]["attrs"]["activation"] = "sigmoid"
     return spec

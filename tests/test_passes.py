@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from _support import assert_lifetimes_disjoint
+
 from pyparbench import models
 from pyparbench.cli._common import add_settings_args, settings_from_args
 from pyparbench.executor import compile_graph
@@ -185,11 +187,11 @@ def test_default_is_full_and_none_is_the_graph_as_built() -> None:
 def test_passes_a_library_cannot_take_are_skipped_and_named() -> None:
     g = _block("tanh")
     eigen = optimize(g, PASSES, library="eigen")
-    assert eigen.applied == ("bn_fold", "activation", "memory")
+    assert eigen.applied == ("bn_fold", "activation", "microbatch", "memory")
     assert set(eigen.skipped) == {"residual", "layout", "subsample", "activation"}
     assert any(n.op == "eltwise" for n in eigen.graph)  # tanh left unfused
     fw = optimize(g, PASSES, operator="framework")
-    assert fw.applied == ("bn_fold", "activation", "memory")
+    assert fw.applied == ("bn_fold", "activation", "microbatch", "memory")
     assert set(fw.skipped) == {"residual", "layout", "subsample"}
     want = reference_forward(g, g.random_inputs(seed=0))
     for s in (Settings(library="eigen"), Settings(library="blas", intra_op=2),
@@ -271,40 +273,6 @@ def test_subsample_splits_strided_pointwise_convs_and_shares_the_copy() -> None:
 # --------------------------------------------------------------------- memory
 
 
-def _lifetimes_disjoint(g: Graph, slots: list[int]) -> None:
-    """Whatever the schedule: two values sharing a buffer never overlap. The
-    later owner's node must have every writer and reader of the earlier
-    value among its ancestors."""
-    anc: list[set[int]] = []
-    for n in g.nodes:
-        a: set[int] = set()
-        for i in n.inputs:
-            a |= anc[i] | {i}
-        anc.append(a)
-
-    def owner(i: int) -> int:
-        n = g[i]
-        if n.op == "reshape":
-            return owner(n.inputs[0])
-        if "inplace" in n.attrs:
-            return owner(n.inputs[int(n.attrs["inplace"])])
-        return i
-
-    users: dict[int, set[int]] = {}
-    for n in g.nodes:
-        users.setdefault(owner(n.id), set()).add(n.id)
-        for i in n.inputs:
-            users.setdefault(owner(i), set()).add(n.id)
-    owners = sorted({owner(n.id) for n in g.nodes})
-    kept = {owner(i) for i in (*g.inputs, *g.outputs)}
-    for i, a in enumerate(owners):
-        for b in owners[i + 1:]:
-            if slots[a] != slots[b]:
-                continue
-            assert a not in kept, f"kept value {g[a].name} shares a buffer"
-            assert users[a] <= anc[b], f"{g[b].name} may overwrite {g[a].name} in use"
-
-
 @pytest.mark.parametrize("name", ["googlenet", "resnet50", "mobilenet-v2", "dlrm-kaggle",
                                   "transformer"])
 def test_memory_pass_shares_buffers_only_between_disjoint_lifetimes(name: str) -> None:
@@ -318,7 +286,7 @@ def test_memory_pass_shares_buffers_only_between_disjoint_lifetimes(name: str) -
     # Fewer bytes than one buffer per node.
     assert full.resolved["graph_opt"]["buffer_bytes"] < own.resolved["graph_opt"]["buffer_bytes"]
     v = cg._variant(Settings())
-    _lifetimes_disjoint(v.graph, v.plan.buffer_slots)
+    assert_lifetimes_disjoint(v.graph, v.plan.buffer_slots)
     # Every scheduler, several workers at once: the same outputs.
     for s in (Settings(), Settings(intra_op=2),
               Settings(scheduler="async", inter_op=2, intra_op=1),
@@ -373,4 +341,4 @@ def test_memory_pass_on_hand_made_graphs_with_aliases() -> None:
         for k in want:
             assert _err(got[k], want[k]) <= RTOL
     v = cg._variant(Settings())
-    _lifetimes_disjoint(v.graph, v.plan.buffer_slots)
+    assert_lifetimes_disjoint(v.graph, v.plan.buffer_slots)

@@ -59,6 +59,7 @@ void register_graph(py::module_& m) {
       .def_readwrite("padding", &NodeSpec::padding)
       .def_readwrite("groups", &NodeSpec::groups)
       .def_readwrite("axis", &NodeSpec::axis)
+      .def_readwrite("start", &NodeSpec::start)
       .def_readwrite("eps", &NodeSpec::eps)
       .def_readwrite("relu", &NodeSpec::relu)
       .def_readwrite("trans_b", &NodeSpec::trans_b)

@@ -20,6 +20,7 @@ class NodeSpec:
     padding: list[int]
     groups: int
     axis: int
+    start: int
     eps: float
     relu: bool
     trans_b: bool

@@ -50,7 +50,7 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
     out = np.empty(node.shape, np.float32)
     k: Any
     run: Timer
-    if op in ("input", "reshape", "reorder"):
+    if op in ("input", "reshape", "reorder", "slice"):
         return None
     if op == "conv2d":
         w = _f32(p["weight"])
@@ -192,7 +192,7 @@ class NativeModel:
         times, whole = self.node_times(iterations)
         agg: dict[str, list[float]] = {}
         for n, t in zip(self.optimized.nodes, times, strict=True):
-            if n.op in ("input", "reshape"):
+            if n.op in ("input", "reshape", "slice"):
                 continue
             slot = agg.setdefault(n.op, [0.0, 0.0])
             slot[0] += t

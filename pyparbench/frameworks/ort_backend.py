@@ -211,6 +211,11 @@ class _Builder:
                 np.int64))], s, axis=1)
         elif op == "reorder":  # a layout change of the native plan: an identity here
             y = self.node("Identity", [x], s)
+        elif op == "slice":  # a micro-batch of the native plan: rows of the batch
+            bounds = np.array([a["start"], a["start"] + n.shape[0]], np.int64)
+            y = self.node("Slice", [x, self.init(f"{s}.starts", bounds[:1]),
+                                    self.init(f"{s}.ends", bounds[1:]),
+                                    self.init(f"{s}.axes", np.zeros(1, np.int64))], s)
         else:
             raise ValueError(f"node {n.name!r}: op {op!r} has no ONNX form")
         # What the optimisation passes fuse: a conv's residual, then an activation.

@@ -172,6 +172,9 @@ class TFModel:
     def _op(self, node: Node, ins: list[tuple[Any, bool]]) -> tuple[Any, bool]:
         if node.op == "reorder":  # a layout change of the native plan: an identity here
             return ins[0]
+        if node.op == "slice":  # a micro-batch of the native plan: rows of the batch
+            start = node.attrs["start"]
+            return ins[0][0][start:start + node.shape[0]], ins[0][1]
         y, nhwc = self._compute(node, ins)
         # What the optimisation passes fuse: a conv's residual, then an activation.
         if node.op == "conv2d" and len(ins) == 2:

@@ -225,6 +225,8 @@ class _Gen:
             expr = f"{x}[:, self.{bi}, self.{bj}]"
         elif op == "reorder":  # a layout change of the native plan: an identity here
             expr = x
+        elif op == "slice":  # a micro-batch of the native plan: rows of the batch
+            expr = f"{x}[{a['start']}:{a['start'] + node.shape[0]}]"
         else:
             raise ValueError(f"node {node.name!r}: op {op!r} has no PyTorch form")
         # What the optimisation passes fuse: a conv's residual, then an activation.

@@ -249,7 +249,7 @@ def _flops(n: Node, ins: Sequence[Node]) -> tuple[int, int]:
 
 
 def _bytes(n: Node, ins: Sequence[Node]) -> int:
-    if n.op == "input":
+    if n.op in ("input", "slice"):  # a slice is a view of its input's rows
         return 0
     moved = sum(_size(i) * DTYPE_BYTES[i.dtype] for i in ins) + _size(n) * DTYPE_BYTES[n.dtype]
     if n.op == "embedding_bag":

@@ -33,6 +33,9 @@ index inputs of ``embedding_bag``):
 ``softmax``               [axis]
 ``reshape``               [shape] the full output shape
 ``transpose``             [perm]
+``slice``                 [start] rows start .. start + batch - 1 of its first input along
+                          axis 0 (a view in the native plan); further inputs only order it
+                          after those nodes (set by the micro-batch pass)
 ``tril_flatten``          (B, n, n) -> (B, n(n-1)/2): the strictly lower triangle, row
                           by row (DLRM's dot interaction without self-interaction)
 ========================  ==========================================================

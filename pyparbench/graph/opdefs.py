@@ -11,7 +11,7 @@ __all__ = ["DTYPE_BYTES", "ELTWISE_FLOPS", "FUSABLE_ACTIVATIONS", "HEAVY_OPS", "
 OPS = frozenset({
     "input", "conv2d", "linear", "matmul", "embedding_bag", "eltwise", "add", "mul",
     "concat", "pool2d", "global_avg_pool", "batch_norm", "layer_norm", "softmax",
-    "reshape", "transpose", "tril_flatten", "reorder",
+    "reshape", "transpose", "tril_flatten", "reorder", "slice",
 })
 HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag"})
 DTYPE_BYTES = {"float32": 4, "int64": 8}
@@ -50,4 +50,5 @@ NATIVE_ATTRS: dict[str, tuple[str, ...]] = {
     "batch_norm": ("eps",),
     "layer_norm": ("eps",),
     "transpose": ("perm",),
+    "slice": ("start",),
 }

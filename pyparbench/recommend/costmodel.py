@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 # Ops the executor does not run: a graph input, and reshape (a view of its input).
-ALIAS_OPS = frozenset({"input", "reshape"})
+ALIAS_OPS = frozenset({"input", "reshape", "slice"})
 
 
 def _jsonable(v: Any) -> Any:

@@ -235,6 +235,7 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       return unary_call(std::make_unique<TrilFlatten>(ins[0].shape, threads), ins[0], out);
     case OpKind::input:
     case OpKind::reshape:
+    case OpKind::slice:
       break;
   }
   throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) + ") has no kernel");

@@ -33,6 +33,7 @@ struct NodeSpec {
   std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, dilation{1, 1};
   std::array<int64_t, 4> padding{0, 0, 0, 0};  // top, bottom, left, right
   int64_t groups = 1;
+  int64_t start = 0;  // slice: the first row it views along axis 0
   int axis = 1;
   float eps = 1e-5f;
   bool relu = false, trans_b = false, ceil_mode = false, count_include_pad = true;

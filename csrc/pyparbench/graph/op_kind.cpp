@@ -25,6 +25,7 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::transpose, "transpose"},
     {OpKind::tril_flatten, "tril_flatten"},
     {OpKind::reorder, "reorder"},
+    {OpKind::slice, "slice"},
 };
 
 }  // namespace
@@ -33,6 +34,8 @@ const char* op_name(OpKind op) { return enum_name(kOpNames, op); }
 
 OpKind parse_op(const std::string& name) { return enum_value(kOpNames, "op", name); }
 
-bool is_alias(OpKind op) { return op == OpKind::input || op == OpKind::reshape; }
+bool is_alias(OpKind op) {
+  return op == OpKind::input || op == OpKind::reshape || op == OpKind::slice;
+}
 
 }  // namespace ppb

@@ -26,6 +26,7 @@ enum class OpKind {
   transpose,
   tril_flatten,
   reorder,  // the same logical tensor in another memory layout (NodeSpec::nhwc)
+  slice,    // rows [start, start + shape[0]) of its first input along axis 0: a view
 };
 
 // The op's name in the graph IR ("conv2d", "global_avg_pool", ...).

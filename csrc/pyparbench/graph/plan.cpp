@@ -10,6 +10,7 @@
 #include <cstring>
 #include <set>
 #include <stdexcept>
+#include <string>
 
 namespace ppb {
 
@@ -19,6 +20,23 @@ int64_t elements(const Shape& s) {
   int64_t n = 1;
   for (auto d : s) n *= d;
   return n;
+}
+
+// The byte offset of slice `s` into its input `in`'s buffer; throws unless
+// `s` is rows [start, start + shape[0]) of `in` along axis 0.
+size_t slice_offset(const NodeSpec& s, const NodeSpec& in) {
+  const std::string where = "slice node '" + s.name + "'";
+  if (in.shape.empty() || s.shape.size() != in.shape.size() ||
+      !std::equal(s.shape.begin() + 1, s.shape.end(), in.shape.begin() + 1))
+    throw std::invalid_argument(where + " must keep every axis but the first of its input");
+  if (s.start < 0 || s.start + s.shape[0] > in.shape[0])
+    throw std::invalid_argument(where + ": rows [" + std::to_string(s.start) + ", " +
+                                std::to_string(s.start + s.shape[0]) +
+                                ") are not within its input's " + std::to_string(in.shape[0]));
+  if (s.int64 != in.int64)
+    throw std::invalid_argument(where + " must keep its input's element type");
+  return static_cast<size_t>(s.start * (elements(in.shape) / in.shape[0])) *
+         (in.int64 ? 8 : 4);
 }
 
 }  // namespace
@@ -35,6 +53,10 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
   dependencies_.resize(nodes_.size());
   data_.resize(nodes_.size(), nullptr);
   std::vector<BufferNode> buffers(nodes_.size());
+  // Per node: its byte offset into the buffer it shares (a slice's rows),
+  // and the node that owns that buffer.
+  std::vector<size_t> offset(nodes_.size(), 0);
+  std::vector<int> root(nodes_.size());
   int64_t max_channels = 1;
   for (int i = 0; i < n; ++i) {
     NodeSpec& s = nodes_[i];
@@ -55,10 +77,22 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
     b.inputs.assign(distinct.begin(), distinct.end());
     b.bytes = (static_cast<size_t>(elements(s.shape)) * (s.int64 ? 8 : 4) + 63) / 64 * 64;
     b.keep = s.op == OpKind::input;
+    root[i] = i;
     if (s.op == OpKind::reshape) {
       if (s.inputs.size() != 1 || elements(nodes_[s.inputs[0]].shape) != elements(s.shape))
         throw std::invalid_argument("reshape node '" + s.name + "' changes the element count");
       b.alias_of = s.inputs[0];
+      offset[i] = offset[b.alias_of];
+      root[i] = root[b.alias_of];
+      continue;
+    }
+    if (s.op == OpKind::slice) {
+      // Inputs past the first only order the slice after those nodes.
+      if (s.inputs.empty())
+        throw std::invalid_argument("slice node '" + s.name + "' has no inputs");
+      b.alias_of = s.inputs[0];
+      offset[i] = offset[b.alias_of] + slice_offset(s, nodes_[b.alias_of]);
+      root[i] = root[b.alias_of];
       continue;
     }
     if (s.inplace >= 0) {
@@ -67,10 +101,14 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
                                     std::to_string(s.inplace) + " of " +
                                     std::to_string(s.inputs.size()));
       const NodeSpec& src = nodes_[s.inputs[s.inplace]];
-      if (src.op == OpKind::input || src.int64 || elements(src.shape) != elements(s.shape))
+      // Never into a graph input's buffer (nor a view of it): the caller's data.
+      if (nodes_[root[s.inputs[s.inplace]]].op == OpKind::input || src.int64 ||
+          elements(src.shape) != elements(s.shape))
         throw std::invalid_argument("node '" + s.name + "' cannot write in place into '" +
                                     src.name + "'");
       b.alias_of = s.inputs[s.inplace];
+      offset[i] = offset[b.alias_of];
+      root[i] = root[b.alias_of];
       continue;
     }
     if (s.op != OpKind::input && s.inputs.empty())
@@ -90,7 +128,7 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
     owned_.push_back(p);
     allocated_ += bytes;
   }
-  for (int i = 0; i < n; ++i) data_[i] = owned_[bp.slot[i]];
+  for (int i = 0; i < n; ++i) data_[i] = static_cast<char*>(owned_[bp.slot[i]]) + offset[i];
   overwritten_ = bp.overwritten;
   slots_ = bp.slot;
   ones_.assign(static_cast<size_t>(max_channels), 1.f);
