@@ -255,16 +255,6 @@ def assumed_clock(measured_mhz: float = 0.0) -> Clock:
     return Clock(readings[source], source, readings)
 
 
-def _llc_bytes() -> int:
-    from pyparbench.threading.topology import topology
-
-    caches = topology().caches
-    if not caches:
-        return 32 << 20
-    top = max(c.level for c in caches)
-    return sum(int(c.size) * int(c.count) for c in caches if c.level == top)
-
-
 def compact_cpus(threads: int) -> tuple[int, ...]:
     """One CPU per physical core, compact order (no SMT sibling shares a core)."""
     from pyparbench.threading.placement import place
@@ -320,7 +310,9 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
     kernel = _p.fma_kernel(isa)
     if quick:
         repeats = max(3, repeats // 2)
-    llc = _llc_bytes()
+    from pyparbench.threading.topology import last_level_cache_bytes
+
+    llc = last_level_cache_bytes()
     array_bytes = max(_BEYOND_LLC * llc, _MIN_ARRAY_BYTES)
     table_bytes = 2 * array_bytes
     elements = array_bytes // 4

@@ -621,3 +621,20 @@ def test_recommend_measures_its_best_candidates_whole(cache: Path,
     for bad in (-1, True, 1.5):
         with pytest.raises(ValueError, match="verify must be an int >= 0"):
             recommend(graph, cache_dir=cache, verify=bad)  # type: ignore[arg-type]
+
+
+def test_verify_measures_openmp_and_std_pools_side_by_side_but_not_eigens() -> None:
+    from pyparbench.recommend import _may_share_a_process
+
+    lib = Settings(intra_op=2)
+    std = Settings(intra_op=2, operator="framework", pool="std")
+    eigen = Settings(intra_op=2, operator="framework", pool="eigen")
+    omp_fw = Settings(intra_op=2, operator="framework", pool="openmp")
+    assert _may_share_a_process(lib, std) and _may_share_a_process(std, omp_fw)
+    assert _may_share_a_process(lib, omp_fw) and _may_share_a_process(eigen, eigen)
+    # Eigen's spinning workers slow another pool's runs in the same process.
+    for other in (lib, std, omp_fw):
+        assert not _may_share_a_process(eigen, other)
+        assert not _may_share_a_process(other, eigen)
+    # An eigen-pool setting in library mode runs on OpenMP's threads.
+    assert _may_share_a_process(Settings(intra_op=2, pool="eigen"), lib)

@@ -39,8 +39,9 @@ the IR, each switchable, that leave every output unchanged (up to rounding).
 Rewritten nodes carry only attributes the reference understands
 (``activation``; a conv2d's second input is its residual) or that describe
 memory and not values (``layout``, ``inplace``, the ``reorder`` op, an
-identity, and the ``slice`` op, a view of rows of the batch): :func:`pyparbench.reference.reference_forward` of the optimised
-graph is the original's. :func:`optimize` applies a pipeline and says which
+identity, and the ``slice`` op, a view of rows of the batch):
+:func:`pyparbench.reference.reference_forward` of the optimised graph is
+the original's. :func:`optimize` applies a pipeline and says which
 passes ran and which were skipped for the settings' library or operator mode.
 """
 
@@ -553,16 +554,13 @@ def _split_batch(g: Graph, plan: MicroBatchPlan) -> Graph:
 @functools.cache
 def cache_budget_bytes() -> int:
     """The activation bytes a node may move and still find them in cache:
-    an eighth of this machine's last-level cache (hwloc; 32 MiB if it tells
-    none), the rest left to weights, the next node's data and other
-    processes. Measured on a 32 MiB-L3 Zen 4: MobileNet-v2's pointwise
-    convs run at 180-210 GFLOP/s moving 4.4 MB and at 85-100 moving 9-17 MB."""
-    from pyparbench.threading.topology import topology
+    an eighth of this machine's last-level cache (hwloc), the rest left to
+    weights, the next node's data and other processes. Measured on a
+    32 MiB-L3 Zen 4: MobileNet-v2's pointwise convs run at 180-210 GFLOP/s
+    moving 4.4 MB and at 85-100 moving 9-17 MB."""
+    from pyparbench.threading.topology import last_level_cache_bytes
 
-    caches = topology().caches
-    top = max((c.level for c in caches), default=0)
-    llc = sum(int(c.size) * int(c.count) for c in caches if c.level == top) or 32 << 20
-    return int(llc) // 8
+    return last_level_cache_bytes() // 8
 
 
 # ------------------------------------------------------------------- pipeline
