@@ -195,7 +195,10 @@ def _activation(y: np.ndarray, kind: str | None) -> np.ndarray:
     return y
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 512, 512), (8, 24, 40), (37, 129, 65)])
+# n = 256, 512, 1024: weight rows a multiple of 1 KiB, stored padded where the
+# primitive keeps plain weights.
+@pytest.mark.parametrize("m,n,k", [(1, 512, 512), (8, 24, 40), (37, 129, 65), (128, 1024, 96),
+                                   (3, 256, 33)])
 @pytest.mark.parametrize("activation", [None, "relu", "gelu"])
 def test_prepared_linear_packs_weights_once(m: int, n: int, k: int, activation: str | None,
                                             threads: int, rng: np.random.Generator) -> None:
