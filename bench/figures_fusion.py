@@ -3,7 +3,7 @@ PyTorch (eager and frozen TorchScript) and ONNX Runtime running the same
 architecture with the same weights, side by side in one run.
 
     python bench/figures_fusion.py [--models resnet50,...] [--batches 1,8] [--threads 2]
-                                   [--rounds 3] [--json out.json]
+                                   [--rounds 3] [--lockstep 20] [--json out.json]
 
 Every runtime runs in its own fresh process pinned to the same ``--threads``
 CPUs (compact), one process per runtime and round, rounds interleaved so
@@ -13,9 +13,12 @@ medians. The framework models are pyparbench's framework backends
 (:mod:`pyparbench.frameworks`: the Graph written the way each framework's
 users write it). Printed per model: native latency with every pass and
 with none, each framework's, native's ratio to the fastest framework
-(above 1: native is faster), the share of the measured FMA peak native
-reaches (model FLOPs / latency / ``pyparbench peak`` at ``--threads``), and
-where native loses, its per-op-type trace.
+(above 1: native is faster) from the medians and, steadier where the
+machine has slow spells, from ``--lockstep`` paired runs of native and
+that framework taking turns (:func:`pyparbench.frameworks.run_lockstep`,
+with its 95 % interval), the share of the measured FMA peak native reaches
+(model FLOPs / latency / ``pyparbench peak`` at ``--threads``), and where
+native loses, its per-op-type trace.
 
 embedding_bag against PyTorch's: ``bench/embedding_bag_vs_torch.py``.
 """
@@ -84,6 +87,22 @@ def _trace(name: str, batch: int, threads: int) -> dict[str, float]:
     return {k: round(v, 3) for k, v in sorted(least.items(), key=lambda kv: -kv[1])}
 
 
+def _lockstep(name: str, batch: int, threads: int, best: str, steps: int) -> dict[str, Any]:
+    """Native (every pass) against the fastest framework, taking turns run by
+    run in their own processes: the ratio a slow spell cancels out of."""
+    from pyparbench.frameworks import Contender, ModelRef, run_lockstep
+    from pyparbench.settings import Settings
+
+    framework, _, mode = best.partition("/")
+    s = Settings(intra_op=threads, affinity="compact")
+    res = run_lockstep(ModelRef(name, batch, kwargs=SIZES.get(name, {})),
+                       [Contender("native", settings=s), Contender(framework, mode or None, s)],
+                       steps=steps)
+    if res.errors or not res.steps:
+        return {"errors": res.errors}
+    return res.ratio("native", best).as_dict()
+
+
 def _summary(samples: list[float]) -> dict[str, float]:
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
             "rounds": len(samples)}
@@ -96,6 +115,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=10, help="timed runs per process")
     ap.add_argument("--rounds", type=int, default=3, help="processes per runtime")
+    ap.add_argument("--lockstep", type=int, default=20, metavar="STEPS",
+                    help="paired runs of native and the fastest framework in lockstep (0: none)")
     ap.add_argument("--json", help="also write every figure here")
     a = ap.parse_args()
 
@@ -111,7 +132,7 @@ def main() -> None:
           f"{a.rounds} processes each (min..max of the process medians)")
     names = ["native none", "native full", *[f"{f[:5]}/{m[:6]}" for f, m in runs]]
     print(f"{'model':13s} {'b':>2s} " + " ".join(f"{n:>12s}" for n in names)
-          + "  full/best  %peak")
+          + "  full/best  lockstep  %peak")
     rows: list[dict[str, Any]] = []
     for name in a.models.split(","):
         for batch in (int(b) for b in a.batches.split(",")):
@@ -138,9 +159,13 @@ def main() -> None:
             full = row.get("native_full", {}).get("median", float("nan"))
             best_k = min(fw, key=fw.__getitem__) if fw else None
             ratio = fw[best_k] / full if best_k else float("nan")
+            paired = (_lockstep(name, batch, a.threads, best_k, a.lockstep)
+                      if best_k and a.lockstep else None)
+            ratio_paired = paired["median"] if paired and "median" in paired else float("nan")
             flops = models.build(name, batch, **SIZES.get(name, {})).flops
             pct = 100.0 * flops / (full * 1e-3) / (peak * 1e9)
-            row.update(best_framework=best_k, native_vs_best=ratio, percent_of_peak=pct,
+            row.update(best_framework=best_k, native_vs_best=ratio,
+                       lockstep=paired, percent_of_peak=pct,
                        gflop=flops / 1e9)
 
             def cell(k: str, row: dict[str, Any] = row) -> str:
@@ -149,7 +174,12 @@ def main() -> None:
             print(f"{name:13s} {batch:2d} "
                   + " ".join(cell(k) for k in ["native_none", "native_full",
                                                *[f"{f}/{m}" for f, m in runs]])
-                  + f"  {ratio:8.2f}x  {pct:4.0f}%", flush=True)
+                  + f"  {ratio:8.2f}x {ratio_paired:8.2f}x  {pct:4.0f}%", flush=True)
+            if paired:
+                print(f"    lockstep, {a.lockstep} paired runs: "
+                      + (f"x{paired['median']:.3f} [{paired['low']:.3f}, {paired['high']:.3f}], "
+                         f"native faster in {paired['a_faster']}" if "median" in paired
+                         else f"failed: {paired['errors']}"))
             info = row.get("graph_opt_full") or {}
             if info:
                 print(f"    passes {info.get('applied')}: {info.get('nodes')} -> "
@@ -166,4 +196,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -11,6 +11,8 @@ in the result as not applicable.
 
 * :func:`run_framework` — one graph in one framework: latency, reported
   thread settings, threading audit, optional outputs and profile.
+* :func:`run_lockstep` — runtimes each in its own process, taking turns run
+  by run: the paired ratio a slow spell of a shared machine cancels out of.
 * :func:`framework_outputs` — the outputs of graphs in a framework, to
   compare with the executor or the float64 reference.
 * :func:`measure_overhead` — a model natively and in each framework: latency,
@@ -27,6 +29,7 @@ from pyparbench.frameworks.launch import (
     run_child,
     run_framework,
 )
+from pyparbench.frameworks.lockstep import Contender, LockstepResult, PairedRatio, run_lockstep
 from pyparbench.frameworks.mapping import (
     DEFAULT_MODES,
     FRAMEWORKS,
@@ -50,11 +53,14 @@ __all__ = [
     "FRAMEWORKS",
     "MODES",
     "TARGETS",
+    "Contender",
     "FrameworkConfig",
     "FrameworkError",
     "Job",
+    "LockstepResult",
     "ModelRef",
     "NotApplicable",
+    "PairedRatio",
     "build_graph",
     "dispatch_graph",
     "framework_outputs",
@@ -65,5 +71,6 @@ __all__ = [
     "operator_scaling",
     "run_child",
     "run_framework",
+    "run_lockstep",
     "to_spec",
 ]

@@ -19,6 +19,10 @@ threading audit from /proc, and per job its timings (ns), optional outputs
 executor's trace) and, natively, each node's isolated-kernel time. A job that fails is reported as such;
 the others still run.
 
+With ``"lockstep": true`` in the request the child runs its one job's
+timed runs one at a time, each on the parent's ``go`` (see
+:mod:`pyparbench.frameworks.lockstep`).
+
 ``PYPARBENCH_FRAMEWORK_HOOK`` injects failures for tests: ``abort`` (the
 child aborts), ``hang`` (it sleeps forever), ``import=NAME`` (it imports
 module NAME in place of the framework); ``ACTION@FRAMEWORK`` only in that
@@ -38,6 +42,7 @@ from collections.abc import Mapping
 from typing import Any
 
 HOOK_ENV = "PYPARBENCH_FRAMEWORK_HOOK"
+STEP_MARK = "@pyparbench-step "
 MODULES = {"tensorflow": "tensorflow", "torch": "torch", "onnxruntime": "onnxruntime",
            "native": "pyparbench._core"}
 
@@ -110,13 +115,16 @@ def _job(framework: str, fw: Any, job: Mapping[str, Any], req: Mapping[str, Any]
     model = _prepare(framework, fw, graph, inputs, req)
     out["setup_s"] = time.perf_counter() - t0
     repeats = int(job.get("repeats", 0))
-    if repeats:
+    lockstep = bool(req.get("lockstep"))
+    if repeats or lockstep:
         before = proc_audit.snapshot()
-        ns = model.time(repeats, int(job.get("warmup", 3)))
+        ns = (_lockstep(model, int(job.get("warmup", 3))) if lockstep
+              else model.time(repeats, int(job.get("warmup", 3))))
         after = proc_audit.snapshot()
         settings = req["settings"]
         out["ns"] = ns
-        out["latency"] = summarize(ns).as_dict()
+        if ns:
+            out["latency"] = summarize(ns).as_dict()
         out["proc_audit"] = proc_audit.compare(
             before, after, threads=settings["inter_op"] * settings["intra_op"] + 1,
             cpus=req.get("cpus"))
@@ -140,8 +148,27 @@ def _job(framework: str, fw: Any, job: Mapping[str, Any], req: Mapping[str, Any]
     return out
 
 
+def _lockstep(model: Any, warmup: int) -> list[float]:
+    """Timed runs one at a time, each when the parent says ``go`` on stdin
+    (``end`` or end of input stops), each answered on stdout by a
+    ``STEP_MARK`` line: the parent runs several children in turn, so that a
+    slow spell of the machine falls on neighbouring runs of each. Each timed
+    run follows one untimed run: the first run after another process's
+    wakes this one's sleeping pool and meets the other's pool still spinning."""
+    model.time(1, warmup)
+    print(STEP_MARK + "ready", flush=True)
+    ns: list[float] = []
+    for line in sys.stdin:
+        if line.strip() != "go":
+            break
+        ns.extend(model.time(1, 1))
+        print(f"{STEP_MARK}{ns[-1]:.0f}", flush=True)
+    return ns
+
+
 def main() -> int:
-    req = json.loads(sys.stdin.read())
+    # One line: later lines on stdin are a lockstep run's commands.
+    req = json.loads(sys.stdin.readline())
     framework = req["framework"]
     # Before the framework narrows any thread (GOMP_CPU_AFFINITY binds this one).
     process_cpus = sorted(os.sched_getaffinity(0))

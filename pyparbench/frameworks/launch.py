@@ -129,6 +129,94 @@ def _signal_name(rc: int) -> str:
         return f"signal {-rc}"
 
 
+@dataclass(frozen=True)
+class ChildPlan:
+    """What one child is asked to run, and how it is started."""
+
+    framework: str
+    mode: str | None
+    settings: Settings
+    request: dict[str, Any]
+    env: dict[str, str]
+    cpus: list[int] | None
+    label: str
+    base: dict[str, Any]  # config, mapping, not_applicable, env: every answer carries them
+
+
+def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = None,
+               mode: str | None = None, **request_extra: Any) -> ChildPlan:
+    """The request, environment and CPUs of a child running ``jobs``."""
+    if framework not in TARGETS:
+        raise ValueError(f"unknown framework {framework!r}; valid: {', '.join(TARGETS)}")
+    settings = settings if settings is not None else Settings()
+    if not isinstance(settings, Settings):
+        raise TypeError(f"settings must be a pyparbench Settings, got {settings!r}")
+    if not jobs:
+        raise ValueError("a framework child needs at least one job")
+    requests = [j.to_request() for j in jobs]
+    cpus = child_cpus(settings)
+    if framework == "native":
+        mode = None
+        knobs: dict[str, Any] = {}
+        extra: dict[str, str] = {}
+        not_applicable: list[dict[str, Any]] = []
+        mapping: dict[str, Any] = {"framework": "native", "cpus": cpus}
+    else:
+        mode = check_mode(framework, mode)
+        cfg = map_settings(framework, settings, mode, cpus)
+        knobs, extra = cfg.knobs, cfg.env
+        mapping = cfg.as_dict()
+        not_applicable = mapping["not_applicable"]
+    config = {"framework": framework, "mode": mode, "settings": settings.as_dict(),
+              "graphs": [describe(r["graph"]) for r in requests], "cpus": cpus}
+    label = describe_config(framework, mode, settings, [r["graph"] for r in requests])
+    env = _env(framework, settings, extra)
+    shown = dict(extra)
+    if HOOK_ENV in env:
+        shown[HOOK_ENV] = env[HOOK_ENV]
+    base: dict[str, Any] = {"config": config, "mapping": mapping,
+                            "not_applicable": not_applicable, "env": shown}
+    request = {"framework": framework, "mode": mode, "settings": settings.as_dict(),
+               "knobs": knobs, "cpus": cpus, "jobs": requests, **request_extra}
+    return ChildPlan(framework, mode, settings, request, env, cpus, label, base)
+
+
+def start_child(plan: ChildPlan, *, stderr: Any) -> subprocess.Popen[str]:
+    """The child process, pinned to its CPUs before anything is imported."""
+    cpus = plan.cpus
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    return subprocess.Popen(
+        child_command("pyparbench.frameworks.child"), stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=CHILD_CWD, env=plan.env,
+        preexec_fn=pin, start_new_session=True)
+
+
+def child_answer(plan: ChildPlan, returncode: int, out: str, err: str) -> dict[str, Any]:
+    """A finished child's answer (its last JSON line on stdout), or the error
+    that names its configuration: a crash, an exit status, no answer."""
+    base, label = plan.base, plan.label
+    tail = "\n".join(err.strip().splitlines()[-6:])
+    if returncode != 0:
+        how = (f"died of {_signal_name(returncode)}" if returncode < 0
+               else f"exited with status {returncode}")
+        return {**base, "status": "error", "error": f"{label}: the child {how}"
+                + (f":\n{tail}" if tail else ""), "stderr": err[-4000:]}
+    lines = [ln for ln in out.strip().splitlines() if ln.startswith("{")]
+    try:
+        answer = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {**base, "status": "error", "error": f"{label}: the child gave no answer"
+                + (f":\n{tail}" if tail else ""), "stderr": err[-4000:]}
+    if answer.get("status") != "ok":
+        return {**base, "status": "error", "error": f"{label}: {answer.get('error')}"}
+    mode = plan.mode
+    for job in answer["jobs"]:
+        if job.get("status") != "ok":
+            job["error"] = f"{plan.framework}{f' ({mode})' if mode else ''} on {job['graph']} " \
+                           f"under {plan.settings.label()}: {job.get('error')}"
+    return {**base, **answer, "status": "ok"}
+
+
 def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = None,
               mode: str | None = None, *, timeout: float = 600.0) -> dict[str, Any]:
     """Run ``jobs`` in one fresh child of ``framework`` (or "native").
@@ -147,75 +235,21 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
     ValueError
         An unknown framework or mode; a Job with bad counts.
     """
-    if framework not in TARGETS:
-        raise ValueError(f"unknown framework {framework!r}; valid: {', '.join(TARGETS)}")
-    settings = settings if settings is not None else Settings()
-    if not isinstance(settings, Settings):
-        raise TypeError(f"settings must be a pyparbench Settings, got {settings!r}")
-    if not jobs:
-        raise ValueError("run_child needs at least one job")
-    requests = [j.to_request() for j in jobs]
-    cpus = child_cpus(settings)
-    if framework == "native":
-        mode = None
-        knobs: dict[str, Any] = {}
-        extra: dict[str, str] = {}
-        not_applicable: list[dict[str, Any]] = []
-        mapping: dict[str, Any] = {"framework": "native", "cpus": cpus}
-    else:
-        mode = check_mode(framework, mode)
-        cfg = map_settings(framework, settings, mode, cpus)
-        knobs, extra = cfg.knobs, cfg.env
-        mapping = cfg.as_dict()
-        not_applicable = mapping["not_applicable"]
-    config = {"framework": framework, "mode": mode, "settings": settings.as_dict(),
-              "graphs": [describe(r["graph"]) for r in requests], "cpus": cpus}
-    label = describe_config(framework, mode, settings, [r["graph"] for r in requests])
-    base: dict[str, Any] = {"config": config, "mapping": mapping,
-                            "not_applicable": not_applicable}
-    request = {"framework": framework, "mode": mode, "settings": settings.as_dict(),
-               "knobs": knobs, "cpus": cpus, "jobs": requests}
-    env = _env(framework, settings, extra)
-    shown = dict(extra)
-    if HOOK_ENV in env:
-        shown[HOOK_ENV] = env[HOOK_ENV]
-    base["env"] = shown
-    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    plan = plan_child(framework, jobs, settings, mode)
+    base, label = plan.base, plan.label
     try:
-        proc = subprocess.Popen(
-            child_command("pyparbench.frameworks.child"), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=CHILD_CWD, env=env,
-            preexec_fn=pin, start_new_session=True)
+        proc = start_child(plan, stderr=subprocess.PIPE)
     except OSError as e:
         return {**base, "status": "error", "error": f"{label}: cannot start: {e}"}
     try:
-        out, err = proc.communicate(json.dumps(request), timeout=timeout)
+        out, err = proc.communicate(json.dumps(plan.request) + "\n", timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # the child and whatever it started
         out, err = proc.communicate()
         return {**base, "status": "error",
                 "error": f"{label}: timed out after {timeout:g} s (killed)",
                 "stderr": err[-4000:]}
-    tail = "\n".join(err.strip().splitlines()[-6:])
-    if proc.returncode != 0:
-        how = (f"died of {_signal_name(proc.returncode)}" if proc.returncode < 0
-               else f"exited with status {proc.returncode}")
-        return {**base, "status": "error", "error": f"{label}: the child {how}"
-                + (f":\n{tail}" if tail else ""), "stderr": err[-4000:]}
-    lines = [ln for ln in out.strip().splitlines() if ln.startswith("{")]
-    try:
-        answer = json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
-        return {**base, "status": "error", "error": f"{label}: the child gave no answer"
-                + (f":\n{tail}" if tail else ""), "stderr": err[-4000:]}
-    if answer.get("status") != "ok":
-        return {**base, "status": "error", "error": f"{label}: {answer.get('error')}"}
-    for job in answer["jobs"]:
-        if job.get("status") != "ok":
-            job["error"] = f"{framework}{f' ({mode})' if mode else ''} on {job['graph']} " \
-                           f"under {settings.label()}: {job.get('error')}"
-    return {**base, **answer, "status": "ok"}
-
+    return child_answer(plan, proc.returncode, out, err)
 
 def run_framework(graph: GraphLike, framework: str, settings: Settings | None = None, *,
                   mode: str | None = None, repeats: int = 20, warmup: int = 3,

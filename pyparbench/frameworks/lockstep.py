@@ -1,0 +1,296 @@
+"""Runtimes compared in lockstep: each in its own process, taking turns run
+by run.
+
+On a shared machine a process can run 1.3-1.7x slow for spells of a fraction
+of a second to seconds. Runtimes measured one process after another then
+differ by whichever caught a spell, and a 10 % difference needs many rounds
+to show. Here every contender (a framework and mode, or native, under its
+settings) is started and prepared in its own child, pinned as
+:func:`~pyparbench.frameworks.launch.run_child` pins it; then the parent
+has them run one timed run each in turn, the order rotating every step, with
+a short idle gap before each run so that a pool spinning after its last run
+has gone to sleep. A spell longer than one step falls on neighbouring runs of
+every contender, so the per-step ratio cancels it: the median of the paired
+ratios, with its distribution-free confidence interval, is the comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pyparbench.frameworks.child import STEP_MARK
+from pyparbench.frameworks.launch import ChildPlan, Job, child_answer, plan_child, start_child
+from pyparbench.frameworks.spec import GraphLike
+from pyparbench.settings import Settings
+
+__all__ = ["Contender", "LockstepResult", "PairedRatio", "median_interval", "run_lockstep"]
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One runtime: ``framework`` ("native", "onnxruntime", "torch",
+    "tensorflow"), its ``mode`` (None: its default) and ``settings``;
+    ``name`` labels it (default "framework/mode"), needed where two
+    contenders of one framework differ in settings."""
+
+    framework: str
+    mode: str | None = None
+    settings: Settings | None = None
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        return f"{self.framework}/{self.mode}" if self.mode else self.framework
+
+
+def median_interval(n: int, confidence: float = 0.95) -> tuple[int, int]:
+    """0-based indices (lo, hi) into n sorted samples that bracket their
+    median with at least ``confidence`` (order statistics of Binomial(n, 1/2));
+    (0, n - 1) when n is too small for that confidence."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    tail = (1.0 - confidence) / 2.0
+    below = 0.0  # P(X < k + 1) for X ~ Binomial(n, 1/2), accumulated
+    k = 0
+    while True:
+        below += math.comb(n, k) / 2.0**n
+        if below > tail:
+            break
+        k += 1
+    return (k - 1, n - k) if k > 0 else (0, n - 1)
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """``a`` against ``b`` over paired steps: the median of b's time over a's
+    (above 1: a is faster), its confidence interval, and in how many steps
+    a was faster."""
+
+    a: str
+    b: str
+    median: float
+    low: float
+    high: float
+    a_faster: int
+    steps: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "median": self.median, "low": self.low,
+                "high": self.high, "a_faster": self.a_faster, "steps": self.steps}
+
+    def __str__(self) -> str:
+        return (f"{self.a} vs {self.b}: x{self.median:.3f} [{self.low:.3f}, {self.high:.3f}] "
+                f"({self.a} faster in {self.a_faster} of {self.steps} steps)")
+
+
+@dataclass
+class LockstepResult:
+    """Per contender (by label) its timed runs in ns, aligned step by step;
+    ``errors``: a contender that failed, and why (the steps before the
+    failure are kept); ``answers``: each child's final answer."""
+
+    labels: list[str]
+    ns: dict[str, list[float]]
+    errors: dict[str, str] = field(default_factory=dict)
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> int:
+        return min((len(v) for v in self.ns.values()), default=0)
+
+    def ratio(self, a: str, b: str, confidence: float = 0.95) -> PairedRatio:
+        """``a`` against ``b`` over the steps both completed."""
+        for name in (a, b):
+            if name not in self.ns:
+                raise KeyError(f"no contender {name!r}; have {', '.join(self.labels)}")
+        n = self.steps
+        if n == 0:
+            raise ValueError(f"no completed steps to compare {a} with {b}")
+        r = np.sort(np.asarray(self.ns[b][:n]) / np.asarray(self.ns[a][:n]))
+        lo, hi = median_interval(n, confidence)
+        return PairedRatio(a, b, float(np.median(r)), float(r[lo]), float(r[hi]),
+                           int(np.count_nonzero(r > 1.0)), n)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"labels": self.labels, "ns": self.ns, "errors": self.errors,
+                "steps": self.steps}
+
+
+class _Child:
+    """One started contender: commands on its stdin, step lines on its stdout."""
+
+    def __init__(self, label: str, plan: ChildPlan) -> None:
+        self.label, self.plan = label, plan
+        self.err = tempfile.TemporaryFile(mode="w+")  # a framework's logs never block it
+        self.proc = start_child(plan, stderr=self.err)
+        self._buf = b""
+        self._fd = self.proc.stdout.fileno() if self.proc.stdout else -1
+        self._lines: list[str] = []  # everything it printed, for the final answer
+        self.command(json.dumps(plan.request))
+
+    def command(self, line: str) -> None:
+        """Writes a line to it; one that has exited answers at finish()."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def step_line(self, deadline: float) -> str | None:
+        """The payload of its next step line; None if it exited first.
+        Raises TimeoutError past ``deadline`` (time.monotonic)."""
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl >= 0:
+                line = self._buf[:nl].decode(errors="replace")
+                self._buf = self._buf[nl + 1:]
+                self._lines.append(line)
+                if line.startswith(STEP_MARK):
+                    return line[len(STEP_MARK):]
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self._fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self._fd, 65536)
+            if not chunk:
+                return None
+            self._buf += chunk
+
+    def finish(self, timeout: float) -> dict[str, Any]:
+        """Ends it and returns its answer (or the error naming it)."""
+        self.command("end")  # communicate() closes its stdin
+        try:
+            rest, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rest, _ = self.proc.communicate()
+        out = "\n".join(self._lines) + "\n" + self._buf.decode(errors="replace") + (rest or "")
+        self.err.seek(0)
+        answer = child_answer(self.plan, self.proc.returncode, out, self.err.read())
+        self.err.close()
+        return answer
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the child and whatever it started
+        except ProcessLookupError:
+            pass
+
+
+def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: int = 30,
+                 warmup: int = 3, gap_s: float = 0.01, timeout: float = 600.0,
+                 progress: Callable[[int, int], None] | None = None) -> LockstepResult:
+    """Run ``graph`` in every contender's own child, one timed run each in
+    turn for ``steps`` steps (after ``warmup`` untimed runs each).
+
+    ``gap_s``: idle seconds before each run (a pool spinning after its
+    previous run sleeps by then); ``timeout``: seconds for the whole run,
+    preparation included, after which what is unfinished is killed;
+    ``progress``: called with (step, steps) after each step.
+
+    A contender that fails (cannot start, crashes, hangs) is named in
+    ``errors`` with its reason; the steps completed before are kept.
+
+    Raises
+    ------
+    ValueError
+        Fewer than two contenders, two with one label, an unknown framework
+        or mode, or bad counts.
+    """
+    if len(contenders) < 2:
+        raise ValueError(f"lockstep compares at least two contenders, got {len(contenders)}")
+    labels = [c.label for c in contenders]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"contenders must differ, got {labels}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if not math.isfinite(gap_s) or gap_s < 0:
+        raise ValueError(f"gap_s must be >= 0, got {gap_s!r}")
+    if not timeout > 0:
+        raise ValueError(f"timeout must be > 0, got {timeout!r}")
+    plans = [plan_child(c.framework, [Job(graph, repeats=0, warmup=warmup)], c.settings,
+                        c.mode, lockstep=True) for c in contenders]
+    deadline = time.monotonic() + timeout
+    result = LockstepResult(labels, {lab: [] for lab in labels})
+    children: list[_Child] = []
+    try:
+        for lab, plan in zip(labels, plans, strict=True):
+            try:
+                children.append(_Child(lab, plan))
+            except OSError as e:
+                result.errors[lab] = f"{plan.label}: cannot start: {e}"
+        live = _ready(children, deadline, result)
+        for step in range(steps):
+            if len(live) < len(contenders):
+                break
+            k = step % len(live)
+            for ch in live[k:] + live[:k]:
+                if gap_s:
+                    time.sleep(gap_s)
+                if not _one_run(ch, deadline, result):
+                    live = [c for c in live if c is not ch]
+                    break
+            if progress is not None:
+                progress(step + 1, steps)
+    finally:
+        for ch in children:
+            left = max(deadline - time.monotonic(), 1.0)
+            answer = ch.finish(left)
+            result.answers[ch.label] = answer
+            if ch.label not in result.errors and answer["status"] != "ok":
+                result.errors[ch.label] = answer["error"]
+            elif ch.label not in result.errors and answer["jobs"][0].get("status") != "ok":
+                result.errors[ch.label] = answer["jobs"][0]["error"]
+    n = result.steps
+    for lab in labels:
+        del result.ns[lab][n:]
+    return result
+
+
+def _ready(children: list[_Child], deadline: float, result: LockstepResult) -> list[_Child]:
+    """The children that came up (each prepared and warm)."""
+    live = []
+    for ch in children:
+        try:
+            got = ch.step_line(deadline)
+        except TimeoutError:
+            ch.kill()
+            result.errors[ch.label] = f"{ch.plan.label}: not ready before the time limit (killed)"
+            continue
+        if got == "ready":
+            live.append(ch)
+    return live
+
+
+def _one_run(ch: _Child, deadline: float, result: LockstepResult) -> bool:
+    ch.command("go")
+    try:
+        got = ch.step_line(deadline)
+    except TimeoutError:
+        ch.kill()
+        result.errors[ch.label] = f"{ch.plan.label}: timed out mid-run (killed)"
+        return False
+    if got is None:
+        return False  # it died: its answer says how
+    result.ns[ch.label].append(float(got))
+    return True
