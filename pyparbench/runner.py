@@ -151,13 +151,13 @@ def _child_cpus(settings: Settings) -> list[int] | None:
     return sorted(placement.cpus) if placement.pinned else None
 
 
-def child_command(module: str) -> list[str]:
-    """The command line of a fresh Python running ``module``, importing nothing
-    from the current directory: safe-path mode (-P), and
-    children are also started in a neutral directory (:data:`CHILD_CWD`), so a
-    source checkout in the user's working directory never shadows the
-    installed package."""
-    return [sys.executable, "-P", "-m", module]
+def child_command(module: str, python: str | None = None) -> list[str]:
+    """The command line of a fresh Python (this one, or ``python``) running
+    ``module``, importing nothing from the current directory: safe-path mode
+    (-P), and children are also started in a neutral directory
+    (:data:`CHILD_CWD`), so a source checkout in the user's working directory
+    never shadows the installed package."""
+    return [python or sys.executable, "-P", "-m", module]
 
 
 CHILD_CWD = tempfile.gettempdir()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -92,10 +93,22 @@ def test_two_native_settings_need_names() -> None:
     with pytest.raises(ValueError, match="contenders must differ"):
         run_lockstep(FAST, [Contender("native", settings=ONE), Contender("native", settings=two)])
     res = run_lockstep(FAST, [Contender("native", settings=ONE, name="1 thread"),
-                              Contender("native", settings=two, name="2 threads")],
+                              Contender("native", settings=two, name="2 threads",
+                                        python=sys.executable)],
                        steps=3, warmup=1)
     assert res.errors == {} and res.steps == 3
     assert res.answers["2 threads"]["config"]["settings"]["intra_op"] == 2
+    assert res.answers["2 threads"]["config"]["python"] == sys.executable
+
+
+def test_an_interpreter_that_cannot_start_is_named() -> None:
+    res = run_lockstep(FAST, [Contender("native", settings=ONE),
+                              Contender("native", settings=ONE, name="elsewhere",
+                                        python="/nonexistent/bin/python")],
+                       steps=2, warmup=1, timeout=60)
+    assert list(res.errors) == ["elsewhere"]
+    assert "in /nonexistent/bin/python: cannot start" in res.errors["elsewhere"]
+    assert res.steps == 0 and res.answers["native"]["status"] == "ok"
 
 
 @needs_onnx

@@ -141,11 +141,14 @@ class ChildPlan:
     cpus: list[int] | None
     label: str
     base: dict[str, Any]  # config, mapping, not_applicable, env: every answer carries them
+    python: str | None = None  # another install's interpreter (None: this one)
 
 
 def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = None,
-               mode: str | None = None, **request_extra: Any) -> ChildPlan:
-    """The request, environment and CPUs of a child running ``jobs``."""
+               mode: str | None = None, *, python: str | None = None,
+               **request_extra: Any) -> ChildPlan:
+    """The request, environment and CPUs of a child running ``jobs`` (in
+    ``python``, another install's interpreter, if given)."""
     if framework not in TARGETS:
         raise ValueError(f"unknown framework {framework!r}; valid: {', '.join(TARGETS)}")
     settings = settings if settings is not None else Settings()
@@ -178,7 +181,10 @@ def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = 
                             "not_applicable": not_applicable, "env": shown}
     request = {"framework": framework, "mode": mode, "settings": settings.as_dict(),
                "knobs": knobs, "cpus": cpus, "jobs": requests, **request_extra}
-    return ChildPlan(framework, mode, settings, request, env, cpus, label, base)
+    if python is not None:
+        label += f" in {python}"
+        base["config"]["python"] = python
+    return ChildPlan(framework, mode, settings, request, env, cpus, label, base, python)
 
 
 def start_child(plan: ChildPlan, *, stderr: Any) -> subprocess.Popen[str]:
@@ -186,7 +192,7 @@ def start_child(plan: ChildPlan, *, stderr: Any) -> subprocess.Popen[str]:
     cpus = plan.cpus
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     return subprocess.Popen(
-        child_command("pyparbench.frameworks.child"), stdin=subprocess.PIPE,
+        child_command("pyparbench.frameworks.child", plan.python), stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=CHILD_CWD, env=plan.env,
         preexec_fn=pin, start_new_session=True)
 

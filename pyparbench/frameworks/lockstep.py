@@ -43,12 +43,15 @@ class Contender:
     """One runtime: ``framework`` ("native", "onnxruntime", "torch",
     "tensorflow"), its ``mode`` (None: its default) and ``settings``;
     ``name`` labels it (default "framework/mode"), needed where two
-    contenders of one framework differ in settings."""
+    contenders of one framework differ; ``python``: the interpreter of
+    another install to run it in (for example pyparbench built against
+    another oneDNN), None for this one."""
 
     framework: str
     mode: str | None = None
     settings: Settings | None = None
     name: str | None = None
+    python: str | None = None
 
     @property
     def label(self) -> str:
@@ -138,7 +141,11 @@ class _Child:
     def __init__(self, label: str, plan: ChildPlan) -> None:
         self.label, self.plan = label, plan
         self.err = tempfile.TemporaryFile(mode="w+")  # a framework's logs never block it
-        self.proc = start_child(plan, stderr=self.err)
+        try:
+            self.proc = start_child(plan, stderr=self.err)
+        except OSError:
+            self.err.close()
+            raise
         self._buf = b""
         self._fd = self.proc.stdout.fileno() if self.proc.stdout else -1
         self._lines: list[str] = []  # everything it printed, for the final answer
@@ -229,7 +236,7 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
     if not timeout > 0:
         raise ValueError(f"timeout must be > 0, got {timeout!r}")
     plans = [plan_child(c.framework, [Job(graph, repeats=0, warmup=warmup)], c.settings,
-                        c.mode, lockstep=True) for c in contenders]
+                        c.mode, python=c.python, lockstep=True) for c in contenders]
     deadline = time.monotonic() + timeout
     result = LockstepResult(labels, {lab: [] for lab in labels})
     children: list[_Child] = []
