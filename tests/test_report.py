@@ -409,3 +409,13 @@ def test_a_bad_level_or_model_is_refused() -> None:
                          text=True, timeout=60, check=False)
     assert out.returncode == 2 and "not allowed with argument" in out.stderr
     assert re.search(r"--quick.*--full|--full.*--quick", out.stderr)
+
+
+@pytest.mark.parametrize("library", [{}, {"library_blas": {"ratio": 1.4}}])
+def test_the_effects_plot_draws_a_panel_without_any_library_run(library: dict[str, Any]) -> None:
+    from pyparbench.report.plots import effects_png
+
+    effects = {"scheduler": {"ratio": 1.2}, "operator": {"ratio": 0.9}, **library}
+    png = effects_png([{"model": "resnet50", "batch": 1, "effects": effects},
+                       {"model": "mlp-512", "batch": 8, "effects": {"scheduler": {"ratio": 2.0}}}])
+    assert png is not None and png.startswith(b"\x89PNG")

@@ -171,7 +171,7 @@ def effects_png(models: Sequence[Mapping[str, Any]]) -> bytes | None:
         ax.set_xticks(range(len(tags)), tags, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("latency ratio (log)")
         ax.set_title(title + " (above 1: the second is faster)", fontsize=9)
-        if len(keys) > 1:
+        if len(keys) > 1 and ax.get_legend_handles_labels()[0]:  # none where no model has them
             ax.legend(fontsize=7)
     fig.tight_layout()
     return _png(fig)
