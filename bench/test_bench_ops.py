@@ -93,6 +93,36 @@ def test_conv_resnet50_batch1(benchmark, ppb_bench, ppb_pinned, p, ppb_threads: 
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
+# Small feature maps, channels-last (N, C, HxW, K, kernel): ResNet-50's last
+# 3x3, Inception-v3's 8x8 1x3 and 3x3, GoogLeNet's 14x14 3x3.
+SMALL_MAPS = [(1, 512, 7, 512, (3, 3)), (8, 512, 7, 512, (3, 3)), (1, 384, 8, 384, (1, 3)),
+              (1, 448, 8, 384, (3, 3)), (1, 160, 14, 320, (3, 3))]
+
+
+@pytest.mark.parametrize("kernel", ["Conv2d", "GemmConv2d"])
+@pytest.mark.parametrize("n,c,hw,k,ks", SMALL_MAPS, ids=lambda v: str(v))
+def test_conv_small_maps_direct_or_lowered(benchmark, ppb_bench, ppb_pinned, kernel: str,  # type: ignore[no-untyped-def]
+                                           n: int, c: int, hw: int, k: int,
+                                           ks: tuple[int, int], ppb_threads: int) -> None:
+    """oneDNN's convolution against the same conv as gathered patches and one
+    matmul (the graph's im2col pass), side by side in one group."""
+    rng = np.random.default_rng(0)
+    pad = (ks[0] // 2, ks[0] // 2, ks[1] // 2, ks[1] // 2)
+    cls = ppb.ops.Conv2d if kernel == "Conv2d" else ppb.ops.GemmConv2d
+    conv = cls((n, hw, hw, c), k, ks, padding=pad, bias=True, relu=True, nhwc=True,
+               threads=ppb_threads)
+    x, w, b = _rand(rng, n, c, hw, hw), _rand(rng, *conv.weight_shape), _rand(rng, k)
+    conv.set_weights(w, b)
+    x_nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    out = np.empty(conv.output_shape, np.float32)
+    benchmark.group = f"conv {n}x{c}x{hw}x{hw} -> {k} {ks[0]}x{ks[1]} t{ppb_threads}"
+    benchmark.extra_info["implementation"] = conv.implementation
+    with ppb_pinned(conv):
+        ppb_bench(conv, x_nhwc, out)
+    want = conv2d_reference(x, w, b, (1, 1), pad, (1, 1), 1, relu=True)
+    np.testing.assert_allclose(out, want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("impl", ["pyparbench", "torch"])
 def test_embedding_bag_dlrm(benchmark, impl: str, ppb_threads: int) -> None:  # type: ignore[no-untyped-def]
     threads = ppb_threads

@@ -168,6 +168,7 @@ def _spec(node: Node) -> _g.NodeSpec:
     spec.activation = node.attrs.get("activation") or ""
     spec.nhwc = node.attrs.get("layout") == "nhwc"
     spec.inplace = int(node.attrs.get("inplace", -1))
+    spec.im2col = bool(node.attrs.get("im2col", False))
     return spec
 
 
@@ -296,7 +297,7 @@ class CompiledGraph:
         node may have reused a node's buffer: reading it raises ValueError
         naming it (graph inputs and outputs are always kept; a graph_opt
         without ``memory`` keeps every value, e.g.
-        ``"bn_fold+residual+activation+layout+subsample+microbatch"``)."""
+        ``"bn_fold+residual+activation+layout+subsample+im2col+microbatch"``)."""
         with self._lock:
             try:
                 return self._last.outputs([node])[0]

@@ -7,7 +7,9 @@ TensorFlow's non-oneDNN path) or ``"blas"`` (the system OpenBLAS's
 cblas_sgemm); convolution through eigen or blas is im2col followed by a
 matrix product, NCHW only. Prepared kernels exist for each library
 (``Gemm``, ``EigenGemm``, ``BlasGemm``; ``Conv2d``, ``EigenConv2d``,
-``BlasConv2d``) and share the interfaces ``GemmOp`` and ``Conv2dOp``.
+``BlasConv2d``; ``GemmConv2d``, oneDNN's matmul on channels-last patches
+gathered by pyparbench) and share the interfaces ``GemmOp`` and
+``Conv2dOp``.
 ``Linear`` is a fully connected layer whose constant weights oneDNN packs
 once, as the graph executor runs one.
 
@@ -66,6 +68,7 @@ __all__ = [
     "EmbeddingBag",
     "Eltwise",
     "Gemm",
+    "GemmConv2d",
     "GemmOp",
     "GlobalAvgPool",
     "LayerNorm",
@@ -258,6 +261,11 @@ class _Conv2dArgs:
 
 class Conv2d(_Conv2dArgs, _k.Conv2d):
     """Prepared 2-D convolution through oneDNN (see the native class for the full contract)."""
+
+
+class GemmConv2d(_Conv2dArgs, _k.GemmConv2d):
+    """Prepared channels-last 2-D convolution as gathered patches and one oneDNN
+    matmul (groups 1), as the graph's ``im2col`` pass runs small feature maps."""
 
 
 class EigenConv2d(_Conv2dArgs, _k.EigenConv2d):

@@ -188,11 +188,12 @@ def test_passes_a_library_cannot_take_are_skipped_and_named() -> None:
     g = _block("tanh")
     eigen = optimize(g, PASSES, library="eigen")
     assert eigen.applied == ("bn_fold", "activation", "memory")
-    assert set(eigen.skipped) == {"residual", "layout", "subsample", "microbatch", "activation"}
+    assert set(eigen.skipped) == {"residual", "layout", "subsample", "im2col", "microbatch",
+                                  "activation"}
     assert any(n.op == "eltwise" for n in eigen.graph)  # tanh left unfused
     fw = optimize(g, PASSES, operator="framework")
     assert fw.applied == ("bn_fold", "activation", "memory")
-    assert set(fw.skipped) == {"residual", "layout", "subsample", "microbatch"}
+    assert set(fw.skipped) == {"residual", "layout", "subsample", "im2col", "microbatch"}
     want = reference_forward(g, g.random_inputs(seed=0))
     for s in (Settings(library="eigen"), Settings(library="blas", intra_op=2),
               Settings(operator="framework", intra_op=2)):

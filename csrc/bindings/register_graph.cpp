@@ -68,6 +68,7 @@ void register_graph(py::module_& m) {
       .def_readwrite("perm", &NodeSpec::perm)
       .def_readwrite("activation", &NodeSpec::activation)
       .def_readwrite("nhwc", &NodeSpec::nhwc)
+      .def_readwrite("im2col", &NodeSpec::im2col)
       .def_readwrite("inplace", &NodeSpec::inplace)
       .def("set_param",
            [](NodeSpec& s, const std::string& name, py::handle array) {

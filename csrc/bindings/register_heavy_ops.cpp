@@ -8,6 +8,7 @@
 #include "pyparbench/core/knobs.hpp"
 #include "pyparbench/math/blas_ops.hpp"
 #include "pyparbench/math/eigen_ops.hpp"
+#include "pyparbench/math/gemm_conv2d.hpp"
 #include "pyparbench/math/linear.hpp"
 #include "pyparbench/math/onednn_ops.hpp"
 #include "pyparbench/ops/kernel.hpp"
@@ -166,6 +167,9 @@ Interface of a prepared 2-D convolution, whichever math library computes it
       .def_property_readonly("output_shape", [](const Conv2dOp& c) { return shape_tuple(c.output_shape()); })
       .def_property_readonly("weight_shape", [](const Conv2dOp& c) { return shape_tuple(c.weight_shape()); })
       .def_property_readonly("flops", &Conv2dOp::flops)
+      .def_property_readonly("implementation", &Conv2dOp::implementation,
+                             "What computes it: oneDNN's implementation name, or im2col+ "
+                             "and the product's.")
       .def_property_readonly("has_weights", &Conv2dOp::has_weights)
       .def("set_weights",
            [](Conv2dOp& c, py::handle weight, py::handle bias) {
@@ -197,6 +201,15 @@ the layout oneDNN picked; ``run()`` creates nothing.
 
 padding is (top, bottom, left, right); dilation 1 means a dense kernel.
 With nhwc=True activations are (N, H, W, C) arrays, else (N, C, H, W).
+)doc");
+
+  bind_conv2d_class<GemmConv2d>(m, "GemmConv2d", R"doc(
+Prepared 2-D convolution in fp32 lowered to a product: the batch's patches
+gathered into an (N·OH·OW) x (KH·KW·C) matrix, then one oneDNN matmul with
+the weights packed once by ``set_weights``. Channels-last activations
+(nhwc=True) and groups=1 only (ValueError otherwise). The graph executor
+runs a convolution this way where it is faster than ``Conv2d`` (the
+``im2col`` pass); the arguments are ``Conv2d``'s.
 )doc");
 
   py::class_<Linear, Kernel>(m, "Linear", R"doc(

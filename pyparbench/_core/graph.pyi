@@ -30,6 +30,7 @@ class NodeSpec:
     activation: str
     nhwc: bool
     inplace: int
+    im2col: bool
     def __init__(self) -> None: ...
     def set_param(self, name: str, array: npt.NDArray[np.float32]) -> None: ...
 

@@ -20,6 +20,14 @@ the IR, each switchable, that leave every output unchanged (up to rounding).
                pointwise kernels are faster (1.3-1.7x on ResNet-50's
                512 -> 1024 shortcut; ``bench/pass_ablation.py`` gives
                each pass's worth per model)
+``im2col``     a channels-last conv2d on a small feature map may run as its
+               patches gathered into rows and one oneDNN matmul, where
+               oneDNN's direct kernel is its older AVX2 one (oneDNN 2.x
+               without AVX-512): 1.2x on ResNet-50's 7x7 3x3 layers,
+               1.3-1.5x on Inception-v3's 8x8 1x3 / 3x1. The pass marks
+               the candidates; the plan decides per conv when it compiles
+               (``pyparbench.ops.GemmConv2d``; ``implementation`` says
+               which kernel a conv got)
 ``microbatch`` the leading part of a batched graph whose activations
                overflow the cache while its weights are small (a CNN's
                high-resolution layers) runs as several micro-batches one
@@ -65,7 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = ["GRAPH_OPTS", "PASSES", "DerivedParams", "MicroBatchPlan", "OptimizeResult",
            "activation_fusion", "bn_fold", "cache_budget_bytes", "executed_graph",
-           "layout_nhwc", "microbatch", "microbatch_plan", "optimize", "pipeline",
+           "im2col_marks", "layout_nhwc", "microbatch", "microbatch_plan", "optimize", "pipeline",
            "residual_fusion", "subsample"]
 
 PASSES = GRAPH_PASSES
@@ -392,6 +400,22 @@ def subsample(g: Graph) -> Graph:
     return em.graph(g, [remap[o] for o in g.outputs])
 
 
+def im2col_marks(g: Graph) -> Graph:
+    """Mark every channels-last, ungrouped, non-pointwise conv2d ``im2col``:
+    the native plan runs it as gathered patches and one matmul where that is
+    faster than oneDNN's convolution for its shape and this machine
+    (``gemm_conv2d_pays`` in the C++ core); values are unchanged."""
+    marked = [n.id for n in g.nodes
+              if n.op == "conv2d" and n.attrs.get("layout") == "nhwc" and n.attrs["groups"] == 1
+              and tuple(n.params.shapes["weight"][2:]) != (1, 1)]
+    if not marked:
+        return g
+    em = _Emitter()
+    for n in g.nodes:
+        em.copy(n, n.inputs, **({"im2col": True} if n.id in marked else {}))
+    return em.graph(g, g.outputs)
+
+
 # ----------------------------------------------------------------- microbatch
 
 # Ops that compute each row of the batch from the same row of their inputs
@@ -596,7 +620,7 @@ def unsupported(name: str, library: str, operator: str) -> str | None:
     along channels, which channels-last data and a residual buffer forbid.
     Micro-batches pay only where the kernels wait on memory (oneDNN's, one
     call per op)."""
-    if name in ("layout", "residual", "subsample"):
+    if name in ("layout", "residual", "subsample", "im2col"):
         if library != "onednn":
             return f"the {library} library has no channels-last conv and no fused sum"
         if operator != "library":
@@ -643,6 +667,8 @@ def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
             g = layout_nhwc(g)
         elif name == "subsample":
             g = subsample(g)
+        elif name == "im2col":
+            g = im2col_marks(g)
         elif name == "microbatch":
             budget = cache_budget_bytes() if budget_bytes is None else budget_bytes
             plan = microbatch_plan(g, budget)

@@ -97,7 +97,7 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       c.activation = s.activation;
       c.nhwc = s.nhwc;
       c.sum = ins.size() == 2;
-      auto k = make_conv2d(st.library, c, threads);
+      auto k = make_conv2d(st.library, c, threads, s.im2col);
       k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
       const Tensor xs = stored(ins[0], s.nhwc), ys = stored(out, s.nhwc);
       if (!c.sum) return unary_call(std::move(k), xs, ys);

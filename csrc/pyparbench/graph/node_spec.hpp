@@ -48,6 +48,9 @@ struct NodeSpec {
   // >= 0: the output is written in place into the buffer of input `inplace`
   // (that input is dead once this node has run).
   int inplace = -1;
+  // conv2d: run as im2col rows and one matmul where that is faster than
+  // oneDNN's convolution (make_conv2d's lower_to_gemm).
+  bool im2col = false;
   std::vector<int64_t> perm;
   std::map<std::string, ParamArray> params;  // weight, bias, table, mean, var, scale, shift
 };

@@ -52,6 +52,9 @@ class Conv2dOp {
   virtual int threads() const = 0;
   // The kernel behind the op: placement (pin) and audit.
   virtual Kernel& kernel() = 0;
+  // What computes it: oneDNN's implementation name ("jit:avx2",
+  // "brgconv:avx512_core", ...), "im2col+" and the product's.
+  virtual std::string implementation() const = 0;
 
   const Conv2dConfig& config() const { return cfg_; }
   int64_t out_h() const { return oh_; }

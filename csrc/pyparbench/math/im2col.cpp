@@ -46,4 +46,24 @@ void im2col_rows(const Conv2dConfig& cfg, int64_t out_h, int64_t out_w, const fl
   }
 }
 
+void im2col_nhwc_rows(const Conv2dConfig& cfg, int64_t out_h, int64_t out_w, const float* x,
+                      float* rows, int64_t row_begin, int64_t row_end) {
+  const int64_t c = cfg.c, width = cfg.kh * cfg.kw * c;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const int64_t n = r / (out_h * out_w), oy = r / out_w % out_h, ox = r % out_w;
+    const float* image = x + n * cfg.h * cfg.w * c;
+    float* dst = rows + r * width;
+    for (int64_t ki = 0; ki < cfg.kh; ++ki) {
+      const int64_t iy = oy * cfg.stride_h - cfg.pad_top + ki * cfg.dilation_h;
+      for (int64_t kj = 0; kj < cfg.kw; ++kj, dst += c) {
+        const int64_t ix = ox * cfg.stride_w - cfg.pad_left + kj * cfg.dilation_w;
+        if (iy < 0 || iy >= cfg.h || ix < 0 || ix >= cfg.w)
+          std::fill(dst, dst + c, 0.f);
+        else
+          std::copy_n(image + (iy * cfg.w + ix) * c, c, dst);
+      }
+    }
+  }
+}
+
 }  // namespace ppb

@@ -18,4 +18,12 @@ bool im2col_is_identity(const Conv2dConfig& cfg);
 void im2col_rows(const Conv2dConfig& cfg, int64_t out_h, int64_t out_w, const float* image,
                  float* columns, int64_t row_begin, int64_t row_end);
 
+// Channels-last im2col (groups 1): a batch's patches as an (N·OH·OW) x
+// (KH·KW·C) row-major matrix, row (n, oy, ox) holding the C channels seen
+// through each tap (ki, kj) in turn, zero where the tap falls in the
+// padding: the left operand of one matmul with (KH·KW·C) x O weights.
+// Fills rows [row_begin, row_end) from x (N, H, W, C).
+void im2col_nhwc_rows(const Conv2dConfig& cfg, int64_t out_h, int64_t out_w, const float* x,
+                      float* rows, int64_t row_begin, int64_t row_end);
+
 }  // namespace ppb

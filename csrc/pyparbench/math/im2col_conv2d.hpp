@@ -15,6 +15,9 @@ namespace ppb {
 class Im2colConv2d : public KernelOp<Kernel, Conv2dOp> {
  public:
   MathLibrary library() const override { return library_; }
+  std::string implementation() const override {
+    return std::string("im2col+") + knob_name(library_);
+  }
   // Copies the weights (OIHW is already the (O, C/g·KH·KW) matrix) and bias.
   void set_weights(ConstFloatView weight, ConstFloatView bias) override;
   void run(ConstFloatView x, FloatView out) override;

@@ -2,6 +2,7 @@
 
 #include "pyparbench/math/blas_ops.hpp"
 #include "pyparbench/math/eigen_ops.hpp"
+#include "pyparbench/math/gemm_conv2d.hpp"
 #include "pyparbench/math/onednn_ops.hpp"
 
 #include <stdexcept>
@@ -20,9 +21,14 @@ std::unique_ptr<GemmOp> make_gemm(MathLibrary lib, const GemmConfig& cfg,
 }
 
 std::unique_ptr<Conv2dOp> make_conv2d(MathLibrary lib, const Conv2dConfig& cfg,
-                                      std::optional<int> threads) {
+                                      std::optional<int> threads, bool lower_to_gemm) {
   switch (lib) {
-    case MathLibrary::onednn: return std::make_unique<Conv2d>(cfg, threads);
+    case MathLibrary::onednn: {
+      auto direct = std::make_unique<Conv2d>(cfg, threads);
+      if (lower_to_gemm && gemm_conv2d_pays(cfg, direct->implementation()))
+        return std::make_unique<GemmConv2d>(cfg, threads);
+      return direct;
+    }
     case MathLibrary::eigen: return std::make_unique<EigenConv2d>(cfg, threads);
     case MathLibrary::blas: return std::make_unique<BlasConv2d>(cfg, threads);
   }

@@ -24,6 +24,26 @@ constexpr memory::dim kRowPadFloats = 16;  // one 64-byte cache line
 
 }  // namespace
 
+dnnl::matmul::primitive_desc constant_weights_matmul_pd(const memory::desc& src, int64_t k,
+                                                        int64_t n, const memory::desc& bias,
+                                                        const memory::desc& dst,
+                                                        const dnnl::primitive_attr& attr) {
+  const auto f32 = memory::data_type::f32;
+  auto pd = compat::matmul_pd(cpu_engine(), src, memory::desc({k, n}, f32, memory::format_tag::any),
+                              bias, dst, attr);
+  // Where the primitive keeps plain (k, n) weights (the gemm:jit matmul, on
+  // machines without AVX-512), rows a multiple of 1 KiB apart fall into the
+  // same L1 sets: 128 x 3072 x 768 runs at half speed (3.7 against 6.9 ms at
+  // 2 threads on a Zen 3), 128 x 512 x 512 1.5x slower. A row padded by one
+  // cache line breaks the aliasing.
+  if (pd.weights_desc() == memory::desc({k, n}, f32, memory::format_tag::ab) &&
+      (n * memory::dim(sizeof(float))) % kAliasingRowBytes == 0) {
+    const memory::desc padded({k, n}, f32, memory::dims{n + kRowPadFloats, 1});
+    pd = compat::matmul_pd(cpu_engine(), src, padded, bias, dst, attr);
+  }
+  return pd;
+}
+
 Linear::Linear(const LinearConfig& cfg, std::optional<int> threads)
     : PrimitiveKernel(threads),
       cfg_(checked(cfg)),
@@ -38,20 +58,8 @@ Linear::Linear(const LinearConfig& cfg, std::optional<int> threads)
   // The matmul's weights are (k, n); the user's (n, k) rows are its columns.
   user_weights_md_ = memory::desc({cfg_.k, cfg_.n}, f32, memory::format_tag::ba);
   const memory::desc bias = cfg_.bias ? plain_md({1, cfg_.n}) : memory::desc();
-  const auto attr = post_op_attr(cfg_.activation, false);
-  auto pd = compat::matmul_pd(cpu_engine(), src,
-                              memory::desc({cfg_.k, cfg_.n}, f32, memory::format_tag::any),
-                              bias, dst, attr);
-  // Where the primitive keeps plain (k, n) weights (the gemm:jit matmul, on
-  // machines without AVX-512), rows a multiple of 1 KiB apart fall into the
-  // same L1 sets: 128 x 3072 x 768 runs at half speed (3.7 against 6.9 ms at
-  // 2 threads on a Zen 3), 128 x 512 x 512 1.5x slower. A row padded by one
-  // cache line breaks the aliasing.
-  if (pd.weights_desc() == memory::desc({cfg_.k, cfg_.n}, f32, memory::format_tag::ab) &&
-      (cfg_.n * memory::dim(sizeof(float))) % kAliasingRowBytes == 0) {
-    const memory::desc padded({cfg_.k, cfg_.n}, f32, memory::dims{cfg_.n + kRowPadFloats, 1});
-    pd = compat::matmul_pd(cpu_engine(), src, padded, bias, dst, attr);
-  }
+  const auto pd = constant_weights_matmul_pd(src, cfg_.k, cfg_.n, bias, dst,
+                                             post_op_attr(cfg_.activation, false));
   prim_ = dnnl::matmul(pd);
   add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC, src);

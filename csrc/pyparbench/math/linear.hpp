@@ -25,6 +25,15 @@ struct LinearConfig {
   std::string activation;
 };
 
+// The matmul primitive for constant (k, n) weights, in the layout it picks
+// (format any); where it keeps them plain with rows a multiple of 1 KiB
+// apart, they are padded by one cache line (L1 set aliasing). Linear and
+// GemmConv2d (gemm_conv2d.hpp) use it.
+dnnl::matmul::primitive_desc constant_weights_matmul_pd(const dnnl::memory::desc& src, int64_t k,
+                                                        int64_t n, const dnnl::memory::desc& bias,
+                                                        const dnnl::memory::desc& dst,
+                                                        const dnnl::primitive_attr& attr);
+
 class Linear : public PrimitiveKernel {
  public:
   // Throws std::invalid_argument naming a size < 1 or an unknown activation.

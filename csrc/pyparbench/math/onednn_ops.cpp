@@ -82,6 +82,7 @@ Conv2d::Conv2d(const Conv2dConfig& cfg, std::optional<int> threads)
                                   {cfg.dilation_h - 1, cfg.dilation_w - 1},
                                   {cfg.pad_top, cfg.pad_left}, {cfg.pad_bottom, cfg.pad_right},
                                   attr);
+  implementation_ = pd.impl_info_str();
   prim_ = dnnl::convolution_forward(pd);
   add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC, src);

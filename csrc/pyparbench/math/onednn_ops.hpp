@@ -34,6 +34,7 @@ class Conv2d : public KernelOp<PrimitiveKernel, Conv2dOp> {
   Conv2d(const Conv2dConfig& cfg, std::optional<int> threads);
 
   MathLibrary library() const override { return MathLibrary::onednn; }
+  std::string implementation() const override { return implementation_; }
   // Copies weights (reordered) and bias into the kernel.
   void set_weights(ConstFloatView weight, ConstFloatView bias) override;
   void run(ConstFloatView x, FloatView out) override;
@@ -42,6 +43,7 @@ class Conv2d : public KernelOp<PrimitiveKernel, Conv2dOp> {
  private:
   void bind(ConstFloatView x, FloatView out);
   dnnl::memory::desc user_weights_md_;
+  std::string implementation_;
 };
 
 }  // namespace ppb
