@@ -343,6 +343,8 @@ class CompiledGraph:
         resolved = _resolved_dict(native)
         resolved["graph_opt"] = _graph_opt_dict(settings, self.graph, v.opt)
         resolved["graph_opt"]["buffer_bytes"] = v.plan.allocated_bytes
+        if "im2col" in v.opt.applied:
+            resolved["graph_opt"]["details"]["im2col"] = _lowered(g, v.plan.implementations(native))
         record = RunRecord(self.graph.name, self.graph.meta.get("batch", _batch(self.graph)),
                            settings, resolved, ns, summarize(ns), events)
         if recorder is not None:
@@ -359,6 +361,14 @@ def _graph_opt_dict(settings: Settings, original: Graph, opt: OptimizeResult) ->
             "skipped": dict(opt.skipped), "details": dict(opt.details), "nodes": len(opt.graph),
             "original_nodes": len(original), "flops": opt.graph.flops,
             "original_flops": original.flops}
+
+
+def _lowered(g: Graph, implementations: Sequence[str]) -> dict[str, Any]:
+    """What the im2col pass's marks became: the convolutions the plan runs as
+    gathered patches and one matmul, of those marked."""
+    marked = [n for n in g.nodes if n.attrs.get("im2col")]
+    lowered = [n.name for n in marked if implementations[n.id].startswith("im2col+")]
+    return {"marked": len(marked), "lowered": lowered}
 
 
 def _batch(graph: Graph) -> int:

@@ -111,6 +111,15 @@ def test_lowered_graph_matches_reference(intra_op: int) -> None:
     cg = compile_graph(g)
     cg.set_inputs(inputs)
     for graph_opt in ("full", "none"):
-        cg.run(Settings(intra_op=intra_op, graph_opt=graph_opt), repeats=1, warmup=0)
+        rec = cg.run(Settings(intra_op=intra_op, graph_opt=graph_opt), repeats=1, warmup=0)
         for k, v in cg.outputs().items():
             assert_close(v, want[k], 2e-4)
+    details = rec.resolved["graph_opt"]["details"]
+    assert "im2col" not in details  # graph_opt none
+    lowered = cg.run(Settings(intra_op=intra_op), repeats=1, warmup=0).resolved[
+        "graph_opt"]["details"]["im2col"]
+    # Lowered exactly where oneDNN's direct kernel for the shape is its older
+    # AVX2 / SSE4.1 jit (the maps are 7x7, well within the size limit).
+    direct = ppb.ops.Conv2d((2, 7, 7, 16), 16, 3, padding=1, nhwc=True).implementation
+    older_jit = direct.startswith(("jit:avx2", "jit:sse41"))
+    assert lowered["marked"] == 2 and len(lowered["lowered"]) == (2 if older_jit else 0)

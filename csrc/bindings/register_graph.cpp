@@ -166,7 +166,15 @@ void register_graph(py::module_& m) {
              py::gil_scoped_release nogil;
              return p.blocks(s);
            },
-           py::arg("settings"), "Blocks each node is cut into under these settings.");
+           py::arg("settings"), "Blocks each node is cut into under these settings.")
+      .def("implementations", [](Plan& p, const SettingsArg& arg) {
+             const ExecSettings s = arg.parsed();
+             py::gil_scoped_release nogil;
+             return p.implementations(s);
+           },
+           py::arg("settings"),
+           "What computes each convolution under these settings (oneDNN's implementation "
+           "name, or im2col+ and the product's); empty for other nodes.");
 
   m.def("run_instances",
         [](const std::vector<Plan*>& plans, const std::vector<SettingsArg>& args, int repeats,

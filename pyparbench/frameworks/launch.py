@@ -197,6 +197,14 @@ def start_child(plan: ChildPlan, *, stderr: Any) -> subprocess.Popen[str]:
         preexec_fn=pin, start_new_session=True)
 
 
+def kill_child(proc: subprocess.Popen[str]) -> None:
+    """Kills a started child and whatever it started (its process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def child_answer(plan: ChildPlan, returncode: int, out: str, err: str) -> dict[str, Any]:
     """A finished child's answer (its last JSON line on stdout), or the error
     that names its configuration: a crash, an exit status, no answer."""
@@ -250,7 +258,7 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
     try:
         out, err = proc.communicate(json.dumps(plan.request) + "\n", timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the child and whatever it started
+        kill_child(proc)
         out, err = proc.communicate()
         return {**base, "status": "error",
                 "error": f"{label}: timed out after {timeout:g} s (killed)",

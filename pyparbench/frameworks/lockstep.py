@@ -20,7 +20,6 @@ import json
 import math
 import os
 import select
-import signal
 import subprocess
 import tempfile
 import time
@@ -31,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from pyparbench.frameworks.child import STEP_MARK
-from pyparbench.frameworks.launch import ChildPlan, Job, child_answer, plan_child, start_child
+from pyparbench.frameworks.launch import (ChildPlan, Job, child_answer, kill_child, plan_child,
+                                         start_child)
 from pyparbench.frameworks.spec import GraphLike
 from pyparbench.settings import Settings
 
@@ -198,10 +198,7 @@ class _Child:
         return answer
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the child and whatever it started
-        except ProcessLookupError:
-            pass
+        kill_child(self.proc)
 
 
 def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: int = 30,
@@ -264,10 +261,10 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
             left = max(deadline - time.monotonic(), 1.0)
             answer = ch.finish(left)
             result.answers[ch.label] = answer
-            if ch.label not in result.errors and answer["status"] != "ok":
-                result.errors[ch.label] = answer["error"]
-            elif ch.label not in result.errors and answer["jobs"][0].get("status") != "ok":
-                result.errors[ch.label] = answer["jobs"][0]["error"]
+            # The child's own error, else its job's; an error seen earlier stands.
+            failed = answer if answer["status"] != "ok" else answer["jobs"][0]
+            if ch.label not in result.errors and failed.get("status") != "ok":
+                result.errors[ch.label] = failed["error"]
     n = result.steps
     for lab in labels:
         del result.ns[lab][n:]

@@ -42,6 +42,7 @@ Tensor rows(const Tensor& t, int64_t r0, int64_t r1, size_t elem) {
 struct Call {
   std::shared_ptr<void> kernel;  // owns the kernel (any op's type)
   std::function<void()> fn;
+  std::string implementation;  // a convolution's (Conv2dOp::implementation)
 };
 
 template <class K>
@@ -99,16 +100,24 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       c.sum = ins.size() == 2;
       auto k = make_conv2d(st.library, c, threads, s.im2col);
       k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
+      const std::string impl = k->implementation();
       const Tensor xs = stored(ins[0], s.nhwc), ys = stored(out, s.nhwc);
-      if (!c.sum) return unary_call(std::move(k), xs, ys);
+      Call call;
+      if (!c.sum) {
+        call = unary_call(std::move(k), xs, ys);
+        call.implementation = impl;
+        return call;
+      }
       // The sum post-op adds what the output holds: the residual, unless the
       // output already is the residual's buffer, is copied there first.
       const Tensor r = ins[1];
       const size_t bytes = static_cast<size_t>(Dims(out.shape).elements()) * sizeof(float);
-      return make_call<Conv2dOp>(std::move(k), [xs, ys, r, bytes](Conv2dOp& k) {
+      call = make_call<Conv2dOp>(std::move(k), [xs, ys, r, bytes](Conv2dOp& k) {
         if (r.data != ys.data) std::memcpy(ys.data, r.data, bytes);
         k.run(xs.input_view(), ys.output_view());
       });
+      call.implementation = impl;
+      return call;
     }
     case OpKind::linear: {
       const ParamArray& w = param(s, "weight");
@@ -352,6 +361,7 @@ class LibraryRunner : public NodeRunner {
   explicit LibraryRunner(Call c) : call_(std::move(c)) {}
   void run(ThreadPool*) override { call_.fn(); }
   int blocks() const override { return 1; }
+  std::string implementation() const override { return call_.implementation; }
 
  private:
   Call call_;
@@ -369,6 +379,9 @@ class SplitRunner : public NodeRunner {
                        [this](int64_t i) { blocks_[static_cast<size_t>(i)].fn(); });
   }
   int blocks() const override { return static_cast<int>(blocks_.size()); }
+  std::string implementation() const override {
+    return blocks_.empty() ? std::string() : blocks_.front().implementation;
+  }
 
  private:
   std::vector<Call> blocks_;

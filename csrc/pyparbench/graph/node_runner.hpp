@@ -10,6 +10,7 @@
 #include "pyparbench/graph/node_spec.hpp"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace ppb {
@@ -23,6 +24,9 @@ class NodeRunner {
   virtual void run(ThreadPool* pool) = 0;
   // Blocks the op was cut into (1 in library mode).
   virtual int blocks() const = 0;
+  // What computes a convolution (Conv2dOp::implementation() of its first
+  // block); empty for other ops.
+  virtual std::string implementation() const = 0;
 };
 
 // Builds the runner of node `spec`, reading its inputs from `ins` and

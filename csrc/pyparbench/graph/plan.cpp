@@ -194,6 +194,16 @@ std::vector<int> Plan::blocks(const ExecSettings& settings) {
   return b;
 }
 
+std::vector<std::string> Plan::implementations(const ExecSettings& settings) {
+  validate(settings, nodes_.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  Runners& r = prepared(settings);
+  std::vector<std::string> names(r.size());
+  for (size_t i = 0; i < r.size(); ++i)
+    if (r[i]) names[i] = r[i]->implementation();
+  return names;
+}
+
 RunResult Plan::run(const ExecSettings& settings, int repeats, int warmup, bool trace,
                     const std::shared_ptr<Audit>& audit,
                     const std::function<void()>& before_repeat) {

@@ -67,6 +67,9 @@ class Plan {
   size_t allocated_bytes() const { return allocated_; }
   // Blocks each node was cut into under `settings` (1 in library mode).
   std::vector<int> blocks(const ExecSettings& settings);
+  // What computes each convolution under `settings` (oneDNN's
+  // implementation name, or "im2col+..."); empty for other nodes.
+  std::vector<std::string> implementations(const ExecSettings& settings);
 
  private:
   using Runners = std::vector<std::unique_ptr<NodeRunner>>;
