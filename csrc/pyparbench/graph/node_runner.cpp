@@ -48,7 +48,7 @@ struct Call {
 template <class K>
 Call make_call(std::unique_ptr<K> k, std::function<void(K&)> body) {
   K* raw = k.get();
-  return {std::shared_ptr<void>(std::move(k)), [raw, body = std::move(body)] { body(*raw); }};
+  return {std::shared_ptr<void>(std::move(k)), [raw, body = std::move(body)] { body(*raw); }, {}};
 }
 
 // The call of a one-input kernel: k.run(x, y).

@@ -8,8 +8,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
+#include <vector>
 
 namespace ppb {
 
@@ -29,7 +29,7 @@ const Conv2dConfig& lowerable(const Conv2dConfig& cfg) {
 }  // namespace
 
 GemmConv2d::GemmConv2d(const Conv2dConfig& cfg, std::optional<int> threads)
-    : KernelOp(lowerable(cfg), "GemmConv2d", threads) {
+    : PrimitiveConv2d(lowerable(cfg), "GemmConv2d", threads) {
   const Conv2dConfig& c = config();
   rows_ = c.n * out_h() * out_w();
   width_ = c.kh * c.kw * c.c;
@@ -69,32 +69,13 @@ void GemmConv2d::set_weights(ConstFloatView weight, ConstFloatView bias) {
       for (int64_t t = 0; t < taps; ++t)
         ohwi[static_cast<size_t>((o * taps + t) * c.c + ch)] =
             weight.data[(o * c.c + ch) * taps + t];
-  locked([&] {
-    ThreadsScope scope(threads_);
-    memory user(user_weights_md_, cpu_engine(), ohwi.data());
-    auto& s = thread_stream();
-    dnnl::reorder(user, args_.at(DNNL_ARG_WEIGHTS)).execute(s, user, args_.at(DNNL_ARG_WEIGHTS));
-    s.wait();
-    if (bias.present())
-      std::memcpy(args_.at(DNNL_ARG_BIAS).get_data_handle(), bias.data,
-                  sizeof(float) * static_cast<size_t>(c.out_channels));
-    mark_weights_set();
-  });
+  load_checked(weight, ohwi.data(), bias);
 }
 
 void GemmConv2d::bind(ConstFloatView x, FloatView out) {
   check_run(x, out);
   x_ = x.data;
   bind_arg(DNNL_ARG_DST, out.data);
-}
-
-void GemmConv2d::run(ConstFloatView x, FloatView out) {
-  run_with([&] { bind(x, out); });
-}
-
-std::vector<double> GemmConv2d::timeit(ConstFloatView x, FloatView out, int repeats,
-                                       int warmup) {
-  return timed_with([&] { bind(x, out); }, repeats, warmup);
 }
 
 void GemmConv2d::execute() {

@@ -10,38 +10,30 @@
 #pragma once
 
 #include "pyparbench/math/conv2d_op.hpp"
-#include "pyparbench/math/kernel_op.hpp"
-#include "pyparbench/ops/primitive_kernel.hpp"
+#include "pyparbench/math/onednn_ops.hpp"
 
 #include <optional>
 #include <string>
-#include <vector>
 
 namespace ppb {
 
-class GemmConv2d : public KernelOp<PrimitiveKernel, Conv2dOp> {
+class GemmConv2d : public PrimitiveConv2d {
  public:
   // Throws std::invalid_argument for NCHW activations or groups > 1, and
   // for a gathered matrix beyond kMaxGemmConvBytes.
   GemmConv2d(const Conv2dConfig& cfg, std::optional<int> threads);
 
-  MathLibrary library() const override { return MathLibrary::onednn; }
-  std::string implementation() const override { return implementation_; }
   // Copies the weights, permuted from OIHW to the product's (KH·KW·C) x O
   // and packed into the matmul's layout, and the bias.
   void set_weights(ConstFloatView weight, ConstFloatView bias) override;
-  void run(ConstFloatView x, FloatView out) override;
-  std::vector<double> timeit(ConstFloatView x, FloatView out, int repeats, int warmup) override;
 
  private:
-  void bind(ConstFloatView x, FloatView out);
+  void bind(ConstFloatView x, FloatView out) override;
   void execute() override;
 
   int64_t rows_ = 0, width_ = 0;  // the gathered matrix: (N·OH·OW) x (KH·KW·C)
-  float* patches_ = nullptr;  // the matmul's source buffer
+  float* patches_ = nullptr;      // the matmul's source buffer
   const float* x_ = nullptr;
-  dnnl::memory::desc user_weights_md_;
-  std::string implementation_;
 };
 
 // The largest gathered matrix a GemmConv2d holds (bytes).

@@ -3,7 +3,6 @@
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/dnnl_compat.hpp"
 
-#include <cstring>
 #include <stdexcept>
 
 namespace ppb {
@@ -73,14 +72,7 @@ void Linear::set_weights(ConstFloatView weight, ConstFloatView bias) {
   require_bias_presence("Linear", cfg_.bias, bias.present());
   if (bias.present()) require_shape("bias", bias.shape, bias_shape_);
   locked([&] {
-    ThreadsScope scope(threads_);
-    memory user(user_weights_md_, cpu_engine(), const_cast<float*>(weight.data));
-    auto& s = thread_stream();
-    dnnl::reorder(user, args_.at(DNNL_ARG_WEIGHTS)).execute(s, user, args_.at(DNNL_ARG_WEIGHTS));
-    s.wait();
-    if (bias.present())
-      std::memcpy(args_.at(DNNL_ARG_BIAS).get_data_handle(), bias.data,
-                  sizeof(float) * static_cast<size_t>(cfg_.n));
+    load_weights(user_weights_md_, weight.data, bias.present() ? bias.data : nullptr, cfg_.n);
     has_weights_ = true;
   });
 }

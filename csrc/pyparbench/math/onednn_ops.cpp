@@ -2,7 +2,6 @@
 
 #include "pyparbench/dnnl_compat.hpp"
 
-#include <cstring>
 
 namespace ppb {
 
@@ -62,7 +61,7 @@ std::vector<double> Gemm::timeit(ConstFloatView a, ConstFloatView b, ConstFloatV
 }
 
 Conv2d::Conv2d(const Conv2dConfig& cfg, std::optional<int> threads)
-    : KernelOp(cfg, "Conv2d", threads) {
+    : PrimitiveConv2d(cfg, "Conv2d", threads) {
   ThreadsScope scope(threads_);
   const auto f32 = memory::data_type::f32;
   const auto act = cfg.nhwc ? tag::nhwc : tag::nchw;
@@ -91,33 +90,33 @@ Conv2d::Conv2d(const Conv2dConfig& cfg, std::optional<int> threads)
   if (cfg.bias) add_owned_arg(DNNL_ARG_BIAS, bias);
 }
 
-void Conv2d::set_weights(ConstFloatView weight, ConstFloatView bias) {
+void PrimitiveConv2d::run(ConstFloatView x, FloatView out) {
+  run_with([&] { bind(x, out); });
+}
+
+std::vector<double> PrimitiveConv2d::timeit(ConstFloatView x, FloatView out, int repeats,
+                                            int warmup) {
+  return timed_with([&] { bind(x, out); }, repeats, warmup);
+}
+
+void PrimitiveConv2d::load_checked(ConstFloatView weight, const float* weights,
+                                   ConstFloatView bias) {
   check_weights(weight, bias);
   locked([&] {
-    ThreadsScope scope(threads_);
-    dnnl::memory user(user_weights_md_, cpu_engine(), const_cast<float*>(weight.data));
-    auto& s = thread_stream();
-    dnnl::reorder(user, args_.at(DNNL_ARG_WEIGHTS)).execute(s, user, args_.at(DNNL_ARG_WEIGHTS));
-    s.wait();
-    if (bias.present())
-      std::memcpy(args_.at(DNNL_ARG_BIAS).get_data_handle(), bias.data,
-                  sizeof(float) * static_cast<size_t>(config().out_channels));
+    load_weights(user_weights_md_, weights, bias.present() ? bias.data : nullptr,
+                 config().out_channels);
     mark_weights_set();
   });
+}
+
+void Conv2d::set_weights(ConstFloatView weight, ConstFloatView bias) {
+  load_checked(weight, weight.data, bias);
 }
 
 void Conv2d::bind(ConstFloatView x, FloatView out) {
   check_run(x, out);
   bind_arg(DNNL_ARG_SRC, x.data);
   bind_arg(DNNL_ARG_DST, out.data);
-}
-
-void Conv2d::run(ConstFloatView x, FloatView out) {
-  run_with([&] { bind(x, out); });
-}
-
-std::vector<double> Conv2d::timeit(ConstFloatView x, FloatView out, int repeats, int warmup) {
-  return timed_with([&] { bind(x, out); }, repeats, warmup);
 }
 
 }  // namespace ppb

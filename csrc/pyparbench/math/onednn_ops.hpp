@@ -26,24 +26,40 @@ class Gemm : public KernelOp<PrimitiveKernel, GemmOp> {
   void bind(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out);
 };
 
-// 2-D convolution, fp32. Activations are NCHW (or NHWC); weights arrive as
-// OIHW (PyTorch's layout) and are reordered once, in set_weights(), into the
-// blocked layout the primitive picked.
-class Conv2d : public KernelOp<PrimitiveKernel, Conv2dOp> {
+// What the onednn library's convolutions (Conv2d, GemmConv2d) share: one
+// primitive, weights reordered once into its layout, run() and timeit()
+// around the subclass's bind().
+class PrimitiveConv2d : public KernelOp<PrimitiveKernel, Conv2dOp> {
  public:
-  Conv2d(const Conv2dConfig& cfg, std::optional<int> threads);
-
   MathLibrary library() const override { return MathLibrary::onednn; }
   std::string implementation() const override { return implementation_; }
-  // Copies weights (reordered) and bias into the kernel.
-  void set_weights(ConstFloatView weight, ConstFloatView bias) override;
   void run(ConstFloatView x, FloatView out) override;
   std::vector<double> timeit(ConstFloatView x, FloatView out, int repeats, int warmup) override;
 
- private:
-  void bind(ConstFloatView x, FloatView out);
+ protected:
+  using KernelOp::KernelOp;
+  // Checks x and out and points the primitive at them.
+  virtual void bind(ConstFloatView x, FloatView out) = 0;
+  // Checks the OIHW weight and the bias, then loads `weights` (the same
+  // values, laid out as user_weights_md_) and the bias.
+  void load_checked(ConstFloatView weight, const float* weights, ConstFloatView bias);
+
   dnnl::memory::desc user_weights_md_;
-  std::string implementation_;
+  std::string implementation_;  // oneDNN's name for what runs
+};
+
+// 2-D convolution, fp32. Activations are NCHW (or NHWC); weights arrive as
+// OIHW (PyTorch's layout) and are reordered once, in set_weights(), into the
+// blocked layout the primitive picked.
+class Conv2d : public PrimitiveConv2d {
+ public:
+  Conv2d(const Conv2dConfig& cfg, std::optional<int> threads);
+
+  // Copies weights (reordered) and bias into the kernel.
+  void set_weights(ConstFloatView weight, ConstFloatView bias) override;
+
+ private:
+  void bind(ConstFloatView x, FloatView out) override;
 };
 
 }  // namespace ppb

@@ -3,6 +3,7 @@
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/dnnl_compat.hpp"
 
+#include <cstring>
 #include <stdexcept>
 
 namespace ppb {
@@ -68,6 +69,18 @@ void PrimitiveKernel::add_arg(int key, const dnnl::memory::desc& md) {
 dnnl::memory& PrimitiveKernel::add_owned_arg(int key, const dnnl::memory::desc& md) {
   args_[key] = dnnl::memory(md, cpu_engine());
   return args_[key];
+}
+
+void PrimitiveKernel::load_weights(const dnnl::memory::desc& user, const float* weights,
+                                   const float* bias, int64_t bias_len) {
+  ThreadsScope scope(threads_);
+  dnnl::memory src(user, cpu_engine(), const_cast<float*>(weights));
+  auto& s = thread_stream();
+  dnnl::reorder(src, args_.at(DNNL_ARG_WEIGHTS)).execute(s, src, args_.at(DNNL_ARG_WEIGHTS));
+  s.wait();
+  if (bias)
+    std::memcpy(args_.at(DNNL_ARG_BIAS).get_data_handle(), bias,
+                sizeof(float) * static_cast<size_t>(bias_len));
 }
 
 void PrimitiveKernel::bind_arg(int key, const void* ptr) {

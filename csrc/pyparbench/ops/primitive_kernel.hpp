@@ -49,6 +49,11 @@ class PrimitiveKernel : public Kernel {
   void add_arg(int key, const dnnl::memory::desc& md);
   // Adds an argument that owns its buffer (weights in the primitive's layout).
   dnnl::memory& add_owned_arg(int key, const dnnl::memory::desc& md);
+  // Reorders `weights`, laid out as `user`, into the weights argument's
+  // layout, and copies `bias_len` floats of `bias` (when not null) into the
+  // bias argument. Call it under the kernel's lock.
+  void load_weights(const dnnl::memory::desc& user, const float* weights, const float* bias,
+                    int64_t bias_len);
   void bind_arg(int key, const void* ptr);
   void execute() override;
 
