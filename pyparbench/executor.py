@@ -53,6 +53,10 @@ class TraceEvent:
     cpu: int
     start_ns: float
     end_ns: float
+    # What computed a convolution: oneDNN's implementation ("jit:avx2",
+    # "brgconv:avx512_core", ...) or "im2col+" and the product's; empty for
+    # other ops.
+    kernel: str = ""
 
 
 @dataclass
@@ -85,7 +89,9 @@ class RunRecord:
         row per inter-op worker, one slice per node."""
         events = [{"name": e.name, "cat": e.op, "ph": "X", "pid": 0, "tid": e.worker,
                    "ts": e.start_ns / 1e3, "dur": max(e.end_ns - e.start_ns, 0.0) / 1e3,
-                   "args": {"node": e.node, "cpu": e.cpu}} for e in self.trace]
+                   "args": {"node": e.node, "cpu": e.cpu, **({"kernel": e.kernel} if e.kernel
+                                                            else {})}}
+                  for e in self.trace]
         meta = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": w,
                  "args": {"name": f"worker {w}"}} for w in sorted({e.worker for e in self.trace})]
         return {"traceEvents": meta + events, "displayTimeUnit": "ms",
@@ -338,7 +344,8 @@ class CompiledGraph:
             res = v.plan.run(native, repeats=repeats, warmup=warmup, trace=trace,
                              audit=recorder)
         ns = [float(x) for x in res["ns"]]
-        events = [TraceEvent(n, g[n].name, g[n].op, w, c, s, e)
+        kernels = v.plan.implementations(native) if trace else []
+        events = [TraceEvent(n, g[n].name, g[n].op, w, c, s, e, kernels[n])
                   for (n, w, c, s, e) in res["trace"]]
         resolved = _resolved_dict(native)
         resolved["graph_opt"] = _graph_opt_dict(settings, self.graph, v.opt)

@@ -34,6 +34,13 @@ def test_trace_writes_chrome_json(tmp_path: Path) -> None:
     assert "2 worker(s)" in out.stdout and "graph_opt=none" in out.stdout
     events = json.loads(path.read_text())["traceEvents"]
     assert {e["tid"] for e in events if e["ph"] == "X"} <= {0, 1}
+    # Every convolution names the kernel that computed it, and only they do.
+    convs = [e for e in events if e.get("cat") == "conv2d"]
+    assert convs and all(e["args"]["kernel"] for e in convs)
+    assert not any("kernel" in e["args"] for e in events if e.get("cat") not in (None, "conv2d"))
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("convolution kernels: "))
+    assert sum(int(part.rsplit(" x", 1)[1]) for part in line.split(": ", 1)[1].split(", ")) \
+        == len(convs)
 
 
 def test_trace_with_a_preset(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ per-node trace as Chrome trace JSON (open it in Perfetto or chrome://tracing).""
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 
 from pyparbench.cli._common import add_settings_args, positive_int, settings_from_args
 
@@ -23,6 +24,9 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     print(f"{args.model} batch {graph[graph.inputs[0]].shape[0]}, {settings.label()}: "
           f"{record.summary.fmt('ms')}; {len(record.trace)} nodes on {workers} worker(s) "
           f"-> {args.output}")
+    kernels = Counter(e.kernel for e in record.trace if e.kernel)
+    if kernels:
+        print("convolution kernels: " + ", ".join(f"{k} x{n}" for k, n in kernels.most_common()))
     return 0
 
 
