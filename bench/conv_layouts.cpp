@@ -20,7 +20,11 @@
 // picks nhwc for every shape (brgconv / brgconv_1x1); nChw16c gets the older
 // jit:avx512_core / jit_1x1 kernels and its weighted total is 7-8% slower at
 // batch 1 (3x3 convolutions 3-35% slower, 1x1 about even) and 2% slower at
-// batch 8, so the graph passes keep NHWC.
+// batch 8, so the graph passes keep NHWC. On a 2-core AVX2 Zen 3 with oneDNN
+// 2.6, format_tag::any picks nChw8c (jit:avx2), and oneDNN's channels-last
+// kernel with the fused bias and ReLU is the slow one: 3x3 convolutions
+// 1.1-1.8x slower than nChw8c, 1x1 about even. The `blocked` graph pass
+// follows what any picks (preferred_conv_layout in the C++ core).
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>

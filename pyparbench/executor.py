@@ -32,7 +32,7 @@ from pyparbench._core import graph as _g
 from pyparbench._core import threading as _t
 from pyparbench.graph import NATIVE_ATTRS, Graph, Node
 from pyparbench.graph.builder import rebuild
-from pyparbench.graph.passes import PASSES, OptimizeResult, optimize, pipeline
+from pyparbench.graph.passes import BLOCKED_LAYOUTS, PASSES, OptimizeResult, optimize, pipeline
 from pyparbench.settings import Settings, allowed_sockets
 from pyparbench.threading.audit import ThreadAudit, ThreadingMismatch, ThreadingMismatchError
 from pyparbench.threading.placement import place
@@ -172,10 +172,25 @@ def _spec(node: Node) -> _g.NodeSpec:
         setattr(spec, attr, list(value) if isinstance(value, tuple) else value)
     # What the optimisation passes set (graph.opdefs.PASS_ATTRS).
     spec.activation = node.attrs.get("activation") or ""
-    spec.nhwc = node.attrs.get("layout") == "nhwc"
+    spec.layout = node.attrs.get("layout", "nchw")
+    # A reorder without its source named converts between NCHW and NHWC.
+    source = ("nchw" if spec.layout != "nchw" else "nhwc") if node.op == "reorder" else spec.layout
+    spec.input_layout = node.attrs.get("input_layout", source)
     spec.inplace = int(node.attrs.get("inplace", -1))
     spec.im2col = bool(node.attrs.get("im2col", False))
     return spec
+
+
+def _as_nchw(arr: npt.NDArray[Any], shape: Sequence[int], layout: str) -> npt.NDArray[Any]:
+    """A 4-D value stored as ``layout`` (pyparbench.graph.passes) in NCHW."""
+    b, c, h, w = shape
+    if layout == "nhwc":
+        return np.ascontiguousarray(arr.reshape(b, h, w, c).transpose(0, 3, 1, 2))
+    if layout in BLOCKED_LAYOUTS:
+        k = BLOCKED_LAYOUTS[layout]
+        return np.ascontiguousarray(arr.reshape(b, c // k, h, w, k).transpose(0, 1, 4, 2, 3)
+                                    .reshape(b, c, h, w))
+    return arr
 
 
 class _Variant:
@@ -202,10 +217,8 @@ class _Variant:
         out = []
         for node, arr in zip(nodes, self.plan.outputs(list(nodes)), strict=True):
             n = self.graph[node]
-            if (n.attrs.get("layout") == "nhwc" and len(n.shape) == 4
-                    and n.op != "global_avg_pool"):
-                b, c, h, w = n.shape
-                arr = np.ascontiguousarray(arr.reshape(b, h, w, c).transpose(0, 3, 1, 2))
+            if len(n.shape) == 4 and n.op != "global_avg_pool":
+                arr = _as_nchw(arr, n.shape, n.attrs.get("layout", "nchw"))
             out.append(arr)
         return out
 
@@ -303,7 +316,7 @@ class CompiledGraph:
         node may have reused a node's buffer: reading it raises ValueError
         naming it (graph inputs and outputs are always kept; a graph_opt
         without ``memory`` keeps every value, e.g.
-        ``"bn_fold+residual+activation+layout+subsample+im2col+microbatch"``)."""
+        ``"bn_fold+residual+activation+layout+blocked+subsample+im2col+microbatch"``)."""
         with self._lock:
             try:
                 return self._last.outputs([node])[0]

@@ -18,8 +18,8 @@ AFFINITIES = ("none", "compact", "scatter")
 PLACEMENTS = ("shared", "per-socket")
 PRESETS = ("tensorflow", "intel", "tftuner")
 # The graph optimisation passes (pyparbench/graph/passes.py), in pipeline order.
-GRAPH_PASSES = ("bn_fold", "residual", "activation", "layout", "subsample", "im2col",
-                "microbatch", "memory")
+GRAPH_PASSES = ("bn_fold", "residual", "activation", "layout", "blocked", "subsample",
+                "im2col", "microbatch", "memory")
 # Settings.graph_opt: no pass, the whole pipeline, or one pass alone (or
 # several joined by "+", see graph_opt_passes).
 GRAPH_OPTS = ("none", "full", *GRAPH_PASSES)

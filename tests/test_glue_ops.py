@@ -607,7 +607,7 @@ BAD_CALLS = [
     ("Pool2d-impl", lambda: ops.Pool2d("max", [2, 3, 4, 5], 2, nhwc=True, impl="jit"),
      ValueError, "pooling impl must be 'auto', 'onednn' or 'direct', got 'jit'"),
     ("Pool2d-direct-nchw", lambda: ops.Pool2d("max", [2, 3, 4, 5], 2, impl="direct"),
-     ValueError, E("pooling impl 'direct' needs channels-last data (nhwc=True)")),
+     ValueError, E("pooling impl 'direct' needs channels-last or blocked data (nhwc=True)")),
     ("pool-padding", lambda: ops.max_pool2d(X4, 2, padding=2), ValueError,
      r"padding \(2, 2, 2, 2\) must be smaller than the kernel \(2, 2\)"),
     ("pool-stride", lambda: ops.max_pool2d(X4, 2, stride=0), ValueError,

@@ -178,7 +178,9 @@ def test_default_is_full_and_none_is_the_graph_as_built() -> None:
         Settings(graph_opt="none")))
     assert none.resolved["graph_opt"]["applied"] == []
     info = full.resolved["graph_opt"]
-    assert info["applied"] == list(PASSES) and info["skipped"] == {}
+    # Batch 1: the blocked layout never pays (passes.BLOCKED_MIN_BATCH).
+    assert info["applied"] == [p for p in PASSES if p != "blocked"]
+    assert list(info["skipped"]) == ["blocked"]
     assert info["original_nodes"] == len(g) and info["nodes"] < len(g) // 2
     # Folding removes the batch norms' FLOPs (and adds the convs' bias adds).
     assert info["flops"] < info["original_flops"] == g.flops
@@ -188,12 +190,13 @@ def test_passes_a_library_cannot_take_are_skipped_and_named() -> None:
     g = _block("tanh")
     eigen = optimize(g, PASSES, library="eigen")
     assert eigen.applied == ("bn_fold", "activation", "memory")
-    assert set(eigen.skipped) == {"residual", "layout", "subsample", "im2col", "microbatch",
-                                  "activation"}
+    assert set(eigen.skipped) == {"residual", "layout", "blocked", "subsample", "im2col",
+                                  "microbatch", "activation"}
     assert any(n.op == "eltwise" for n in eigen.graph)  # tanh left unfused
     fw = optimize(g, PASSES, operator="framework")
     assert fw.applied == ("bn_fold", "activation", "memory")
-    assert set(fw.skipped) == {"residual", "layout", "subsample", "im2col", "microbatch"}
+    assert set(fw.skipped) == {"residual", "layout", "blocked", "subsample", "im2col",
+                               "microbatch"}
     want = reference_forward(g, g.random_inputs(seed=0))
     for s in (Settings(library="eigen"), Settings(library="blas", intra_op=2),
               Settings(operator="framework", intra_op=2)):

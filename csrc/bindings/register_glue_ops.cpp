@@ -75,7 +75,8 @@ right); ceil_mode and count_include_pad follow PyTorch. impl: "onednn",
              Pool2dConfig c{kind,       kernel[0],  kernel[1],  stride[0], stride[1],
                             padding[0], padding[1], padding[2], padding[3], ceil_mode,
                             count_include_pad, impl};
-             return new Pool2d(c, to_shape(input_shape), threads, nhwc);
+             return new Pool2d(c, to_shape(input_shape), threads,
+                               nhwc ? ActLayout::nhwc : ActLayout::nchw);
            }),
            py::arg("kind"), py::arg("input_shape"), py::arg("kernel"), py::kw_only(),
            py::arg("stride") = std::array<int64_t, 2>{1, 1},

@@ -67,7 +67,12 @@ void register_graph(py::module_& m) {
       .def_readwrite("count_include_pad", &NodeSpec::count_include_pad)
       .def_readwrite("perm", &NodeSpec::perm)
       .def_readwrite("activation", &NodeSpec::activation)
-      .def_readwrite("nhwc", &NodeSpec::nhwc)
+      .def_property(
+          "layout", [](const NodeSpec& s) { return act_layout_name(s.layout); },
+          [](NodeSpec& s, const std::string& v) { s.layout = parse_act_layout(v); })
+      .def_property(
+          "input_layout", [](const NodeSpec& s) { return act_layout_name(s.input_layout); },
+          [](NodeSpec& s, const std::string& v) { s.input_layout = parse_act_layout(v); })
       .def_readwrite("im2col", &NodeSpec::im2col)
       .def_readwrite("inplace", &NodeSpec::inplace)
       .def("set_param",
@@ -195,6 +200,10 @@ void register_graph(py::module_& m) {
         py::arg("warmup") = 2,
         "Run plans side by side (data parallelism), meeting before every repeat; returns "
         "(per-repeat ns of all together, [per-repeat ns of each instance]).");
+
+  m.def("preferred_layout", [] { return act_layout_name(preferred_conv_layout()); },
+        "The activation layout oneDNN's convolution picks when left free on this machine: "
+        "'nchw8c' / 'nchw16c' (its blocked kernels), 'nhwc' or 'nchw'.");
 }
 
 }  // namespace ppb::bind

@@ -87,7 +87,7 @@ py::class_<K, Kernel, Conv2dOp> bind_conv2d_class(py::module_& m, const char* na
             c.pad_top = padding[0]; c.pad_bottom = padding[1];
             c.pad_left = padding[2]; c.pad_right = padding[3];
             c.dilation_h = dilation[0]; c.dilation_w = dilation[1];
-            c.groups = groups; c.bias = bias; c.relu = relu; c.nhwc = nhwc;
+            c.groups = groups; c.bias = bias; c.relu = relu; c.layout = nhwc ? ActLayout::nhwc : ActLayout::nchw;
             return new K(c, threads);
           }),
           py::arg("input_shape"), py::arg("out_channels"), py::arg("kernel"), py::kw_only(),

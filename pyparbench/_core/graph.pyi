@@ -28,7 +28,8 @@ class NodeSpec:
     count_include_pad: bool
     perm: list[int]
     activation: str
-    nhwc: bool
+    layout: str
+    input_layout: str
     inplace: int
     im2col: bool
     def __init__(self) -> None: ...
@@ -62,3 +63,4 @@ class Plan:
 
 def run_instances(plans: Sequence[Plan], settings: Sequence[ExecSettings], *, repeats: int = 10,
                   warmup: int = 2) -> tuple[npt.NDArray[np.float64], list[npt.NDArray[np.float64]]]: ...
+def preferred_layout() -> str: ...

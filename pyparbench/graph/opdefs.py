@@ -30,11 +30,13 @@ FUSABLE_ACTIVATIONS = tuple(ELTWISE_FLOPS)
 # Attributes only the optimisation passes (graph/passes.py) set, any op may
 # carry them, absent means the default: "activation" (a fused eltwise kind of
 # conv2d / linear / matmul), "layout" ("nhwc": the node's 4-D data stored
-# channels-last; for a reorder, the layout of its output), "inplace" (the
+# channels-last, "nchw8c" / "nchw16c": in oneDNN's blocked layouts; for a
+# reorder, the layout of its output), "input_layout" (a reorder's source
+# layout, or the plain "nchw" a blocked conv2d reads), "inplace" (the
 # input whose buffer the output takes), "im2col" (a conv2d the native plan
 # may run as gathered patches and one matmul: a kernel choice, values
 # unchanged).
-PASS_ATTRS = ("activation", "layout", "inplace", "im2col")
+PASS_ATTRS = ("activation", "layout", "input_layout", "inplace", "im2col")
 
 # Attributes the native plan takes, per op (NodeSpec fields of the same names);
 # the rest (reshape's shape, input's dtype, batch-norm's scale flag) are given

@@ -13,6 +13,14 @@ the IR, each switchable, that leave every output unchanged (up to rounding).
 ``layout``     channels-last (NHWC) activations through conv / pool / batch
                norm / eltwise / add / concat chains, ``reorder`` nodes where
                data must be plain NCHW; graph inputs and outputs keep NCHW
+``blocked``    the layout pass's nodes stored in oneDNN's blocked layout
+               (nChw8c / nChw16c: channels in blocks of 8 or 16, innermost)
+               instead of channels-last, where oneDNN's convolutions prefer
+               it on this machine (its 2.x direct kernels), the batch is at
+               least ``BLOCKED_MIN_BATCH`` (weights reused from cache) and
+               every such node fills the blocks; the first conv reads the
+               image plain (ResNet-50 batch 8 on AVX2: 1.07x). Elsewhere
+               channels-last stays, and the result says why
 ``subsample``  a channels-last 1x1 conv2d of stride s > 1 reads every s-th
                pixel: a window-1 max pool of stride s copies those pixels
                once (shared by the convs reading the same value at the same
@@ -71,9 +79,9 @@ from pyparbench.names import GRAPH_OPTS, GRAPH_PASSES, graph_opt_passes
 if TYPE_CHECKING:
     from pyparbench.settings import Settings
 
-__all__ = ["GRAPH_OPTS", "PASSES", "DerivedParams", "MicroBatchPlan", "OptimizeResult",
-           "activation_fusion", "bn_fold", "cache_budget_bytes", "executed_graph",
-           "im2col_marks", "layout_nhwc", "microbatch", "microbatch_plan", "optimize", "pipeline",
+__all__ = ["BLOCKED_LAYOUTS", "GRAPH_OPTS", "PASSES", "DerivedParams", "MicroBatchPlan", "OptimizeResult",
+           "BLOCKED_MIN_BATCH", "activation_fusion", "blocked_choice", "blocked_misfits", "bn_fold", "cache_budget_bytes", "executed_graph",
+           "im2col_marks", "layout_blocked", "layout_nhwc", "microbatch", "microbatch_plan", "optimize", "pipeline", "preferred_layout",
            "residual_fusion", "subsample"]
 
 PASSES = GRAPH_PASSES
@@ -305,17 +313,16 @@ def activation_fusion(g: Graph, kinds: Iterable[str] = FUSABLE_ACTIVATIONS) -> G
     return em.graph(g, [remap[o] for o in g.outputs])
 
 
-# Ops that run on channels-last data; the others need NCHW.
+# Ops that run on channels-last or blocked data; the others need NCHW.
 _NHWC_ANCHORS = ("conv2d", "pool2d", "batch_norm")
 _NHWC_FOLLOWERS = ("eltwise", "add", "mul", "concat")
+# Channels per block of oneDNN's blocked layouts.
+BLOCKED_LAYOUTS = {"nchw8c": 8, "nchw16c": 16}
 
 
-def layout_nhwc(g: Graph) -> Graph:
-    """Run 4-D conv2d / pool2d / batch_norm on channels-last data, and the
-    eltwise / same-shape add and mul / concat nodes that read them, with one
-    ``reorder`` node per value that crosses between layouts. A
-    global_avg_pool reads channels-last data directly. Graph outputs keep
-    NCHW: a channels-last output is reordered back under its own name."""
+def _layout_nodes(g: Graph) -> set[int]:
+    """The 4-D conv2d / pool2d / batch_norm nodes and the eltwise / same-shape
+    add and mul / concat nodes that read them: those that take a layout."""
     cl: set[int] = set()
     for n in g.nodes:
         if len(n.shape) != 4 or n.dtype != "float32":
@@ -326,43 +333,142 @@ def layout_nhwc(g: Graph) -> Graph:
             if n.op in ("add", "mul") and g[n.inputs[0]].shape != g[n.inputs[1]].shape:
                 continue
             cl.add(n.id)
-    if not any(g[i].op == "conv2d" for i in cl):
-        return g
+    return cl
+
+
+def _plain_src(g: Graph, n: Node, block: int) -> bool:
+    """A conv2d whose few input channels do not fill a block (an image's
+    three): oneDNN's direct kernel reads them plain and writes blocked."""
+    return (n.op == "conv2d" and n.attrs["groups"] == 1
+            and g[n.inputs[0]].shape[1] < block)
+
+
+def _with_layout(g: Graph, cl: set[int], layout: str, block: int) -> Graph:
+    """Store the nodes ``cl`` as ``layout``, with one ``reorder`` node per value
+    that crosses between it and NCHW (its ``input_layout`` names the source
+    layout). A global_avg_pool reads the layout directly; outputs keep NCHW."""
     em = _Emitter()
     plain: dict[int, int] = {}  # old id -> new id of its NCHW value
-    last: dict[int, int] = {}   # old id -> new id of its NHWC value
+    last: dict[int, int] = {}   # old id -> new id of its value stored as `layout`
     outputs = set(g.outputs)
 
     def nchw(i: int) -> int:
         if i not in plain:
             n = g[i]
-            plain[i] = em.emit(_New("reorder", (last[i],), {"layout": "nchw"}, Params({}, 0, 0),
-                                    n.shape, n.dtype, n.name if i in outputs else f"{n.name}/nchw"))
+            plain[i] = em.emit(_New("reorder", (last[i],), {"layout": "nchw", "input_layout": layout},
+                                    Params({}, 0, 0), n.shape, n.dtype,
+                                    n.name if i in outputs else f"{n.name}/nchw"))
         return plain[i]
 
-    def nhwc(i: int) -> int:
+    def laid(i: int) -> int:
         if i not in last:
             n = g[i]
-            last[i] = em.emit(_New("reorder", (plain[i],), {"layout": "nhwc"}, Params({}, 0, 0),
-                                   n.shape, n.dtype, f"{n.name}/nhwc"))
+            last[i] = em.emit(_New("reorder", (plain[i],), {"layout": layout, "input_layout": "nchw"},
+                                   Params({}, 0, 0), n.shape, n.dtype, f"{n.name}/{layout}"))
         return last[i]
 
     for n in g.nodes:
         if n.id in cl:
-            attrs = {**n.attrs, "layout": "nhwc"}
+            attrs = {**n.attrs, "layout": layout}
             if n.op == "conv2d" and len(n.inputs) == 2 and n.inputs[1] not in cl:
-                # The residual's channels-last copy may have other readers.
+                # The residual's copy in the layout may have other readers.
                 attrs.pop("inplace", None)
-            ins = tuple(nhwc(i) for i in n.inputs)
-            name = f"{n.name}/nhwc" if n.id in outputs else n.name
+            if n.inputs[0] not in cl and block > 1 and _plain_src(g, n, block):
+                attrs["input_layout"] = "nchw"
+                ins = (plain[n.inputs[0]], *(laid(i) for i in n.inputs[1:]))
+            else:
+                ins = tuple(laid(i) for i in n.inputs)
+            name = f"{n.name}/{layout}" if n.id in outputs else n.name
             last[n.id] = em.emit(_New(n.op, ins, attrs, n.params, n.shape, n.dtype, name))
             if n.id in outputs:
                 nchw(n.id)
         elif n.op == "global_avg_pool" and n.inputs[0] in cl:
-            plain[n.id] = em.copy(n, (last[n.inputs[0]],), layout="nhwc")
+            plain[n.id] = em.copy(n, (last[n.inputs[0]],), layout=layout)
         else:
             plain[n.id] = em.copy(n, (nchw(i) if i in cl else plain[i] for i in n.inputs))
     return em.graph(g, [plain[o] for o in g.outputs])
+
+
+def layout_nhwc(g: Graph) -> Graph:
+    """Run 4-D conv2d / pool2d / batch_norm on channels-last data, and the
+    eltwise / same-shape add and mul / concat nodes that read them, with one
+    ``reorder`` node per value that crosses between layouts. A
+    global_avg_pool reads channels-last data directly. Graph outputs keep
+    NCHW: a channels-last output is reordered back under its own name."""
+    cl = _layout_nodes(g)
+    if not any(g[i].op == "conv2d" for i in cl):
+        return g
+    return _with_layout(g, cl, "nhwc", 1)
+
+
+def blocked_misfits(g: Graph, layout: str) -> list[str]:
+    """Names of the nodes that would take ``layout`` (a blocked layout) but
+    whose channels, or their inputs', do not fill its blocks; a first
+    conv2d reading a few channels plain is no misfit."""
+    block = BLOCKED_LAYOUTS[layout]
+    cl = _layout_nodes(g)
+    bad = []
+    for i in sorted(cl):
+        n = g[i]
+        ins = [g[j] for k, j in enumerate(n.inputs)
+               if not (k == 0 and j not in cl and _plain_src(g, n, block))]
+        if any(x.shape[1] % block for x in (n, *ins)):
+            bad.append(n.name)
+    return bad
+
+
+def preferred_layout() -> str:
+    """The activation layout oneDNN's convolution picks when left free on
+    this machine and build (the C++ core asks it once): "nchw8c" / "nchw16c"
+    where its direct kernels are the blocked ones (oneDNN 2.x), "nhwc" where
+    they read channels-last (oneDNN 3.x's brgconv)."""
+    from pyparbench._core import graph as _g
+
+    return _g.preferred_layout()
+
+
+# The least batch the blocked layout pays at. Its direct kernels win where a
+# conv's weights stay in cache from one image to the next, and lose where
+# every call streams them from memory (oneDNN 2.6, AVX2, 2 threads, whole
+# ResNet-50 against channels-last: batch 1 0.85x, 2 0.98x, 4 1.02x, 8 1.07x).
+BLOCKED_MIN_BATCH = 4
+
+
+def blocked_choice(g: Graph) -> tuple[str | None, str]:
+    """The blocked layout the ``blocked`` pass gives ``g`` on this machine, or
+    None and why not."""
+    layout = preferred_layout()
+    if layout not in BLOCKED_LAYOUTS:
+        return None, (f"oneDNN's convolutions here prefer {layout} to a blocked layout: "
+                      "the layout pass's channels-last stays")
+    batch = min((n.shape[0] for n in g.nodes if n.op == "conv2d"), default=0)
+    if batch < BLOCKED_MIN_BATCH:
+        return None, (f"batch {batch} is below {BLOCKED_MIN_BATCH}: each conv's weights "
+                      "come from memory once per image, where channels-last is faster")
+    bad = blocked_misfits(g, layout)
+    if bad:
+        return None, (f"{len(bad)} nodes do not fill {layout}'s blocks of "
+                      f"{BLOCKED_LAYOUTS[layout]} channels ({', '.join(bad[:3])}): "
+                      "channels-last stays")
+    return layout, ""
+
+
+def layout_blocked(g: Graph, layout: str) -> Graph:
+    """The same nodes as :func:`layout_nhwc` stored in oneDNN's blocked
+    ``layout`` ("nchw8c" / "nchw16c": channels in blocks of 8 / 16 stored
+    innermost), where every one of them fills its blocks (ValueError naming
+    the misfits otherwise: a graph is blocked whole or not at all). A first
+    conv2d with fewer input channels than a block reads its input plain."""
+    if layout not in BLOCKED_LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(BLOCKED_LAYOUTS)}, got {layout!r}")
+    bad = blocked_misfits(g, layout)
+    if bad:
+        raise ValueError(f"{len(bad)} nodes do not fill {layout}'s blocks of "
+                         f"{BLOCKED_LAYOUTS[layout]} channels: {', '.join(bad[:5])}")
+    cl = _layout_nodes(g)
+    if not any(g[i].op == "conv2d" for i in cl):
+        return g
+    return _with_layout(g, cl, layout, BLOCKED_LAYOUTS[layout])
 
 
 def _strided_pointwise(g: Graph, n: Node) -> bool:
@@ -620,7 +726,7 @@ def unsupported(name: str, library: str, operator: str) -> str | None:
     along channels, which channels-last data and a residual buffer forbid.
     Micro-batches pay only where the kernels wait on memory (oneDNN's, one
     call per op)."""
-    if name in ("layout", "residual", "subsample", "im2col"):
+    if name in ("layout", "blocked", "residual", "subsample", "im2col"):
         if library != "onednn":
             return f"the {library} library has no channels-last conv and no fused sum"
         if operator != "library":
@@ -664,7 +770,21 @@ def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
             else:
                 g = activation_fusion(g)
         elif name == "layout":
-            g = layout_nhwc(g)
+            if "blocked" in passes and unsupported("blocked", library, operator) is None:
+                layout, why = blocked_choice(g)
+                if layout is None:
+                    skipped["blocked"] = why
+                    g = layout_nhwc(g)
+                else:
+                    g = layout_blocked(g, layout)
+                    details["blocked"] = {"layout": layout}
+            else:
+                g = layout_nhwc(g)
+        elif name == "blocked":
+            if "layout" not in applied:
+                skipped["blocked"] = "it changes what the layout pass stores, and that did not run"
+            if "blocked" in skipped:
+                continue
         elif name == "subsample":
             g = subsample(g)
         elif name == "im2col":

@@ -9,6 +9,7 @@
 #include "pyparbench/ops/embedding_bag.hpp"
 #include "pyparbench/ops/normalization.hpp"
 #include "pyparbench/ops/pooling.hpp"
+#include "pyparbench/ops/reorder.hpp"
 #include "pyparbench/ops/softmax.hpp"
 #include "pyparbench/ops/transpose.hpp"
 #include "pyparbench/ops/tril_flatten.hpp"
@@ -70,11 +71,8 @@ const ParamArray* optional_param(const NodeSpec& s, const char* name) {
   return it == s.params.end() || !it->second.data ? nullptr : &it->second;
 }
 
-// The tensor as stored: 4-D channels-last data gets its (N, H, W, C) shape.
-Tensor stored(const Tensor& t, bool nhwc) {
-  if (!nhwc || t.shape.size() != 4) return t;
-  return {t.data, nchw_to_nhwc(t.shape)};
-}
+// The tensor as stored: 4-D data gets the shape of its layout.
+Tensor stored(const Tensor& t, ActLayout layout) { return {t.data, stored_shape(t.shape, layout)}; }
 
 // One kernel for the node on these (possibly sliced) tensors.
 Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const Tensor& out,
@@ -96,12 +94,13 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       c.bias = b != nullptr;
       c.relu = s.relu;
       c.activation = s.activation;
-      c.nhwc = s.nhwc;
+      c.layout = s.layout;
+      c.plain_src = s.input_layout == ActLayout::nchw && s.layout != ActLayout::nchw;
       c.sum = ins.size() == 2;
       auto k = make_conv2d(st.library, c, threads, s.im2col);
       k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
       const std::string impl = k->implementation();
-      const Tensor xs = stored(ins[0], s.nhwc), ys = stored(out, s.nhwc);
+      const Tensor xs = stored(ins[0], s.input_layout), ys = stored(out, s.layout);
       Call call;
       if (!c.sum) {
         call = unary_call(std::move(k), xs, ys);
@@ -174,17 +173,21 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       });
     }
     case OpKind::concat: {
-      // Channels-last: the channel axis (1) is stored last.
-      const bool cl = s.nhwc && out.shape.size() == 4;
-      const int axis = cl ? (s.axis == 1 ? 3 : s.axis == 0 ? 0 : s.axis - 1) : s.axis;
+      // Channels-last: the channel axis (1) is stored last. Blocked data
+      // whose inputs fill whole blocks joins along its axis 1 (C / b) and
+      // keeps the others (H, W at 2, 3). A batch (axis 0) joins whole rows,
+      // the same bytes in every layout.
+      const ActLayout l = out.shape.size() == 4 && s.axis != 0 ? s.layout : ActLayout::nchw;
+      const int axis = l == ActLayout::nhwc ? (s.axis == 1 ? 3 : s.axis == 0 ? 0 : s.axis - 1)
+                                             : s.axis;
       std::vector<Tensor> xs;
       std::vector<Shape> shapes;
       for (const auto& t : ins) {
-        xs.push_back(stored(t, cl));
+        xs.push_back(stored(t, l));
         shapes.push_back(xs.back().shape);
       }
       auto k = std::make_unique<Concat>(shapes, axis, threads);
-      return make_call<Concat>(std::move(k), [xs, y = stored(out, cl)](Concat& k) {
+      return make_call<Concat>(std::move(k), [xs, y = stored(out, l)](Concat& k) {
         std::vector<ConstFloatView> views;
         views.reserve(xs.size());
         for (const auto& t : xs) views.push_back(t.input_view());
@@ -195,22 +198,22 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       Pool2dConfig c{s.kind,         s.kernel[0],  s.kernel[1],  s.stride[0],
                      s.stride[1],    s.padding[0], s.padding[1], s.padding[2],
                      s.padding[3],   s.ceil_mode,  s.count_include_pad};
-      return unary_call(std::make_unique<Pool2d>(c, ins[0].shape, threads, s.nhwc),
-                        stored(ins[0], s.nhwc), stored(out, s.nhwc));
+      return unary_call(std::make_unique<Pool2d>(c, ins[0].shape, threads, s.layout),
+                        stored(ins[0], s.layout), stored(out, s.layout));
     }
     case OpKind::global_avg_pool:
-      return unary_call(std::make_unique<GlobalAvgPool>(ins[0].shape, threads, s.nhwc),
-                        stored(ins[0], s.nhwc), out);
+      return unary_call(std::make_unique<GlobalAvgPool>(ins[0].shape, threads, s.layout),
+                        stored(ins[0], s.layout), out);
     case OpKind::batch_norm: {
       // The kernel takes (N, C) or (N, C, H, W): other ranks fold into H.
       Shape s4 = ins[0].shape;
       if (s4.size() != 2 && s4.size() != 4) s4 = {s4[0], s4[1], inner_size(s4) / s4[1], 1};
-      const bool cl = s.nhwc && ins[0].shape.size() == 4;
-      auto k = std::make_unique<BatchNorm>(s4, s.eps, threads, cl);
+      const ActLayout l = ins[0].shape.size() == 4 ? s.layout : ActLayout::nchw;
+      auto k = std::make_unique<BatchNorm>(s4, s.eps, threads, l);
       const ParamArray mean = param(s, "mean"), var = param(s, "var"), shift = param(s, "shift");
       const ParamArray* sc = optional_param(s, "scale");
       const ParamArray scale = sc ? *sc : ParamArray{ones.data(), {s4[1]}};
-      if (cl) s4 = nchw_to_nhwc(s4);
+      s4 = stored_shape(s4, l);
       const Tensor x{ins[0].data, s4}, y{out.data, s4};
       return make_call<BatchNorm>(std::move(k), [=](BatchNorm& k) {
         k.run(x.input_view(), mean.view(), var.view(), scale.view(), shift.view(),
@@ -229,16 +232,15 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     case OpKind::transpose:
       return unary_call(std::make_unique<Transpose>(ins[0].shape, s.perm, threads), ins[0], out);
     case OpKind::reorder: {
-      // nhwc: NCHW -> NHWC; else NHWC -> NCHW (the input stored channels-last).
       const Shape& l = ins[0].shape;
       if (l.size() != 4)
         throw std::invalid_argument("reorder node '" + s.name + "' needs a 4-D input");
-      if (s.nhwc)
-        return unary_call(std::make_unique<Transpose>(l, std::vector<int64_t>{0, 2, 3, 1}, threads),
-                          ins[0], stored(out, true));
-      return unary_call(std::make_unique<Transpose>(nchw_to_nhwc(l),
-                                                    std::vector<int64_t>{0, 3, 1, 2}, threads),
-                        stored(ins[0], true), out);
+      const ActLayout from = s.input_layout, to = s.layout;
+      if (from == to)
+        throw std::invalid_argument("reorder node '" + s.name + "' has the same layout (" +
+                                    act_layout_name(to) + ") on both sides");
+      return unary_call(std::make_unique<Reorder>(l, from, to, threads), stored(ins[0], from),
+                        stored(out, to));
     }
     case OpKind::tril_flatten:
       return unary_call(std::make_unique<TrilFlatten>(ins[0].shape, threads), ins[0], out);
@@ -302,7 +304,7 @@ std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& i
   if (out.shape.size() < 2 || out.shape[0] != 1) return calls;
   // Channels of channels-last data are not contiguous, and a fused residual
   // would need its channels cut too: such nodes stay whole.
-  if (s.nhwc || s.op == OpKind::reorder || (s.op == OpKind::conv2d && ins.size() == 2))
+  if (s.layout != ActLayout::nchw || s.op == OpKind::reorder || (s.op == OpKind::conv2d && ins.size() == 2))
     return calls;
   const OpKind op = s.op;
   const bool conv = op == OpKind::conv2d;

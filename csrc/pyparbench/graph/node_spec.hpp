@@ -4,6 +4,7 @@
 
 #include "pyparbench/core/tensor.hpp"
 #include "pyparbench/graph/op_kind.hpp"
+#include "pyparbench/ops/activation_layout.hpp"
 
 #include <array>
 #include <map>
@@ -41,10 +42,12 @@ struct NodeSpec {
   // empty for none). A conv2d with a second input adds it to its result
   // before the activation (a fused residual add).
   std::string activation;
-  // The node's 4-D activations (inputs and output; only the input of
-  // global_avg_pool) are stored channels-last; shape stays logical NCHW. For
-  // reorder: true converts NCHW -> NHWC, false NHWC -> NCHW.
-  bool nhwc = false;
+  // How the node's 4-D activations are stored (activation_layout.hpp); shape
+  // stays logical NCHW, and global_avg_pool's output is plain. input_layout
+  // is its first input's: a reorder's source, the plain input a blocked
+  // graph's first convolution reads; else the same as layout.
+  ActLayout layout = ActLayout::nchw;
+  ActLayout input_layout = ActLayout::nchw;
   // >= 0: the output is written in place into the buffer of input `inplace`
   // (that input is dead once this node has run).
   int inplace = -1;

@@ -25,7 +25,7 @@ enum class OpKind {
   reshape,  // its input's buffer under another shape
   transpose,
   tril_flatten,
-  reorder,  // the same logical tensor in another memory layout (NodeSpec::nhwc)
+  reorder,  // the same logical tensor in another memory layout (NodeSpec::input_layout -> layout)
   slice,    // rows [start, start + shape[0]) of its first input along axis 0: a view
 };
 

@@ -44,9 +44,8 @@ Conv2dOp::Conv2dOp(const Conv2dConfig& cfg, const char* name) : cfg_(cfg), name_
                       cfg.dilation_h);
   ow_ = conv_out_size("width", cfg.w, cfg.kw, cfg.stride_w, cfg.pad_left, cfg.pad_right,
                       cfg.dilation_w);
-  in_shape_ = cfg.nhwc ? Shape{cfg.n, cfg.h, cfg.w, cfg.c} : Shape{cfg.n, cfg.c, cfg.h, cfg.w};
-  out_shape_ = cfg.nhwc ? Shape{cfg.n, oh_, ow_, cfg.out_channels}
-                        : Shape{cfg.n, cfg.out_channels, oh_, ow_};
+  in_shape_ = stored_shape({cfg.n, cfg.c, cfg.h, cfg.w}, src_layout());
+  out_shape_ = stored_shape({cfg.n, cfg.out_channels, oh_, ow_}, cfg.layout);
   w_shape_ = {cfg.out_channels, cfg.c / cfg.groups, cfg.kh, cfg.kw};
   require_positive_dims("output", out_shape_);
   require_positive_dims("weight", w_shape_);
@@ -59,10 +58,11 @@ double Conv2dOp::flops() const {
 }
 
 void Conv2dOp::require_nchw(MathLibrary library) const {
-  if (cfg_.nhwc)
+  if (cfg_.layout != ActLayout::nchw)
     throw std::invalid_argument(std::string("conv2d: the ") + knob_name(library) +
-                                " library supports nchw only, got nhwc; use the onednn "
-                                "library for nhwc activations");
+                                " library supports nchw only, got " +
+                                act_layout_name(cfg_.layout) +
+                                "; use the onednn library for other activation layouts");
 }
 
 void Conv2dOp::check_weights(ConstFloatView weight, ConstFloatView bias) const {

@@ -7,6 +7,7 @@
 
 #include "pyparbench/core/knobs.hpp"
 #include "pyparbench/core/tensor.hpp"
+#include "pyparbench/ops/activation_layout.hpp"
 
 #include <string>
 #include <vector>
@@ -25,7 +26,11 @@ struct Conv2dConfig {
   int64_t groups = 1;
   bool bias = false;
   bool relu = false;
-  bool nhwc = false;  // activations stored N,H,W,C instead of N,C,H,W
+  // How the activations are stored (activation_layout.hpp); plain_src: the
+  // input is plain NCHW all the same (a first convolution whose few input
+  // channels do not fill a block, writing blocked data).
+  ActLayout layout = ActLayout::nchw;
+  bool plain_src = false;
   // A fused eltwise activation, as GemmConfig's; relu = true is "relu".
   std::string activation;
   // dst = conv(x) + dst before the activation: the output buffer holds a
@@ -57,6 +62,7 @@ class Conv2dOp {
   virtual std::string implementation() const = 0;
 
   const Conv2dConfig& config() const { return cfg_; }
+  ActLayout src_layout() const { return cfg_.plain_src ? ActLayout::nchw : cfg_.layout; }
   int64_t out_h() const { return oh_; }
   int64_t out_w() const { return ow_; }
   const Shape& input_shape() const { return in_shape_; }    // in the activation layout
@@ -78,7 +84,7 @@ class Conv2dOp {
   // Throws std::invalid_argument naming a bad size, stride, padding,
   // dilation or group count, or a kernel larger than the padded input.
   Conv2dOp(const Conv2dConfig& cfg, const char* name);
-  // Throws std::invalid_argument for NCHW-only implementations given NHWC;
+  // Throws std::invalid_argument for NCHW-only implementations given another layout;
   // `library` is named in the message.
   void require_nchw(MathLibrary library) const;
   // Throws std::invalid_argument unless the weight and bias fit.

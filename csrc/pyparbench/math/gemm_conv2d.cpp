@@ -18,8 +18,10 @@ namespace {
 using dnnl::memory;
 
 const Conv2dConfig& lowerable(const Conv2dConfig& cfg) {
-  if (!cfg.nhwc)
-    throw std::invalid_argument("GemmConv2d: activations must be channels-last (nhwc=True)");
+  if (cfg.layout != ActLayout::nhwc || cfg.plain_src)
+    throw std::invalid_argument(std::string("GemmConv2d: activations must be channels-last "
+                                            "(nhwc=True), got ") +
+                                act_layout_name(cfg.plain_src ? ActLayout::nchw : cfg.layout));
   if (cfg.groups != 1)
     throw std::invalid_argument("GemmConv2d: groups must be 1, got " +
                                 std::to_string(cfg.groups));
@@ -99,7 +101,7 @@ bool gemm_conv2d_pays(const Conv2dConfig& cfg, const std::string& direct) {
                                       cfg.pad_right, cfg.dilation_w);
   const double bytes = 4.0 * static_cast<double>(cfg.n * out_h * out_w) *
                        static_cast<double>(cfg.kh * cfg.kw * cfg.c);
-  return older_jit && cfg.nhwc && cfg.groups == 1 && cfg.kh * cfg.kw > 1 &&
+  return older_jit && cfg.layout == ActLayout::nhwc && !cfg.plain_src && cfg.groups == 1 && cfg.kh * cfg.kw > 1 &&
          out_h * out_w <= 14 * 14 && bytes <= 16.0 * (1 << 20);
 }
 

@@ -64,9 +64,8 @@ Conv2d::Conv2d(const Conv2dConfig& cfg, std::optional<int> threads)
     : PrimitiveConv2d(cfg, "Conv2d", threads) {
   ThreadsScope scope(threads_);
   const auto f32 = memory::data_type::f32;
-  const auto act = cfg.nhwc ? tag::nhwc : tag::nchw;
-  const memory::desc src({cfg.n, cfg.c, cfg.h, cfg.w}, f32, act);
-  const memory::desc dst({cfg.n, cfg.out_channels, out_h(), out_w()}, f32, act);
+  const memory::desc src = act_md({cfg.n, cfg.c, cfg.h, cfg.w}, src_layout());
+  const memory::desc dst = act_md({cfg.n, cfg.out_channels, out_h(), out_w()}, cfg.layout);
   const int64_t g = cfg.groups;
   memory::dims wdims = g > 1 ? memory::dims{g, cfg.out_channels / g, cfg.c / g, cfg.kh, cfg.kw}
                              : memory::dims{cfg.out_channels, cfg.c, cfg.kh, cfg.kw};

@@ -28,7 +28,7 @@ void bind_params(const char* const* names, const ConstFloatView* views, int coun
 
 }  // namespace
 
-BatchNorm::BatchNorm(Shape shape, float eps, std::optional<int> threads, bool nhwc)
+BatchNorm::BatchNorm(Shape shape, float eps, std::optional<int> threads, ActLayout layout)
     : PrimitiveKernel(threads), shape_(std::move(shape)), eps_(eps) {
   if (shape_.size() != 2 && shape_.size() != 4)
     throw std::invalid_argument("batch_norm expects an (N, C) or (N, C, H, W) input, got shape " +
@@ -36,12 +36,12 @@ BatchNorm::BatchNorm(Shape shape, float eps, std::optional<int> threads, bool nh
   require_positive_dims("input shape", shape_);
   require_eps(eps);
   param_shape_ = {shape_[1]};
-  if (nhwc && shape_.size() != 4)
-    throw std::invalid_argument("batch_norm: channels-last needs a 4-D input, got shape " +
-                                shape_str(shape_));
+  if (layout != ActLayout::nchw && shape_.size() != 4)
+    throw std::invalid_argument(std::string("batch_norm: ") + act_layout_name(layout) +
+                                " data needs a 4-D input, got shape " + shape_str(shape_));
   ThreadsScope scope(threads_);
-  const auto md = nhwc ? nhwc_md(shape_) : plain_md(shape_);
-  if (nhwc) shape_ = nchw_to_nhwc(shape_);
+  const auto md = layout == ActLayout::nchw ? plain_md(shape_) : act_md(shape_, layout);
+  shape_ = stored_shape(shape_, layout);
   const auto pd = compat::batch_norm_pd(cpu_engine(), md, eps, base_attr());
   prim_ = dnnl::batch_normalization_forward(pd);
   add_scratchpad(pd);

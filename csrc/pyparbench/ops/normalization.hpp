@@ -2,6 +2,7 @@
 // Parameters are passed on each run and read in place, not copied.
 #pragma once
 
+#include "pyparbench/ops/activation_layout.hpp"
 #include "pyparbench/ops/primitive_kernel.hpp"
 
 namespace ppb {
@@ -10,9 +11,10 @@ namespace ppb {
 // axis 1 of an (N, C) or (N, C, H, W) input. In place is allowed.
 class BatchNorm : public PrimitiveKernel {
  public:
-  // nhwc: a 4-D input (logical N, C, H, W) stored channels-last; shape()
-  // and run()'s checks are then (N, H, W, C).
-  BatchNorm(Shape shape, float eps, std::optional<int> threads, bool nhwc = false);
+  // layout: how a 4-D input (logical N, C, H, W) is stored; shape() and
+  // run()'s checks are its stored_shape ((N, H, W, C) for nhwc).
+  BatchNorm(Shape shape, float eps, std::optional<int> threads,
+            ActLayout layout = ActLayout::nchw);
   const Shape& shape() const { return shape_; }
   float eps() const { return eps_; }
 

@@ -35,24 +35,27 @@ int64_t pooled_size(const char* axis, int64_t in, int64_t k, int64_t s, int64_t 
 }  // namespace
 
 Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> threads,
-               bool nhwc)
-    : UnaryKernel(threads, nhwc && input_nchw.size() == 4 ? nchw_to_nhwc(input_nchw) : input_nchw,
-                  false),
+               ActLayout layout)
+    : UnaryKernel(threads, stored_shape(input_nchw, layout), false),
       cfg_(cfg),
-      nhwc_(nhwc),
+      layout_(layout),
       in_nchw_(input_nchw) {
   require_nchw(input_nchw);
+  // Channels-last and blocked data both keep a pixel's channels (all of
+  // them, or a block's) contiguous: pool_nhwc runs on either.
+  const bool lanes = layout != ActLayout::nchw;
   if (cfg.impl != "auto" && cfg.impl != "onednn" && cfg.impl != "direct")
     throw std::invalid_argument("pooling impl must be 'auto', 'onednn' or 'direct', got '" +
                                 cfg.impl + "'");
-  if (cfg.impl == "direct" && !nhwc)
-    throw std::invalid_argument("pooling impl 'direct' needs channels-last data (nhwc=True)");
+  if (cfg.impl == "direct" && !lanes)
+    throw std::invalid_argument(
+        "pooling impl 'direct' needs channels-last or blocked data (nhwc=True)");
   // Auto: oneDNN 2.6's channels-last max pooling, and its average that
   // leaves the padding out, are 2-10x slower than pool_nhwc on AVX2 machines
-  // (bench/pool_nhwc.py); its average over the padded window is faster, so
-  // it keeps that one.
+  // (bench/pool_nhwc.py), its blocked max pooling 4-5x (GoogLeNet batch 8);
+  // its average over the padded window is faster, so it keeps that one.
   direct_ = cfg.impl == "direct" ||
-            (cfg.impl == "auto" && nhwc && !(cfg.kind == "avg" && cfg.count_include_pad));
+            (cfg.impl == "auto" && lanes && !(cfg.kind == "avg" && cfg.count_include_pad));
   const Shape& in = input_nchw;
   require_positive_dims("kernel", Shape{cfg.kh, cfg.kw});
   require_positive_dims("stride", Shape{cfg.stride_h, cfg.stride_w});
@@ -79,7 +82,7 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
   const int64_t ow = pooled_size("width", in[3], cfg.kw, cfg.stride_w, cfg.pad_left,
                                  cfg.pad_right, cfg.ceil_mode);
   const Shape out_nchw{in[0], in[1], oh, ow};
-  set_output_shape(nhwc ? nchw_to_nhwc(out_nchw) : out_nchw);
+  set_output_shape(stored_shape(out_nchw, layout));
   // oneDNN derives nothing from ceil mode: the extra windows are expressed as
   // extra right/bottom padding.
   const int64_t pb = (oh - 1) * cfg.stride_h + cfg.kh - in[2] - cfg.pad_top;
@@ -91,8 +94,8 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
       last_col_scale_ = static_cast<float>(cfg.kw) / static_cast<float>(cfg.kw - (pr - cfg.pad_right));
   }
 
-  const auto src = nhwc ? nhwc_md(in) : plain_md(in);
-  const auto dst = nhwc ? nhwc_md(out_nchw) : plain_md(out_nchw);
+  const auto src = act_md(in, layout);
+  const auto dst = act_md(out_nchw, layout);
   add_arg(DNNL_ARG_SRC, src);
   add_arg(DNNL_ARG_DST, dst);
   if (direct_) return;  // pool_nhwc computes the clipped divisors itself
@@ -109,7 +112,12 @@ void Pool2d::execute() {
     ThreadsScope scope(threads_);
     const Shape& o = output_shape();
     const Shape& i = in_nchw_;
-    pool_nhwc(cfg_, {i[0], i[2], i[3], i[1], o[1], o[2]},
+    // Blocked data is N * C / b channels-last images of b channels each.
+    const int64_t b = channel_block(layout_);
+    const PoolNhwcShape shape = layout_ == ActLayout::nhwc
+                                    ? PoolNhwcShape{i[0], i[2], i[3], i[1], o[1], o[2]}
+                                    : PoolNhwcShape{i[0] * i[1] / b, i[2], i[3], b, o[2], o[3]};
+    pool_nhwc(cfg_, shape,
               static_cast<const float*>(args_.at(DNNL_ARG_SRC).get_data_handle()),
               static_cast<float*>(args_.at(DNNL_ARG_DST).get_data_handle()));
     return;
@@ -117,46 +125,39 @@ void Pool2d::execute() {
   PrimitiveKernel::execute();
   if (last_row_scale_ == 1.f && last_col_scale_ == 1.f) return;
   auto* y = static_cast<float*>(args_.at(DNNL_ARG_DST).get_data_handle());
+  // Every layout is planes of OH x OW pixels, each `lanes` floats: NCHW one
+  // plane per channel, NHWC one per image with C lanes, blocked one per
+  // block of b channels with b lanes.
+  const Shape& in = in_nchw_;
+  const int64_t b = channel_block(layout_);
+  const int64_t lanes = layout_ == ActLayout::nhwc ? in[1] : b;
+  const int64_t planes = in[0] * in[1] / lanes;
   const Shape& o = output_shape();
+  const int64_t oh = layout_ == ActLayout::nhwc ? o[1] : o[2];
+  const int64_t ow = layout_ == ActLayout::nhwc ? o[2] : o[3];
   const float rs = last_row_scale_, cs = last_col_scale_;
   ThreadsScope scope(threads_);
-  if (nhwc_) {
-    // (N, OH, OW, C): scale the channels of the last row's and last
-    // column's pixels.
-    const int64_t n = o[0], oh = o[1], ow = o[2], c = o[3];
 #pragma omp parallel for
-    for (int64_t i = 0; i < n * oh; ++i) {
-      const int64_t row = i % oh;
-      float* line = y + i * ow * c;
-      for (int64_t j = 0; j < ow; ++j) {
-        const float s = (row == oh - 1 ? rs : 1.f) * (j == ow - 1 ? cs : 1.f);
-        if (s != 1.f)
-          for (int64_t k = 0; k < c; ++k) line[j * c + k] *= s;
-      }
+  for (int64_t p = 0; p < planes * oh; ++p) {
+    const int64_t row = p % oh;
+    float* line = y + p * ow * lanes;
+    for (int64_t j = 0; j < ow; ++j) {
+      const float s = (row == oh - 1 ? rs : 1.f) * (j == ow - 1 ? cs : 1.f);
+      if (s != 1.f)
+        for (int64_t k = 0; k < lanes; ++k) line[j * lanes + k] *= s;
     }
-    return;
-  }
-  const int64_t planes = o[0] * o[1], oh = o[2], ow = o[3];
-#pragma omp parallel for
-  for (int64_t p = 0; p < planes; ++p) {
-    float* plane = y + p * oh * ow;
-    if (rs != 1.f)
-      for (int64_t j = 0; j < ow; ++j) plane[(oh - 1) * ow + j] *= rs;
-    if (cs != 1.f)
-      for (int64_t i = 0; i < oh; ++i) plane[i * ow + ow - 1] *= cs;
   }
 }
 
-GlobalAvgPool::GlobalAvgPool(Shape input_nchw, std::optional<int> threads, bool nhwc)
-    : UnaryKernel(threads, nhwc && input_nchw.size() == 4 ? nchw_to_nhwc(input_nchw) : input_nchw,
-                  false) {
+GlobalAvgPool::GlobalAvgPool(Shape input_nchw, std::optional<int> threads, ActLayout layout)
+    : UnaryKernel(threads, stored_shape(input_nchw, layout), false) {
   require_nchw(input_nchw);
   const Shape& in = input_nchw;
   set_output_shape({in[0], in[1]});
   ThreadsScope scope(threads_);
-  // (N, C, 1, 1) is the same memory in either layout.
-  const auto src = nhwc ? nhwc_md(in) : plain_md(in);
-  const auto dst = nhwc ? nhwc_md({in[0], in[1], 1, 1}) : plain_md({in[0], in[1], 1, 1});
+  // (N, C, 1, 1) is the same memory in every layout (blocks filled).
+  const auto src = act_md(in, layout);
+  const auto dst = act_md({in[0], in[1], 1, 1}, layout);
   const auto pd = compat::pooling_pd(cpu_engine(), dnnl::algorithm::pooling_avg_exclude_padding,
                                      src, dst, {1, 1}, {in[2], in[3]}, {0, 0}, {0, 0},
                                      base_attr());

@@ -16,16 +16,6 @@ dnnl::memory::desc plain_md(const Shape& shape) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
-dnnl::memory::desc nhwc_md(const Shape& nchw) {
-  if (nchw.size() != 4)
-    throw std::invalid_argument("channels-last data must be 4-D, got shape " + shape_str(nchw));
-  return dnnl::memory::desc(dnnl::memory::dims(nchw.begin(), nchw.end()),
-                            dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
-}
-
-Shape nchw_to_nhwc(const Shape& s) { return {s.at(0), s.at(2), s.at(3), s.at(1)}; }
-Shape nhwc_to_nchw(const Shape& s) { return {s.at(0), s.at(3), s.at(1), s.at(2)}; }
-
 EltwiseAlgorithm eltwise_algorithm(const std::string& kind) {
   using alg = dnnl::algorithm;
   if (kind == "relu") return {alg::eltwise_relu};
@@ -55,6 +45,15 @@ dnnl::primitive_attr PrimitiveKernel::post_op_attr(const std::string& activation
     attr.set_post_ops(ops);
   }
   return attr;
+}
+
+void PrimitiveKernel::init_reorder(const dnnl::memory::desc& src, const dnnl::memory::desc& dst) {
+  ThreadsScope scope(threads_);
+  const dnnl::reorder::primitive_desc pd(cpu_engine(), src, cpu_engine(), dst, base_attr());
+  prim_ = dnnl::reorder(pd);
+  add_scratchpad(pd);
+  add_arg(DNNL_ARG_SRC, src);
+  add_arg(DNNL_ARG_DST, dst);
 }
 
 void PrimitiveKernel::add_scratchpad(const dnnl::primitive_desc_base& pd) {

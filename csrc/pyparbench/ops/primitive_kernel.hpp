@@ -16,11 +16,6 @@ namespace ppb {
 
 // A plain (row-major, dense) fp32 descriptor of any rank.
 dnnl::memory::desc plain_md(const Shape& shape);
-// A 4-D fp32 descriptor of logical (N, C, H, W) dims stored channels-last.
-dnnl::memory::desc nhwc_md(const Shape& nchw);
-// (N, C, H, W) <-> (N, H, W, C) shapes.
-Shape nchw_to_nhwc(const Shape& nchw);
-Shape nhwc_to_nchw(const Shape& nhwc);
 
 // An eltwise kind (relu, relu6, sigmoid, tanh, gelu, gelu_tanh) as oneDNN's
 // algorithm and its alpha / beta; std::invalid_argument naming the kinds.
@@ -42,6 +37,9 @@ class PrimitiveKernel : public Kernel {
   // base_attr with post-ops: `sum` adds what dst holds (a residual) to the
   // result, then `activation` (an eltwise kind, empty for none) is applied.
   static dnnl::primitive_attr post_op_attr(const std::string& activation, bool sum);
+  // Makes prim_ a oneDNN reorder copying src's layout into dst's (the
+  // SRC / DST arguments and scratchpad included).
+  void init_reorder(const dnnl::memory::desc& src, const dnnl::memory::desc& dst);
   // Gives the kernel its own scratchpad, sized for this primitive.
   void add_scratchpad(const dnnl::primitive_desc_base& pd);
 

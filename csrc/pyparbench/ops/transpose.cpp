@@ -28,16 +28,10 @@ Transpose::Transpose(Shape input, std::vector<int64_t> perm, std::optional<int> 
     view_strides[i] = strides_in[perm_[i]];
   }
   set_output_shape(out);
-  ThreadsScope scope(threads_);
   // The input seen in output order: output dims, input strides.
-  const dnnl::memory::desc src(dnnl::memory::dims(out.begin(), out.end()),
-                               dnnl::memory::data_type::f32, view_strides);
-  const auto dst = plain_md(out);
-  const dnnl::reorder::primitive_desc pd(cpu_engine(), src, cpu_engine(), dst, base_attr());
-  prim_ = dnnl::reorder(pd);
-  add_scratchpad(pd);
-  add_arg(DNNL_ARG_SRC, src);
-  add_arg(DNNL_ARG_DST, dst);
+  init_reorder(dnnl::memory::desc(dnnl::memory::dims(out.begin(), out.end()),
+                                  dnnl::memory::data_type::f32, view_strides),
+               plain_md(out));
 }
 
 }  // namespace ppb
