@@ -19,7 +19,8 @@ the IR, each switchable, that leave every output unchanged (up to rounding).
                it on this machine (its 2.x direct kernels), the batch is at
                least ``BLOCKED_MIN_BATCH`` (weights reused from cache) and
                every such node fills the blocks; the first conv reads the
-               image plain (ResNet-50 batch 8 on AVX2: 1.07x). Elsewhere
+               image plain (batch 8, 2-core AVX2 Zen 3, oneDNN 2.6: ResNet-50
+               1.05x, GoogLeNet 1.06x, Inception-v3 1.03x). Elsewhere
                channels-last stays, and the result says why
 ``subsample``  a channels-last 1x1 conv2d of stride s > 1 reads every s-th
                pixel: a window-1 max pool of stride s copies those pixels
@@ -79,10 +80,11 @@ from pyparbench.names import GRAPH_OPTS, GRAPH_PASSES, graph_opt_passes
 if TYPE_CHECKING:
     from pyparbench.settings import Settings
 
-__all__ = ["BLOCKED_LAYOUTS", "GRAPH_OPTS", "PASSES", "DerivedParams", "MicroBatchPlan", "OptimizeResult",
-           "BLOCKED_MIN_BATCH", "activation_fusion", "blocked_choice", "blocked_misfits", "bn_fold", "cache_budget_bytes", "executed_graph",
-           "im2col_marks", "layout_blocked", "layout_nhwc", "microbatch", "microbatch_plan", "optimize", "pipeline", "preferred_layout",
-           "residual_fusion", "subsample"]
+__all__ = ["BLOCKED_LAYOUTS", "GRAPH_OPTS", "PASSES", "DerivedParams", "MicroBatchPlan",
+           "OptimizeResult", "BLOCKED_MIN_BATCH", "activation_fusion", "blocked_choice",
+           "blocked_misfits", "bn_fold", "cache_budget_bytes", "executed_graph", "im2col_marks",
+           "layout_blocked", "layout_nhwc", "microbatch", "microbatch_plan", "optimize",
+           "pipeline", "preferred_layout", "residual_fusion", "subsample"]
 
 PASSES = GRAPH_PASSES
 """Every pass, in the order the full pipeline applies them (BN first, so a
@@ -355,16 +357,17 @@ def _with_layout(g: Graph, cl: set[int], layout: str, block: int) -> Graph:
     def nchw(i: int) -> int:
         if i not in plain:
             n = g[i]
-            plain[i] = em.emit(_New("reorder", (last[i],), {"layout": "nchw", "input_layout": layout},
-                                    Params({}, 0, 0), n.shape, n.dtype,
-                                    n.name if i in outputs else f"{n.name}/nchw"))
+            attrs = {"layout": "nchw", "input_layout": layout}
+            plain[i] = em.emit(_New("reorder", (last[i],), attrs, Params({}, 0, 0), n.shape,
+                                    n.dtype, n.name if i in outputs else f"{n.name}/nchw"))
         return plain[i]
 
     def laid(i: int) -> int:
         if i not in last:
             n = g[i]
-            last[i] = em.emit(_New("reorder", (plain[i],), {"layout": layout, "input_layout": "nchw"},
-                                   Params({}, 0, 0), n.shape, n.dtype, f"{n.name}/{layout}"))
+            attrs = {"layout": layout, "input_layout": "nchw"}
+            last[i] = em.emit(_New("reorder", (plain[i],), attrs, Params({}, 0, 0), n.shape,
+                                   n.dtype, f"{n.name}/{layout}"))
         return last[i]
 
     for n in g.nodes:
