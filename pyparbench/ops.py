@@ -296,7 +296,8 @@ class Pool2d(_k.Pool2d):
 
     ``input_shape`` is NCHW; with ``nhwc`` the data passed to ``run`` is stored
     channels-last, (N, H, W, C). ``impl`` is "onednn", "direct" (a channels-last
-    loop of pyparbench's own, one vector pass per window tap) or "auto": direct
+    loop of pyparbench's own: each output row's window rows folded into one,
+    then each pixel's window columns of it) or "auto": direct
     for channels-last data, where oneDNN 2.6 runs max pooling and averages
     that leave the padding out 2-10x slower on AVX2 machines, except an
     average counting the padding (oneDNN's is faster); oneDNN on NCHW.

@@ -52,7 +52,7 @@ Pool2d::Pool2d(const Pool2dConfig& cfg, Shape input_nchw, std::optional<int> thr
         "pooling impl 'direct' needs channels-last or blocked data (nhwc=True)");
   // Auto: oneDNN 2.6's channels-last max pooling, and its average that
   // leaves the padding out, are 2-10x slower than pool_nhwc on AVX2 machines
-  // (bench/pool_nhwc.py), its blocked max pooling 4-5x (GoogLeNet batch 8);
+  // (bench/pool_nhwc.py), its blocked max pooling about 3x (GoogLeNet batch 8);
   // its average over the padded window is faster, so it keeps that one.
   direct_ = cfg.impl == "direct" ||
             (cfg.impl == "auto" && lanes && !(cfg.kind == "avg" && cfg.count_include_pad));
