@@ -72,7 +72,9 @@ const ParamArray* optional_param(const NodeSpec& s, const char* name) {
 }
 
 // The tensor as stored: 4-D data gets the shape of its layout.
-Tensor stored(const Tensor& t, ActLayout layout) { return {t.data, stored_shape(t.shape, layout)}; }
+Tensor stored(const Tensor& t, ActLayout layout) {
+  return {t.data, stored_shape(t.shape, layout)};
+}
 
 // One kernel for the node on these (possibly sliced) tensors.
 Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const Tensor& out,
@@ -302,9 +304,10 @@ std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& i
                                  const std::vector<float>& ones) {
   std::vector<Call> calls;
   if (out.shape.size() < 2 || out.shape[0] != 1) return calls;
-  // Channels of channels-last data are not contiguous, and a fused residual
+  // Channels of channels-last or blocked data are not one run, and a fused residual
   // would need its channels cut too: such nodes stay whole.
-  if (s.layout != ActLayout::nchw || s.op == OpKind::reorder || (s.op == OpKind::conv2d && ins.size() == 2))
+  if (s.layout != ActLayout::nchw || s.op == OpKind::reorder ||
+      (s.op == OpKind::conv2d && ins.size() == 2))
     return calls;
   const OpKind op = s.op;
   const bool conv = op == OpKind::conv2d;

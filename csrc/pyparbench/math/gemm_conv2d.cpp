@@ -93,16 +93,15 @@ void GemmConv2d::execute() {
   PrimitiveKernel::execute();
 }
 
-bool gemm_conv2d_pays(const Conv2dConfig& cfg, const std::string& direct) {
-  const bool older_jit = direct.rfind("jit:avx2", 0) == 0 || direct.rfind("jit:sse41", 0) == 0;
-  const int64_t out_h = conv_out_size("height", cfg.h, cfg.kh, cfg.stride_h, cfg.pad_top,
-                                      cfg.pad_bottom, cfg.dilation_h);
-  const int64_t out_w = conv_out_size("width", cfg.w, cfg.kw, cfg.stride_w, cfg.pad_left,
-                                      cfg.pad_right, cfg.dilation_w);
-  const double bytes = 4.0 * static_cast<double>(cfg.n * out_h * out_w) *
+bool gemm_conv2d_pays(const Conv2dOp& direct) {
+  const Conv2dConfig& cfg = direct.config();
+  const std::string impl = direct.implementation();
+  const bool older_jit = impl.rfind("jit:avx2", 0) == 0 || impl.rfind("jit:sse41", 0) == 0;
+  const int64_t pixels = direct.out_h() * direct.out_w();
+  const double bytes = 4.0 * static_cast<double>(cfg.n * pixels) *
                        static_cast<double>(cfg.kh * cfg.kw * cfg.c);
-  return older_jit && cfg.layout == ActLayout::nhwc && !cfg.plain_src && cfg.groups == 1 && cfg.kh * cfg.kw > 1 &&
-         out_h * out_w <= 14 * 14 && bytes <= 16.0 * (1 << 20);
+  return older_jit && cfg.layout == ActLayout::nhwc && !cfg.plain_src && cfg.groups == 1 &&
+         cfg.kh * cfg.kw > 1 && pixels <= 14 * 14 && bytes <= 16.0 * (1 << 20);
 }
 
 }  // namespace ppb

@@ -40,11 +40,11 @@ class GemmConv2d : public PrimitiveConv2d {
 constexpr int64_t kMaxGemmConvBytes = int64_t{64} << 20;
 
 // Whether the graph runs this convolution as a GemmConv2d rather than
-// oneDNN's convolution primitive, whose implementation is `direct`: a
+// `direct`, oneDNN's convolution primitive prepared for it: a
 // channels-last, ungrouped, non-pointwise convolution with an output of at
 // most 14x14 pixels, a gathered matrix of at most 16 MiB, and a direct
 // kernel of oneDNN's older jit family for AVX2 or below ("jit:avx2",
 // "jit:sse41"; brgconv and the AVX-512 kernels keep up with the matmul).
-bool gemm_conv2d_pays(const Conv2dConfig& cfg, const std::string& direct);
+bool gemm_conv2d_pays(const Conv2dOp& direct);
 
 }  // namespace ppb

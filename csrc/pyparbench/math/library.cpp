@@ -25,7 +25,7 @@ std::unique_ptr<Conv2dOp> make_conv2d(MathLibrary lib, const Conv2dConfig& cfg,
   switch (lib) {
     case MathLibrary::onednn: {
       auto direct = std::make_unique<Conv2d>(cfg, threads);
-      if (lower_to_gemm && gemm_conv2d_pays(cfg, direct->implementation()))
+      if (lower_to_gemm && gemm_conv2d_pays(*direct))
         return std::make_unique<GemmConv2d>(cfg, threads);
       return direct;
     }

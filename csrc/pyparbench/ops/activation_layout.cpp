@@ -57,8 +57,6 @@ int64_t channel_block(ActLayout layout) {
   return layout == ActLayout::nchw8c ? 8 : layout == ActLayout::nchw16c ? 16 : 1;
 }
 
-bool is_blocked(ActLayout layout) { return channel_block(layout) > 1; }
-
 dnnl::memory::desc act_md(const Shape& nchw, ActLayout layout) {
   require_4d(nchw, layout);
   return dnnl::memory::desc(dnnl::memory::dims(nchw.begin(), nchw.end()),

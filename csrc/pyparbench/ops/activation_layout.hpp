@@ -21,7 +21,6 @@ ActLayout parse_act_layout(const std::string& name);
 const char* act_layout_name(ActLayout layout);
 // Channels per block: 8 or 16 for the blocked layouts, 1 otherwise.
 int64_t channel_block(ActLayout layout);
-bool is_blocked(ActLayout layout);
 // The fp32 descriptor of logical NCHW dims `nchw` stored as `layout`;
 // std::invalid_argument when blocked data would not fill its blocks.
 dnnl::memory::desc act_md(const Shape& nchw, ActLayout layout);
