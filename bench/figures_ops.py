@@ -25,6 +25,7 @@ import numpy as np
 
 import pyparbench as ppb
 from pyparbench.memory import aligned_empty
+from pyparbench.reference import assert_near
 from pyparbench.timing import Summary, summarize, time_native, time_python
 
 
@@ -78,7 +79,7 @@ def embedding(threads: int, aligned: bool, rounds: int, quick: bool) -> dict[str
         t0 = time.perf_counter_ns()
         f(ti, tt, to, mode="sum")
         torch_ns.append(float(time.perf_counter_ns() - t0))
-    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    assert_near(out, want)
     ours, theirs = summarize(ours_ns), summarize(torch_ns)
     return {"ours": ours, "torch": theirs, "speedup": theirs.median / ours.median,
             "gbps": k.bytes_moved(batch * lookups, batch) / ours.median,

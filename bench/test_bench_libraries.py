@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import pyparbench as ppb
+from pyparbench.reference import assert_near
 from pyparbench.shapes import ConvProblem, conv_problems
 
 LIBRARIES = ppb.ops.LIBRARIES
@@ -50,7 +51,7 @@ def test_gemm_1024(benchmark, ppb_bench, ppb_pinned, library: str, ppb_threads: 
     benchmark.group = f"gemm {size}x{size}x{size}"
     with ppb_pinned(g):
         ppb_bench(g, a, b, None, out)
-    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    assert_near(out, a.astype(np.float64) @ b)
 
 
 @lru_cache(maxsize=None)
@@ -77,4 +78,4 @@ def test_conv_resnet50(benchmark, ppb_bench, ppb_pinned, p: ConvProblem, library
     benchmark.group = f"conv {p.name}"
     with ppb_pinned(conv):
         ppb_bench(conv, x, out)
-    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    assert_near(out, want)

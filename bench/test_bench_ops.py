@@ -17,7 +17,7 @@ import pytest
 
 import pyparbench as ppb
 from pyparbench._checks import padding4, pair
-from pyparbench.reference import conv2d_reference
+from pyparbench.reference import assert_near, conv2d_reference
 from pyparbench.shapes import conv_problems, gemm_problems
 
 # The thread sweep of the ppb_threads fixture (--ppb-threads overrides it).
@@ -43,7 +43,7 @@ def test_gemm_deepbench(benchmark, ppb_bench, ppb_pinned, p, ppb_threads: int) -
         ppb_bench(g, a, b, None, out)
     a64 = a.T if p.trans_a else a
     b64 = b.T if p.trans_b else b
-    np.testing.assert_allclose(out, a64.astype(np.float64) @ b64, rtol=1e-4, atol=1e-4)
+    assert_near(out, a64.astype(np.float64) @ b64)
 
 
 # Fully connected layers of the suite's models (mlp-512 at batch 1 and 8, the
@@ -69,7 +69,7 @@ def test_fc_packed_weights(benchmark, ppb_bench, ppb_pinned, kernel: str, m: int
         g = ppb.ops.Gemm(m, n, k, trans_b=True, bias=True, threads=ppb_threads)
         with ppb_pinned(g):
             ppb_bench(g, x, w, bias, out)
-    np.testing.assert_allclose(out, x.astype(np.float64) @ w.T + bias, rtol=1e-4, atol=1e-4)
+    assert_near(out, x.astype(np.float64) @ w.T + bias)
 
 
 RESNET = conv_problems("resnet_50")
@@ -90,7 +90,7 @@ def test_conv_resnet50_batch1(benchmark, ppb_bench, ppb_pinned, p, ppb_threads: 
     # The whole output against the float64 numpy convolution.
     want = conv2d_reference(x, w, None, pair("stride", p.stride), padding4(p.padding),
                             pair("dilation", p.dilation), p.groups, relu=False)
-    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    assert_near(out, want)
 
 
 # Small feature maps, channels-last (N, C, HxW, K, kernel): ResNet-50's last
@@ -120,7 +120,7 @@ def test_conv_small_maps_direct_or_lowered(benchmark, ppb_bench, ppb_pinned, ker
     with ppb_pinned(conv):
         ppb_bench(conv, x_nhwc, out)
     want = conv2d_reference(x, w, b, (1, 1), pad, (1, 1), 1, relu=True)
-    np.testing.assert_allclose(out, want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
+    assert_near(out, want.transpose(0, 2, 3, 1))
 
 
 @pytest.mark.parametrize("impl", ["pyparbench", "torch"])
@@ -143,4 +143,4 @@ def test_embedding_bag_dlrm(benchmark, impl: str, ppb_threads: int) -> None:  # 
         benchmark(k.run, table, idx, off, None, out)
     sample = slice(0, 16)
     want = table[idx.reshape(batch, lookups)[sample]].astype(np.float64).sum(1)
-    np.testing.assert_allclose(out[sample], want, rtol=1e-4, atol=1e-4)
+    assert_near(out[sample], want)
