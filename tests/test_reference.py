@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pyparbench.graph import Graph, GraphBuilder
-from pyparbench.reference import reference_forward
+from pyparbench.reference import assert_near, reference_forward
 
 Build = Callable[[GraphBuilder, dict[str, int]], int]
 
@@ -388,3 +388,18 @@ def test_bad_inputs(rng: np.random.Generator) -> None:
     e = b.build(b.embedding_bag(b.input("idx", (1, 2), "int64"), 5, 3))
     with pytest.raises(ValueError, match="holds indices"):
         reference_forward(e, {"idx": np.ones((1, 2))})
+
+
+def test_assert_near_scales_with_the_result() -> None:
+    """A 1.5e-4 rounding beside results up to 20 passes (a float32 sum of
+    thousands of terms), even on an element near zero; the same error among
+    results up to 1, or a real error, fails."""
+    want = np.linspace(-20.0, 20.0, 101)  # want[50] == 0
+    got = want.copy()
+    got[50] += 1.5e-4
+    assert_near(got, want)
+    with pytest.raises(AssertionError):
+        assert_near(got / 20.0 + np.where(np.arange(101) == 50, 1.5e-4, 0.0), want / 20.0)
+    got[50] += 0.01
+    with pytest.raises(AssertionError):
+        assert_near(got, want)
