@@ -106,7 +106,8 @@ def assert_near(got: npt.ArrayLike, want: npt.ArrayLike, rtol: float = 1e-4) -> 
     sum whatever the kernel's order, which fixed tolerances misread."""
     w = np.asarray(want)
     scale = float(np.abs(w).max()) if w.size else 0.0
-    np.testing.assert_allclose(got, w, rtol=rtol, atol=max(rtol, 0.1 * rtol * scale))
+    np.testing.assert_allclose(np.asarray(got, dtype=np.float64), w, rtol=rtol,
+                               atol=max(rtol, 0.1 * rtol * scale))
 
 
 def conv2d_reference(x: npt.ArrayLike, w: npt.ArrayLike, bias: npt.ArrayLike | None,
