@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from pyparbench.frameworks import Contender, LockstepResult, ModelRef, run_lockstep
 from pyparbench.frameworks.child import HOOK_ENV
-from pyparbench.frameworks.lockstep import median_interval
+from pyparbench.frameworks.lockstep import median_interval, running_threads, wait_until_idle
 from pyparbench.settings import Settings
 
 FAST = ModelRef("mlp-512", 1, kwargs={"layers": 1})
@@ -84,8 +87,39 @@ def test_native_and_onnxruntime_take_turns() -> None:
         job = res.answers[label]["jobs"][0]
         assert job["status"] == "ok" and job["latency"]["n"] == 5
         assert job["ns"] == pytest.approx(ns, abs=1.0)  # the child's own record agrees
+        assert len(res.settle_s[label]) == 5 and all(0 <= w <= 1.5 for w in res.settle_s[label])
     r = res.ratio("native", "onnxruntime/all")
     assert r.steps == 5 and 0 < r.low <= r.median <= r.high
+    assert res.as_dict()["settle_s"] == res.settle_s
+
+
+_SPIN_THEN_SLEEP = ("import sys, time\n"
+                    "t = time.monotonic()\n"
+                    "while time.monotonic() - t < 0.3: pass\n"
+                    "print('idle', flush=True)\n"
+                    "time.sleep(30)\n")
+
+
+@pytest.mark.skipif(running_threads(os.getpid()) is None, reason="no /proc/PID/task")
+def test_the_next_run_waits_until_the_others_stop_spinning() -> None:
+    """A child still spinning (a pool after its run) is waited for until it
+    sleeps; a sleeping one costs only the check; a process gone costs nothing."""
+    assert running_threads(os.getpid()) == 1  # this thread, reading its own state
+    child = subprocess.Popen([sys.executable, "-c", _SPIN_THEN_SLEEP], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        time.sleep(0.05)  # it spins for 0.3 s from its start
+        t0 = time.monotonic()
+        waited = wait_until_idle([child.pid])
+        assert child.stdout is not None and child.stdout.readline().strip() == "idle"
+        assert 0.1 <= waited <= 1.0 and time.monotonic() - t0 >= waited
+        assert wait_until_idle([child.pid]) < 0.05  # asleep now
+    finally:
+        child.kill()
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    assert running_threads(child.pid) is None and wait_until_idle([child.pid]) < 0.05
 
 
 def test_two_native_settings_need_names() -> None:

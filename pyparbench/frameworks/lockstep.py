@@ -7,10 +7,16 @@ differ by whichever caught a spell, and a 10 % difference needs many rounds
 to show. Here every contender (a framework and mode, or native, under its
 settings) is started and prepared in its own child, pinned as
 :func:`~pyparbench.frameworks.launch.run_child` pins it; then the parent
-has them run one timed run each in turn, the order rotating every step, with
-a short idle gap before each run so that a pool spinning after its last run
-has gone to sleep. A spell longer than one step falls on neighbouring runs of
-every contender, so the per-step ratio cancels it: the median of the paired
+has them run one timed run each in turn, the order rotating every step.
+Before each run the parent waits a short idle gap and then until no thread
+of another child runs (none in state R in /proc/PID/task/*/stat): a pool
+spinning after its run (ONNX Runtime's threads stay runnable for about
+40 ms) would otherwise share a CPU with the next contender's pinned thread,
+which then waits for the scheduler, 4-12 ms at a time (MobileNet-v2 at
+batch 1, native against ONNX Runtime on a 2-core VM: 0.58x with a fixed
+10 ms gap, 1.09x [1.06, 1.21] with the wait, 1.07x with a 100 ms gap).
+A spell longer than one step falls on neighbouring runs of every
+contender, so the per-step ratio cancels it: the median of the paired
 ratios, with its distribution-free confidence interval, is the comparison.
 """
 
@@ -106,12 +112,15 @@ class PairedRatio:
 class LockstepResult:
     """Per contender (by label) its timed runs in ns, aligned step by step;
     ``errors``: a contender that failed, and why (the steps before the
-    failure are kept); ``answers``: each child's final answer."""
+    failure are kept); ``answers``: each child's final answer;
+    ``settle_s``: per contender, the seconds waited before each of its runs,
+    after the idle gap, until the other children were idle."""
 
     labels: list[str]
     ns: dict[str, list[float]]
     errors: dict[str, str] = field(default_factory=dict)
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    settle_s: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def steps(self) -> int:
@@ -132,7 +141,7 @@ class LockstepResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"labels": self.labels, "ns": self.ns, "errors": self.errors,
-                "steps": self.steps}
+                "steps": self.steps, "settle_s": self.settle_s}
 
 
 class _Child:
@@ -201,14 +210,53 @@ class _Child:
         kill_child(self.proc)
 
 
+def running_threads(pid: int) -> int | None:
+    """How many threads of process ``pid`` are running or ready to run
+    (state R in /proc/PID/task/TID/stat: a pool spinning is, a pool asleep
+    is not); None where unreadable (the process is gone)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    running = 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # a thread that ended meanwhile
+        # "tid (comm) S ...": the comm may hold spaces and parentheses.
+        running += stat[stat.rfind(")") + 2:][:1] == "R"
+    return running
+
+
+# The others count as idle once no thread of theirs runs in _QUIET_CHECKS
+# checks _POLL_S apart; the wait ends after _SETTLE_CAP_S in any case.
+_POLL_S, _QUIET_CHECKS, _SETTLE_CAP_S = 0.001, 2, 1.0
+
+
+def wait_until_idle(pids: Sequence[int]) -> float:
+    """Waits until no thread of the processes ``pids`` runs (a pool still
+    spinning after its run), at most _SETTLE_CAP_S; returns the seconds
+    waited."""
+    t0 = time.monotonic()
+    quiet = 0
+    while quiet < _QUIET_CHECKS and time.monotonic() - t0 < _SETTLE_CAP_S:
+        quiet = quiet + 1 if not any(running_threads(p) for p in pids) else 0
+        if quiet < _QUIET_CHECKS:
+            time.sleep(_POLL_S)
+    return time.monotonic() - t0
+
+
 def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: int = 30,
                  warmup: int = 3, gap_s: float = 0.01, timeout: float = 600.0,
                  progress: Callable[[int, int], None] | None = None) -> LockstepResult:
     """Run ``graph`` in every contender's own child, one timed run each in
     turn for ``steps`` steps (after ``warmup`` untimed runs each).
 
-    ``gap_s``: idle seconds before each run (a pool spinning after its
-    previous run sleeps by then); ``timeout``: seconds for the whole run,
+    ``gap_s``: idle seconds before each run, after which the parent also
+    waits (at most a second) until the other children use no CPU, so that
+    no pool still spinning after its run meets the next; ``timeout``: seconds for the whole run,
     preparation included, after which what is unfinished is killed;
     ``progress``: called with (step, steps) after each step.
 
@@ -235,7 +283,8 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
     plans = [plan_child(c.framework, [Job(graph, repeats=0, warmup=warmup)], c.settings,
                         c.mode, python=c.python, lockstep=True) for c in contenders]
     deadline = time.monotonic() + timeout
-    result = LockstepResult(labels, {lab: [] for lab in labels})
+    result = LockstepResult(labels, {lab: [] for lab in labels},
+                            settle_s={lab: [] for lab in labels})
     children: list[_Child] = []
     try:
         for lab, plan in zip(labels, plans, strict=True):
@@ -251,6 +300,8 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
             for ch in live[k:] + live[:k]:
                 if gap_s:
                     time.sleep(gap_s)
+                result.settle_s[ch.label].append(
+                    wait_until_idle([c.proc.pid for c in live if c is not ch]))
                 if not _one_run(ch, deadline, result):
                     live = [c for c in live if c is not ch]
                     break

@@ -182,7 +182,11 @@ WorkerPlacement::WorkerPlacement(const std::vector<int>& cpus, int team_size, bo
   pinned_ = true;
   if (pin_team && team_size > 1) {
     try {
-      pin_team_threads(team_size, 1, [&cpus](int t) { return one_of(cpus, t); });
+      // The thread itself too (team thread 0): left on all of `cpus`, it
+      // can sit on team thread 1's CPU spinning at the region's barrier,
+      // where that thread cannot run until the scheduler moves it, some
+      // milliseconds later (a run's first region then took 8 ms, not 30 us).
+      pin_team_threads(team_size, 0, [&cpus](int t) { return one_of(cpus, t); });
     } catch (...) {
       try_pin(saved_);  // no destructor runs for a failed constructor
       throw;

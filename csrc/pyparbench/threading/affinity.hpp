@@ -50,12 +50,13 @@ class TeamPlacement {
   bool restore_ = false;
 };
 
-// Pins a graph worker's thread for a whole run to all of `cpus` (threads its
-// OpenMP team starts later inherit that mask) and, with pin_team, the other
-// threads of its team of `team_size` one CPU each: thread t on
-// cpus[t % size]. Unpinned kernel runs from the thread meanwhile keep the
-// team as pinned here. The destructor gives the team, then the thread, the
-// thread's earlier mask. No CPUs: nothing is pinned.
+// Pins a graph worker's thread for a whole run to all of `cpus` and, with
+// pin_team, every thread of its team of `team_size` (the worker's own thread
+// included, as thread 0) to one CPU each: thread t on cpus[t % size]; the
+// team is started under the whole mask. Unpinned kernel runs from the
+// thread meanwhile keep the team as pinned here. The destructor gives the
+// team, then the thread, the thread's earlier mask. No CPUs: nothing is
+// pinned.
 class WorkerPlacement {
  public:
   WorkerPlacement(const std::vector<int>& cpus, int team_size, bool pin_team);
