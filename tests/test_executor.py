@@ -295,3 +295,21 @@ def test_a_pinned_run_keeps_its_team_pinned_after_a_pinned_kernel() -> None:
     assert r.audit is not None
     team = {rec.worker: rec for rec in r.audit.team(0)}
     assert set(team[1].affinity) == {r.resolved["worker_cpus"][0][1]}
+
+
+def test_a_pinned_run_pins_every_team_thread_to_its_own_cpu() -> None:
+    # The worker's own thread too: left on all the worker's CPUs, it could
+    # sit on team thread 1's CPU spinning at a barrier while thread 1 waits
+    # for the scheduler (a run's first region then took milliseconds).
+    import os
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    g, _ = model("mlp-512")
+    r = compile_graph(g).run(Settings(intra_op=2, affinity="compact"), repeats=2, audit=True,
+                             strict=True)
+    assert r.audit is not None and r.mismatches == []
+    cpus = r.resolved["worker_cpus"][0]
+    affinity = sorted(rec.affinity for rec in r.audit.team(0))
+    assert affinity == sorted((c,) for c in cpus[:2]), (affinity, cpus)
+    assert set(os.sched_getaffinity(0)) >= set(cpus)  # given back after the run

@@ -104,7 +104,7 @@ _SPIN_THEN_SLEEP = ("import sys, time\n"
 def test_the_next_run_waits_until_the_others_stop_spinning() -> None:
     """A child still spinning (a pool after its run) is waited for until it
     sleeps; a sleeping one costs only the check; a process gone costs nothing."""
-    assert running_threads(os.getpid()) == 1  # this thread, reading its own state
+    assert running_threads(os.getpid()) >= 1  # this thread, reading its own state
     child = subprocess.Popen([sys.executable, "-c", _SPIN_THEN_SLEEP], stdout=subprocess.PIPE,
                              text=True)
     try:
