@@ -468,6 +468,11 @@ def layout_blocked(g: Graph, layout: str) -> Graph:
     if bad:
         raise ValueError(f"{len(bad)} nodes do not fill {layout}'s blocks of "
                          f"{BLOCKED_LAYOUTS[layout]} channels: {', '.join(bad[:5])}")
+    return _blocked(g, layout)
+
+
+def _blocked(g: Graph, layout: str) -> Graph:
+    """:func:`layout_blocked` on a graph already found to fit (blocked_choice)."""
     cl = _layout_nodes(g)
     if not any(g[i].op == "conv2d" for i in cl):
         return g
@@ -779,7 +784,7 @@ def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
                     skipped["blocked"] = why
                     g = layout_nhwc(g)
                 else:
-                    g = layout_blocked(g, layout)
+                    g = _blocked(g, layout)  # blocked_choice found no misfit
                     details["blocked"] = {"layout": layout}
             else:
                 g = layout_nhwc(g)
