@@ -31,10 +31,10 @@ A round runs one child per (library, thread count), each timing every shape
 libraries so that both see the same machine. Figures are medians over
 rounds; the speed-up is the median of per-round torch / pyparbench ratios.
 
-The gather ceiling is pyparbench's peak gather (``pyparbench.peak``: sums
+The gather ceiling is pyparbench's peak gather (``pyparbench.machine.peak``: sums
 of rows drawn at random from a table of the same rows and dim, 100 rows per
 bag, ~64 MiB of rows per run, on all the threads of the run; measured in a
-third child per round; the best run of all rounds, as ``pyparbench.peak``'s
+third child per round; the best run of all rounds, as ``pyparbench.machine.peak``'s
 ``gather_gbs`` is a best run). ``% ceiling`` is the op's bandwidth (rows gathered,
 indices, output: ``EmbeddingBag.bytes_moved``) as a share of it.
 """
@@ -54,8 +54,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pyparbench.cli._common import positive_int
 
-PEAK_BAG = 100  # rows per bag in the ceiling's gather, pyparbench.peak's GATHER_BAG
+PEAK_BAG = 100  # rows per bag in the ceiling's gather, pyparbench.machine.peak's GATHER_BAG
 
 
 # ------------------------------------------------------------------ inputs
@@ -169,7 +170,7 @@ def _child(lib: str, threads: int, shapes: list[dict[str, Any]], mode: str, alig
 
 def _child_gather(threads: int, shapes: list[dict[str, Any]]) -> list[float]:
     """The gather ceiling per distinct (rows, dim): GB/s of the best run, as
-    pyparbench.peak's gather_gbs."""
+    pyparbench.machine.peak's gather_gbs."""
     from pyparbench._core import peak as _p
 
     res = []
@@ -218,10 +219,11 @@ def _run_child(kind: str, threads: int, args: argparse.Namespace) -> list[float]
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", type=int, nargs="+", default=[1_000_000])
-    p.add_argument("--dim", type=int, nargs="+", default=[64])
-    p.add_argument("--batch", type=int, nargs="+", default=[2048])
-    p.add_argument("--lookups", type=int, nargs="+", default=[100], help="per bag")
+    p.add_argument("--rows", type=positive_int("--rows"), nargs="+", default=[1_000_000])
+    p.add_argument("--dim", type=positive_int("--dim"), nargs="+", default=[64])
+    p.add_argument("--batch", type=positive_int("--batch"), nargs="+", default=[2048])
+    p.add_argument("--lookups", type=positive_int("--lookups"), nargs="+",
+                   default=[100], help="per bag")
     p.add_argument("--dist", nargs="+", default=["uniform"], choices=["uniform", "zipf"])
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--mode", default="sum", choices=["sum", "mean"])
@@ -233,8 +235,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the op functions on the user's table, or each library's object "
                         "owning a copy of it (pyparbench EmbeddingBag.set_table, "
                         "torch.nn.EmbeddingBag)")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--calls", type=int, default=30, help="timed calls per shape and round")
+    p.add_argument("--rounds", type=positive_int("--rounds"), default=5)
+    p.add_argument("--calls", type=positive_int("--calls"),
+                   default=30, help="timed calls per shape and round")
     p.add_argument("--no-ceiling", action="store_true", help="skip the gather ceiling")
     p.add_argument("--baseline", metavar="PATH",
                    help="also time the pyparbench package under PATH (a checkout with its "
@@ -245,8 +248,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    threads = [int(t) for t in str(args.threads).split(",")]
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        threads = [int(t) for t in str(args.threads).split(",")]
+    except ValueError:
+        parser.error(f"--threads must be comma-separated integers, got {args.threads!r}")
+    allowed = len(os.sched_getaffinity(0))
+    bad = [t for t in threads if not 1 <= t <= allowed]
+    if bad:  # before any child starts (a child pinned to no CPU dies in its preexec_fn)
+        parser.error(f"--threads must be 1..{allowed} (the CPUs this process may use), "
+                     f"got {bad[0]}")
     shapes = _shapes(args)
     if args.child:
         if args.child == "gather":

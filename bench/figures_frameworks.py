@@ -8,7 +8,8 @@ under one worker of ``--intra-op`` threads pinned compact: each
 framework's latency over the native executor's (median of its timed runs),
 the share of the framework's time outside its kernels (its own profiler),
 the isolated kernels' sum against the native latency, and once, the
-per-node dispatch cost on a chain of 400 tiny ReLUs. The machine's load
+per-node dispatch cost at one thread and at all (chains of 401 and 1 tiny
+ops, :func:`pyparbench.frameworks.measure_dispatch`). The machine's load
 average is printed beside each model: other work on the machine skews
 every figure.
 """
@@ -72,11 +73,12 @@ def main(argv: list[str] | None = None) -> int:
             print(_row(res), flush=True)
             if first:
                 d = res["dispatch"]
-                line = [f"native {d['native']['us_per_node']:.2f}"]
-                line += [f"{k} {v['us_per_node']:.2f}" if v and "us_per_node" in v
-                         else f"{k} error" for k, v in d["frameworks"].items()]
-                print(f"dispatch, us per node ({d['nodes']} ReLUs on (1, 16)): "
-                      + ", ".join(line), flush=True)
+                for t, row in d["by_threads"].items():
+                    runners = {"native": row["native"], **row["frameworks"]}
+                    line = [f"{k} {v['us_per_node']:.3f}" if v and "us_per_node" in v
+                            else f"{k} error" for k, v in runners.items()]
+                    print(f"dispatch at {t} thread(s), us per node (chains of "
+                          f"{d['nodes'] + 1} and 1 tiny ops): " + ", ".join(line), flush=True)
             if args.json:
                 Path(args.json).write_text(json.dumps(results, indent=1))
     return 0

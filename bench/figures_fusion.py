@@ -121,8 +121,8 @@ def main() -> None:
     a = ap.parse_args()
 
     from pyparbench import models
-    from pyparbench.peak import measure_peak
-    from pyparbench.suite import FRAMEWORK_RUNS, installed_frameworks
+    from pyparbench.machine.peak import measure_peak
+    from pyparbench.harness.suite import FRAMEWORK_RUNS, installed_frameworks
 
     # The framework runs of the main job, those installed here.
     have = installed_frameworks()

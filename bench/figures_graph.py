@@ -2,9 +2,11 @@
 
   python bench/figures_graph.py [--quick] [--models resnet50 googlenet ...] [--json out.json]
 
-1. Executor overhead per node: a chain of many tiny ops run by the plan,
-   minus the same prepared kernels timed alone in their C++ loops (target:
-   under 2 us per node), for the sync and async schedulers.
+1. Executor overhead per node: chains of N + 1 and of 1 tiny ops (ReLU and
+   tanh in turn on (1, 16), graph passes off), the difference per node,
+   minus the plan's own kernels of the chain timed alone in C++ loops
+   (target: at most 10 ns per node in sync mode), for the sync and async
+   schedulers and at every thread.
 2. For each model at batch 1 and a larger batch, on this machine's cores:
    latency under the study's layer knobs, side by side: sync vs async
    (Scheduler), library vs framework operator mode (Operator), onednn vs
@@ -20,36 +22,30 @@ import os
 import sys
 from typing import Any
 
-import numpy as np
-
 import pyparbench as ppb
 from pyparbench import models
 from pyparbench.executor import compile_graph
-from pyparbench.graph import GraphBuilder
 from pyparbench.settings import Settings
-from pyparbench.timing import summarize
+from pyparbench.cli._common import positive_int
 
 
-def node_overhead(nodes: int, repeats: int) -> list[dict[str, Any]]:
-    """A chain of `nodes` relu ops on a (1, 16) tensor."""
-    b = GraphBuilder("tiny-chain", seed=0)
-    x = b.input("x", (1, 16))
-    for _ in range(nodes):
-        x = b.eltwise(x, "relu")
-    cg = compile_graph(b.build(x))
-    k = ppb.ops.Eltwise("relu", [1, 16], threads=1)
-    a = np.random.default_rng(0).random((1, 16), np.float32)
-    out = np.empty_like(a)
-    alone = summarize([float(np.median(k.timeit(a, out, repeats=200, warmup=20)))
-                       for _ in range(repeats)])
+def node_overhead(nodes: int, repeats: int, cores: int) -> list[dict[str, Any]]:
+    """Per node of a chain of tiny ops: the plan's time, its kernel alone, and
+    what is left, the executor's own cost."""
+    from pyparbench.frameworks import dispatch_graph
+
+    long, short = compile_graph(dispatch_graph(nodes + 1)), compile_graph(dispatch_graph(1))
     rows = []
-    for s in (Settings(), Settings(scheduler="async", inter_op=1),
-              Settings(scheduler="async", inter_op=2)):
-        plan = cg.run(s, repeats=repeats, warmup=2)
-        per_node = plan.summary.median / nodes
+    for s in (Settings(graph_opt="none"), Settings(intra_op=cores, graph_opt="none"),
+              Settings(scheduler="async", inter_op=1, graph_opt="none"),
+              Settings(scheduler="async", inter_op=2, graph_opt="none")):
+        runs = max(repeats, 50)
+        per_node = (long.run(s, repeats=runs, warmup=10).summary.median
+                    - short.run(s, repeats=runs, warmup=10).summary.median) / nodes
+        inline = [t for t in long.time_nodes(s, repeats=10, inner=1000) if t > 0]
+        alone = sum(inline) / len(inline)
         rows.append({"settings": s.label(), "plan_per_node_ns": per_node,
-                     "kernel_alone_ns": alone.median,
-                     "overhead_ns": per_node - alone.median})
+                     "kernel_alone_ns": alone, "overhead_ns": per_node - alone})
     return rows
 
 
@@ -97,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small inputs, few repeats (smoke test)")
     p.add_argument("--models", nargs="+", default=None, help="models (default: all)")
-    p.add_argument("--batches", type=int, nargs="+", default=None)
+    p.add_argument("--batches", type=positive_int("--batches"), nargs="+", default=None)
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_args(argv)
     cores = len(os.sched_getaffinity(0))
@@ -107,11 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown models {unknown}; valid: {', '.join(models.MODELS)}")
     repeats = 3 if args.quick else 7
     batches = args.batches or ([1, 2] if args.quick else [1, 8])
-    print("executor overhead per node (chain of relu on (1, 16)):")
-    overhead = node_overhead(100 if args.quick else 400, repeats)
+    print("executor overhead per node (chains of ReLU and tanh in turn on (1, 16)):")
+    overhead = node_overhead(100 if args.quick else 400, repeats, cores)
     for r in overhead:
-        print(f"  {r['settings']:45s} {r['plan_per_node_ns']:8.0f} ns/node, kernel alone "
-              f"{r['kernel_alone_ns']:6.0f} ns -> overhead {r['overhead_ns']:6.0f} ns")
+        print(f"  {r['settings']:45s} {r['plan_per_node_ns']:8.1f} ns/node, kernel alone "
+              f"{r['kernel_alone_ns']:6.1f} ns -> overhead {r['overhead_ns']:6.1f} ns")
     print(f"models on {cores} CPUs (median [IQR], speed-up over sync/library/onednn):")
     figures = model_figures(names, batches, repeats, args.quick, cores)
     if args.json:

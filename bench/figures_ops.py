@@ -27,6 +27,7 @@ import pyparbench as ppb
 from pyparbench.memory import aligned_empty
 from pyparbench.reference import assert_near
 from pyparbench.timing import Summary, summarize, time_native, time_python
+from pyparbench.cli._common import positive_int
 
 
 def call_overhead(threads: int, rounds: int) -> dict[str, Any]:
@@ -93,7 +94,7 @@ def _record(op: str, threads: int, fig: dict[str, Any], **extra: Any) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--threads", type=positive_int("--threads"), nargs="+", default=[1, 2])
     p.add_argument("--quick", action="store_true", help="small sizes, few rounds (smoke test)")
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_args(argv)

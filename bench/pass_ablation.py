@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pyparbench.cli._common import positive_int
 
 MODELS = ("resnet50", "inception-v3", "mobilenet-v2", "googlenet", "transformer", "dlrm-kaggle")
 
@@ -81,9 +82,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batches", default="1,8")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--repeats", type=int, default=3, help="runs per variant and round")
+    ap.add_argument("--threads", type=positive_int("--threads"), default=2)
+    ap.add_argument("--rounds", type=positive_int("--rounds"), default=7)
+    ap.add_argument("--repeats", type=positive_int("--repeats"),
+                    default=3, help="runs per variant and round")
     ap.add_argument("--json", help="also write every figure here")
     a = ap.parse_args()
     out = []

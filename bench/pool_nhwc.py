@@ -27,6 +27,7 @@ from rich.table import Table
 from pyparbench import ops
 from pyparbench.models import build
 from pyparbench.timing import Summary, summarize
+from pyparbench.cli._common import positive_int
 
 IMPLS = ("onednn", "direct")
 
@@ -67,10 +68,11 @@ def measure(key: tuple[Any, ...], threads: int, rounds: int, calls: int) -> dict
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="+", default=["googlenet", "inception-v3", "resnet50"])
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--calls", type=int, default=20, help="timed calls per round")
+    ap.add_argument("--batch", type=positive_int("--batch"), default=1)
+    ap.add_argument("--threads", type=positive_int("--threads"), default=2)
+    ap.add_argument("--rounds", type=positive_int("--rounds"), default=15)
+    ap.add_argument("--calls", type=positive_int("--calls"),
+                    default=20, help="timed calls per round")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.calls < 1 or args.threads < 1 or args.batch < 1:

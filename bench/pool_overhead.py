@@ -29,6 +29,7 @@ import sys
 from typing import Any
 
 import numpy as np
+from pyparbench.cli._common import positive_int
 
 KINDS = ("openmp", "std", "eigen")
 WAITS: tuple[str | int, ...] = ("default", "active", "passive", 0, 10_000, 1_000_000)
@@ -113,7 +114,7 @@ def context() -> dict[str, Any]:
     """What the figures depend on: the CPUs, the load, the OpenMP runtime."""
     import platform
 
-    from pyparbench.info import info
+    from pyparbench.machine.info import info
 
     d = info()
     return {"cpu": platform.processor() or platform.machine(),
@@ -155,10 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(res))
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="pool sizes P")
-    p.add_argument("--tasks", type=int, default=100_000, help="tasks per repeat")
-    p.add_argument("--repeats", type=int, default=7, help="timed repeats of the task batch")
-    p.add_argument("--fork-join-repeats", type=int, default=2000,
+    p.add_argument("--threads", type=positive_int("--threads"), nargs="+",
+                   default=[1, 2], help="pool sizes P")
+    p.add_argument("--tasks", type=positive_int("--tasks"),
+                   default=100_000, help="tasks per repeat")
+    p.add_argument("--repeats", type=positive_int("--repeats"),
+                   default=7, help="timed repeats of the task batch")
+    p.add_argument("--fork-join-repeats", type=positive_int("--fork-join-repeats"), default=2000,
                    help="timed fork/join calls (and OpenMP regions)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = p.parse_args(argv)

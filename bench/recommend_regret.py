@@ -8,12 +8,12 @@
 For every model and batch of the default suite (ResNet-50, GoogLeNet,
 FC-512, DLRM Criteo-Kaggle, the BERT encoder layer, at batch 1 and 8):
 
-1. ``pyparbench.recommend`` (calibrated on this machine while it is quiet,
+1. ``pyparbench.recommender.recommend`` (calibrated on this machine while it is quiet,
    cached) gives its setting, and its cost model predicts every setting
    below; both are saved at once (``<out>/recommendations.json``), so that
    what is measured is what was recommended.
 2. Every setting is measured in a fresh process
-   (``pyparbench.runner.run_config``): the presets (TensorFlow's defaults,
+   (``pyparbench.harness.runner.run_config``): the presets (TensorFlow's defaults,
    Intel's advice, the study's tuner), the suite's sweep, every candidate of
    the recommender on this machine (sync / async, inter x intra, library /
    framework with each pool, instances), and the recommended setting itself
@@ -48,12 +48,13 @@ from typing import Any
 
 from pyparbench import models
 from pyparbench.names import PRESETS
-from pyparbench.recommend import Recommendation, Resources, predict, recommend
-from pyparbench.recommend.calibrate import MAX_ATTEMPTS
-from pyparbench.results import ResultStore
-from pyparbench.runner import Config, machine_fingerprint, run_config
+from pyparbench.recommender import Recommendation, Resources, predict, recommend
+from pyparbench.recommender.calibrate import MAX_ATTEMPTS
+from pyparbench.harness.store import ResultStore
+from pyparbench.harness.runner import Config, run_config
+from pyparbench.machine.fingerprint import machine_fingerprint
 from pyparbench.settings import Settings, allowed_cores, preset
-from pyparbench.suite import DEFAULT_BATCHES, DEFAULT_MODELS, sweep
+from pyparbench.harness.levels import DEFAULT_BATCHES, DEFAULT_MODELS, resolve_level
 from pyparbench.threading.topology import topology
 
 SERVER = "package:2 core:28 pu:2"
@@ -105,10 +106,10 @@ def plan_row(model_name: str, batch: int, rec: Recommendation) -> dict[str, Any]
     for p in PRESETS:
         s = preset(p, topo, graph)
         chosen.setdefault(_key(s), s)
-    for s in sweep(cores) + [c.settings for c in rec.candidates]:
+    for s in resolve_level("default").sweep(cores) + [c.settings for c in rec.candidates]:
         chosen.setdefault(_key(s), s)
     known = {_key(c.settings): c.latency_ns for c in [*rec.candidates, *rec.presets.values()]}
-    from pyparbench.recommend.calibrate import load_calibration
+    from pyparbench.recommender.calibrate import load_calibration
 
     model = load_calibration().model()
     res = Resources.from_topology(topo)

@@ -47,7 +47,7 @@ def test_gemm_1024(benchmark, ppb_bench, ppb_pinned, library: str, ppb_threads: 
     rng = np.random.default_rng(0)
     g = GEMM_CLASS[library](size, size, size, threads=ppb_threads)
     a, b = _rand(rng, size, size), _rand(rng, size, size)
-    out = np.empty(g.out_shape, np.float32)
+    out = np.empty(g.output_shape, np.float32)
     benchmark.group = f"gemm {size}x{size}x{size}"
     with ppb_pinned(g):
         ppb_bench(g, a, b, None, out)

@@ -37,7 +37,7 @@ def test_gemm_deepbench(benchmark, ppb_bench, ppb_pinned, p, ppb_threads: int) -
     rng = np.random.default_rng(0)
     g = ppb.ops.Gemm(p.m, p.n, p.k, trans_a=p.trans_a, trans_b=p.trans_b, threads=ppb_threads)
     a, b = _rand(rng, *g.a_shape), _rand(rng, *g.b_shape)
-    out = np.empty(g.out_shape, np.float32)
+    out = np.empty(g.output_shape, np.float32)
     benchmark.group = f"gemm {p.m}x{p.n}x{p.k}"
     with ppb_pinned(g):
         ppb_bench(g, a, b, None, out)

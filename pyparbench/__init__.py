@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +34,7 @@ def _check_core() -> None:
             "(python -P ignores the current directory)")
 
 
-try:
-    # One source for the version: the installed distribution's (pyproject.toml).
-    __version__ = version("pyparbench")
-except PackageNotFoundError:  # a build used in place, not installed
-    __version__ = "0+unknown"
+from pyparbench._version import __version__
 
 # A framework's child process (pyparbench.frameworks) sets this: the
 # framework's own OpenMP and oneDNN runtimes must not meet the core's, so
@@ -48,9 +43,10 @@ _NO_CORE = os.environ.get("PYPARBENCH_NO_CORE") == "1"
 
 if not _NO_CORE:
     _check_core()
-    from pyparbench import memory, ops, recommend, threading
+    from pyparbench import memory, ops, threading
     from pyparbench._core import DnnlError
-    from pyparbench.info import info
+    from pyparbench.machine.info import info
+    from pyparbench.recommender import recommend
     from pyparbench.threading.defaults import get_default_threads, set_default_threads
     from pyparbench.threading.topology import topology
 

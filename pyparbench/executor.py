@@ -9,6 +9,14 @@ setting used, the prepared kernels; ``run()`` times it in C++
 with no Python between nodes, and can return a per-node trace (Chrome trace
 JSON via :meth:`RunRecord.chrome_trace`) and a threading audit.
 
+Each node gets its own thread count when a plan is prepared (the per-node
+thread rule, ``csrc/pyparbench/graph/thread_rule.hpp``): a node whose
+estimated work on one core is below the calibrated break-even of a team of
+``intra_op`` threads runs alone on its worker's thread, by a direct kernel
+where its op has one (element-wise ops, add / mul, softmax, layer norm,
+pooling); :meth:`CompiledGraph.node_threads` gives every node's count and
+why, traces and audits carry them.
+
 Instances (data parallelism) need the model at a slice of the batch, so they
 are run by :func:`run_model`, which builds one graph per instance.
 """
@@ -34,7 +42,8 @@ from pyparbench.graph import NATIVE_ATTRS, Graph, Node
 from pyparbench.graph.builder import rebuild
 from pyparbench.graph.passes import BLOCKED_LAYOUTS, PASSES, OptimizeResult, optimize, pipeline
 from pyparbench.settings import Settings, allowed_sockets
-from pyparbench.threading.audit import ThreadAudit, ThreadingMismatch, ThreadingMismatchError
+from pyparbench.threading.audit import (NodeThreads, ThreadAudit, ThreadingMismatch,
+                                        ThreadingMismatchError)
 from pyparbench.threading.placement import place
 from pyparbench.threading.topology import Topology
 from pyparbench.threading.topology import topology as this_machine
@@ -54,9 +63,11 @@ class TraceEvent:
     start_ns: float
     end_ns: float
     # What computed a convolution: oneDNN's implementation ("jit:avx2",
-    # "brgconv:avx512_core", ...) or "im2col+" and the product's; empty for
-    # other ops.
+    # "brgconv:avx512_core", ...) or "im2col+" and the product's;
+    # "direct:<isa>" for a node a direct kernel ran; empty for other ops.
     kernel: str = ""
+    # The node's team: 1 when the per-node thread rule ran it alone.
+    threads: int = 1
 
 
 @dataclass
@@ -73,6 +84,9 @@ class RunRecord:
     audit: ThreadAudit | None = None
     mismatches: list[str] = field(default_factory=list)
     per_instance: list[list[float]] = field(default_factory=list)
+    # Per node of the optimised graph, its threads under the per-node rule
+    # (filled in for traced or audited runs).
+    node_threads: list[NodeThreads] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-serialisable record (settings, resolved settings, timings)."""
@@ -89,8 +103,8 @@ class RunRecord:
         row per inter-op worker, one slice per node."""
         events = [{"name": e.name, "cat": e.op, "ph": "X", "pid": 0, "tid": e.worker,
                    "ts": e.start_ns / 1e3, "dur": max(e.end_ns - e.start_ns, 0.0) / 1e3,
-                   "args": {"node": e.node, "cpu": e.cpu, **({"kernel": e.kernel} if e.kernel
-                                                            else {})}}
+                   "args": {"node": e.node, "cpu": e.cpu, "threads": e.threads,
+                            **({"kernel": e.kernel} if e.kernel else {})}}
                   for e in self.trace]
         meta = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": w,
                  "args": {"name": f"worker {w}"}} for w in sorted({e.worker for e in self.trace})]
@@ -120,12 +134,20 @@ def branch_groups(graph: Graph, groups: int) -> list[int]:
 
 
 def resolve(settings: Settings, graph: Graph, topology: Topology | None = None,
-            cpus: Sequence[int] | None = None) -> _g.ExecSettings:
+            cpus: Sequence[int] | None = None, alone_below_ns: float | None = None
+            ) -> _g.ExecSettings:
     """Native execution settings: placement resolved to CPU lists, the
     per-socket placement to node groups. ``cpus``: the CPUs this run may use
-    (an instance's share), else all the process may use."""
+    (an instance's share), else all the process may use. ``alone_below_ns``:
+    the per-node thread rule's threshold (None: calibrated on this machine;
+    0: the rule off, every node on intra_op threads)."""
     topo = topology if topology is not None else this_machine()
     s = _g.ExecSettings()
+    if alone_below_ns is not None:
+        if not math.isfinite(alone_below_ns) or alone_below_ns < 0:
+            raise ValueError(f"alone_below_ns must be a finite number of ns >= 0 (or None: "
+                             f"calibrated), got {alone_below_ns!r}")
+        s.alone_below_ns = float(alone_below_ns)
     s.scheduler = settings.scheduler
     s.operator = settings.operator
     s.inter_op = settings.inter_op
@@ -309,40 +331,104 @@ class CompiledGraph:
             g = last.graph
             return dict(zip((g[o].name for o in g.outputs), last.outputs(g.outputs), strict=True))
 
-    def output(self, node: int) -> npt.NDArray[Any]:
-        """Any node's output of the last run (a copy, NCHW; int64 for an int64
-        node); ``node`` is an id of the last run's optimised graph
-        (:meth:`optimized`). After the ``memory`` pass (in ``full``) a later
-        node may have reused a node's buffer: reading it raises ValueError
-        naming it (graph inputs and outputs are always kept; a graph_opt
-        without ``memory`` keeps every value, e.g.
-        ``"bn_fold+residual+activation+layout+blocked+subsample+im2col+microbatch"``)."""
+    def output(self, node: int | str) -> npt.NDArray[Any]:
+        """A node's output of the last run (a copy, NCHW; int64 for an int64
+        node). ``node`` is a node of the graph as built (``self.graph``), by
+        name or id; the passes keep a node's name where its value survives
+        (a conv fused with the ReLU after it is the ReLU's node), so it is
+        read from the optimised graph's node of that name (:meth:`optimized`).
+
+        Raises
+        ------
+        IndexError
+            An id outside the graph (naming the id and the range).
+        KeyError
+            No node of that name.
+        ValueError
+            The passes fused the node into another, or, after the ``memory``
+            pass (in ``full``), a later node reused its buffer (graph inputs
+            and outputs are always kept; ``graph_opt="none"`` keeps every
+            node, a graph_opt without ``memory`` every value of the
+            optimised graph).
+        """
+        if isinstance(node, (bool, np.bool_)) or not isinstance(node, (int, np.integer, str)):
+            raise TypeError(f"node must be a node's name or id, got {node!r}")
+        if isinstance(node, str):
+            name = self.graph[node].name
+        else:
+            if not 0 <= node < len(self.graph):
+                raise IndexError(f"node {node} is out of range: the graph has nodes 0.."
+                                 f"{len(self.graph) - 1}")
+            name = self.graph.nodes[int(node)].name
         with self._lock:
+            last = self._last
+            if name not in {n.name for n in last.graph}:
+                raise ValueError(f"node {name!r} is not in the graph that ran: the graph passes "
+                                 f"({'+'.join(last.opt.applied) or 'none'}) fused it into a "
+                                 "later node; run with graph_opt='none' to read every node")
             try:
-                return self._last.outputs([node])[0]
+                return last.outputs([last.graph[name].id])[0]
             except ValueError as e:
-                if "memory" not in self._last.opt.applied:
+                if "memory" not in last.opt.applied:
                     raise
                 raise ValueError(f"{e}; run with a graph_opt without the memory pass, e.g. "
                                  f"{'+'.join(p for p in PASSES if p != 'memory')!r}") from None
 
-    def blocks(self, settings: Settings) -> list[int]:
+    def blocks(self, settings: Settings, *, alone_below_ns: float | None = None) -> list[int]:
         """Blocks each node of the optimised graph is cut into under
-        ``settings`` (framework mode)."""
+        ``settings`` (framework mode; 1 for a node that runs alone,
+        ``alone_below_ns`` as in :meth:`run`)."""
         with self._lock:
             v = self._variant(settings)
-            return list(v.plan.blocks(resolve(settings, v.graph)))
+            return list(v.plan.blocks(resolve(settings, v.graph,
+                                              alone_below_ns=alone_below_ns)))
+
+    def node_threads(self, settings: Settings | None = None, *,
+                     alone_below_ns: float | None = None) -> list[NodeThreads]:
+        """Each node of the optimised graph under ``settings`` (default:
+        Settings()): its threads under the per-node rule, and why
+        (``alone_below_ns`` as in :meth:`run`)."""
+        settings = settings or Settings()
+        with self._lock:
+            v = self._variant(settings)
+            return _node_threads(v, resolve(settings, v.graph, alone_below_ns=alone_below_ns))
+
+    def time_nodes(self, settings: Settings | None = None, *, repeats: int = 10,
+                   warmup: int = 2, inner: int = 1000) -> list[float]:
+        """Each node of the optimised graph under ``settings``: its kernel as
+        the plan prepared it (threads, direct or library), alone in a C++
+        loop on the calling thread, ``inner`` calls per repeat: the median ns
+        per call (0.0 for a node that computes nothing). A chain's time per
+        node less this is what the executor itself costs per node."""
+        settings = settings or Settings()
+        with self._lock:
+            v = self._variant(settings)
+            native = resolve(settings, v.graph)
+            out = []
+            for node in v.graph.nodes:
+                if node.op in ("input", "reshape", "slice"):
+                    out.append(0.0)
+                    continue
+                ns = v.plan.time_node(native, node.id, repeats=repeats, warmup=warmup,
+                                      inner=inner)
+                out.append(float(statistics.median(ns)))
+            return out
 
     def run(self, settings: Settings | None = None, *, repeats: int = 10, warmup: int = 2,
             trace: bool = False, audit: bool = False, strict: bool = False,
-            topology: Topology | None = None) -> RunRecord:
+            topology: Topology | None = None, alone_below_ns: float | None = None
+            ) -> RunRecord:
         """Run ``warmup`` + ``repeats`` times under ``settings`` (default: sync,
         one thread) and return the per-repeat times.
 
-        ``trace``: record each node's start/end, worker and CPU in the last
-        repeat. ``audit``: record which threads worked where and compare
-        with the request (a ``ThreadingMismatch`` warning, or an error when
-        ``strict``). ``instances`` > 1 needs :func:`run_model`.
+        ``trace``: record each node's start/end, worker, CPU and threads in
+        the last repeat. ``audit``: record which threads worked where and
+        compare with the request (a ``ThreadingMismatch`` warning, or an
+        error when ``strict``); it lists the nodes that ran alone and why.
+        ``alone_below_ns``: the per-node thread rule's threshold, ns of a
+        node's estimated work on one core below which it runs alone (None:
+        the break-even calibrated on this machine; 0: the rule off).
+        ``instances`` > 1 needs :func:`run_model`.
         """
         settings = settings or Settings()
         if settings.instances != 1:
@@ -352,14 +438,14 @@ class CompiledGraph:
             v = self._variant(settings)
             self._last = v
             g = v.graph
-            native = resolve(settings, g, topology)
+            native = resolve(settings, g, topology, alone_below_ns=alone_below_ns)
             recorder = _t.Audit() if audit else None
             res = v.plan.run(native, repeats=repeats, warmup=warmup, trace=trace,
                              audit=recorder)
         ns = [float(x) for x in res["ns"]]
         kernels = v.plan.implementations(native) if trace else []
-        events = [TraceEvent(n, g[n].name, g[n].op, w, c, s, e, kernels[n])
-                  for (n, w, c, s, e) in res["trace"]]
+        events = [TraceEvent(n, g[n].name, g[n].op, w, c, s, e, kernels[n], t)
+                  for (n, w, c, s, e, t) in res["trace"]]
         resolved = _resolved_dict(native)
         resolved["graph_opt"] = _graph_opt_dict(settings, self.graph, v.opt)
         resolved["graph_opt"]["buffer_bytes"] = v.plan.allocated_bytes
@@ -367,11 +453,20 @@ class CompiledGraph:
             resolved["graph_opt"]["details"]["im2col"] = _lowered(g, v.plan.implementations(native))
         record = RunRecord(self.graph.name, self.graph.meta.get("batch", _batch(self.graph)),
                            settings, resolved, ns, summarize(ns), events)
+        if trace or recorder is not None:
+            with self._lock:
+                record.node_threads = _node_threads(v, native)
         if recorder is not None:
-            record.audit = ThreadAudit.from_native(recorder.threads())
+            record.audit = ThreadAudit.from_native(recorder.threads(), tuple(record.node_threads))
             record.mismatches = audit_mismatches(native, record.audit)
             _report(record.mismatches, strict)
         return record
+
+
+def _node_threads(v: _Variant, native: _g.ExecSettings) -> list[NodeThreads]:
+    g = v.graph
+    return [NodeThreads.from_native(i, g[i].name, g[i].op, d)
+            for i, d in enumerate(v.plan.node_threads(native))]
 
 
 def _graph_opt_dict(settings: Settings, original: Graph, opt: OptimizeResult) -> dict[str, Any]:
@@ -397,23 +492,26 @@ def _batch(graph: Graph) -> int:
 
 def audit_mismatches(native: _g.ExecSettings, audit: ThreadAudit) -> list[str]:
     """How the threads that ran a plan differ from its resolved settings:
-    each worker's threads (its OpenMP team or pool) must number intra_op and
-    stay on the worker's CPUs, and pinned workers must not share CPUs."""
+    each worker's threads (its OpenMP team or pool) must number intra_op, or
+    the most any node ran on under the per-node rule (``audit.nodes``: one
+    when every node ran alone, which ``audit.alone`` explains), and stay on
+    the worker's CPUs, and pinned workers must not share CPUs."""
     out: list[str] = []
+    team = max((n.threads for n in audit.nodes), default=native.intra_op)
     for w in range(native.inter_op):
         recs = audit.team(w)
         if not recs:
             out.append(f"worker {w}: no thread reported work")
             continue
-        team = {r.tid for r in recs if r.worker >= 0}
-        if len(team) > native.intra_op:
-            out.append(f"worker {w}: {len(team)} team threads worked, {native.intra_op} "
-                       f"requested")
+        tids = {r.tid for r in recs if r.worker >= 0}
+        if len(tids) > team:
+            out.append(f"worker {w}: {len(tids)} team threads worked, {team} "
+                       f"{_team_why(team, native.intra_op)}")
         if native.operator == "library":
             sizes = sorted({r.omp_team_size for r in recs if r.worker >= 0})
-            if sizes and sizes != [native.intra_op]:
+            if sizes and sizes != [team]:
                 out.append(f"worker {w}: OpenMP team of {'/'.join(map(str, sizes))} threads, "
-                           f"{native.intra_op} requested")
+                           f"{team} {_team_why(team, native.intra_op)}")
         if not native.worker_cpus:
             continue
         want = set(native.worker_cpus[w])
@@ -423,6 +521,11 @@ def audit_mismatches(native: _g.ExecSettings, audit: ThreadAudit) -> list[str]:
                 out.append(f"worker {w}: thread {r.tid} may run or ran on CPUs "
                            f"{sorted(stray)}, outside its {sorted(want)}")
     return out
+
+
+def _team_why(team: int, intra_op: int) -> str:
+    return "requested" if team == intra_op else (
+        f"expected ({intra_op} requested, at most {team} per node by the per-node rule)")
 
 
 def _report(mismatches: list[str], strict: bool) -> None:

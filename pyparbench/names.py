@@ -17,7 +17,7 @@ POOLS = ("openmp", "std", "eigen")
 AFFINITIES = ("none", "compact", "scatter")
 PLACEMENTS = ("shared", "per-socket")
 PRESETS = ("tensorflow", "intel", "tftuner")
-# The graph optimisation passes (pyparbench/graph/passes.py), in pipeline order.
+# The graph optimisation passes (pyparbench/graph/passes/), in pipeline order.
 GRAPH_PASSES = ("bn_fold", "residual", "activation", "layout", "blocked", "subsample",
                 "im2col", "microbatch", "memory")
 # Settings.graph_opt: no pass, the whole pipeline, or one pass alone (or

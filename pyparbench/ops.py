@@ -574,20 +574,28 @@ def add(
     threads: int | None = None,
     out: Array | None = None,
 ) -> Array:
-    """a + b (+ ReLU); b has a's rank and broadcasts where its size is 1."""
+    """a + b (+ ReLU), b broadcast to a's shape as numpy does (fewer axes,
+    or axes of size 1); the result has a's shape."""
     return _binary("add", a, b, relu, threads, out)
 
 
 def mul(
     a: npt.ArrayLike, b: npt.ArrayLike, *, threads: int | None = None, out: Array | None = None
 ) -> Array:
-    """a * b element-wise; b has a's rank and broadcasts where its size is 1."""
+    """a * b element-wise, b broadcast to a's shape as numpy does; the
+    result has a's shape."""
     return _binary("mul", a, b, False, threads, out)
 
 
 def _binary(kind: str, a: npt.ArrayLike, b: npt.ArrayLike, relu: bool, threads: int | None,
             out: Array | None) -> Array:
     a_, b_, t = _f32(a, "a"), _f32(b, "b"), _threads(threads)
+    if b_.ndim > a_.ndim or any(bs not in (1, as_) for as_, bs in
+                                zip(a_.shape[a_.ndim - b_.ndim:], b_.shape)):
+        raise ValueError(f"{kind}: b of shape {b_.shape} does not broadcast to a of shape {a_.shape} "
+                         "(the result has a's shape)")
+    # numpy's rule, leading axes of size 1 added: the kernel takes b at a's rank.
+    b_ = b_.reshape((1,) * (a_.ndim - b_.ndim) + b_.shape)
     k = _kernel((kind, a_.shape, b_.shape, relu, t),
                 lambda: Binary(kind, list(a_.shape), list(b_.shape), relu=relu, threads=t))
     return k.run(a_, b_, out)

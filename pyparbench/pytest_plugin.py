@@ -29,7 +29,7 @@ Example::
         g = ppb.ops.Gemm(1024, 1024, 1024, threads=ppb_threads)
         a = np.random.rand(*g.a_shape).astype(np.float32)
         b = np.random.rand(*g.b_shape).astype(np.float32)
-        out = np.empty(g.out_shape, np.float32)
+        out = np.empty(g.output_shape, np.float32)
         with ppb_pinned(g):
             ppb_bench(g, a, b, None, out)
 
@@ -162,7 +162,7 @@ def ppb_threads(request: pytest.FixtureRequest) -> int:
 
 def fingerprint() -> dict[str, Any]:
     """pyparbench's machine fingerprint with the topology, for machine_info."""
-    from pyparbench.runner import machine_fingerprint
+    from pyparbench.machine.fingerprint import machine_fingerprint
     from pyparbench.threading.topology import topology, topology_dict
 
     return {**machine_fingerprint(), "topology": topology_dict(topology())}

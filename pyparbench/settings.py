@@ -34,6 +34,7 @@ study's tuner, which needs the graph's average width).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Union
 
@@ -55,7 +56,8 @@ if TYPE_CHECKING:
     from pyparbench.graph import Graph
     from pyparbench.threading.topology import Topology
 
-__all__ = ["PRESETS", "Settings", "allowed_cores", "allowed_sockets", "preset"]
+__all__ = ["PRESETS", "Settings", "allowed_cores", "allowed_layout", "allowed_sockets",
+           "preset"]
 
 Affinity = Union[str, tuple[tuple[int, ...], ...]]
 OmpWait = Union[None, str, int]
@@ -179,6 +181,28 @@ def allowed_cores(topo: Topology) -> int:
     return sum(1 for c in topo.cores if allowed & set(c.pus))
 
 
+def allowed_layout(topo: Topology) -> str:
+    """Where the CPUs this process may use lie: per socket, its cores that
+    hold one and how many CPUs of each, e.g. ``"2 cores x 1 CPU"`` or
+    ``"4 cores x 2 CPUs | 4 cores x 2 CPUs"`` (two sockets). Two jobs with
+    one layout run a thread count the same way, whichever CPU numbers each
+    was given."""
+    allowed = set(topo.allowed_cpus)
+    per_socket: dict[int, Counter[int]] = {}
+    for c in topo.cores:
+        n = len(allowed & set(c.pus))
+        if n:
+            per_socket.setdefault(c.package, Counter())[n] += 1
+
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    parts = [" + ".join(f"{plural(cores, 'core')} x {plural(n, 'CPU')}"
+                        for n, cores in sorted(counts.items(), reverse=True))
+             for counts in per_socket.values()]
+    return " | ".join(sorted(parts, reverse=True)) or "no CPU"
+
+
 def allowed_sockets(topo: Topology) -> int:
     """Sockets with at least one CPU this process may use."""
     allowed = set(topo.allowed_cpus)
@@ -189,7 +213,8 @@ def preset(name: str, topology: Topology | None = None, graph: Graph | None = No
     """The settings a preset gives on a machine (this one by default).
 
     * ``tensorflow``: TensorFlow's defaults: inter_op = intra_op = logical
-      CPUs, asynchronous scheduling, no pinning, SMT on.
+      CPUs, asynchronous scheduling, no pinning, SMT on (above 256 logical
+      CPUs, inter_op = 65,536 // logical CPUs: see the code).
     * ``intel``: Intel's advice: inter_op = sockets, intra_op = physical
       cores per socket, compact affinity over physical cores, a short spin
       (KMP_BLOCKTIME=1 ms, as a libgomp spin count: :data:`INTEL_SPINCOUNT`).
@@ -211,7 +236,14 @@ def preset(name: str, topology: Topology | None = None, graph: Graph | None = No
     cores = allowed_cores(topology)
     sockets = allowed_sockets(topology)
     if name == "tensorflow":
-        return Settings(scheduler="async" if logical > 1 else "sync", inter_op=logical,
+        # TensorFlow's inter-op workers share one intra-op pool; here each
+        # worker has a team of its own, so inter_op x intra_op threads may
+        # exist, past MAX_RUN_THREADS above 256 logical CPUs. There the
+        # workers are capped to fit: still at least 170, far more than the
+        # independent ops any model has ready at once, so the cap changes
+        # nothing that runs.
+        inter = min(logical, MAX_RUN_THREADS // logical)
+        return Settings(scheduler="async" if inter > 1 else "sync", inter_op=inter,
                         intra_op=logical, affinity="none", smt=True, name=name)
     if name == "intel":
         return Settings(scheduler="async" if sockets > 1 else "sync", inter_op=sockets,

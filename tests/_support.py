@@ -8,10 +8,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from pyparbench._core import graph as _g
 from pyparbench.graph import Graph
 from pyparbench.graph.builder import pool_output_size
 from pyparbench.reference import conv2d_reference
@@ -298,3 +300,13 @@ def assert_lifetimes_disjoint(g: Graph, slots: list[int]) -> None:
                 continue
             assert a not in kept, f"kept value {g[a].name} shares a buffer"
             assert users[a] <= anc[b], f"{g[b].name} may overwrite {g[a].name} in use"
+
+
+def node_spec(op: str, name: str, inputs: list[int], shape: list[int],
+              **attrs: Any) -> _g.NodeSpec:
+    """A C++ graph node, as the executor's own tests build plans by hand."""
+    s = _g.NodeSpec()
+    s.op, s.name, s.inputs, s.shape = op, name, inputs, shape
+    for k, v in attrs.items():
+        setattr(s, k, v)
+    return s

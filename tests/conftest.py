@@ -11,6 +11,12 @@ import pytest
 from _support import THREAD_COUNTS
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "onnxruntime: an ONNX Runtime framework test (CI runs these again against "
+        "the oldest onnxruntime declared: .ci/onnxruntime_oldest)")
+
+
 @pytest.fixture(params=THREAD_COUNTS, ids=lambda t: f"t{t}")
 def threads(request: pytest.FixtureRequest) -> int:
     return int(request.param)

@@ -83,7 +83,7 @@ def test_rewrite_stores_every_layout_node_blocked(layout: str) -> None:
 def _prefer(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     """Plan as if oneDNN preferred ``layout`` here (every blocked layout runs
     on any machine; the kernels differ, the values must not)."""
-    monkeypatch.setattr(passes, "preferred_layout", lambda: layout)
+    monkeypatch.setattr(passes.layout, "preferred_layout", lambda: layout)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -109,14 +109,15 @@ def test_blocked_plan_matches_the_reference(monkeypatch: pytest.MonkeyPatch, lay
     for name in (g.nodes[2].name, g.nodes[5].name, g.nodes[8].name):
         node = og[name]
         assert node.attrs["layout"] == layout, name
-        assert _err(cg.output(node.id), want[name]) <= RTOL, name
+        assert _err(cg.output(name), want[name]) <= RTOL, name
 
 
 def test_blocked_with_microbatches_and_shared_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole pipeline on a blocked graph: micro-batches slice its rows
     and join them again, the memory pass shares its buffers."""
     _prefer(monkeypatch, "nchw8c")
-    monkeypatch.setattr(passes, "cache_budget_bytes", lambda: 1)  # micro-batch all it can
+    # Micro-batch all it can.
+    monkeypatch.setattr(passes.microbatching, "cache_budget_bytes", lambda: 1)
     g = _cnn(batch=BLOCKED_MIN_BATCH, channels=8)
     inputs = g.random_inputs(seed=7)
     want = reference_forward(g, inputs)

@@ -3,14 +3,14 @@ made by hand (deterministic)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from pyparbench.confirm import confirmations
+from pyparbench.harness.confirm import confirmations
 from pyparbench.report.summary import merge_settings, summarize_run
-from pyparbench.runner import Config
+from pyparbench.harness.runner import Config
+from pyparbench.resultfiles import Result
 from pyparbench.settings import Settings
+from pyparbench.timing import Summary
 
 SYNC = Settings(intra_op=2, affinity="compact")
 ASYNC = Settings(scheduler="async", inter_op=2, affinity="compact")
@@ -18,23 +18,23 @@ ONE = Settings(affinity="compact")
 
 
 def _rec(model: str, s: Settings, ms: float, name: str = "", rnd: int = 0,
-         batch: int = 1) -> dict[str, Any]:
+         batch: int = 1) -> Result:
     c = Config(model, batch, s.with_(name=name), predicted_ns=1e6 if name == "recommended"
                else None, round=rnd)
     ns = ms * 1e6
-    return {"key": c.key, "config": c.as_dict(), "status": "ok",
-            "summary": {"median": ns, "q1": ns, "q3": ns, "min": ns, "max": ns, "n": 5}}
+    return Result(c.key, c, "ok", 0.0, summary=Summary(ns, ns, ns, ns, ns, 5))
 
 
 def test_a_setting_under_several_names_is_one_setting_with_the_median_of_its_processes(
         ) -> None:
     rs = [_rec("m", SYNC, 10.0, "recommended"), _rec("m", SYNC, 30.0, "tftuner"),
           _rec("m", SYNC, 12.0), _rec("m", ASYNC, 11.0)]
-    merged = {m["config"]["settings"]["name"]: m for m in merge_settings(rs)}
+    merged = {m.config.name: m for m in merge_settings(rs)}
     assert set(merged) == {"recommended/tftuner", ""}
     both = merged["recommended/tftuner"]
-    assert both["processes"] == 3 and both["summary"]["median"] == 12e6
-    assert (both["summary"]["q1"], both["summary"]["q3"]) == (10e6, 30e6)
+    assert both.processes == 3 and both.median == 12e6 and both.names == ("recommended",
+                                                                          "tftuner")
+    assert (both.summary.q1, both.summary.q3) == (10e6, 30e6)
     (m,) = summarize_run(rs)["models"]
     # The best is the async setting (11 ms) against the synchronous one's 12.
     assert m["best"]["median_ms"] == 11.0
@@ -67,9 +67,8 @@ def test_confirmation_measures_the_settings_a_regret_rests_on() -> None:
     assert todo[2].settings.name == "tftuner"
     assert len({c.key for c in todo}) == len(todo)
     # Once they ran, nothing more; a round already run is not asked again.
-    first = {(r["config"]["model"], r["config"]["settings"]["name"],
-              r["config"]["settings"]["inter_op"], r["config"]["settings"]["intra_op"]):
-             r["summary"]["median"] / 1e6 for r in rs}
+    first = {(r.config.model, r.config.name, r.config.settings.inter_op,
+              r.config.settings.intra_op): r.timing.median / 1e6 for r in rs}
     done = rs + [_rec(c.model, c.settings.with_(name=""),
                       first[(c.model, c.settings.name, c.settings.inter_op,
                              c.settings.intra_op)], c.settings.name, c.round)

@@ -1,7 +1,7 @@
 """Faults in long runs: a sweep killed with SIGKILL at random points, a
 configuration that crashes or hangs, a disk that fills up while results are
 written. Crashes and hangs are made by the runner's test hook
-(``PYPARBENCH_TEST_FAULT``, see ``pyparbench.runner``)."""
+(``PYPARBENCH_TEST_FAULT``, see ``pyparbench.harness.runner``)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from _fuzz import FIGURES
-from pyparbench.results import ResultStore
-from pyparbench.runner import TEST_FAULT_ENV, Config, run_config, run_configs
+from pyparbench.harness.store import ResultStore
+from pyparbench.harness.runner import TEST_FAULT_ENV, Config, run_config, run_configs
 from pyparbench.settings import Settings
 
 # A tiny configuration: a fresh process runs it in about a second.
@@ -56,10 +56,10 @@ def test_a_crashing_and_a_hanging_configuration_are_recorded_and_the_run_complet
     t0 = time.monotonic()
     last = list(run_configs(cs, store, timeout=3))
     assert time.monotonic() - t0 < 60
-    assert [r["status"] for r in first] == ["ok", "error"]
-    assert first[1]["error"].startswith("killed by signal SIGSEGV")
-    assert [r["status"] for r in last] == ["ok", "error", "timeout"]
-    assert "timed out after 3 s" in last[2]["error"]
+    assert [r.status for r in first] == ["ok", "error"]
+    assert (first[1].error or "").startswith("the child died of SIGSEGV")
+    assert [r.status for r in last] == ["ok", "error", "timeout"]
+    assert "timed out after 3 s" in (last[2].error or "")
     # All three are in the file, each once; the failed ones are not retried.
     keys = [r["key"] for r in store.records()]
     assert sorted(keys) == sorted(c.key for c in cs) and len(keys) == 3
@@ -88,7 +88,8 @@ def test_the_hook_refuses_an_unknown_fault(no_fault: pytest.MonkeyPatch) -> None
 
 SWEEP = textwrap.dedent("""
     import json, sys
-    from pyparbench.runner import Config, ResultStore, run_configs
+    from pyparbench.harness.runner import Config, run_configs
+    from pyparbench.harness.store import ResultStore
     configs = [Config.from_dict(c) for c in json.loads(sys.argv[2])]
     for _ in run_configs(configs, ResultStore(sys.argv[1]), timeout=120):
         pass
@@ -133,8 +134,8 @@ def test_a_sweep_killed_at_random_points_loses_nothing_and_resumes_to_the_same_s
             cut = path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
             steps.append(f"{len(records)}{'+cut line' if cut else ''}")
         final = list(run_configs(cs, ResultStore(path), timeout=120))
-        assert sorted(r["key"] for r in final) == want
-        assert all(r["status"] == "ok" for r in final)
+        assert sorted(r.key for r in final) == want
+        assert all(r.status == "ok" for r in final)
         records = ResultStore(path).records()
         assert sorted(r["key"] for r in records) == want, f"trial {trial}"
         seen.append("/".join(steps))
@@ -148,7 +149,7 @@ def test_a_sweep_killed_at_random_points_loses_nothing_and_resumes_to_the_same_s
 
 APPEND = textwrap.dedent("""
     import resource, signal, sys
-    from pyparbench.results import ResultStore
+    from pyparbench.harness.store import ResultStore
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed
     store = ResultStore(sys.argv[1])
     limit = int(sys.argv[2])
@@ -238,11 +239,13 @@ def test_cli_reports_a_full_disk_in_one_line(tmp_path: Path) -> None:
 
 
 def test_child_failures_are_described() -> None:
-    from pyparbench.runner import child_error, child_result
+    from pyparbench.child_process import answer, crash_text, timeout_text
 
-    assert child_error(-signal.SIGSEGV, "") == "killed by signal SIGSEGV"
-    assert child_error(3, "a\nb\nboom\n") == "exit status 3: a\nb\nboom"
-    assert child_result('noise\n{"ns": [1]}\n') == {"ns": [1]}
+    assert crash_text(-signal.SIGSEGV, "") == "the child died of SIGSEGV"
+    assert crash_text(3, "a\nb\nboom\n") == "the child exited with status 3:\na\nb\nboom"
+    assert crash_text(1, "\n".join(map(str, range(10)))).endswith(":\n4\n5\n6\n7\n8\n9")
+    assert timeout_text(3.0) == "timed out after 3 s (killed)"
+    assert answer('noise\n{"ns": [1]}\n') == {"ns": [1]}
     for out in ("", "\n", "not json", "[1, 2]"):
         with pytest.raises(ValueError, match="without a result line"):
-            child_result(out)
+            answer(out)

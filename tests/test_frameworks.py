@@ -32,13 +32,14 @@ from pyparbench.frameworks import (
     graph_to_spec,
     heavy_op_graphs,
     map_settings,
+    measure_dispatch,
     measure_overhead,
     operator_scaling,
     run_child,
     run_framework,
 )
 from pyparbench.frameworks.child import HOOK_ENV
-from pyparbench.frameworks.launch import child_cpus
+from pyparbench.child_process import child_cpus
 from pyparbench.frameworks.overhead import entries
 from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.models import MODELS
@@ -77,8 +78,17 @@ def _have(module: str) -> bool:
 # process, beside pyparbench's own OpenMP and oneDNN.
 needs = {fw: pytest.mark.skipif(not _have(fw), reason=f"{fw} is not installed")
          for fw in ("tensorflow", "torch", "onnxruntime")}
-needs_onnx = pytest.mark.skipif(not (_have("onnxruntime") and _have("onnx")),
-                                reason="onnxruntime or onnx is not installed")
+# Skipped without onnx and onnxruntime, and marked so that CI runs them again
+# against the oldest onnxruntime declared (.ci/onnxruntime_oldest: -m onnxruntime).
+ONNX_MARKS = (pytest.mark.skipif(not (_have("onnxruntime") and _have("onnx")),
+                                 reason="onnxruntime or onnx is not installed"),
+              pytest.mark.onnxruntime)
+
+
+def needs_onnx(test: Any) -> Any:
+    for mark in ONNX_MARKS:
+        test = mark(test)
+    return test
 
 
 def all_ops_graph(batch: int = 2) -> Graph:
@@ -187,7 +197,7 @@ OUT_SETTINGS = (Settings(scheduler="async", inter_op=2, affinity="compact") if C
     pytest.param("tensorflow", "function", marks=needs["tensorflow"]),
     pytest.param("torch", "eager", marks=needs["torch"]),
     pytest.param("torch", "script", marks=needs["torch"]),
-    pytest.param("onnxruntime", "all", marks=needs_onnx),
+    pytest.param("onnxruntime", "all", marks=ONNX_MARKS),
     pytest.param("native", None),
 ])
 def test_every_model_matches_the_reference(framework: str, mode: str | None) -> None:
@@ -271,6 +281,9 @@ def test_onnxruntime_reports_the_requested_threads() -> None:
     want = ";".join(str(c + 1) for c in cpus[1:]) or None  # ORT counts CPUs from 1
     assert so["session.intra_op_thread_affinities"] == want
     assert {k["op"] for k in res["kernels"]} == {"linear"}
+    # The IR version opset 17 needs (onnx's release table), whatever onnx writes by default.
+    assert (res["reported"]["onnx_ir_version"], res["reported"]["onnx_opset"]) == (8, 17)
+    assert res["info"]["onnx_ir_version"] == 8
     par = run_framework(SMALL_MLP, "onnxruntime", Settings(scheduler="async", inter_op=2,
                                                            intra_op=1), repeats=2)
     so = par["reported"]["session_options"]
@@ -328,9 +341,11 @@ def test_the_parent_goes_on_after_a_crash(monkeypatch: pytest.MonkeyPatch) -> No
     assert "torch (eager) on mlp-512 batch 1 (layers=2)" in torch_entry["error"]
     assert ort["status"] == "ok" and ort["overhead_ratio"] > 0
     assert res["native"]["status"] == "ok" and res["native"]["kernel_sum_ns"] > 0
-    assert res["dispatch"]["native"]["us_per_node"] > 0
-    assert res["dispatch"]["frameworks"]["torch/eager"] is None
-    assert res["dispatch"]["frameworks"]["onnxruntime/all"]["us_per_node"] > 0
+    for t in res["dispatch"]["threads"]:
+        row = res["dispatch"]["by_threads"][str(t)]
+        assert row["native"]["us_per_node"] > 0
+        assert "died of SIGABRT" in row["frameworks"]["torch/eager"]["error"]
+        assert row["frameworks"]["onnxruntime/all"]["us_per_node"] > 0
     json.dumps(res)
 
 
@@ -343,6 +358,28 @@ def test_a_failing_graph_is_reported_and_the_others_run() -> None:
     assert first["status"] == "error" and "no_such_argument" in first["error"]
     assert first["error"].startswith("native on mlp-512 batch 1 (no_such_argument=1)")
     assert second["status"] == "ok" and second["latency"]["median"] > 0
+
+
+@needs_onnx
+def test_a_runtime_that_reads_no_common_version_fails_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # onnxruntime as one too old for IR 8 would answer (1.9 read IR 7 at most).
+    (tmp_path / "ppb_old_onnxruntime.py").write_text(
+        "from onnxruntime import *  # noqa: F403\n"
+        "__version__ = '1.9.0'\n"
+        "def InferenceSession(*args, **kwargs):\n"
+        "    raise RuntimeError('[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Failed to load '\n"
+        "                       'model with error:\\n Unsupported model IR version: 8, max '\n"
+        "                       'supported IR version: 7')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv(HOOK_ENV, "import=ppb_old_onnxruntime@onnxruntime")
+    res = run_framework(FAST, "onnxruntime", repeats=1)
+    assert res["status"] == "error"
+    assert "\n" not in res["error"]
+    assert ("NoCommonVersion: onnxruntime 1.9.0 cannot read ONNX IR version 8 with opset 17"
+            in res["error"]), res["error"]
+    assert res["error"].endswith("Unsupported model IR version: 8, max supported IR version: 7")
+    assert res["reported"]["onnx_model_error"] in res["error"]
 
 
 def test_bad_input_is_named() -> None:
@@ -358,8 +395,14 @@ def test_bad_input_is_named() -> None:
         measure_overhead("mlp-512", 2, Settings(instances=2))
     with pytest.raises(ValueError, match="unknown model 'resnet51'"):
         measure_overhead("resnet51", 1)
+    with pytest.raises(ValueError, match=r"threads must be integers >= 1, got \[0\]"):
+        measure_dispatch([0])
+    with pytest.raises(ValueError, match="nodes must be >= 1, got 0"):
+        measure_dispatch([1], nodes=0)
     with pytest.raises(ValueError, match="repeats must be an integer >= 0, got -1"):
         run_child("native", [Job(FAST, repeats=-1)])
+    with pytest.raises(ValueError, match="inline_inner must be an integer >= 1, got 0"):
+        run_child("native", [Job(FAST, inline_repeats=2, inline_inner=0)])
     with pytest.raises(TypeError, match="settings must be a pyparbench Settings"):
         map_settings("torch", {"intra_op": 2}, "eager")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="expected a ModelRef, a Graph or a graph spec"):
@@ -418,6 +461,38 @@ def test_heavy_ops_and_the_dispatch_chain() -> None:
     assert conv1["graph"].nodes[-1].shape == (1, 64, 112, 112)
     chain = dispatch_graph(7)
     assert len(chain.nodes) == 8 and chain.op_counts() == {"eltwise": 7, "input": 1}
+    assert [n.attrs["kind"] for n in chain.nodes[1:4]] == ["relu", "tanh", "relu"]
+    with pytest.raises(ValueError, match="nodes must be >= 1, got 0"):
+        dispatch_graph(0)
+
+
+@pytest.mark.parametrize("framework", [
+    pytest.param("tensorflow", marks=needs["tensorflow"]),
+    pytest.param("torch", marks=needs["torch"]),
+    pytest.param("onnxruntime", marks=ONNX_MARKS),
+])
+def test_a_framework_package_never_stands_in_for_its_framework(framework: str) -> None:
+    """pyparbench.frameworks.torch (and .tensorflow, .onnxruntime) import the
+    real framework, wherever the import is, in a child as the frameworks run."""
+    code = (
+        "import importlib, pkgutil, sys\n"
+        f"import pyparbench.frameworks.{framework} as pkg\n"
+        "for m in pkgutil.iter_modules(pkg.__path__):\n"
+        "    importlib.import_module(f'{pkg.__name__}.{m.name}')\n"
+        f"import {framework}\n"
+        f"real = sys.modules[{framework!r}]\n"
+        "print(real.__name__, real.__file__, getattr(real, '__version__', '?'))\n"
+        "print(sorted(n for n, v in vars(sys.modules[pkg.__name__ + '.runtime']).items()\n"
+        "             if v is real))\n")
+    proc = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYPARBENCH_NO_CORE": "1"}, cwd="/",
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    first, names = proc.stdout.strip().splitlines()[-2:]
+    name, path, version = first.split()
+    assert name == framework and "pyparbench" not in path and version != "?"
+    if framework == "torch":  # the only one imported at module level
+        assert names == "['torch']"
 
 
 @needs_onnx
@@ -437,7 +512,8 @@ def test_operator_scaling_covers_every_thread_count() -> None:
 
 
 @needs_onnx
-def test_overhead_command_json() -> None:
+def test_overhead_command_json(monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str]) -> None:
     proc = subprocess.run(
         [*_pyparbench(), "overhead", "mlp-512", "--batch", "1", "--framework", "onnxruntime",
          "--json", "--repeats", "5", "--profile", "3"],
@@ -447,8 +523,14 @@ def test_overhead_command_json() -> None:
     assert {"model", "batch", "settings", "machine", "graph", "native", "frameworks",
             "dispatch"} <= set(res)
     assert (res["model"], res["batch"]) == ("mlp-512", 1)
-    assert res["native"]["latency"]["median"] > 0 and res["native"]["kernel_sum_ns"] > 0
-    assert res["native"]["per_op"]["linear"]["nodes"] == 8
+    nat = res["native"]
+    assert nat["latency"]["median"] > 0 and nat["kernel_sum_ns"] > 0
+    # The kernel sum of the graph as built and of the executed graph; the
+    # native time outside kernels is read against the latter.
+    assert nat["executed_kernel_sum_ns"] > 0
+    assert nat["outside_kernels_ns"] == pytest.approx(
+        nat["latency"]["median"] - nat["executed_kernel_sum_ns"])
+    assert nat["per_op"]["linear"]["nodes"] == 8
     (ort,) = res["frameworks"]
     assert (ort["framework"], ort["mode"], ort["status"]) == ("onnxruntime", "all", "ok")
     for key in ("latency", "overhead_ns", "overhead_ratio", "kernel_ns", "outside_kernels_ns",
@@ -457,7 +539,22 @@ def test_overhead_command_json() -> None:
     assert ort["overhead_ns"] == pytest.approx(
         ort["latency"]["median"] - res["native"]["latency"]["median"])
     assert ort["per_op"][0]["op"] == "linear" and ort["per_op"][0]["framework_kernels"] == 8
-    assert res["dispatch"]["nodes"] == 400
+    # The table labels both kernel sums.
+    from pyparbench.cli.overhead import _print
+    monkeypatch.setenv("COLUMNS", "240")
+    _print(res)
+    table = capsys.readouterr().out
+    assert "executed, " in table and " as built" in table, table
+    assert "native kernels: each plan kernel of the executed (optimised) graph alone" in table
+    d = res["dispatch"]
+    assert d["nodes"] == 400 and d["graph_opt"] == "none" and d["ops"] == ["relu", "tanh"]
+    assert d["threads"] == list(dict.fromkeys([1, CPUS]))
+    for t in d["threads"]:
+        nat = d["by_threads"][str(t)]["native"]
+        assert nat["us_per_node"] > 0 and nat["kernel_alone_us"] > 0
+        assert nat["executor_us"] == pytest.approx(nat["us_per_node"] - nat["kernel_alone_us"])
+        assert nat["range_us"][0] <= nat["range_us"][1]
+        assert d["by_threads"][str(t)]["frameworks"]["onnxruntime/all"]["us_per_node"] > 0
     assert res["machine"]["cpus"]
 
 
@@ -475,8 +572,8 @@ def test_a_framework_configuration_runs_in_the_suite_runner(
     """``pyparbench run``'s framework rows: a Config with a framework runs in
     that framework's child and is stored like a native result; a crashing
     one is an error record naming it, and the runner goes on."""
-    from pyparbench.results import ResultStore
-    from pyparbench.runner import Config, run_configs
+    from pyparbench.harness.store import ResultStore
+    from pyparbench.harness.runner import Config, run_configs
 
     s = Settings(intra_op=1)
     configs = [Config("mlp-512", 1, s, repeats=3),
@@ -484,22 +581,24 @@ def test_a_framework_configuration_runs_in_the_suite_runner(
                Config("mlp-512", 1, s, repeats=3, framework="onnxruntime", mode="basic")]
     store = ResultStore(tmp_path / "results.jsonl")
     native, ort = list(run_configs(configs[:2], store))
-    assert native["status"] == ort["status"] == "ok"
-    assert ort["config"]["framework"] == "onnxruntime" and len(ort["ns"]) == 3
-    assert ort["summary"]["median"] > 0 and ort["resolved"]["reported"]
-    assert ort["key"] != native["key"]
+    assert native.status == ort.status == "ok"
+    assert ort.config.framework == "onnxruntime" and ort.ns is not None and len(ort.ns) == 3
+    assert ort.timing.median > 0 and ort.resolved is not None and ort.resolved["reported"]
+    assert ort.key != native.key
+    reported = ort.resolved["reported"]
+    assert (reported["onnx_ir_version"], reported["onnx_opset"]) == (8, 17)
     monkeypatch.setenv(HOOK_ENV, "abort@onnxruntime")
     *_, bad = list(run_configs(configs, store))
-    assert bad["status"] == "error" and "died of SIGABRT" in bad["error"]
-    assert "onnxruntime (basic) on mlp-512 batch 1" in bad["error"]
+    assert bad.status == "error" and "died of SIGABRT" in (bad.error or "")
+    assert "onnxruntime (basic) on mlp-512 batch 1" in (bad.error or "")
     # Resumed: nothing runs again.
     again = list(run_configs(configs, store))
-    assert [r["key"] for r in again] == [r["key"] for r in (native, ort, bad)]
+    assert [r.key for r in again] == [r.key for r in (native, ort, bad)]
     assert len(store.records()) == 3
 
 
 def test_a_framework_configuration_with_a_bad_name_is_refused() -> None:
-    from pyparbench.runner import Config
+    from pyparbench.harness.runner import Config
 
     s = Settings(intra_op=1)
     with pytest.raises(ValueError, match="unknown onnxruntime mode 'no-such-mode'"):

@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 
 from _fuzz import attempt
 from pyparbench.compare import CompareError, compare, print_text, to_json
-from pyparbench.merge import MergeError, merge
-from pyparbench.resultfiles import ResultFileError, load
+from pyparbench.harness.merge import MergeError, merge
+from pyparbench.resultfiles import ResultFileError, load, read_result
 from pyparbench.report.summary import summarize_run
-from pyparbench.results import ResultStore
-from pyparbench.runner import check_config_record
+from pyparbench.harness.store import ResultStore
+from pyparbench.harness.runner import check_config_record
 
 DATA = Path(__file__).parent / "data" / "compare"
 
@@ -218,12 +218,11 @@ def test_fuzz_resuming_from_a_damaged_store(tmp_path_factory: pytest.TempPathFac
     path = tmp_path_factory.mktemp("store") / "results.jsonl"
     path.write_bytes(data)
     store = ResultStore(path)
-    records = attempt(f"store/{kind}/{how}",
-                      lambda: store.check_resumable(_machine(), check_config_record))
+    records = attempt(f"store/{kind}/{how}", lambda: store.resumable(_machine(), read_result))
     if records is None:
         return
-    assert all(isinstance(r, dict) and isinstance(r["key"], str) for r in records)
-    json.dumps(summarize_run(records), allow_nan=False)
+    assert all(key == r.key for key, r in records)
+    json.dumps(summarize_run([r for _, r in records]), allow_nan=False)
 
 
 def test_store_skips_bad_lines_with_a_bounded_number_of_warnings(
@@ -258,7 +257,7 @@ def test_store_refuses_records_it_cannot_resume(tmp_path: Path) -> None:
 def test_each_store_checks_its_own_kind_of_record(tmp_path: Path) -> None:
     # operators.jsonl holds operator tasks (a "task", no "config"): resume
     # checks them as tasks, and refuses a configuration record there.
-    from pyparbench.op_bench import check_task_record
+    from pyparbench.harness.operators import check_task_record
 
     path = tmp_path / "operators.jsonl"
     config_record = json.loads(SOURCES["results.jsonl"].splitlines()[0])

@@ -123,6 +123,11 @@ ADD_SHAPES = [
     ((5, 11), (5, 1)),
     ((13,), (13,)),
     ((4, 37, 11, 13), (1, 37, 1, 1)),
+    # b with fewer axes, as numpy broadcasts it: leading axes of size 1
+    ((2, 3), (3,)),
+    ((2, 3, 5, 7), (7,)),
+    ((2, 3, 5, 7), (5, 1)),
+    ((4, 37, 11, 13), (37, 1, 1)),
 ]
 
 
@@ -570,8 +575,10 @@ BAD_CALLS = [
     # add
     ("add-not-broadcastable", lambda: ops.add(X4, _ones(2, 3, 4, 3)), ValueError,
      E("b of shape (2, 3, 4, 3) does not broadcast to a of shape (2, 3, 4, 5)")),
-    ("add-rank", lambda: ops.add(X4, _ones(4, 5)), ValueError,
-     E("b of shape (4, 5) does not broadcast to a of shape (2, 3, 4, 5)")),
+    ("add-rank", lambda: ops.add(X4, _ones(1, 2, 3, 4, 5)), ValueError,
+     E("b of shape (1, 2, 3, 4, 5) does not broadcast to a of shape (2, 3, 4, 5)")),
+    ("mul-fewer-axes", lambda: ops.mul(X4, _ones(3, 5)), ValueError,
+     E("b of shape (3, 5) does not broadcast to a of shape (2, 3, 4, 5)")),
     ("add-a-broadcasts", lambda: ops.add(_ones(1, 3), _ones(2, 3)), ValueError,
      E("b of shape (2, 3) does not broadcast to a of shape (1, 3)")),
     ("add-zero-size", lambda: ops.add(_ones(2, 0), _ones(2, 0)), ValueError,

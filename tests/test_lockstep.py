@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,9 +21,17 @@ from pyparbench.settings import Settings
 
 FAST = ModelRef("mlp-512", 1, kwargs={"layers": 1})
 ONE = Settings(intra_op=1)
-needs_onnx = pytest.mark.skipif(
+# Skipped without onnx and onnxruntime, and marked so that CI runs them again
+# against the oldest onnxruntime declared (.ci/onnxruntime_oldest: -m onnxruntime).
+ONNX_MARKS = (pytest.mark.skipif(
     importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("onnx") is None,
-    reason="onnxruntime or onnx is not installed")
+    reason="onnxruntime or onnx is not installed"), pytest.mark.onnxruntime)
+
+
+def needs_onnx(test: Any) -> Any:
+    for mark in ONNX_MARKS:
+        test = mark(test)
+    return test
 
 
 def _binom_cdf(k: int, n: int) -> float:

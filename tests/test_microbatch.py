@@ -4,11 +4,9 @@ puts the micro-batches in, and the native plan's ``slice`` view."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
-from _support import assert_lifetimes_disjoint
+from _support import assert_lifetimes_disjoint, node_spec
 
 from pyparbench import models
 from pyparbench._core import graph as _g
@@ -136,7 +134,7 @@ def small_budget(monkeypatch: pytest.MonkeyPatch) -> int:
     """The executor's cache budget shrunk so that _mobile(4)'s stem overflows it."""
     g = layout_nhwc(_mobile(4))
     budget = max(_bytes(g, n.id) for n in g if n.op == "conv2d") // 4
-    monkeypatch.setattr(passes, "cache_budget_bytes", lambda: budget)
+    monkeypatch.setattr(passes.microbatching, "cache_budget_bytes", lambda: budget)
     return budget
 
 
@@ -190,18 +188,10 @@ def test_default_budget_comes_from_the_last_level_cache() -> None:
     assert optimize(models.build("mobilenet-v2", 1), PASSES).details == {}
 
 
-def _spec(op: str, name: str, inputs: list[int], shape: list[int], **attrs: Any) -> _g.NodeSpec:
-    s = _g.NodeSpec()
-    s.op, s.name, s.inputs, s.shape = op, name, inputs, shape
-    for k, v in attrs.items():
-        setattr(s, k, v)
-    return s
-
-
 def test_plan_slice_is_a_view_of_rows_and_checks_them() -> None:
-    x = _spec("input", "x", [], [4, 3, 2])
-    rows = _spec("slice", "rows", [0], [2, 3, 2], start=1)
-    relu = _spec("eltwise", "relu", [1], [2, 3, 2], kind="relu")
+    x = node_spec("input", "x", [], [4, 3, 2])
+    rows = node_spec("slice", "rows", [0], [2, 3, 2], start=1)
+    relu = node_spec("eltwise", "relu", [1], [2, 3, 2], kind="relu")
     plan = _g.Plan([x, rows, relu], [2])
     data = np.random.default_rng(0).standard_normal((4, 3, 2)).astype(np.float32)
     plan.set_input(0, data)
@@ -209,13 +199,13 @@ def test_plan_slice_is_a_view_of_rows_and_checks_them() -> None:
     plan.run(settings, repeats=1, warmup=0)
     (out,) = plan.outputs([2])
     np.testing.assert_array_equal(out.reshape(2, 3, 2), np.maximum(data[1:3], 0))
-    for bad, match in ((_spec("slice", "s", [0], [2, 3, 2], start=3), r"rows \[3, 5\)"),
-                       (_spec("slice", "s", [0], [2, 3, 2], start=-1), r"rows \[-1, 1\)"),
-                       (_spec("slice", "s", [0], [2, 2, 3], start=0), "every axis but the first"),
-                       (_spec("slice", "s", [], [2, 3, 2], start=0), "no inputs")):
+    for bad, match in ((node_spec("slice", "s", [0], [2, 3, 2], start=3), r"rows \[3, 5\)"),
+                       (node_spec("slice", "s", [0], [2, 3, 2], start=-1), r"rows \[-1, 1\)"),
+                       (node_spec("slice", "s", [0], [2, 2, 3], start=0), "every axis but the first"),
+                       (node_spec("slice", "s", [], [2, 3, 2], start=0), "no inputs")):
         with pytest.raises(ValueError, match=match):
             _g.Plan([x, bad], [1])
     # A fused residual may not write in place into a view of a graph input.
-    conv = _spec("conv2d", "c", [1, 1], [2, 3, 2], inplace=1)
+    conv = node_spec("conv2d", "c", [1, 1], [2, 3, 2], inplace=1)
     with pytest.raises(ValueError, match="in place"):
         _g.Plan([x, rows, conv], [2])

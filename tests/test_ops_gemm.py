@@ -63,7 +63,8 @@ def test_inputs_are_converted(rng: np.random.Generator) -> None:
 
 def test_prepared_gemm_reuses_kernel_and_times(rng: np.random.Generator) -> None:
     g = ppb.ops.Gemm(9, 10, 11, bias=True, relu=True, threads=1)
-    assert (g.a_shape, g.b_shape, g.out_shape, g.threads) == ((9, 11), (11, 10), (9, 10), 1)
+    assert (g.a_shape, g.b_shape, g.output_shape, g.threads) == ((9, 11), (11, 10), (9, 10), 1)
+    assert g.out_shape == g.output_shape  # the former name, kept
     assert g.flops == 2 * 9 * 10 * 11
     for _ in range(3):  # fresh inputs each time: the same primitive, new buffers
         a, b, bias = rand(rng, 9, 11), rand(rng, 11, 10), rand(rng, 10)
@@ -205,7 +206,7 @@ def test_prepared_linear_packs_weights_once(m: int, n: int, k: int, activation: 
     x, w, bias = rand(rng, m, k), rand(rng, n, k), rand(rng, n)
     want = _activation(x.astype(np.float64) @ w.T.astype(np.float64) + bias, activation)
     lin = ppb.ops.Linear(m, n, k, bias=True, activation=activation, threads=threads)
-    assert not lin.has_weights and lin.flops == 2.0 * m * n * k and lin.out_shape == (m, n)
+    assert not lin.has_weights and lin.flops == 2.0 * m * n * k and lin.output_shape == lin.out_shape == (m, n)
     lin.set_weights(w, bias)
     w[:] = 0  # the kernel keeps its own packed copy
     bias[:] = 0

@@ -159,7 +159,7 @@ def test_layout_round_trip() -> None:
     og = cg.optimized(Settings(graph_opt="layout"))
     conv = next(n for n in og if n.op == "conv2d")
     all_ref = reference_forward(g, g.random_inputs(seed=0), return_all=True)
-    assert _err(cg.output(conv.id), all_ref[conv.name]) <= RTOL
+    assert _err(cg.output(conv.name), all_ref[conv.name]) <= RTOL
 
 
 def test_layout_leaves_graphs_without_convs() -> None:
@@ -313,14 +313,39 @@ def test_a_reused_buffer_cannot_be_read_back() -> None:
                       for m in og)]
     assert shared, "the block has convs whose buffers later nodes reuse"
     with pytest.raises(ValueError, match=shared[0].name):
-        cg.output(shared[0].id)
+        cg.output(shared[0].name)
     # Graph outputs always read back; without the memory pass, every node does.
     assert set(cg.outputs()) == {og[o].name for o in og.outputs}
     readable = Settings(graph_opt="+".join(p for p in PASSES if p != "memory"))
     cg.run(readable, repeats=1, warmup=0)
     a = cg.optimized(readable)
     assert len(a) == len(og)
-    assert cg.output(next(n.id for n in a if n.op == "conv2d")).shape == (2, 8, 9, 9)
+    assert cg.output(next(n.name for n in a if n.op == "conv2d")).shape == (2, 8, 9, 9)
+
+
+def test_output_reads_nodes_of_the_graph_as_built() -> None:
+    g = _block()
+    cg = compile_graph(g)
+    cg.run(Settings(graph_opt="none"), repeats=1, warmup=0)
+    ref = reference_forward(g, g.random_inputs(seed=0), return_all=True)
+    last = g.nodes[-1]
+    assert _err(cg.output(last.id), ref[last.name]) <= RTOL
+    assert _err(cg.output(last.name), ref[last.name]) <= RTOL
+    for bad in (-1, len(g)):
+        with pytest.raises(IndexError, match=f"node {bad} is out of range: the graph has "
+                                             f"nodes 0..{len(g) - 1}"):
+            cg.output(bad)
+    with pytest.raises(KeyError, match="no node named 'nope'"):
+        cg.output("nope")
+    with pytest.raises(TypeError, match="node must be a node's name or id"):
+        cg.output(1.5)  # type: ignore[arg-type]
+    # A conv fused with the activation after it is read as that activation's node.
+    cg.run(Settings(graph_opt="bn_fold+residual+activation"), repeats=1, warmup=0)
+    fused = next(n for n in g if n.op == "conv2d"
+                 and n.name not in {m.name for m in cg.optimized(
+                     Settings(graph_opt="bn_fold+residual+activation"))})
+    with pytest.raises(ValueError, match=f"node {fused.name!r} is not in the graph that ran"):
+        cg.output(fused.name)
 
 
 def test_memory_pass_on_hand_made_graphs_with_aliases() -> None:

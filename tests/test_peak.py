@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 from pyparbench._core import peak as native
-from pyparbench.peak import (
+from pyparbench.machine.peak import (
     Clock,
     Peak,
     PeakPoint,
     assumed_clock,
+    compact_cpus,
     load_or_measure,
     peak_cache_path,
     thread_counts,
@@ -156,3 +157,38 @@ def test_the_measurement_is_cached_per_machine(tmp_path: Path) -> None:
     assert cached and again == first
     fresh, cached = load_or_measure(tmp_path, quick=True, remeasure=True)
     assert not cached and fresh.measured_at >= first.measured_at
+
+
+@pytest.mark.parametrize("rates, warned", [
+    ({1: [100.0], 2: [190.0]}, False),  # each thread on a core of its own
+    ({1: [100.0], 2: [104.0, 103.0]}, True),  # two CPUs, one core's FMA units, twice
+    ({1: [100.0], 2: [104.0, 195.0]}, False),  # a passing spell: measured again, it holds
+])
+def test_cpus_sharing_fma_units_are_measured_again_then_flagged(
+        monkeypatch: pytest.MonkeyPatch, rates: dict[int, list[float]], warned: bool) -> None:
+    """N threads below 1.2x one thread's FMA rate: measured again after a
+    pause; a figure that stays low is kept and flagged, in the peak file too."""
+    import pyparbench.machine.peak as peak_mod
+
+    calls: dict[int, int] = {}
+
+    def fake_fma(threads: int, iters: int, **kw: Any) -> tuple[np.ndarray, float]:
+        i = calls.get(threads, 0)
+        calls[threads] = i + 1
+        rate = rates[threads][min(i, len(rates[threads]) - 1)]
+        return np.full(4, 1e6), rate * 1e6  # flops / ns = GFLOP/s
+
+    monkeypatch.setattr(native, "time_fma", fake_fma)
+    monkeypatch.setattr(peak_mod, "_calibrate_fma", lambda *a: 1)
+    monkeypatch.setattr(peak_mod, "SHARED_FMA_PAUSE_S", 0.0)
+    if len(compact_cpus(2)) < 2:
+        pytest.skip("this process may use one core only")
+    peak = peak_mod.measure_peak([1, 2], quick=True, repeats=3)
+    two = peak.point(2)
+    assert two.fma_gflops == pytest.approx(max(rates[2]))
+    assert calls[2] == (1 if rates[2][0] >= 120.0 else 2)
+    assert bool(peak.fma_warning) is warned
+    if warned:
+        assert "CPUs sharing FMA units: 2 threads reached 1.04x" in peak.fma_warning
+        assert Peak.from_dict(json.loads(json.dumps(peak.as_dict()))).fma_warning == \
+            peak.fma_warning

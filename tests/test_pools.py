@@ -104,6 +104,24 @@ def test_bench_methods_return_positive_times() -> None:
             assert fj.shape == (5,) and (fj > 0).all()
 
 
+def test_openmp_gap_times_each_region_and_its_serial_stretch() -> None:
+    # "openmp" in the name: the TSan run leaves OpenMP teams out (libgomp is
+    # not instrumented, so its hand-off of the region's data reads as a race).
+    from pyparbench.threading import omp_gap
+
+    for gap in (0.0, 2e4):
+        region, serial = omp_gap(min(2, len(ALLOWED)), gap, repeats=7, warmup=1)
+        assert region.shape == serial.shape == (7,) and (region > 0).all()
+        # The stretch is real work: it takes time when asked for, none when not.
+        assert ((serial > 0) if gap else (serial >= 0)).all()
+    with pytest.raises(ValueError, match="gap_ns must be >= 0, got -1"):
+        omp_gap(1, -1.0)
+    with pytest.raises(ValueError, match="threads"):
+        omp_gap(0, 0.0)
+    with pytest.raises(ValueError, match="repeats"):
+        omp_gap(1, 0.0, repeats=0)
+
+
 # ---------------------------------------------------------------- bad input
 
 

@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,14 @@ from pyparbench.report import write_report
 from pyparbench.report.html import model_anchor, render_html
 from pyparbench.report.summary import summarize_run
 from pyparbench.report.terminal import MAX_WIDTH, print_summary
-from pyparbench.results import ResultStore
-from pyparbench.runner import Config, run_configs
+from pyparbench.harness.store import ResultStore
+from pyparbench.harness.runner import Config, run_configs
+from pyparbench.resultfiles import Result, RunConfig
 from pyparbench.settings import Settings
-from pyparbench.suite import (
-    BUDGET_S,
-    DEFAULT_MODELS,
+from pyparbench.timing import Summary
+from pyparbench.harness.levels import BUDGET_S, DEFAULT_MODELS, resolve_level
+from pyparbench.harness.job import _plan_line
+from pyparbench.harness.suite import (
     FRAMEWORK_RUNS,
     KEPT_FRAMEWORK_RUNS,
     busy_slowdown,
@@ -190,6 +193,8 @@ def _check_run_folder(out: Path) -> dict[str, Any]:
 
 
 def test_quick_run_from_the_repository_root(tmp_path: Path) -> None:
+    # The source folder is right there, and must not shadow the installed package.
+    assert (REPO / "pyparbench" / "__init__.py").exists()
     out = tmp_path / "results"
     proc = _run(REPO, *TINY, "-o", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -224,11 +229,10 @@ def test_a_failed_configuration_is_reported_and_the_rest_still_are(tmp_path: Pat
                Config("no-such-model", 1, Settings(), repeats=1),
                Config("mlp-512", 1, Settings(intra_op=1, library="eigen"), repeats=2)]
     records = list(run_configs(configs, store))
-    assert [r["status"] for r in records] == ["ok", "error", "ok"]
+    assert [r.status for r in records] == ["ok", "error", "ok"]
     # One more of mlp-512's settings failing, as a crash would record it.
-    crashed = dict(records[2], status="error", error="exit status -11: Segmentation fault",
-                   key="crashed")
-    crashed.pop("summary")
+    crashed = replace(records[2], status="error", error="exit status -11: Segmentation fault",
+                      key="crashed", summary=None)
     summary, page = write_report(tmp_path, [*records, crashed])
     assert summary["counts"] == {"configs": 4, "ok": 2, "failed": 2, "skipped": 0,
                                  "operator_tasks": 0, "operator_failed": 0}
@@ -239,8 +243,7 @@ def test_a_failed_configuration_is_reported_and_the_rest_still_are(tmp_path: Pat
     mlp = by_name["mlp-512"]
     assert mlp["status"] == "partial" and mlp["failed"] == 1 and mlp["ok"] == 2
     assert mlp["total"] == 3 and len(mlp["configs"]) == 2
-    assert mlp["best"]["median_ns"] == min(r["summary"]["median"] for r in records
-                                           if r["status"] == "ok")
+    assert mlp["best"]["median_ns"] == min(r.timing.median for r in records if r.ok)
     assert by_name["no-such-model"]["status"] == "failed"
     assert by_name["no-such-model"]["best"] is None
     text = page.read_text()
@@ -258,26 +261,26 @@ def test_a_failed_configuration_is_reported_and_the_rest_still_are(tmp_path: Pat
 
 def _synthetic_summary(n_models: int) -> dict[str, Any]:
     """A summary of long names and labels, to test the terminal width."""
-    recs = []
+    recs: list[Result] = []
     for i in range(n_models):
         for k, (name, ms) in enumerate((("tensorflow", 9.0), ("intel", 7.0), ("tftuner", 5.5),
                                         ("recommended", 5.15), ("", 5.0))):
             # Five distinct settings (one setting under two names would count once).
             s = Settings(scheduler="async", inter_op=2, intra_op=10 + k, operator="framework",
                          library="eigen", pool="eigen", affinity="compact", omp_wait="passive",
-                         name=name).as_dict()
-            recs.append({"key": f"{i}{name}", "status": "ok",
-                         "config": {"model": f"inception-v3-long-name-{i}", "batch": 1024,
-                                    "settings": s},
-                         "summary": {"median": ms * 1e9, "q1": ms * 1e9, "q3": ms * 1e9,
-                                     "n": 3}})
+                         name=name)
+            recs.append(_result(f"{i}{name}", RunConfig(f"inception-v3-long-name-{i}", 1024, s),
+                                ms * 1e9))
         for fw, mode, ms in (("tensorflow", "function", 6.0), ("torch", "eager", 7.5),
                              ("torch", "script", 5.5), ("onnxruntime", "all", 4.5)):
-            recs.append({**recs[-1], "key": f"{i}{fw}{mode}",
-                         "config": {**recs[-1]["config"], "framework": fw, "mode": mode},
-                         "summary": {"median": ms * 1e9, "q1": ms * 1e9, "q3": ms * 1e9,
-                                     "n": 3}})
+            recs.append(_result(f"{i}{fw}{mode}",
+                                replace(recs[-1].config, framework=fw, mode=mode), ms * 1e9))
     return summarize_run(recs, fingerprint={"host": "h"})
+
+
+def _result(key: str, config: RunConfig, ns: float) -> Result:
+    """An ok result of one process whose runs all took ``ns``."""
+    return Result(key, config, "ok", 0.0, summary=Summary(ns, ns, ns, ns, ns, 3))
 
 
 @pytest.mark.parametrize("width", [80, 200])
@@ -294,13 +297,9 @@ def test_the_terminal_summary_fits_80_columns(width: int) -> None:
 
 
 def test_framework_overhead_is_paired_with_the_native_run() -> None:
-    def rec(framework: str | None, ms: float) -> dict[str, Any]:
-        c: dict[str, Any] = {"model": "mlp-512", "batch": 1,
-                             "settings": Settings(intra_op=2).as_dict()}
-        if framework:
-            c["framework"] = framework
-        return {"key": f"{framework}", "status": "ok", "config": c,
-                "summary": {"median": ms * 1e6, "q1": ms * 1e6, "q3": ms * 1e6, "n": 1}}
+    def rec(framework: str | None, ms: float) -> Result:
+        return _result(f"{framework}", RunConfig("mlp-512", 1, Settings(intra_op=2),
+                                                 framework=framework), ms * 1e6)
 
     summary = summarize_run([rec(None, 2.0), rec("pytorch", 3.0)], fingerprint={"host": "h"})
     (o,) = summary["framework_overhead"]
@@ -314,7 +313,7 @@ def test_framework_overhead_is_paired_with_the_native_run() -> None:
 
 
 def test_quick_plan_fits_its_budget_and_keeps_every_preset() -> None:
-    plan = plan_suite("quick", cores=2)
+    plan = plan_suite(resolve_level("quick"), cores=2)
     budget = BUDGET_S["quick"]
     assert budget is not None and plan.estimate_s <= budget <= 120
     assert {(c.model, c.batch) for c in plan.configs} == {(m, 1) for m in DEFAULT_MODELS}
@@ -325,16 +324,17 @@ def test_quick_plan_fits_its_budget_and_keeps_every_preset() -> None:
     assert all(c.repeats == 3 for c in plan.configs)
     kinds = {t.kind for t in plan.tasks}
     assert kinds == {"nodes", "scaling"}
-    default = plan_suite("default", cores=2)
-    full = plan_suite("full", cores=2)
+    default = plan_suite(resolve_level("default"), cores=2)
+    full = plan_suite(resolve_level("full"), cores=2)
     assert len(plan.configs) < len(default.configs) < len(full.configs)
     assert len(plan.tasks) < len(default.tasks) < len(full.tasks)
     assert default.estimate_s <= (BUDGET_S["default"] or 0) <= 300 and full.budget_s is None
 
 
 def test_an_over_budget_plan_drops_grid_settings_never_presets() -> None:
-    whole = plan_suite("default", cores=2, budget_s=None)
-    tight = plan_suite("default", cores=2, budget_s=whole.estimate_s / 2)
+    whole = plan_suite(resolve_level("default", budget=False), cores=2)
+    tight = plan_suite(replace(resolve_level("default"), budget_s=whole.estimate_s / 2),
+                       cores=2)
     assert tight.dropped and tight.estimate_s < whole.estimate_s
     assert len(tight.configs) + len(tight.dropped) == len(whole.configs)
     assert not any(c.settings.name for c in tight.dropped)
@@ -344,7 +344,7 @@ def test_an_over_budget_plan_drops_grid_settings_never_presets() -> None:
     last = {(c.model, c.batch): c for c in whole.configs}
     assert set(last.values()) <= set(tight.dropped)
     # A budget below the presets alone keeps the presets all the same.
-    bare = plan_suite("quick", cores=2, budget_s=0.0)
+    bare = plan_suite(replace(resolve_level("quick"), budget_s=0.0), cores=2)
     assert {c.settings.name for c in bare.configs} == set(PRESETS)
 
 
@@ -353,7 +353,8 @@ def test_the_plan_adds_the_recommended_setting_and_the_framework_runs() -> None:
     recommended = {(m, b): (rec, 1e6 * (i + 1))
                    for i, (m, b) in enumerate([("mlp-512", 1), ("mlp-512", 8)])}
     runs = FRAMEWORK_RUNS
-    plan = plan_suite("default", ["mlp-512"], cores=2, budget_s=None, operators=False,
+    plan = plan_suite(resolve_level("default", models=["mlp-512"], budget=False), cores=2,
+                      operators=False,
                       recommended=recommended, frameworks=runs)
     for b in (1, 8):
         names = [c.settings.name for c in plan.configs if c.batch == b and not c.framework]
@@ -375,22 +376,32 @@ def test_the_plan_adds_the_recommended_setting_and_the_framework_runs() -> None:
     # presets, the recommended setting, the native run frameworks compare
     # with, or the fastest framework's run (ONNX Runtime's, else the next of
     # KEPT_FRAMEWORK_RUNS the plan has).
-    tight = plan_suite("default", ["mlp-512"], cores=2, budget_s=0.0, operators=False,
+    tight = plan_suite(replace(resolve_level("default", models=["mlp-512"]), budget_s=0.0),
+                       cores=2, operators=False,
                        recommended=recommended, frameworks=runs)
     assert {c.settings.name for c in tight.configs} - {""} == {*PRESETS, "recommended"}
     assert [(c.framework, c.mode) for c in tight.configs if c.framework] == \
         [("onnxruntime", "all")]
     assert native[0] in tight.configs
     assert all(c == native[0] or c.framework for c in tight.configs if not c.settings.name)
-    no_ort = plan_suite("default", ["mlp-512"], cores=2, budget_s=0.0, operators=False,
+    # Each left-out item says what it is: the framework runs are not grid settings.
+    whys = {d["label"]: d["why"] for d in tight.as_dict()["dropped"]}
+    assert all(whys[c.what].startswith("a framework run left out" if c.framework else
+                                       "a grid setting left out") for c in tight.dropped)
+    grid, frameworks = tight.dropped_counts
+    assert frameworks == len(runs) - 1 and grid == len(tight.dropped) - frameworks > 0
+    assert (f"; {grid} grid settings and {frameworks} framework runs left out to fit the 0 s "
+            "budget (--full runs them)") in _plan_line(tight)
+    no_ort = plan_suite(replace(resolve_level("default", models=["mlp-512"]), budget_s=0.0),
+                       cores=2, operators=False,
                         frameworks=[r for r in runs if r[0] != "onnxruntime"])
     assert [(c.framework, c.mode) for c in no_ort.configs if c.framework] == \
         [KEPT_FRAMEWORK_RUNS[1]]
 
 
 def test_a_busy_machine_plans_less_to_keep_the_budget() -> None:
-    idle = plan_suite("quick", cores=2)
-    busy = plan_suite("quick", cores=2, slowdown=busy_slowdown(8.0, 2, 2))
+    idle = plan_suite(resolve_level("quick"), cores=2)
+    busy = plan_suite(resolve_level("quick"), cores=2, slowdown=busy_slowdown(8.0, 2, 2))
     assert busy_slowdown(0.0, 2, 2) == 1.0 and busy_slowdown(8.0, 2, 2) == 5.0
     assert busy.slowdown == 5.0 and busy.dropped and not idle.dropped
     assert busy.estimate_s < 5.0 * idle.estimate_s
@@ -399,12 +410,12 @@ def test_a_busy_machine_plans_less_to_keep_the_budget() -> None:
         all(c.settings.name in PRESETS for c in busy.configs)
     assert {c.settings.name for c in busy.configs} >= set(PRESETS)
     with pytest.raises(ValueError, match="slowdown must be >= 1"):
-        plan_suite("quick", cores=2, slowdown=0.5)
+        plan_suite(resolve_level("quick"), cores=2, slowdown=0.5)
 
 
 def test_a_bad_level_or_model_is_refused() -> None:
     with pytest.raises(ValueError, match="level must be one of"):
-        plan_suite("medium")
+        resolve_level("medium")
     out = subprocess.run([*_pyparbench(), "run", "--quick", "--full"], capture_output=True,
                          text=True, timeout=60, check=False)
     assert out.returncode == 2 and "not allowed with argument" in out.stderr

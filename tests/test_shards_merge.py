@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from pyparbench.cli import main
-from pyparbench.merge import MergeError, merge
+from pyparbench.harness.merge import MergeError, merge
 from pyparbench.resultfiles import ResultFileError
-from pyparbench.results import ResultStore
-from pyparbench.runner import Config
+from pyparbench.harness.store import ResultStore
+from pyparbench.harness.runner import Config
 from pyparbench.settings import Settings
-from pyparbench.shards import (
+from pyparbench.harness.shards import (
     Shard,
     apply_shard,
     manifest_path,
@@ -93,9 +93,16 @@ def test_shard_from_slurm_variables() -> None:
                      ({**env, "SLURM_ARRAY_TASK_ID": "x"},
                       "SLURM_ARRAY_TASK_ID='x' is not a non-negative integer"),
                      ({**env, "SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_STEP": "2"},
-                      "do not make a shard")):
+                      "do not make a shard"),
+                     # --array=3,5 (failed shards re-run): ids that are no range.
+                     ({"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "2",
+                       "SLURM_ARRAY_TASK_MIN": "3", "SLURM_ARRAY_TASK_MAX": "5",
+                       "SLURM_ARRAY_TASK_STEP": "1"}, "not one range of ids")):
         with pytest.raises(ValueError, match=msg):
             shard_from_env(bad)
+    # A whole range with its MAX, as Slurm sets them (--array=0-7).
+    assert shard_from_env({**env, "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "7",
+                           "SLURM_ARRAY_TASK_STEP": "1"}) == Shard(3, 8)
     # --shard wins over the environment.
     assert resolve_shard("1/2", env) == Shard(1, 2)
     assert resolve_shard(None, env) == Shard(3, 8)
@@ -114,12 +121,15 @@ def test_shards_cover_each_configuration_exactly_once(n: int) -> None:
 
 
 def test_shards_of_the_default_suite() -> None:
-    from pyparbench.suite import default_suite
+    from pyparbench.harness.levels import resolve_level
+    from pyparbench.harness.suite import default_suite
 
-    suite = default_suite(["mlp-512", "dlrm-kaggle"], [1, 8], repeats=2, cores=2)
+    level = resolve_level("default", models=["mlp-512", "dlrm-kaggle"], batches=[1, 8],
+                          repeats=2)
+    suite = default_suite(level, cores=2)
     parts = [Shard(k, 3).select(suite) for k in range(3)]
     assert sorted(c.key for p in parts for c in p) == sorted(c.key for c in suite)
-    again = default_suite(["mlp-512", "dlrm-kaggle"], [1, 8], repeats=2, cores=2)
+    again = default_suite(level, cores=2)
     assert [c.key for c in Shard(1, 3).select(again)] == [c.key for c in parts[1]]
 
 
@@ -213,7 +223,9 @@ def test_an_existing_output_is_not_overwritten(tmp_path: Path) -> None:
 def test_merge_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dirs = _run_shards(tmp_path, fake_suite(6), 2)
     assert main(["merge", *map(str, dirs), "-o", str(tmp_path / "m")]) == 0
-    assert "6 results from 2 input(s)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "6 results and 0 operator measurements from 2 input(s)" in out
+    assert f"report: {tmp_path / 'm' / 'report.html'}" in out
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "results.jsonl").write_bytes(b'{"key": "k", "config": []}\n')
@@ -251,7 +263,7 @@ def test_run_rejects_a_bad_shard_before_running(tmp_path: Path) -> None:
 
 
 def test_a_real_sharded_run_merges_to_the_whole_suite(tmp_path: Path) -> None:
-    from pyparbench.suite import default_suite
+    from pyparbench.harness.suite import default_suite
 
     for k in range(2):
         out = _cli("run", "--models", "mlp-512", "--batches", "1", "--repeats", "1",
@@ -265,13 +277,73 @@ def test_a_real_sharded_run_merges_to_the_whole_suite(tmp_path: Path) -> None:
     # A sharded run's recommended setting comes from the analytic model, so
     # that every shard builds the same list.
     from pyparbench.models import build
-    from pyparbench.recommend import recommend
-    from pyparbench.suite import FRAMEWORK_RUNS, installed_frameworks
+    from pyparbench.recommender import recommend
+    from pyparbench.harness.suite import FRAMEWORK_RUNS, installed_frameworks
 
     rec = recommend(build("mlp-512", 1), calibrate=False)
     have = installed_frameworks()
-    suite = default_suite(["mlp-512"], [1], repeats=1,
+    from pyparbench.harness.levels import resolve_level
+
+    suite = default_suite(resolve_level("default", models=["mlp-512"], batches=[1], repeats=1),
                           recommended={("mlp-512", 1): (rec.settings, rec.predicted.latency_ns)},
                           frameworks=[(f, m) for f, m in FRAMEWORK_RUNS if f in have])
     assert [r["key"] for r in merged] == [c.key for c in suite]
     assert all(r["status"] == "ok" for r in merged)
+
+
+def test_a_folder_keeps_one_shard_of_one_split(tmp_path: Path) -> None:
+    suite = fake_suite(6)
+    log: list[str] = []
+    apply_shard(suite, "1/3", tmp_path, log=log.append)
+    apply_shard(suite, "1/3", tmp_path, log=log.append)  # a re-run resumes the same shard
+    for arg, msg in (("1/2", "holds shard 1/3 and this run is shard 1/2"),
+                     ("0/3", "holds shard 1/3 and this run is shard 0/3")):
+        with pytest.raises(ValueError, match=msg):
+            apply_shard(suite, arg, tmp_path, log=log.append)
+    with pytest.raises(ValueError, match="shard 1/3 of another suite .6 configurations, "
+                                         "this run plans 5"):
+        apply_shard(suite[:5], "1/3", tmp_path, log=log.append)
+    manifest_path(tmp_path).write_text("{")
+    with pytest.raises(ValueError, match="not a shard manifest"):
+        apply_shard(suite, "1/3", tmp_path, log=log.append)
+
+
+def test_resume_across_nodes_of_one_kind() -> None:
+    from pyparbench.machine.fingerprint import resume_conflicts
+
+    here = {**MACHINE, "cpus": {**MACHINE["cpus"], "allowed_layout": "8 cores x 1 CPU"}}
+    # Another host of the same kind: resumed (each record keeps its host).
+    assert resume_conflicts({**here, "host": "node-9"}, here) == []
+    # A record written before the layout was recorded: unknown, not a difference.
+    assert resume_conflicts(MACHINE, here) == []
+    other = {**here, "cpus": {**here["cpus"], "allowed_layout": "4 cores x 2 CPUs"}}
+    assert [d.field.path for d in resume_conflicts(other, here)] == ["cpus.allowed_layout"]
+    assert [d.field.path for d in resume_conflicts({**here, "cpu_model": "X"}, here)] == [
+        "cpu_model"]
+
+
+@pytest.mark.parametrize("synthetic, want", [
+    ("package:1 core:2 pu:1", "2 cores x 1 CPU"),
+    ("package:2 core:2 pu:2", "2 cores x 2 CPUs | 2 cores x 2 CPUs"),
+    ("package:1 core:4 pu:2", "4 cores x 2 CPUs"),
+])
+def test_the_layout_of_the_allowed_cpus(synthetic: str, want: str) -> None:
+    from pyparbench.settings import allowed_layout
+    from pyparbench.threading.topology import topology
+
+    assert allowed_layout(topology(synthetic)) == want
+
+
+def test_busy_cpu_time_counts_this_process_cpus_only() -> None:
+    from pyparbench.machine.cpuload import cpu_seconds
+
+    hz = os.sysconf("SC_CLK_TCK")
+    stat = ("cpu  30 0 30 100 10 0 0 0 0 0\n"
+            "cpu0 10 0 10 50 5 0 0 0 0 0\n"
+            "cpu1 20 0 20 50 5 0 0 0 0 0\n"
+            "intr 12345\n")
+    assert cpu_seconds(stat, {0}) == 20 / hz  # user + system; idle and iowait left out
+    assert cpu_seconds(stat, {1}) == 40 / hz
+    assert cpu_seconds(stat, {0, 1}) == 60 / hz
+    assert cpu_seconds(stat, {2}) is None  # a CPU /proc/stat does not list
+    assert cpu_seconds("cpu0 x y\n", {0}) is None

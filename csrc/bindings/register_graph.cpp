@@ -2,10 +2,12 @@
 // (pyparbench/executor.py), then compiled and run with no Python in the loop.
 #include "bindings/pybind.hpp"
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/core/limits.hpp"
 #include "pyparbench/core/knobs.hpp"
 #include "pyparbench/graph/exec_settings.hpp"
 #include "pyparbench/graph/instances.hpp"
 #include "pyparbench/graph/plan.hpp"
+#include "pyparbench/graph/thread_rule.hpp"
 #include "pyparbench/threading/audit.hpp"
 
 #include <cstring>
@@ -34,8 +36,20 @@ py::dict run_result(RunResult&& r) {
   py::dict d;
   d["ns"] = as_array(std::move(r.ns));
   py::list trace;
-  for (const auto& e : r.trace) trace.append(py::make_tuple(e.node, e.worker, e.cpu, e.start_ns, e.end_ns));
+  for (const auto& e : r.trace)
+    trace.append(py::make_tuple(e.node, e.worker, e.cpu, e.start_ns, e.end_ns, e.threads));
   d["trace"] = trace;
+  return d;
+}
+
+py::dict node_threads_dict(const NodeThreads& t) {
+  py::dict d;
+  d["threads"] = t.threads;
+  d["requested"] = t.requested;
+  d["work_ns"] = t.work_ns;
+  d["team_ns"] = t.team_ns;
+  d["threshold_ns"] = t.threshold_ns;
+  d["reason"] = t.reason;
   return d;
 }
 
@@ -97,7 +111,8 @@ void register_graph(py::module_& m) {
       .def_readwrite("pool", &SettingsArg::pool_name)
       .def_readwrite("worker_cpus", &ExecSettings::worker_cpus)
       .def_readwrite("node_group", &ExecSettings::node_group)
-      .def_readwrite("groups", &ExecSettings::groups);
+      .def_readwrite("groups", &ExecSettings::groups)
+      .def_readwrite("alone_below_ns", &ExecSettings::alone_below_ns);
 
   py::class_<Plan>(m, "Plan", "A compiled graph: prepared kernels, buffers, dependencies.")
       .def(py::init([](std::vector<NodeSpec> nodes, std::vector<int> outputs,
@@ -179,7 +194,36 @@ void register_graph(py::module_& m) {
            },
            py::arg("settings"),
            "What computes each convolution under these settings (oneDNN's implementation "
-           "name, or im2col+ and the product's); empty for other nodes.");
+           "name, or im2col+ and the product's), direct:<isa> for a node run by a direct "
+           "kernel; empty for other nodes.")
+      .def("node_threads", [](Plan& p, const SettingsArg& arg) {
+             const ExecSettings s = arg.parsed();
+             std::vector<NodeThreads> t;
+             {
+               py::gil_scoped_release nogil;
+               t = p.node_threads(s);
+             }
+             py::list out;
+             for (const auto& n : t) out.append(node_threads_dict(n));
+             return out;
+           },
+           py::arg("settings"),
+           "Per node, the per-node thread rule's decision: {'threads', 'requested', "
+           "'work_ns', 'team_ns', 'threshold_ns', 'reason'}.")
+      .def("time_node", [](Plan& p, const SettingsArg& arg, int node, int repeats, int warmup,
+                           int inner) {
+             const ExecSettings s = arg.parsed();
+             std::vector<double> ns;
+             {
+               py::gil_scoped_release nogil;
+               ns = p.time_node(s, node, repeats, warmup, inner);
+             }
+             return as_array(std::move(ns));
+           },
+           py::arg("settings"), py::arg("node"), py::kw_only(), py::arg("repeats") = 10,
+           py::arg("warmup") = 2, py::arg("inner") = 1000,
+           "The node's kernel as prepared under these settings, alone in a C++ loop on the "
+           "calling thread: ns per call, one value per repeat of `inner` calls.");
 
   m.def("run_instances",
         [](const std::vector<Plan*>& plans, const std::vector<SettingsArg>& args, int repeats,
@@ -201,6 +245,26 @@ void register_graph(py::module_& m) {
         "Run plans side by side (data parallelism), meeting before every repeat; returns "
         "(per-repeat ns of all together, [per-repeat ns of each instance]).");
 
+  m.def("work_rates", [] {
+          const WorkRates r = work_rates();
+          py::dict d;
+          d["ns_per_byte"] = r.ns_per_byte;
+          d["ns_per_flop"] = r.ns_per_flop;
+          return d;
+        },
+        "One core's rates the per-node thread rule estimates a node's work with "
+        "(calibrated once per process): {'ns_per_byte', 'ns_per_flop'}.");
+  m.def("team_cost_ns", [](const std::string& op_mode, const std::string& pool, int threads) {
+          const OperatorMode mode = parse_operator_mode(op_mode);
+          const PoolKind kind = parse_pool_kind(pool);
+          require_thread_count("threads", threads);
+          py::gil_scoped_release nogil;
+          return team_cost_ns(mode, kind, threads);
+        },
+        py::arg("operator"), py::arg("pool"), py::arg("threads"),
+        "ns to start and join a team of `threads` (an OpenMP region in library mode, the "
+        "pool's parallel_for in framework mode), calibrated once per process and size; the "
+        "per-node thread rule's break-even is this x threads / (threads - 1).");
   m.def("preferred_layout", [] { return act_layout_name(preferred_conv_layout()); },
         "The activation layout oneDNN's convolution picks when left free on this machine: "
         "'nchw8c' / 'nchw16c' (its blocked kernels), 'nhwc' or 'nchw'.");

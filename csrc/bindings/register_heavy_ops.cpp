@@ -149,6 +149,9 @@ oneDNN, ``EigenGemm``, ``BlasGemm``): the same shapes, checks, ``run()`` and
       .def_property_readonly("library", &library_of<GemmOp>, kLibraryDoc)
       .def_property_readonly("a_shape", [](const GemmOp& g) { return shape_tuple(g.a_shape()); })
       .def_property_readonly("b_shape", [](const GemmOp& g) { return shape_tuple(g.b_shape()); })
+      .def_property_readonly("output_shape",
+                             [](const GemmOp& g) { return shape_tuple(g.out_shape()); })
+      // The name it had before every kernel said output_shape.
       .def_property_readonly("out_shape", [](const GemmOp& g) { return shape_tuple(g.out_shape()); })
       .def_property_readonly("flops", &GemmOp::flops)
       .def("run", &gemm_run, py::arg("a"), py::arg("b"), py::arg("bias") = py::none(),
@@ -228,7 +231,10 @@ activation is one of relu, relu6, sigmoid, tanh, gelu, gelu_tanh, or None.
            py::arg("activation") = py::none(), py::arg("threads") = py::none())
       .def_property_readonly("flops", &Linear::flops)
       .def_property_readonly("has_weights", &Linear::has_weights)
-      .def_property_readonly("out_shape", [](const Linear& l) {
+      .def_property_readonly("output_shape", [](const Linear& l) {
+        return py::make_tuple(l.config().m, l.config().n);
+      })
+      .def_property_readonly("out_shape", [](const Linear& l) {  // the former name
         return py::make_tuple(l.config().m, l.config().n);
       })
       .def("set_weights",

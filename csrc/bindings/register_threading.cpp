@@ -217,6 +217,18 @@ void register_pools(py::module_& m) {
         },
         py::arg("threads"), py::arg("repeats"), py::arg("warmup"), py::arg("inner") = 100,
         "ns per OpenMP barrier inside one region.");
+  m.def("omp_gap",
+        [](int threads, double gap_ns, int repeats, int warmup) {
+          GapTimes t;
+          {
+            py::gil_scoped_release nogil;
+            t = omp_gap(threads, gap_ns, repeats, warmup);
+          }
+          return py::make_tuple(as_array(std::move(t.region_ns)),
+                                as_array(std::move(t.serial_ns)));
+        },
+        py::arg("threads"), py::arg("gap_ns"), py::arg("repeats"), py::arg("warmup"),
+        "(region ns, serial ns) per repeat: OpenMP regions after a serial stretch of gap_ns.");
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 # Subcommands in the order --help lists them (module pyparbench.cli.<name>).
 COMMANDS = ("run", "peak", "models", "trace", "overhead", "recommend", "info", "compare",
-            "merge")
+            "merge", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,10 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # What a command raises for bad input (ValueError naming the value, unless
+    # the command names narrower types): said like argparse says it, with no
+    # traceback. Anything else is a bug and keeps its traceback.
+    user_errors: tuple[type[Exception], ...] = getattr(args, "user_errors", (ValueError,))
     try:
         return int(args.func(args))
-    except (ValueError, TypeError, IndexError) as e:
-        # Bad input named in the message: say it like argparse does, no traceback.
+    except user_errors as e:
         parser.exit(2, f"pyparbench {args.command}: error: {e}\n")
     except OSError as e:
         # A file that cannot be read or written (a full disk while results

@@ -5,33 +5,93 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pyparbench import names
-from pyparbench._checks import positive_int as _positive_int
 from pyparbench.graph import Graph
 from pyparbench.settings import Settings, preset
 
-__all__ = ["add_settings_args", "positive_int", "print_json", "settings_from_args"]
+__all__ = ["add_settings_args", "non_negative_int", "output_file", "output_folder",
+           "positive_float", "positive_int", "print_json", "settings_from_args"]
+
+
+def _number_type(option: str, convert: Callable[[str], Any], noun: str, bound: str,
+                 ok: Callable[[Any], bool]) -> Callable[[str], Any]:
+    """An argparse type: ``convert(text)``, which must satisfy ``ok``; its
+    errors name ``option``: "OPTION must be NOUN" or "OPTION must be BOUND"."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} must be {noun}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{option} must be {bound}, got {text}")
+        return value
+
+    return parse
 
 
 def positive_int(option: str) -> Callable[[str], int]:
     """An argparse type: an integer >= 1, the error naming ``option``."""
+    return _number_type(option, int, "an integer", ">= 1", lambda v: v >= 1)
 
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{option} must be an integer, got {text!r}") from None
-        try:
-            return _positive_int(value, option)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
 
-    return parse
+def non_negative_int(option: str) -> Callable[[str], int]:
+    """An argparse type: an integer >= 0, the error naming ``option``."""
+    return _number_type(option, int, "an integer", ">= 0", lambda v: v >= 0)
+
+
+def positive_float(option: str) -> Callable[[str], float]:
+    """An argparse type: a finite number > 0, the error naming ``option``."""
+    return _number_type(option, float, "a number", "a number > 0",
+                        lambda v: math.isfinite(v) and v > 0)
+
+
+def output_folder(path: str | Path, option: str) -> Path:
+    """``path`` as a folder to write into, made if need be, checked before
+    any work starts (absolute, from the user's working directory).
+
+    Raises
+    ------
+    ValueError
+        A file where the folder should be, or a folder that cannot be made
+        or written (naming the option and the path).
+    """
+    p = Path(path).expanduser().absolute()
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{option} {path}: a file, not a folder")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"{option} {path}: cannot make the folder: {e.strerror or e}") from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {path}: the folder cannot be written")
+    return p
+
+
+def output_file(path: str | Path, option: str) -> Path:
+    """``path`` as a file to write, checked before any work starts: its
+    folder exists and can be written, and it is not a folder.
+
+    Raises
+    ------
+    ValueError
+        Naming the option, the path and what is wrong.
+    """
+    p = Path(path).expanduser().absolute()
+    if p.is_dir():
+        raise ValueError(f"{option} {path}: a folder, not a file")
+    if not p.parent.is_dir():
+        raise ValueError(f"{option} {path}: no folder {p.parent}")
+    if not os.access(p.parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ValueError(f"{option} {path}: cannot be written")
+    return p
 
 
 def print_json(data: Any) -> None:

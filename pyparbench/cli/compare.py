@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyparbench.cli._common import print_json
+from pyparbench.cli._common import output_file, print_json
 
 __all__ = ["add_command", "max_bytes"]
 
@@ -37,18 +37,23 @@ def max_bytes(text: str) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from pyparbench.compare import compare, print_text, to_json
+    from pyparbench.compare import CompareError, compare, print_text, to_json
     from pyparbench.resultfiles import load
 
+    if args.html:
+        try:
+            output_file(args.html, "--html")  # before the inputs are read
+        except ValueError as e:
+            raise CompareError(str(e)) from None
     inputs = [load(p, max_bytes=args.max_bytes) for p in args.inputs]
     result = compare(inputs, alpha=args.alpha, normalize=args.normalize)
     if args.html:
-        from pyparbench.compare_html import write_html
+        from pyparbench.compare.html import write_html
 
         try:
             write_html(result, args.html)
         except OSError as e:
-            raise ValueError(f"cannot write {args.html}: {e.strerror or e}") from None
+            raise CompareError(f"cannot write {args.html}: {e.strerror or e}") from None
     if args.json:
         print_json(to_json(result))
     else:
@@ -73,4 +78,9 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
     p.add_argument("--max-bytes", type=max_bytes, default="256M",
                    help="refuse input files larger than this (default 256M)")
-    p.set_defaults(func=_cmd_compare)
+    # Bad input is a file that is not a result, or inputs that cannot be
+    # compared as asked; any other exception is a bug, shown with its traceback.
+    from pyparbench.compare.utest import CompareError
+    from pyparbench.resultfiles import ResultFileError
+
+    p.set_defaults(func=_cmd_compare, user_errors=(ResultFileError, CompareError))

@@ -82,7 +82,7 @@ def _topology_table(t: dict[str, Any]) -> Table:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from pyparbench.info import info
+    from pyparbench.machine.info import info
 
     data = info()
     if args.json:

@@ -2,20 +2,27 @@
 beside pyparbench's executor, under the same thread settings.
 
 Each run is its own process, pinned before its framework is imported. The
-table shows each framework's latency (median [IQR]), the native latency,
-the isolated kernels' sum, the framework overhead (framework - native,
-absolute and as a ratio), the share of the framework's time outside its
-kernels, the split per op type (from each framework's profiler against the
-executor's per-node trace) and the per-node dispatch cost on a chain of 400
-tiny ReLUs. ``--scaling`` adds each heavy op's latency at 1..N threads.
+table shows each framework's latency (median [IQR]), the native latency, the
+kernel sums (the graph as built and the executed graph), the framework
+overhead (framework - native, absolute and as a ratio), the share of the
+framework's time outside its kernels, the split per op type (from each
+framework's profiler against the executor's per-node trace) and the per-node
+dispatch cost at one thread and at all: chains of 401 and of 1 tiny ops (ReLU
+and tanh in turn), graph passes off, (t(401) - t(1)) / 400, natively with its
+kernel's and the executor's shares. ``--scaling`` adds each heavy op's latency
+at 1..N threads.
 
 JSON (``--json``): ``model``, ``batch``, ``settings``, ``machine``,
-``graph``; ``native`` {``latency``, ``kernel_sum_ns``, ``per_op``, ``audit``};
+``graph``; ``native`` {``latency``, ``kernel_sum_ns`` (the graph as built,
+before the passes, each node an isolated kernel), ``executed_kernel_sum_ns``
+(the executed graph's plan kernels, each alone), ``outside_kernels_ns``,
+``per_op``, ``audit``};
 ``frameworks`` [{``framework``, ``mode``, ``status``, ``latency``,
 ``overhead_ns``, ``overhead_ratio``, ``kernel_ns``, ``outside_kernels_ns``,
 ``outside_share``, ``per_op``, ``reported``, ``not_applicable``,
-``proc_audit`` | ``error``}]; ``dispatch`` {``nodes``, ``native``,
-``frameworks``}; ``scaling`` with ``--scaling``. Times are nanoseconds.
+``proc_audit`` | ``error``}]; ``dispatch`` {``nodes``, ``threads``,
+``by_threads`` {T: {``native``, ``frameworks``}}: microseconds per node};
+``scaling`` with ``--scaling``. Other times are nanoseconds.
 
 How the settings map onto each framework's knobs:
 
@@ -30,6 +37,8 @@ from typing import Any
 
 from pyparbench.cli._common import (
     add_settings_args,
+    non_negative_int,
+    positive_float,
     positive_int,
     print_json,
     settings_from_args,
@@ -63,16 +72,6 @@ def _mode(text: str) -> tuple[str, list[str]]:
     return fw, chosen
 
 
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
-
-
 def _ms(ns: float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:.3g}"
 
@@ -96,8 +95,12 @@ def _print(result: dict[str, Any]) -> None:
                 "outside kernels"):
         t.add_column(col)
     if native["status"] == "ok":
+        outside = native.get("outside_kernels_ns")
         t.add_row("native (pyparbench)", _lat(native["latency"]), "1", "0",
-                  f"{_ms(native['kernel_sum_ns'])} (isolated)", "-")
+                  f"{_ms(native.get('executed_kernel_sum_ns'))} executed, "
+                  f"{_ms(native['kernel_sum_ns'])} as built",
+                  "-" if outside is None else
+                  f"{outside / float(native['latency']['median']):.0%}")
     else:
         t.add_row("native (pyparbench)", "error", "", "", "", "")
     reports: list[str] = []
@@ -121,6 +124,9 @@ def _print(result: dict[str, Any]) -> None:
                   _ms(f.get("overhead_ns")), _ms(f.get("kernel_ns")),
                   "-" if share is None else f"{share:.0%}")
     console.print(t)
+    console.print("native kernels: each plan kernel of the executed (optimised) graph alone, "
+                  "and each node of the graph as built (before the passes) as an isolated "
+                  "kernel; 'outside kernels' is read against the executed graph", soft_wrap=True)
     for line in reports + notes:
         console.print(line, soft_wrap=True)
     ok = [f for f in result["frameworks"] if f["status"] == "ok" and f.get("per_op")]
@@ -145,18 +151,7 @@ def _print(result: dict[str, Any]) -> None:
         console.print(ops)
     disp = result.get("dispatch")
     if disp:
-        d = Table(title=f"dispatch: a chain of {disp['nodes']} ReLUs on (1, 16), us per node")
-        d.add_column("runner")
-        d.add_column("us / node")
-        nat = disp.get("native")
-        if nat and "us_per_node" in nat:
-            alone = nat.get("kernel_alone_us")
-            d.add_row("native (pyparbench)", f"{nat['us_per_node']:.3g}"
-                      + (f" (kernel alone {alone:.3g})" if alone is not None else ""))
-        for name, v in disp["frameworks"].items():
-            d.add_row(name, "error" if not v or "us_per_node" not in v
-                      else f"{v['us_per_node']:.3g}")
-        console.print(d)
+        _print_dispatch(console, disp)
     sc = result.get("scaling")
     if sc:
         threads = sc["threads"]
@@ -181,6 +176,40 @@ def _print(result: dict[str, Any]) -> None:
         f["error"] for f in result["frameworks"] if f["status"] != "ok"]
     for e in errors:
         console.print(f"[red]error:[/red] {e}")
+
+
+def _us(v: dict[str, Any] | None) -> str:
+    if not v or "us_per_node" not in v:
+        return "error"
+    lo, hi = v["range_us"]
+    return f"{v['us_per_node']:.3g} [{lo:.3g}, {hi:.3g}]"
+
+
+def _print_dispatch(console: Any, disp: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    ops = ", ".join(disp["ops"])
+    d = Table(title=f"dispatch, us per node: chains of {disp['nodes'] + 1} and 1 tiny ops "
+                    f"({ops} in turn on {tuple(disp['shape'])}), graph passes off")
+    d.add_column("runner")
+    rows = disp["by_threads"]
+    for t in disp["threads"]:
+        d.add_column(f"{t} thread{'s' if t > 1 else ''}")
+    names = list(dict.fromkeys(n for r in rows.values() for n in r["frameworks"]))
+    nat = [rows[str(t)]["native"] for t in disp["threads"]]
+    d.add_row("native (pyparbench)", *map(_us, nat))
+    d.add_row("  its kernel alone", *(f"{v['kernel_alone_us']:.3g}" if v and "kernel_alone_us"
+                                      in v else "-" for v in nat))
+    d.add_row("  the executor", *(f"{v['executor_us']:.3g}" if v and "executor_us" in v
+                                  else "-" for v in nat))
+    for name in names:
+        d.add_row(name, *(_us(rows[str(t)]["frameworks"].get(name)) for t in disp["threads"]))
+    console.print(d)
+    for t in disp["threads"]:
+        r = rows[str(t)]
+        for name, v in [("native", r["native"]), *r["frameworks"].items()]:
+            if v and "error" in v:
+                console.print(f"[red]dispatch error[/red] ({name}, {t} threads): {v['error']}")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -233,19 +262,22 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         "torch=eager,script, onnxruntime=all); may be repeated")
     p.add_argument("--repeats", type=positive_int("--repeats"), default=20,
                    help="timed runs (20)")
-    p.add_argument("--warmup", type=_count, default=5, help="untimed runs first (5)")
-    p.add_argument("--profile", type=_count, default=10,
+    p.add_argument("--warmup", type=non_negative_int("--warmup"), default=5,
+                   help="untimed runs first (5)")
+    p.add_argument("--profile", type=non_negative_int("--profile"), default=10,
                    help="profiled iterations for the per-op split (10; 0: none)")
     p.add_argument("--no-dispatch", action="store_true",
-                   help="leave out the chain of tiny ops (per-node dispatch cost)")
+                   help="leave out the chains of tiny ops (per-node dispatch cost at 1 "
+                        "thread and at all)")
     p.add_argument("--scaling", action="store_true",
                    help="also each heavy op's latency at 1..N threads")
     p.add_argument("--max-threads", type=positive_int("--max-threads"), default=None,
                    help="N for --scaling (default: the CPUs this process may use)")
     p.add_argument("--model-arg", action="append", type=_key_value, metavar="KEY=VALUE",
                    help="a model builder argument, e.g. image_size=64; may be repeated")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights (0)")
-    p.add_argument("--timeout", type=float, default=900.0,
+    p.add_argument("--seed", type=non_negative_int("--seed"), default=0,
+                   help="seed of the weights (0)")
+    p.add_argument("--timeout", type=positive_float("--timeout"), default=900.0,
                    help="seconds each process may take (900)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_settings_args(p)

@@ -4,14 +4,14 @@ triad and gather bandwidth at 1..N threads) beside the theoretical peak."""
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pyparbench.cli._common import print_json
+from pyparbench.cli._common import output_folder, print_json
 
 if TYPE_CHECKING:
     from rich.console import Group
 
-    from pyparbench.peak import Peak
+    from pyparbench.machine.peak import Peak
 
 __all__ = ["add_command", "peak_renderable"]
 
@@ -48,15 +48,22 @@ def peak_renderable(peak: Peak) -> Group:
                       f"{p.theoretical_gflops:.1f}", f"{100 * p.fma_fraction:.0f}%",
                       f"{p.triad_gbs:.1f} ({p.triad_gbs_median:.1f})",
                       f"{p.gather_gbs:.1f} ({p.gather_gbs_median:.1f})")
-    return Group(*lines, table)
+    parts: list[Any] = [*lines, table]
+    if peak.fma_warning:
+        parts.append(Text(f"warning: {peak.fma_warning}", style="yellow"))
+    return Group(*parts)
 
 
 def _cmd_peak(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pyparbench.peak import load_or_measure, measure_peak
+    from pyparbench.machine.peak import load_or_measure, measure_peak
 
+    if args.remeasure and not args.output:
+        raise ValueError("--remeasure measures again the ceilings cached in a results folder: "
+                         "it needs -o DIR (without -o every call measures)")
     if args.output:
+        output_folder(args.output, "-o")
         peak, cached = load_or_measure(args.output, quick=args.quick, remeasure=args.remeasure)
     else:
         peak, cached = measure_peak(quick=args.quick, isa=args.isa), False
@@ -76,7 +83,7 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                        description=__doc__)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--quick", action="store_true", help="fewer, shorter runs")
-    p.add_argument("--isa", default="", choices=["", "avx512", "avx2", "generic"],
+    p.add_argument("--isa", default="", choices=["avx512", "avx2", "generic"],
                    help="FMA kernel ISA (default: the widest this CPU runs)")
     p.add_argument("-o", "--output", default="",
                    help="results folder: reuse the ceilings cached there for this machine, "

@@ -19,13 +19,14 @@ __all__ = ["add_command"]
 
 
 def _cmd_recommend(args: argparse.Namespace) -> int:
-    from pyparbench.recommend import recommend_model
+    from pyparbench.models import build
+    from pyparbench.recommender import recommend
 
     libraries = tuple(x for x in args.libraries.split(",") if x)
-    rec = recommend_model(args.model, args.batch, topology=args.topology,
-                          objective=args.objective, calibrate=not args.no_calibrate,
-                          allow_smt=args.smt, libraries=libraries,
-                          recalibrate=args.recalibrate, verify=0 if args.no_verify else 3)
+    rec = recommend(build(args.model, args.batch), topology=args.topology,
+                    objective=args.objective, calibrate=not args.no_calibrate,
+                    allow_smt=args.smt, libraries=libraries, recalibrate=args.recalibrate,
+                    verify=0 if args.no_verify else 3)
     if args.json:
         print_json(rec.as_dict())
     else:

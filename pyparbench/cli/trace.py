@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from pyparbench.cli._common import add_settings_args, positive_int, settings_from_args
+from pyparbench.cli._common import (
+    add_settings_args,
+    non_negative_int,
+    output_file,
+    positive_int,
+    settings_from_args,
+)
 
 __all__ = ["add_command"]
 
@@ -15,6 +21,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     from pyparbench.executor import compile_graph
     from pyparbench.models import build
 
+    output_file(args.output, "-o")  # before the run, not after it
     graph = build(args.model, args.batch)
     settings = settings_from_args(args, graph)
     record = compile_graph(graph).run(settings, repeats=args.repeats, warmup=args.warmup,
@@ -24,9 +31,14 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     print(f"{args.model} batch {graph[graph.inputs[0]].shape[0]}, {settings.label()}: "
           f"{record.summary.fmt('ms')}; {len(record.trace)} nodes on {workers} worker(s) "
           f"-> {args.output}")
+    # A convolution names its oneDNN implementation; a small node run alone
+    # names the direct kernel that computed it (direct:<isa>).
     kernels = Counter(e.kernel for e in record.trace if e.kernel)
-    if kernels:
-        print("convolution kernels: " + ", ".join(f"{k} x{n}" for k, n in kernels.most_common()))
+    convs = Counter({k: n for k, n in kernels.items() if not k.startswith("direct:")})
+    direct = Counter({k: n for k, n in kernels.items() if k.startswith("direct:")})
+    for title, found in (("convolution kernels", convs), ("direct kernels", direct)):
+        if found:
+            print(f"{title}: " + ", ".join(f"{k} x{n}" for k, n in found.most_common()))
     return 0
 
 
@@ -39,7 +51,8 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("-o", "--output", default="trace.json", help="output file (trace.json)")
     p.add_argument("--repeats", type=positive_int("--repeats"), default=3,
                    help="timed runs; the last is traced")
-    p.add_argument("--warmup", type=int, default=1, help="untimed runs first")
+    p.add_argument("--warmup", type=non_negative_int("--warmup"), default=1,
+                   help="untimed runs first")
     add_settings_args(p)
     p.set_defaults(func=_cmd_trace)
 

@@ -1,9 +1,12 @@
 """The same graphs in TensorFlow, PyTorch and ONNX Runtime, against pyparbench's executor.
 
 Any :class:`~pyparbench.graph.Graph` becomes each framework's model the way
-its users write one (:mod:`.tf_backend`, :mod:`.torch_backend`,
-:mod:`.ort_backend`), with the graph's own weights; every run happens in a
-fresh process pinned before the framework is imported, so the frameworks'
+its users write one (:mod:`.tensorflow`, :mod:`.torch`, :mod:`.onnxruntime`;
+:mod:`.native` is pyparbench's executor on the same graph), with the
+graph's own weights. Each framework's package holds its knobs, its
+translation of the graph, its runtime wrapper and its profile attribution
+apart; what they share is :mod:`._common`. Every run happens in a fresh
+process pinned before the framework is imported, so the frameworks'
 thread pools and their own OpenMP / oneDNN runtimes never meet pyparbench's
 (:mod:`.launch`, :mod:`.child`). pyparbench's settings map onto each
 framework's knobs as :mod:`.mapping` tabulates; what does not map is listed
@@ -16,7 +19,8 @@ in the result as not applicable.
 * :func:`framework_outputs` — the outputs of graphs in a framework, to
   compare with the executor or the float64 reference.
 * :func:`measure_overhead` — a model natively and in each framework: latency,
-  kernel sum, overhead overall and per op type, dispatch cost per node.
+  kernel sum, overhead overall and per op type, dispatch cost per node
+  (:func:`measure_dispatch`, at one thread and at all).
 * :func:`operator_scaling` — the model's heavy ops at 1..N threads,
   natively and in each framework.
 """
@@ -42,6 +46,7 @@ from pyparbench.frameworks.overhead import (
     DISPATCH_NODES,
     dispatch_graph,
     heavy_op_graphs,
+    measure_dispatch,
     measure_overhead,
     operator_scaling,
 )
@@ -67,6 +72,7 @@ __all__ = [
     "graph_to_spec",
     "heavy_op_graphs",
     "map_settings",
+    "measure_dispatch",
     "measure_overhead",
     "operator_scaling",
     "run_child",

@@ -1,5 +1,7 @@
-"""What the framework backends share: the backend interface, timing in a
-Python loop, pooling geometry, and the branch structure of a graph."""
+"""What the framework packages (``tensorflow/``, ``torch/``, ``onnxruntime/``,
+``native/``) share: the interface of a prepared model, profile records and
+their aggregation, timing in a Python loop, node names in a framework's
+model, pooling geometry, and the branch structure of a graph."""
 
 from __future__ import annotations
 

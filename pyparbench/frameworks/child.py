@@ -16,8 +16,9 @@ imports the framework (a framework child never loads pyparbench's core:
 each job and prints one JSON line: the framework's reported settings, a
 threading audit from /proc, and per job its timings (ns), optional outputs
 (base64 float32), kernel times from the framework's profiler (natively: the
-executor's trace) and, natively, each node's isolated-kernel time. A job that fails is reported as such;
-the others still run.
+executor's trace) and, natively, each node's isolated-kernel time and its
+plan kernel's time alone. A job that fails is reported as such; the others
+still run.
 
 With ``"lockstep": true`` in the request the child runs its one job's
 timed runs one at a time, each on the parent's ``go`` (see
@@ -63,43 +64,43 @@ def decode(d: Mapping[str, Any]) -> Any:
 def _prepare(framework: str, fw: Any, graph: Any, inputs: Any, req: Mapping[str, Any]) -> Any:
     knobs = req["knobs"]
     if framework == "tensorflow":
-        from pyparbench.frameworks import tf_backend
+        from pyparbench.frameworks.tensorflow import runtime as tf_runtime
 
-        return tf_backend.prepare(fw, graph, inputs, knobs)
+        return tf_runtime.prepare(fw, graph, inputs, knobs)
     if framework == "torch":
-        from pyparbench.frameworks import torch_backend
+        from pyparbench.frameworks.torch import runtime as torch_runtime
 
-        return torch_backend.prepare(fw, graph, inputs, req["mode"], knobs)
+        return torch_runtime.prepare(fw, graph, inputs, req["mode"], knobs)
     if framework == "onnxruntime":
-        from pyparbench.frameworks import ort_backend
+        from pyparbench.frameworks.onnxruntime import runtime as ort_runtime
 
-        return ort_backend.prepare(fw, graph, inputs, knobs)
-    from pyparbench.frameworks import native_backend
+        return ort_runtime.prepare(fw, graph, inputs, knobs)
+    from pyparbench.frameworks.native import runtime as native_runtime
     from pyparbench.settings import Settings
 
     s = dict(req["settings"])
     if isinstance(s.get("affinity"), list):
         s["affinity"] = tuple(tuple(c) for c in s["affinity"])
-    return native_backend.prepare(graph, inputs, Settings(**s))
+    return native_runtime.prepare(graph, inputs, Settings(**s))
 
 
 def _configure(framework: str, fw: Any, knobs: Mapping[str, Any]) -> dict[str, Any]:
     if framework == "tensorflow":
-        from pyparbench.frameworks import tf_backend
+        from pyparbench.frameworks.tensorflow import knobs as tf_knobs
 
         fw.get_logger().setLevel("ERROR")  # retracing notes when one child runs many graphs
-        return tf_backend.configure(fw, knobs)
+        return tf_knobs.configure(fw, knobs)
     if framework == "torch":
-        from pyparbench.frameworks import torch_backend
+        from pyparbench.frameworks.torch import knobs as torch_knobs
 
-        return torch_backend.configure(fw, knobs)
+        return torch_knobs.configure(fw, knobs)
     if framework == "onnxruntime":
-        from pyparbench.frameworks import ort_backend
+        from pyparbench.frameworks.onnxruntime import knobs as ort_knobs
 
-        return ort_backend.configure(fw, knobs)
-    import pyparbench
+        return ort_knobs.configure(fw, knobs)
+    from pyparbench._version import __version__
 
-    return {"version": pyparbench.__version__}
+    return {"version": __version__}
 
 
 def _job(framework: str, fw: Any, job: Mapping[str, Any], req: Mapping[str, Any]
@@ -141,6 +142,9 @@ def _job(framework: str, fw: Any, job: Mapping[str, Any], req: Mapping[str, Any]
     if framework == "native":
         if job.get("kernel_repeats"):
             out["kernel_ns"] = model.kernel_times(int(job["kernel_repeats"]))
+        if job.get("inline_repeats"):
+            out["inline_ns"] = model.inline_times(int(job["inline_repeats"]),
+                                                  int(job.get("inline_inner", 1000)))
         if repeats:
             out["native_audit"] = model.audit()
     out["info"] = getattr(model, "info", {})

@@ -1,10 +1,10 @@
 """Starting framework child processes and reading their answers.
 
-Each run is a fresh ``python -P -m pyparbench.frameworks.child`` in a
-neutral working directory (:func:`pyparbench.runner.child_command`): pinned to its CPUs before it starts (the
-runner's approach: ``sched_setaffinity`` between fork and exec), with the
-framework's environment (thread knobs read at import, oneDNN on or off),
-in its own session so that a timeout ends it and anything it started. A
+Each run is a fresh ``python -P -m pyparbench.frameworks.child`` started as
+every measuring child is (:mod:`pyparbench.child_process`: a neutral working
+directory, pinned to its CPUs before it starts, in its own session so that a
+timeout ends it and anything it started), with the framework's environment
+(thread knobs read at import, the native core kept out of its process). A
 crash, a hang past the time limit, an import failure or a job's exception
 comes back as an error that names the configuration; nothing raises out
 of :func:`run_child`.
@@ -13,8 +13,6 @@ of :func:`run_child`.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,14 +29,14 @@ from pyparbench.frameworks.mapping import (
     map_settings,
 )
 from pyparbench.frameworks.spec import GraphLike, describe, to_spec
-from pyparbench.runner import CHILD_CWD, child_command
+from pyparbench import child_process
+from pyparbench.child_process import child_cpus
 from pyparbench.settings import Settings
 
 __all__ = [
     "TARGETS",
     "FrameworkError",
     "Job",
-    "child_cpus",
     "describe_config",
     "framework_outputs",
     "run_child",
@@ -46,6 +44,8 @@ __all__ = [
 ]
 
 TARGETS = (*FRAMEWORKS, "native")
+# What a framework's child runs (python -m).
+CHILD_MODULE = "pyparbench.frameworks.child"
 
 
 class FrameworkError(RuntimeError):
@@ -63,8 +63,10 @@ class Job:
     ``repeats`` timed runs after ``warmup``; ``outputs``: return one run's
     outputs; ``profile``: iterations under the framework's profiler (0:
     none); ``kernel_repeats``: natively, time each node as an isolated
-    prepared kernel (0: no); ``profile_parser``: TensorFlow's trace reader,
-    "trace_json" or "xplane".
+    prepared kernel (0: no); ``inline_repeats``: natively, time each node's
+    kernel as the plan prepared it, alone in a C++ loop (0: no), of
+    ``inline_inner`` calls per repeat;
+    ``profile_parser``: TensorFlow's trace reader, "trace_json" or "xplane".
     """
 
     graph: GraphLike
@@ -75,28 +77,22 @@ class Job:
     profile: int = 0
     kernel_repeats: int = 0
     profile_parser: str = "trace_json"
+    inline_repeats: int = 0
+    inline_inner: int = 1000
 
     def to_request(self) -> dict[str, Any]:
-        for f in ("repeats", "warmup", "profile", "kernel_repeats"):
+        for f in ("repeats", "warmup", "profile", "kernel_repeats", "inline_repeats"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{f} must be an integer >= 0, got {v!r}")
+        if isinstance(self.inline_inner, bool) or not isinstance(self.inline_inner, int) \
+                or self.inline_inner < 1:
+            raise ValueError(f"inline_inner must be an integer >= 1, got {self.inline_inner!r}")
         return {"graph": to_spec(self.graph), "repeats": self.repeats, "warmup": self.warmup,
                 "input_seed": self.input_seed, "outputs": self.outputs,
                 "profile": self.profile, "kernel_repeats": self.kernel_repeats,
-                "profile_parser": self.profile_parser}
-
-
-def child_cpus(settings: Settings) -> list[int] | None:
-    """The CPUs a pinned configuration runs on, pool after pool (None: not pinned)."""
-    if settings.affinity == "none":
-        return None
-    from pyparbench.threading.placement import place
-    from pyparbench.threading.topology import topology
-
-    placement = place(topology(), settings.affinity, settings.instances * settings.inter_op,
-                      settings.intra_op, smt=settings.smt)
-    return list(placement.cpus) if placement.pinned else None
+                "profile_parser": self.profile_parser, "inline_repeats": self.inline_repeats,
+                "inline_inner": self.inline_inner}
 
 
 def describe_config(framework: str, mode: str | None, settings: Settings,
@@ -107,26 +103,6 @@ def describe_config(framework: str, mode: str | None, settings: Settings,
         what += f" and {len(graphs) - 3} more"
     m = f" ({mode})" if mode else ""
     return f"{framework}{m} on {what} under {settings.label()}"
-
-
-def _env(framework: str, settings: Settings, extra: Mapping[str, str]) -> dict[str, str]:
-    env = dict(os.environ)
-    if framework == "native":
-        from pyparbench.threading.omp import omp_wait_env
-
-        env.pop("PYPARBENCH_NO_CORE", None)
-        env.update(omp_wait_env(settings.omp_wait))
-    else:
-        env["PYPARBENCH_NO_CORE"] = "1"
-    env.update(extra)
-    return env
-
-
-def _signal_name(rc: int) -> str:
-    try:
-        return signal.Signals(-rc).name
-    except ValueError:
-        return f"signal {-rc}"
 
 
 @dataclass(frozen=True)
@@ -173,7 +149,7 @@ def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = 
     config = {"framework": framework, "mode": mode, "settings": settings.as_dict(),
               "graphs": [describe(r["graph"]) for r in requests], "cpus": cpus}
     label = describe_config(framework, mode, settings, [r["graph"] for r in requests])
-    env = _env(framework, settings, extra)
+    env = child_process.child_env(settings, core=framework == "native", extra=extra)
     shown = dict(extra)
     if HOOK_ENV in env:
         shown[HOOK_ENV] = env[HOOK_ENV]
@@ -189,38 +165,25 @@ def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = 
 
 def start_child(plan: ChildPlan, *, stderr: Any) -> subprocess.Popen[str]:
     """The child process, pinned to its CPUs before anything is imported."""
-    cpus = plan.cpus
-    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    return subprocess.Popen(
-        child_command("pyparbench.frameworks.child", plan.python), stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=CHILD_CWD, env=plan.env,
-        preexec_fn=pin, start_new_session=True)
+    return child_process.start(CHILD_MODULE, cpus=plan.cpus, env=plan.env,
+                               python=plan.python, stderr=stderr)
 
 
-def kill_child(proc: subprocess.Popen[str]) -> None:
-    """Kills a started child and whatever it started (its process group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+kill_child = child_process.kill
 
 
 def child_answer(plan: ChildPlan, returncode: int, out: str, err: str) -> dict[str, Any]:
     """A finished child's answer (its last JSON line on stdout), or the error
     that names its configuration: a crash, an exit status, no answer."""
     base, label = plan.base, plan.label
-    tail = "\n".join(err.strip().splitlines()[-6:])
     if returncode != 0:
-        how = (f"died of {_signal_name(returncode)}" if returncode < 0
-               else f"exited with status {returncode}")
-        return {**base, "status": "error", "error": f"{label}: the child {how}"
-                + (f":\n{tail}" if tail else ""), "stderr": err[-4000:]}
-    lines = [ln for ln in out.strip().splitlines() if ln.startswith("{")]
+        return {**base, "status": "error",
+                "error": f"{label}: {child_process.crash_text(returncode, err)}",
+                "stderr": err[-4000:]}
     try:
-        answer = json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
-        return {**base, "status": "error", "error": f"{label}: the child gave no answer"
-                + (f":\n{tail}" if tail else ""), "stderr": err[-4000:]}
+        answer = child_process.answer(out)
+    except ValueError as e:
+        return {**base, "status": "error", "error": f"{label}: {e}", "stderr": err[-4000:]}
     if answer.get("status") != "ok":
         return {**base, "status": "error", "error": f"{label}: {answer.get('error')}"}
     mode = plan.mode
@@ -232,8 +195,10 @@ def child_answer(plan: ChildPlan, returncode: int, out: str, err: str) -> dict[s
 
 
 def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = None,
-              mode: str | None = None, *, timeout: float = 600.0) -> dict[str, Any]:
-    """Run ``jobs`` in one fresh child of ``framework`` (or "native").
+              mode: str | None = None, *, timeout: float = 600.0,
+              python: str | None = None) -> dict[str, Any]:
+    """Run ``jobs`` in one fresh child of ``framework`` (or "native"), in
+    ``python`` (another install's interpreter) when given.
 
     Returns
     -------
@@ -249,21 +214,19 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
     ValueError
         An unknown framework or mode; a Job with bad counts.
     """
-    plan = plan_child(framework, jobs, settings, mode)
+    plan = plan_child(framework, jobs, settings, mode, python=python)
     base, label = plan.base, plan.label
     try:
-        proc = start_child(plan, stderr=subprocess.PIPE)
+        done = child_process.run(CHILD_MODULE, json.dumps(plan.request) + "\n", cpus=plan.cpus,
+                                 env=plan.env, timeout=timeout, python=plan.python)
     except OSError as e:
         return {**base, "status": "error", "error": f"{label}: cannot start: {e}"}
-    try:
-        out, err = proc.communicate(json.dumps(plan.request) + "\n", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_child(proc)
-        out, err = proc.communicate()
+    if done.timed_out:
         return {**base, "status": "error",
-                "error": f"{label}: timed out after {timeout:g} s (killed)",
-                "stderr": err[-4000:]}
-    return child_answer(plan, proc.returncode, out, err)
+                "error": f"{label}: {child_process.timeout_text(timeout)}",
+                "stderr": done.stderr[-4000:]}
+    return child_answer(plan, done.returncode, done.stdout, done.stderr)
+
 
 def run_framework(graph: GraphLike, framework: str, settings: Settings | None = None, *,
                   mode: str | None = None, repeats: int = 20, warmup: int = 3,

@@ -16,8 +16,11 @@ For one graph, input, weights and thread setting, each in its own process
   norm shows as 0 in the framework and as extra conv2d time); the time
   outside the framework's kernels (latency - its kernel times) and its
   share of the latency;
-* per-node dispatch cost: a chain of many tiny ops (400 ReLUs on (1, 16)),
-  latency / nodes, in every framework and natively.
+* per-node dispatch cost (:func:`measure_dispatch`): chains of 401 and of 1
+  tiny element-wise ops (ReLU and tanh in turn on (1, 16)), graph passes
+  off, each runtime in its own processes at one thread and at every thread;
+  (t(401) - t(1)) / 400 per node. Natively also each node's kernel alone in
+  a C++ loop, and the difference: what the executor itself costs per node.
 
 Operator scaling (:func:`operator_scaling`): each distinct heavy op of the
 model (conv2d, linear, matmul, embedding_bag shapes) alone, at 1..N threads,
@@ -42,21 +45,27 @@ from pyparbench.frameworks.spec import ModelRef, build_graph, graph_to_spec
 from pyparbench.graph import Graph, GraphBuilder, Node
 from pyparbench.settings import Settings
 
-__all__ = ["DISPATCH_NODES", "dispatch_graph", "entries", "heavy_op_graphs",
-           "measure_overhead", "operator_scaling"]
+__all__ = ["DISPATCH_NODES", "DISPATCH_OPS", "dispatch_cost", "dispatch_graph", "entries",
+           "heavy_op_graphs", "measure_dispatch", "measure_overhead", "operator_scaling"]
 
 DISPATCH_NODES = 400
+DISPATCH_OPS = ("relu", "tanh")
+DISPATCH_SHAPE = (1, 16)
 Progress = Callable[[str], None]
 
 
-def dispatch_graph(nodes: int = DISPATCH_NODES, shape: Sequence[int] = (1, 16)) -> Graph:
-    """A chain of ``nodes`` ReLUs on a tiny tensor: nearly all dispatch."""
+def dispatch_graph(nodes: int = DISPATCH_NODES, shape: Sequence[int] = DISPATCH_SHAPE,
+                   ops: Sequence[str] = DISPATCH_OPS) -> Graph:
+    """A chain of ``nodes`` tiny element-wise ops (``ops`` in turn, ReLU and
+    tanh by default: no runtime folds one into the next): nearly all dispatch."""
     if nodes < 1:
         raise ValueError(f"nodes must be >= 1, got {nodes}")
-    b = GraphBuilder("relu-chain", seed=0)
+    if not ops:
+        raise ValueError("ops must name at least one eltwise kind")
+    b = GraphBuilder("eltwise-chain", seed=0)
     x = b.input("x", tuple(shape))
-    for _ in range(nodes):
-        x = b.eltwise(x, "relu")
+    for i in range(nodes):
+        x = b.eltwise(x, ops[i % len(ops)])
     return b.build(x, {"batch": int(shape[0]), "nodes": nodes})
 
 
@@ -110,8 +119,11 @@ def _native_section(res: Mapping[str, Any]) -> dict[str, Any]:
     per_op = {op: {"ns": v["ns"], "nodes": v["calls"]}
               for op, v in _per_op(job.get("kernels", [])).items()}
     kernel_sum = float(sum(job.get("kernel_ns", [])))
+    executed = float(sum(job.get("inline_ns", [])))
     med = float(job["latency"]["median"])
     return {"status": "ok", "latency": job["latency"], "kernel_sum_ns": kernel_sum,
+            "executed_kernel_sum_ns": executed or None,
+            "outside_kernels_ns": med - executed if executed else None,
             "profiled_iteration_ns": job.get("profiled_iteration_ns"),
             "executor_over_kernels": med / kernel_sum if kernel_sum else None,
             "per_op": per_op, "audit": job.get("native_audit"),
@@ -171,18 +183,93 @@ def _framework_section(fw: str, mode: str, res: Mapping[str, Any],
     return out
 
 
-def _dispatch(res: Mapping[str, Any], nodes: int) -> dict[str, Any] | None:
-    if res["status"] != "ok" or len(res["jobs"]) < 2:
-        return None
-    job = res["jobs"][1]
-    if job["status"] != "ok":
-        return {"error": job["error"]}
-    out = {"us_per_node": float(job["latency"]["median"]) / nodes / 1e3,
-           "latency": job["latency"]}
-    if job.get("kernel_ns"):
-        ks = sorted(k for k in job["kernel_ns"] if k > 0)
-        out["kernel_alone_us"] = ks[len(ks) // 2] / 1e3
+def dispatch_cost(res: Mapping[str, Any], nodes: int) -> dict[str, Any]:
+    """Per-node cost from a child's answer (:func:`~.launch.run_child`) to
+    the chain of ``nodes`` + 1 ops, then the chain of 1."""
+    if res["status"] != "ok":
+        return {"error": res["error"]}
+    long, short = res["jobs"]
+    for job in (long, short):
+        if job["status"] != "ok":
+            return {"error": job["error"]}
+    lo, sh = long["latency"], short["latency"]
+    out: dict[str, Any] = {
+        "us_per_node": (lo["median"] - sh["median"]) / nodes / 1e3,
+        # The spread: the long chain's quartiles less the short one's.
+        "range_us": [(lo["q1"] - sh["q3"]) / nodes / 1e3, (lo["q3"] - sh["q1"]) / nodes / 1e3],
+        "long": lo, "short": sh}
+    inline = [k for k in long.get("inline_ns", []) if k > 0]
+    if inline:
+        # The chain's own kernels alone (ReLU and tanh in turn): their mean is
+        # the kernel's share of a node, the rest the executor's.
+        out["kernel_alone_us"] = sum(inline) / len(inline) / 1e3
+        out["executor_us"] = out["us_per_node"] - out["kernel_alone_us"]
     return out
+
+
+def measure_dispatch(threads: Sequence[int] | None = None, *,
+                     frameworks: str | Sequence[str] = "all",
+                     modes: Mapping[str, Sequence[str]] | None = None,
+                     nodes: int = DISPATCH_NODES, repeats: int = 200, warmup: int = 20,
+                     inline_repeats: int = 20, settings: Settings | None = None,
+                     timeout: float = 900.0, progress: Progress | None = None
+                     ) -> dict[str, Any]:
+    """Per-node dispatch cost, natively and in each framework.
+
+    Chains of ``nodes`` + 1 and of 1 tiny element-wise ops (ReLU and tanh in
+    turn on (1, 16)), each runtime in a fresh process per thread count,
+    graph passes off; the cost per node is the difference of the two medians
+    over ``nodes``. Natively each node's kernel as the plan prepared it is
+    also timed alone in a C++ loop, so the executor's own part shows.
+
+    Parameters
+    ----------
+    threads
+        Thread counts (intra-op, one worker); default 1 and all the CPUs
+        this process may use.
+    frameworks, modes
+        As :func:`measure_overhead`.
+    settings
+        Affinity and SMT policy (thread counts and passes are replaced).
+
+    Returns
+    -------
+    dict
+        ``nodes``, ``shape``, ``ops``, ``graph_opt`` ("none"), ``threads``
+        and ``by_threads`` {"T": {"native": {``us_per_node``, ``range_us``,
+        ``kernel_alone_us``, ``executor_us``, ``long``, ``short``},
+        "frameworks": {"fw/mode": {``us_per_node``, ``range_us``, ...}}}}; a
+        runtime that fails has ``error`` in its place.
+    """
+    if nodes < 1:
+        raise ValueError(f"nodes must be >= 1, got {nodes}")
+    counts = list(dict.fromkeys(threads if threads is not None
+                                else (1, len(os.sched_getaffinity(0)))))
+    if not counts or any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in counts):
+        raise ValueError(f"threads must be integers >= 1, got {threads!r}")
+    chosen = entries(frameworks, modes)
+    base = settings if settings is not None else Settings()
+    say = progress or (lambda _: None)
+    long, short = graph_to_spec(dispatch_graph(nodes + 1)), graph_to_spec(dispatch_graph(1))
+    by: dict[str, Any] = {}
+    for t in counts:
+        s = base.with_(scheduler="sync", inter_op=1, intra_op=t, operator="library",
+                       instances=1, placement="shared", graph_opt="none")
+        say(f"dispatch at {t} thread(s): native")
+        native = run_child("native", [Job(long, repeats=repeats, warmup=warmup,
+                                          inline_repeats=inline_repeats),
+                                      Job(short, repeats=repeats, warmup=warmup)], s,
+                           timeout=timeout)
+        row: dict[str, Any] = {"native": dispatch_cost(native, nodes), "frameworks": {}}
+        for fw, mode in chosen:
+            say(f"dispatch at {t} thread(s): {fw} ({mode})")
+            res = run_child(fw, [Job(long, repeats=repeats, warmup=warmup),
+                                 Job(short, repeats=repeats, warmup=warmup)], s, mode,
+                            timeout=timeout)
+            row["frameworks"][f"{fw}/{mode}"] = dispatch_cost(res, nodes)
+        by[str(t)] = row
+    return {"nodes": nodes, "shape": list(DISPATCH_SHAPE), "ops": list(DISPATCH_OPS),
+            "graph_opt": "none", "threads": counts, "by_threads": by}
 
 
 def measure_overhead(model: str, batch: int, settings: Settings | None = None, *,
@@ -190,7 +277,8 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
                      modes: Mapping[str, Sequence[str]] | None = None,
                      repeats: int = 20, warmup: int = 5, profile: int = 10,
                      kernel_repeats: int = 10, dispatch: bool = True,
-                     dispatch_nodes: int = DISPATCH_NODES, scaling: bool = False,
+                     dispatch_nodes: int = DISPATCH_NODES,
+                     dispatch_threads: Sequence[int] | None = None, scaling: bool = False,
                      max_threads: int | None = None,
                      model_kwargs: Mapping[str, Any] | None = None, seed: int = 0,
                      timeout: float = 900.0, progress: Progress | None = None
@@ -215,8 +303,10 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
         for the per-op split; 0 leaves the split out.
     kernel_repeats
         Timed runs of each isolated kernel for the kernel sum.
-    dispatch, dispatch_nodes
-        Also time a chain of ``dispatch_nodes`` tiny ReLUs everywhere.
+    dispatch, dispatch_nodes, dispatch_threads
+        Also measure the per-node dispatch cost everywhere
+        (:func:`measure_dispatch`: chains of ``dispatch_nodes`` + 1 and 1
+        tiny ops) at ``dispatch_threads`` (default 1 and all CPUs).
     scaling, max_threads
         Also run :func:`operator_scaling` at 1..``max_threads`` threads.
     model_kwargs, seed
@@ -232,7 +322,10 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
         JSON-serialisable: ``model``, ``batch``, ``settings``, ``machine``
         (the fingerprint), ``load_average`` (1, 5, 15 minutes, before and
         after: other work skews every figure), ``graph`` (size), ``native`` (``latency``,
-        ``kernel_sum_ns``, ``per_op``, audits), ``frameworks`` (one entry per
+        ``kernel_sum_ns``: the graph as built, before the passes, each node an
+        isolated kernel; ``executed_kernel_sum_ns``: the executed, optimised
+        graph, each plan kernel alone; ``outside_kernels_ns``: latency less
+        the latter; ``per_op``, audits), ``frameworks`` (one entry per
         framework and mode: ``status``, ``latency``, ``overhead_ns``,
         ``overhead_ratio``, ``kernel_ns``, ``outside_kernels_ns``,
         ``outside_share``, ``per_op`` rows, ``reported`` thread settings,
@@ -246,7 +339,7 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
     ValueError
         An unknown model, framework or mode; a bad batch; ``instances`` > 1.
     """
-    from pyparbench.runner import machine_fingerprint
+    from pyparbench.machine.fingerprint import machine_fingerprint
 
     settings = settings if settings is not None else Settings()
     if not isinstance(settings, Settings):
@@ -259,31 +352,24 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
     spec = ref.to_spec()
     graph = build_graph(spec)  # checks the model and batch here, weights made lazily
     say = progress or (lambda _: None)
-    chain = graph_to_spec(dispatch_graph(dispatch_nodes)) if dispatch else None
 
     def jobs(native: bool) -> list[Job]:
-        out = [Job(spec, repeats=repeats, warmup=warmup, profile=profile,
-                   kernel_repeats=kernel_repeats if native else 0)]
-        if chain is not None:
-            out.append(Job(chain, repeats=repeats, warmup=warmup,
-                           kernel_repeats=kernel_repeats if native else 0))
-        return out
+        # Natively the kernel sum twice: the graph as built (isolated
+        # kernels) and the executed graph (the plan's kernels alone, one
+        # call a repeat: a model's nodes are not tiny).
+        return [Job(spec, repeats=repeats, warmup=warmup, profile=profile,
+                    kernel_repeats=kernel_repeats if native else 0,
+                    inline_repeats=kernel_repeats if native else 0, inline_inner=1)]
 
     load_before = os.getloadavg()  # other work on the machine skews every figure
     say(f"native: {model} batch {batch}, {settings.label()}")
     nres = run_child("native", jobs(True), settings, timeout=timeout)
     native = _native_section(nres)
-    dispatch_out: dict[str, Any] = {}
-    if chain is not None:
-        dispatch_out = {"nodes": dispatch_nodes, "shape": [1, 16], "native": _dispatch(
-            nres, dispatch_nodes), "frameworks": {}}
     sections = []
     for fw, mode in chosen:
         say(f"{fw} ({mode})")
         res = run_child(fw, jobs(False), settings, mode, timeout=timeout)
         sections.append(_framework_section(fw, mode, res, native))
-        if chain is not None:
-            dispatch_out["frameworks"][f"{fw}/{mode}"] = _dispatch(res, dispatch_nodes)
     result: dict[str, Any] = {
         "model": model, "batch": batch, "model_kwargs": dict(model_kwargs or {}), "seed": seed,
         "graph": {"nodes": len(graph.nodes), "heavy_ops": graph.heavy_ops,
@@ -292,8 +378,10 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
         "machine": machine_fingerprint(), "native": native, "frameworks": sections,
         "load_average": {"before": list(load_before), "after": list(os.getloadavg())},
     }
-    if chain is not None:
-        result["dispatch"] = dispatch_out
+    if dispatch:
+        result["dispatch"] = measure_dispatch(
+            dispatch_threads, frameworks=frameworks, modes=modes, nodes=dispatch_nodes,
+            settings=settings, timeout=timeout, progress=progress)
     if scaling:
         result["scaling"] = operator_scaling(
             model, batch, frameworks=frameworks, modes=modes, max_threads=max_threads,

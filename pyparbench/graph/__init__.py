@@ -1,7 +1,8 @@
 """Graph IR of model-like networks, its builder and its analysis.
 
 * :mod:`~pyparbench.graph.opdefs` — the op vocabulary, listed once;
-* :mod:`~pyparbench.graph.ir` — :class:`Node`, :class:`Params`, :class:`Graph`;
+* :mod:`~pyparbench.graph.node` — :class:`Node`, :class:`Params`, :class:`ParamSpec`;
+* :mod:`~pyparbench.graph.ir` — :class:`Graph`;
 * :mod:`~pyparbench.graph.analysis` — FLOPs, bytes, depth, widths, work / span;
 * :mod:`~pyparbench.graph.builder` — :class:`GraphBuilder`;
 * :mod:`~pyparbench.graph.passes` — the optimisation passes run at compile time.
@@ -12,7 +13,8 @@ A graph is compiled into a native plan by :func:`pyparbench.executor.compile_gra
 from pyparbench.graph._jsonable import jsonable
 from pyparbench.graph.analysis import EXACT_WIDTH_LIMIT, NodeStats
 from pyparbench.graph.builder import GraphBuilder
-from pyparbench.graph.ir import Graph, Node, Params, ParamSpec
+from pyparbench.graph.ir import Graph
+from pyparbench.graph.node import Node, Params, ParamSpec
 from pyparbench.graph.opdefs import (
     DTYPE_BYTES,
     ELTWISE_FLOPS,

@@ -37,13 +37,11 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyparbench.graph._jsonable import jsonable
+from pyparbench.graph.node import Node
 from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS
-
-if TYPE_CHECKING:
-    from pyparbench.graph.ir import Node
 
 __all__ = ["EXACT_WIDTH_LIMIT", "GraphAnalysis", "NodeStats"]
 

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from pyparbench._checks import int_tuple, padding4
-from pyparbench.graph.ir import Graph, Node, Params, ParamSpec, Shape
+from pyparbench.graph.ir import Graph
+from pyparbench.graph.node import Node, Params, ParamSpec, Shape
 from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS
 
 __all__ = ["GraphBuilder", "pool_output_size", "rebuild"]

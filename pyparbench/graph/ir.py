@@ -1,11 +1,10 @@
-"""Graph IR of model-like networks: nodes, their parameters, and the graph.
+"""Graph IR of model-like networks: the graph, and the op vocabulary of its nodes.
 
 A :class:`Graph` is a list of :class:`Node` in topological order (a node's
 inputs always have smaller ids). Nodes are built with :class:`GraphBuilder`,
 which infers and checks every output shape and gives each parameter a seeded
-random initialiser. Parameters are made lazily (see :class:`Params`), so a
-graph's analysis never allocates its weights: listing a DLRM with
-gigabytes of tables costs nothing until something reads a table.
+random initialiser. Nodes and their lazily made parameters are defined in
+:mod:`pyparbench.graph.node` (re-exported here).
 
 Op vocabulary (attributes in brackets; all tensors float32 except the int64
 index inputs of ``embedding_bag``):
@@ -47,161 +46,19 @@ widths) :mod:`pyparbench.graph.analysis`, the op list :mod:`pyparbench.graph.opd
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from pyparbench.graph._jsonable import jsonable
 from pyparbench.graph.analysis import GraphAnalysis
-from pyparbench.graph.opdefs import HEAVY_OPS, OPS
-from pyparbench.memory import aligned_copy, aligned_empty
+from pyparbench.graph.node import F32Array, Node, Params, ParamSpec, Shape
+from pyparbench.graph.opdefs import OPS
 
 __all__ = ["F32Array", "Graph", "Node", "ParamSpec", "Params", "Shape"]
-
-Shape = tuple[int, ...]
-F32Array = npt.NDArray[np.float32]
-
-# ---------------------------------------------------------------- parameters
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """Shape and random initialiser of one parameter array.
-
-    ``init`` "normal" draws N(a, b²); "uniform" draws U(a, b).
-    """
-
-    shape: Shape
-    init: Literal["normal", "uniform"]
-    a: float
-    b: float
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-
-class Params(Mapping[str, F32Array]):
-    """A node's parameters: read-only float32 arrays made on first access.
-
-    Each array comes from its own generator, seeded with (graph seed, node id,
-    position of the name), so its values do not depend on which other arrays
-    were made, or in what order. Arrays start on 64-byte boundaries. Arrays are cached and read-only (they are
-    shared by everyone who runs the graph).
-    """
-
-    def __init__(self, specs: Mapping[str, ParamSpec], seed: int, node_id: int) -> None:
-        self._specs = dict(specs)
-        self._seed = seed
-        self._node_id = node_id
-        self._made: dict[str, F32Array] = {}
-
-    @property
-    def specs(self) -> Mapping[str, ParamSpec]:
-        return self._specs
-
-    @property
-    def shapes(self) -> dict[str, Shape]:
-        return {k: s.shape for k, s in self._specs.items()}
-
-    @property
-    def materialized(self) -> tuple[str, ...]:
-        """Names of the arrays made so far."""
-        return tuple(self._made)
-
-    def __getitem__(self, key: str) -> F32Array:
-        arr = self._made.get(key)
-        if arr is None:
-            spec = self._specs[key]  # KeyError for an unknown name, as a dict
-            pos = list(self._specs).index(key)
-            rng = np.random.default_rng(
-                np.random.SeedSequence(self._seed, spawn_key=(self._node_id, pos)))
-            # Made on cache-line boundaries (numpy aligns to 16 bytes): an
-            # embedding table's rows of 16 floats then each fill one line,
-            # which the gather kernel reads fastest.
-            if spec.init == "normal":
-                arr = aligned_empty(spec.shape, np.float32)
-                rng.standard_normal(dtype=np.float32, out=arr)
-                arr *= np.float32(spec.b)
-                arr += np.float32(spec.a)
-            else:
-                arr = aligned_copy(rng.uniform(spec.a, spec.b, size=spec.shape).astype(np.float32))
-            arr.flags.writeable = False
-            self._made[key] = arr
-        return arr
-
-    def __contains__(self, key: object) -> bool:
-        # Mapping's default would call __getitem__, making the array.
-        return key in self._specs
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._specs)
-
-    def __len__(self) -> int:
-        return len(self._specs)
-
-    def __repr__(self) -> str:
-        return f"Params({self.shapes})"
-
-
-# --------------------------------------------------------------------- nodes
-
-
-@dataclass(frozen=True, eq=False)
-class Node:
-    """One operation: its op, input node ids, attributes, parameters and output.
-
-    Frozen: fields cannot be reassigned (``attrs`` is a plain dict by
-    convention left unmodified after building). Nodes compare by identity, so
-    comparing never makes parameters.
-    """
-
-    id: int
-    op: str
-    inputs: tuple[int, ...]
-    attrs: dict[str, Any]
-    params: Params
-    shape: Shape
-    dtype: str
-    name: str
-
-    @property
-    def heavy(self) -> bool:
-        return self.op in HEAVY_OPS
-
-    @property
-    def num_params(self) -> int:
-        return sum(s.size for s in self.params.specs.values())
-
-    @property
-    def trainable_params(self) -> int:
-        """Parameters less the batch-norm statistics."""
-        stats = ("mean", "var") if self.op == "batch_norm" else ()
-        return sum(s.size for k, s in self.params.specs.items() if k not in stats)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able description, without weights."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "op": self.op,
-            "inputs": list(self.inputs),
-            "attrs": jsonable(self.attrs),
-            "params": {k: list(s) for k, s in self.params.shapes.items()},
-            "shape": list(self.shape),
-            "dtype": self.dtype,
-        }
-
-
-
-
-
-# --------------------------------------------------------------------- graph
 
 
 class Graph(GraphAnalysis):

@@ -27,7 +27,7 @@ ELTWISE_FLOPS = {
 # Activations a conv2d / linear / matmul can apply as a fused post-op.
 FUSABLE_ACTIVATIONS = tuple(ELTWISE_FLOPS)
 
-# Attributes only the optimisation passes (graph/passes.py) set, any op may
+# Attributes only the optimisation passes (graph/passes/) set, any op may
 # carry them, absent means the default: "activation" (a fused eltwise kind of
 # conv2d / linear / matmul), "layout" ("nhwc": the node's 4-D data stored
 # channels-last, "nchw8c" / "nchw16c": in oneDNN's blocked layouts; for a

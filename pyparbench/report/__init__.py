@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from pyparbench.report.summary import summarize_run
 
 if TYPE_CHECKING:
-    from pyparbench.peak import Peak
+    from pyparbench.machine.peak import Peak
+    from pyparbench.resultfiles import Result
 
 __all__ = ["REPORT_FILE", "SUMMARY_FILE", "summarize_run", "write_report"]
 
@@ -21,16 +22,18 @@ SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
 
 
-def write_report(directory: str | Path, records: Sequence[Mapping[str, Any]],
+def write_report(directory: str | Path, records: Sequence[Result],
                  op_records: Sequence[Mapping[str, Any]] = (), peak: Peak | None = None,
-                 conditions: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], Path]:
+                 conditions: Mapping[str, Any] | None = None, *,
+                 peaks: Mapping[str, Peak] | None = None) -> tuple[dict[str, Any], Path]:
     """Summarise the records, write ``summary.json`` and ``report.html`` into
-    ``directory``; returns the summary and the report's path."""
+    ``directory``; returns the summary and the report's path. ``peaks``:
+    every host's ceilings by fingerprint id, for the list of hosts."""
     from pyparbench.report.html import render_html
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    summary = summarize_run(records, op_records, peak, conditions=conditions)
+    summary = summarize_run(records, op_records, peak, conditions=conditions, peaks=peaks)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
     page = out / REPORT_FILE
     page.write_text(render_html(summary))

@@ -3,52 +3,14 @@ inline CSS, no script, nothing fetched) rendered from the summary dict."""
 
 from __future__ import annotations
 
-import base64
-import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from pyparbench.report import plots
+from pyparbench.report.page import escape, figure, page, table
+from pyparbench.report.summary import regret_unsure
 
 __all__ = ["model_anchor", "render_html"]
-
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px;
-       color: #222; line-height: 1.4; padding: 0 1em; }
-h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
-table { border-collapse: collapse; margin: .6em 0; font-size: .9em; }
-th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: left; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
-th { background: #f4f4f4; }
-.note { color: #555; font-size: .9em; }
-.bad { color: #b00; }
-.figs { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
-img { max-width: 100%; }
-section.model { margin-bottom: 2.5em; }
-"""
-
-
-def _e(v: Any) -> str:
-    return html.escape(str(v))
-
-
-def _img(png: bytes | None, alt: str) -> str:
-    if png is None:
-        return ""
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]],
-           numeric: Sequence[bool] | None = None) -> str:
-    num = numeric or [False] * len(header)
-    out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>"]
-    for r in rows:
-        cells = "".join(f'<td class="n">{_e(c)}</td>' if n else f"<td>{_e(c)}</td>"
-                        for c, n in zip(r, num, strict=True))
-        out.append(f"<tr>{cells}</tr>")
-    out.append("</table>")
-    return "\n".join(out)
 
 
 def model_anchor(model: str, batch: int) -> str:
@@ -78,19 +40,32 @@ def _machine(summary: Mapping[str, Any]) -> str:
     if "loadavg_start" in cond:
         rows.append(("load average before the run",
                      f"{cond['loadavg_start']:.2f} on {cond.get('cpus')} CPUs"))
-    out = ["<h2 id='machine'>Machine</h2>", _table(["what", "value"], rows)]
+    out = ["<h2 id='machine'>Machine</h2>", table(["what", "value"], rows)]
     if cond.get("busy"):
-        out.append(f"<p class='bad'>Note: {_e(cond['busy'])}.</p>")
+        out.append(f"<p class='bad'>Note: {escape(cond['busy'])}.</p>")
+    if cond.get("forced"):
+        out.append(f"<p class='bad'>Merged with --force: {escape(cond['forced'])}.</p>")
+    hosts = summary.get("hosts") or []
+    if len(hosts) > 1:
+        out.append(f"<p>The records were measured on {len(hosts)} hosts (or CPU sets of one "
+                   "host); each operator's % of peak is of its own host's ceilings.</p>")
+        out.append(table(
+            ["host", "CPUs allowed", "layout", "configurations", "operator tasks",
+             "FMA GFLOP/s", "fingerprint id"],
+            [(h["host"], ",".join(map(str, h["cpus_allowed"] or [])), h["allowed_layout"] or "",
+              h["configs"], h["operator_tasks"],
+              f"{h['peak']['fma_gflops']:.1f}" if h["peak"] else "n/a", h["fingerprint_id"])
+             for h in hosts], [False, False, False, True, True, True, False]))
     peak = summary.get("peak")
     if peak:
         clock = peak["clock"]
         readings = "; ".join(f"{k}: {v:.0f} MHz" for k, v in clock["readings"].items())
-        out.append(f"<p>Ceilings (<code>pyparbench peak</code>): FMA kernel <b>{_e(peak['isa'])}"
+        out.append(f"<p>Ceilings (<code>pyparbench peak</code>): FMA kernel <b>{escape(peak['isa'])}"
                    f"</b> ({peak['lanes']} fp32 lanes, {peak['chains']} independent chains per "
                    f"thread, {'fused' if peak['fused'] else 'multiply + add'}). Theoretical "
                    f"peak = threads x {clock['mhz']:.0f} MHz x {peak['fma_pipes']} pipes x "
-                   f"{peak['lanes']} lanes x 2; clock assumed from <i>{_e(clock['source'])}</i> "
-                   f"(readings: {_e(readings)}). One thread reached "
+                   f"{peak['lanes']} lanes x 2; clock assumed from <i>{escape(clock['source'])}</i> "
+                   f"(readings: {escape(readings)}). One thread reached "
                    f"{peak['fma_ops_per_cycle']:.2f} vector FMAs per cycle at the measured clock."
                    f" Triad arrays {peak['triad_array_bytes'] / 2**20:.0f} MiB each, gather "
                    f"table {peak['gather_table_bytes'] / 2**20:.0f} MiB (dim "
@@ -103,8 +78,10 @@ def _machine(summary: Mapping[str, Any]) -> str:
                  f"{p['triad_gbs']:.1f} ({p['triad_gbs_median']:.1f})",
                  f"{p['gather_gbs']:.1f} ({p['gather_gbs_median']:.1f})")
                   for p in peak["points"]]
-        out.append(_table(["threads", "FMA GFLOP/s", "theoretical", "of theoretical",
+        out.append(table(["threads", "FMA GFLOP/s", "theoretical", "of theoretical",
                            "triad GB/s", "gather GB/s"], points, [True] * 6))
+        if peak.get("fma_warning"):
+            out.append(f"<p><b>Warning:</b> {escape(peak['fma_warning'])}</p>")
     return "\n".join(out)
 
 
@@ -121,28 +98,50 @@ def _overview(summary: Mapping[str, Any]) -> str:
         rows.append((link, f"{m['best']['median_ms']:.4g}", m["best"]["label"],
                      *[f"x{sp[k]:.2f}" if k in sp else "-"
                        for k in ("tensorflow", "intel", "tftuner")],
-                     *["-" if regret.get(k) is None else f"{100 * regret[k]:.1f}%"
-                       for k in ("tftuner", "recommended")],
+                     *[_regret_cell(m, k) for k in ("tftuner", "recommended")],
                      "-" if pred is None else f"{100 * pred['error']:+.0f}%"))
     c = summary["counts"]
     head = (f"<p>{c['configs']} configurations ({c['ok']} ok, {c['failed']} not), "
             f"{c['operator_tasks']} operator measurements ({c['operator_failed']} not ok). "
             f"Speed-up: a preset's median latency over the best setting's; regret: how much "
             f"slower the study's tuner's choice, and the recommender's, are than the best "
-            f"measured; prediction: the recommender's predicted latency of its setting "
-            f"against the measured one.</p>")
+            f"measured, with its 95 % interval over processes in brackets (from how far the "
+            f"processes of one setting differ on this run{_spread_note(summary)}); ?: the "
+            f"interval includes 0, so these processes cannot tell the choice from the best; "
+            f"prediction: the recommender's predicted latency of its setting against the "
+            f"measured one.</p>")
     links = " ".join(f"<a href='#{model_anchor(m['model'], m['batch'])}'>"
-                     f"{_e(m['model'])} b{m['batch']}</a>" for m in summary["models"])
-    return head + _table(["model", "best ms", "best setting", "vs tensorflow", "vs intel",
+                     f"{escape(m['model'])} b{m['batch']}</a>" for m in summary["models"])
+    return head + table(["model", "best ms", "best setting", "vs tensorflow", "vs intel",
                           "vs tftuner", "tuner regret", "recommended regret", "prediction"],
                          rows, [False, True, False, True, True, True, True, True, True]
                          ) + f"<p>{links}</p>"
 
 
+def _regret_cell(m: Mapping[str, Any], chooser: str) -> str:
+    """'4.1%? [-1.2, +9.8]': the regret, ? when its interval includes 0, the interval."""
+    regret = m.get("regret", {}).get(chooser)
+    if regret is None:
+        return "-"
+    text = f"{100 * regret:.1f}%" + ("?" if regret_unsure(m, chooser) else "")
+    interval = (m.get("regret_interval") or {}).get(chooser)
+    if interval is not None and interval["high"] > interval["low"]:
+        text += f" [{100 * interval['low']:+.1f}, {100 * interval['high']:+.1f}]"
+    return text
+
+
+def _spread_note(summary: Mapping[str, Any]) -> str:
+    spread = summary.get("spread")
+    if not spread:
+        return ": no setting was measured twice, so there are no intervals"
+    return (f": {100 * spread['sigma']:.1f} % between processes, from "
+            f"{spread['settings']} settings measured in several")
+
+
 def _model_section(m: Mapping[str, Any]) -> str:
     tag = f"{m['model']} batch {m['batch']}"
     out = [f"<section class='model' id='{model_anchor(m['model'], m['batch'])}'>",
-           f"<h3>{_e(tag)}</h3>"]
+           f"<h3>{escape(tag)}</h3>"]
     g = m.get("graph")
     if g:
         out.append(f"<p class='note'>{g['gflops']:.3g} GFLOPs per pass, {g['heavy_ops']} heavy "
@@ -155,21 +154,21 @@ def _model_section(m: Mapping[str, Any]) -> str:
         out.append(f"<p class='bad'>{m['failed']} of {m['total']} configurations failed; "
                    "the figures use the others.</p>")
     out.append("<div class='figs'>")
-    out.append(_img(plots.heatmap_png(m), f"{tag}: inter_op x intra_op heatmap"))
-    out.append(_img(plots.speedup_png(m), f"{tag}: speed-up over the presets"))
-    out.append(_img(plots.model_effects_png(m), f"{tag}: layer effects"))
+    out.append(figure(plots.heatmap_png(m), f"{tag}: inter_op x intra_op heatmap"))
+    out.append(figure(plots.speedup_png(m), f"{tag}: speed-up over the presets"))
+    out.append(figure(plots.model_effects_png(m), f"{tag}: layer effects"))
     out.append("</div>")
     eff = m.get("effects", {})
     if eff:
         rows = [(e["name"], f"{e['ratio']:.2f}", e["numerator"]["label"],
                  f"{e['numerator']['median_ms']:.4g}", e["denominator"]["label"],
                  f"{e['denominator']['median_ms']:.4g}") for e in eff.values()]
-        out.append(_table(["ratio", "value", "numerator", "ms", "denominator", "ms"], rows,
+        out.append(table(["ratio", "value", "numerator", "ms", "denominator", "ms"], rows,
                           [False, True, False, True, False, True]))
     every = [(c["label"], f"{c['median_ms']:.4g}", f"{c['q1_ms']:.4g} - {c['q3_ms']:.4g}")
              for c in m["configs"]]
     out.append("<details><summary>every setting measured</summary>"
-               + _table(["setting", "median ms", "IQR ms"], every, [False, True, True])
+               + table(["setting", "median ms", "IQR ms"], every, [False, True, True])
                + "</details>")
     out.append("</section>")
     return "\n".join(out)
@@ -184,18 +183,18 @@ def _operators(summary: Mapping[str, Any]) -> str:
                    "kernels timed in their C++ loop, one pinned thread per core. Percent: of "
                    "the ceiling that bounds the op at that thread count (compute, triad "
                    "bandwidth x intensity, or gather bandwidth).</p>")
-        out.append(_img(plots.scaling_png(scaling), "operator scaling curves"))
+        out.append(figure(plots.scaling_png(scaling), "operator scaling curves"))
         rows = []
         for s in scaling:
             for p in s["points"]:
                 rows.append((s["name"], p["threads"], f"{p['median_ms']:.4g}",
                              f"{p['gflops']:.1f}", f"{p['gbs']:.1f}", f"{p['intensity']:.3g}",
                              p["bound"], f"{p['percent']:.0f}%"))
-        out.append(_table(["shape", "threads", "ms", "GFLOP/s", "GB/s", "FLOP/B", "bound",
+        out.append(table(["shape", "threads", "ms", "GFLOP/s", "GB/s", "FLOP/B", "bound",
                            "of bound"], rows, [False, True, True, True, True, True, False,
                                                True]))
         out.append("<p class='note'>Sources: " + "; ".join(
-            f"{_e(s['name'])}: {_e(s['source'])}" for s in scaling) + "</p>")
+            f"{escape(s['name'])}: {escape(s['source'])}" for s in scaling) + "</p>")
     else:
         out.append("<p>No operator scaling measured in this run.</p>")
     out.append("<h2 id='roofline'>Roofline</h2>")
@@ -206,15 +205,15 @@ def _operators(summary: Mapping[str, Any]) -> str:
     out.append("<p class='note'>Each heavy node of the suite's models (median of per-node "
                "traces, the graph run synchronously on every core with oneDNN) at its "
                "arithmetic intensity from the graph analysis.</p>")
-    out.append(_img(img, "roofline"))
+    out.append(figure(img, "roofline"))
     for r in roofline:
         nodes = [(n["name"], n["op"], "x".join(map(str, n.get("shape") or [])),
                  f"{n['median_ms']:.4g}", f"{n['gflops']:.1f}", f"{n['gbs']:.1f}",
                  f"{n['intensity']:.3g}", n["bound"], f"{n['percent']:.0f}%")
                  for n in r["nodes"]]
-        out.append(f"<details><summary>{_e(r['model'])} b{r['batch']}: {len(nodes)} heavy "
+        out.append(f"<details><summary>{escape(r['model'])} b{r['batch']}: {len(nodes)} heavy "
                    f"nodes at {r['threads']} threads, graph {r['graph_ms']:.4g} ms</summary>"
-                   + _table(["node", "op", "output", "ms", "GFLOP/s", "GB/s", "FLOP/B",
+                   + table(["node", "op", "output", "ms", "GFLOP/s", "GB/s", "FLOP/B",
                              "bound", "of bound"], nodes,
                             [False, False, False, True, True, True, True, False, True])
                    + "</details>")
@@ -228,7 +227,7 @@ def _overhead(summary: Mapping[str, Any]) -> str:
         out.append("<p>No framework ran in this run, so there is no framework overhead to "
                    "show.</p>")
         return "\n".join(out)
-    out.append(_img(plots.overhead_png(items), "framework overhead"))
+    out.append(figure(plots.overhead_png(items), "framework overhead"))
     out.append("<p>The same graph, weights and input in each framework, in its own process "
                "pinned to the same CPUs as the native run beside it. Overhead: framework "
                "latency minus the native executor's, as a share of the framework's; a "
@@ -239,7 +238,7 @@ def _overhead(summary: Mapping[str, Any]) -> str:
              f"{i['native_ms']:.4g}", f"{i['framework_ms']:.4g}", f"{i['overhead_ms']:.4g}",
              f"{i['overhead_pct']:.0f}%", f"x{i['framework_ms'] / i['native_ms']:.2f}"
              if i["native_ms"] > 0 else "-") for i in items]
-    out.append(_table(["model", "batch", "framework", "setting", "native ms", "framework ms",
+    out.append(table(["model", "batch", "framework", "setting", "native ms", "framework ms",
                        "overhead ms", "overhead", "framework / native"], rows,
                       [False, True, False, False, True, True, True, True, True]))
     return "\n".join(out)
@@ -251,28 +250,23 @@ def _failures(summary: Mapping[str, Any]) -> str:
         return ""
     rows = [(f["model"], f["batch"], f["setting"], f["status"], f["error"]) for f in fails]
     return ("<h2 id='failures' class='bad'>Failed configurations</h2>"
-            + _table(["model", "batch", "setting", "status", "error"], rows))
+            + table(["model", "batch", "setting", "status", "error"], rows))
 
 
 def render_html(summary: Mapping[str, Any]) -> str:
     """The whole page for a summary dict."""
     effects = plots.effects_png(summary["models"])
-    parts = [
-        "<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
-        "<title>pyparbench report</title>", f"<style>{_CSS}</style></head><body>",
-        "<h1>pyparbench: parallelism settings, operators and ceilings</h1>",
-        (f"<p class='note'>Generated {_e(summary['generated'])}. Every latency is the median "
+    return page("pyparbench report", [
+        (f"<p class='note'>Generated {escape(summary['generated'])}. Every latency is the median "
          "of its repeats, each configuration run in a fresh process.</p>"),
         _machine(summary),
         "<h2 id='summary'>Best setting vs the presets</h2>", _overview(summary),
         "<h2 id='effects'>Scheduler, Operator and Library effects</h2>",
         ("<p class='note'>As the study's figures: per model, the best latency with the first "
          "option over the best with the second, the other knobs free.</p>"),
-        _img(effects, "scheduler, operator and library effects") if effects else
+        figure(effects, "scheduler, operator and library effects") if effects else
         "<p>Not enough settings measured to compare the layers.</p>",
         "<h2 id='models'>Models</h2>",
         *[_model_section(m) for m in summary["models"]],
         _operators(summary), _overhead(summary), _failures(summary),
-        "</body></html>",
-    ]
-    return "\n".join(p for p in parts if p)
+    ], heading="pyparbench: parallelism settings, operators and ceilings")

@@ -5,7 +5,6 @@ nothing to draw). No pyplot: figures are made directly, so nothing global
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,22 +14,17 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
+from pyparbench.report.page import png_bytes
+
 __all__ = ["effects_png", "framework_label", "heatmap_png", "model_effects_png", "overhead_png",
            "roofline_png", "scaling_png", "speedup_png"]
 
-_DPI = 100
 _PRESET_SHORT = {"tensorflow": "TensorFlow defaults", "intel": "Intel's advice",
                  "tftuner": "study's tuner"}
 _EFFECT_SHORT = {"scheduler": "sync/async", "operator": "framework/library",
                  "library_eigen": "eigen/onednn", "library_blas": "blas/onednn",
                  "pool_std": "std/openmp pool", "pool_eigen": "eigen/openmp pool"}
 _OP_MARKERS = {"conv2d": "o", "linear": "s", "matmul": "^", "embedding_bag": "D"}
-
-
-def _png(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
-    return buf.getvalue()
 
 
 def _tag(entry: Mapping[str, Any]) -> str:
@@ -70,7 +64,7 @@ def heatmap_png(entry: Mapping[str, Any]) -> bytes | None:
     ax.set_ylabel("inter_op workers")
     ax.set_title(f"{_tag(entry)}: fastest setting per cell", fontsize=9)
     fig.colorbar(im, ax=ax, label="median ms")
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def speedup_png(entry: Mapping[str, Any]) -> bytes | None:
@@ -89,7 +83,7 @@ def speedup_png(entry: Mapping[str, Any]) -> bytes | None:
     ax.set_xlabel("best setting's speed-up over the preset")
     ax.set_title(f"{_tag(entry)}: best {entry['best']['median_ms']:.3g} ms "
                  f"({entry['best']['label']})", fontsize=8)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _ratio_axis(ax: Axes, values: Sequence[float]) -> None:
@@ -138,7 +132,7 @@ def model_effects_png(entry: Mapping[str, Any]) -> bytes | None:
                 [effects[k]["ratio"] for k in keys], "#55a868")
     ax.set_ylabel("latency ratio")
     ax.set_title(f"{_tag(entry)}: scheduler, operator, library effects", fontsize=9)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def effects_png(models: Sequence[Mapping[str, Any]]) -> bytes | None:
@@ -174,7 +168,7 @@ def effects_png(models: Sequence[Mapping[str, Any]]) -> bytes | None:
         if len(keys) > 1 and ax.get_legend_handles_labels()[0]:  # none where no model has them
             ax.legend(fontsize=7)
     fig.tight_layout()
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def scaling_png(scaling: Sequence[Mapping[str, Any]]) -> bytes | None:
@@ -202,7 +196,7 @@ def scaling_png(scaling: Sequence[Mapping[str, Any]]) -> bytes | None:
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def roofline_png(roofline: Sequence[Mapping[str, Any]], scaling: Sequence[Mapping[str, Any]],
@@ -264,7 +258,7 @@ def roofline_png(roofline: Sequence[Mapping[str, Any]], scaling: Sequence[Mappin
     ax.set_xlabel("arithmetic intensity (FLOP / byte moved)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(f"roofline at {top['threads']} threads; x: standard shapes", fontsize=9)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def framework_label(item: Mapping[str, Any]) -> str:
@@ -293,4 +287,4 @@ def overhead_png(items: Sequence[Mapping[str, Any]] | None) -> bytes | None:
     ax.set_title("each framework's latency over pyparbench's executor (same graph, "
                  "settings and weights)", fontsize=9)
     ax.legend(fontsize=7, ncol=min(4, len(runs)))
-    return _png(fig)
+    return png_bytes(fig)

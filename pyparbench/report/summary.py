@@ -1,11 +1,11 @@
 """Records of a run -> the summary dict written to ``summary.json``.
 
-Input: the model-configuration records of ``results.jsonl`` (the runner's:
-``key``, ``config`` {model, batch, settings, repeats, warmup}, ``status``,
-``summary`` {median, q1, q3, min, max, n} in ns, ``resolved``, ``machine``,
-``error``), the operator records of ``operators.jsonl``
-(:mod:`pyparbench.op_bench`) and the machine's ceilings
-(:class:`pyparbench.peak.Peak`).
+Input: the model configurations' results (typed
+:class:`pyparbench.resultfiles.Result` records, as the runner makes them or
+as :func:`pyparbench.resultfiles.read_result` reads ``results.jsonl`` back),
+the operator records of ``operators.jsonl``
+(:mod:`pyparbench.harness.operators`) and the machine's ceilings
+(:class:`pyparbench.machine.peak.Peak`).
 
 Output (``SCHEMA`` 1), every latency in ms with the JSONL median in ns
 beside it (``median_ns``) so the two can be matched exactly:
@@ -20,6 +20,17 @@ beside it (``median_ns``) so the two can be matched exactly:
     other processes were using the cores.
 ``peak``
     The ceilings (:meth:`Peak.as_dict`), or None.
+``spread``
+    How much one setting's processes differ on this run (pooled over every
+    setting measured in two or more processes, :mod:`pyparbench.resultfiles.spread`):
+    {sigma (of ln process median), df, settings}, or None when no setting
+    was measured twice.
+``hosts``
+    Every machine whose records the run holds (a merge of shards run on
+    several nodes, or on CPUs of one node given to co-located tasks; a
+    shard resumed on another node): {host, fingerprint_id, cpus_allowed,
+    allowed_layout, configs and operator_tasks (its records), peak (its
+    ceilings at the most threads, or None)}.
 ``counts``, ``failures``
     Configurations in all, ok, failed (error or timeout) and skipped (a
     setting this machine cannot hold); each one not ok with its model,
@@ -30,6 +41,10 @@ beside it (``median_ns``) so the two can be matched exactly:
     latency}, ``regret`` {chooser: chooser latency / best latency - 1}, for
     the study's tuner (``tftuner``) and, when configurations named
     ``recommended`` were run, the recommender (``recommended``);
+    ``regret_interval`` {chooser: {low, high, level (0.95), includes_zero,
+    p_value, processes [the chooser's, the best's]}}: the regret's interval
+    over processes (None without a ``spread``; the best against itself is
+    exactly 0);
     ``prediction`` (when the recommended configuration carries the
     recommender's prediction): {predicted_ms, measured_ms, error
     (predicted / measured - 1)};
@@ -64,129 +79,124 @@ beside it (``median_ns``) so the two can be matched exactly:
 
 from __future__ import annotations
 
-import json
-import statistics
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from pyparbench.peak import Peak
+from pyparbench.names import PRESETS
+from pyparbench.resultfiles import ProcessSpread, Result
+from pyparbench.resultfiles.processes import (
+    MergedSetting,
+    merge_settings,
+    regret_estimate,
+    run_spread,
+)
+from pyparbench.settings import Settings
 
-__all__ = ["CHOOSERS", "PRESET_NAMES", "SCHEMA", "busy_note", "merge_settings", "settings_label",
-           "summarize_run"]
+if TYPE_CHECKING:
+    from pyparbench.machine.peak import Peak
+
+__all__ = ["CHOOSERS", "PRESET_NAMES", "SCHEMA", "busy_note", "merge_settings", "regret_unsure",
+           "settings_label", "summarize_run"]
 
 SCHEMA = 1
-PRESET_NAMES = ("tensorflow", "intel", "tftuner")
+PRESET_NAMES = PRESETS
 # Settings chosen by a method rather than measured best: their regret is reported.
 CHOOSERS = ("tftuner", "recommended")
 
 
-def settings_label(s: Mapping[str, Any], *, short: bool = False) -> str:
+def settings_label(s: Settings, *, short: bool = False) -> str:
     """A compact description, e.g. 'tftuner: async 2x1 lib/onednn compact';
     ``short`` leaves out what is the default (library mode, oneDNN, unpinned):
     'tftuner: async 2x1 compact'."""
-    aff = s.get("affinity", "none")
-    aff = aff if isinstance(aff, str) else "explicit"
-    framework = s.get("operator", "library") == "framework"
-    op = f"fw/{s.get('pool', 'openmp')}" if framework else "lib"
-    lib = s.get("library", "onednn")
-    threads = f"{s.get('scheduler', 'sync')} {s.get('inter_op', 1)}x{s.get('intra_op', 1)}"
+    aff = s.affinity if isinstance(s.affinity, str) else "explicit"
+    framework = s.operator == "framework"
+    op = f"fw/{s.pool}" if framework else "lib"
+    threads = f"{s.scheduler} {s.inter_op}x{s.intra_op}"
     if short:
         text = " ".join([threads, *([op] if framework else []),
-                         *([lib] if lib != "onednn" else []), *([aff] if aff != "none" else [])])
+                         *([s.library] if s.library != "onednn" else []),
+                         *([aff] if aff != "none" else [])])
     else:
-        text = f"{threads} {op}/{lib} {aff}"
+        text = f"{threads} {op}/{s.library} {aff}"
     extras = []
-    if s.get("smt"):
+    if s.smt:
         extras.append("smt")
-    if s.get("instances", 1) != 1:
-        extras.append(f"x{s['instances']}inst")
-    if s.get("placement", "shared") != "shared":
-        extras.append(str(s["placement"]))
-    if s.get("omp_wait") is not None:
-        extras.append(f"wait={s['omp_wait']}")
+    if s.instances != 1:
+        extras.append(f"x{s.instances}inst")
+    if s.placement != "shared":
+        extras.append(s.placement)
+    if s.omp_wait is not None:
+        extras.append(f"wait={s.omp_wait}")
     text = " ".join([text, *extras])
-    return f"{s['name']}: {text}" if s.get("name") else text
+    return f"{s.name}: {text}" if s.name else text
 
 
-def _timing(r: Mapping[str, Any]) -> dict[str, Any]:
-    s = r["summary"]
-    return {"label": settings_label(r["config"]["settings"]),
-            "short": settings_label(r["config"]["settings"], short=True),
-            "settings": r["config"]["settings"], "key": r["key"],
-            "median_ns": s["median"], "median_ms": s["median"] / 1e6,
-            "q1_ms": s["q1"] / 1e6, "q3_ms": s["q3"] / 1e6, "n": s.get("n", 0),
-            "processes": r.get("processes", 1)}
+def _timing(m: MergedSetting) -> dict[str, Any]:
+    s = m.summary
+    return {"label": settings_label(m.settings), "short": settings_label(m.settings, short=True),
+            "settings": m.settings.as_dict(), "key": m.key,
+            "median_ns": s.median, "median_ms": s.median / 1e6,
+            "q1_ms": s.q1 / 1e6, "q3_ms": s.q3 / 1e6, "n": s.n, "processes": m.processes}
 
 
-def _best(rs: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    found: Mapping[str, Any] | None = None
-    for r in rs:
-        if found is None or r["summary"]["median"] < found["summary"]["median"]:
-            found = r
-    return found
+def _best(ms: Iterable[MergedSetting]) -> MergedSetting | None:
+    return min(ms, key=lambda m: m.median, default=None)
 
 
-def _ratio(name: str, meaning: str, num: Iterable[Mapping[str, Any]],
-           den: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+def _ratio(name: str, meaning: str, num: Iterable[MergedSetting],
+           den: Iterable[MergedSetting]) -> dict[str, Any] | None:
     """num's best latency / den's best latency, both sides named."""
     a, b = _best(num), _best(den)
     if a is None or b is None:
         return None
-    return {"name": name, "meaning": meaning,
-            "ratio": a["summary"]["median"] / b["summary"]["median"],
+    return {"name": name, "meaning": meaning, "ratio": a.median / b.median,
             "numerator": _timing(a), "denominator": _timing(b)}
 
 
-def _effects(rs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def _effects(ms: Sequence[MergedSetting]) -> dict[str, dict[str, Any]]:
     """The study's Scheduler, Operator and Library layers as latency ratios
     between the best settings that differ in that layer only."""
-    def s(r: Mapping[str, Any]) -> Mapping[str, Any]:
-        settings: Mapping[str, Any] = r["config"]["settings"]
-        return settings
-
-    single = [r for r in rs if s(r).get("instances", 1) == 1]
-    lib = [r for r in single if s(r)["operator"] == "library"]
-    onednn_lib = [r for r in lib if s(r)["library"] == "onednn"]
-    sync_onednn = [r for r in single if s(r)["scheduler"] == "sync"
-                   and s(r)["library"] == "onednn"]
-    sync_lib = [r for r in lib if s(r)["scheduler"] == "sync"]
-    fw = [r for r in single if s(r)["operator"] == "framework"]
+    single = [m for m in ms if m.settings.instances == 1]
+    lib = [m for m in single if m.settings.operator == "library"]
+    onednn_lib = [m for m in lib if m.settings.library == "onednn"]
+    sync_onednn = [m for m in single if m.settings.scheduler == "sync"
+                   and m.settings.library == "onednn"]
+    sync_lib = [m for m in lib if m.settings.scheduler == "sync"]
+    fw = [m for m in single if m.settings.operator == "framework"]
     candidates = {
         "scheduler": _ratio("sync / async", "above 1: asynchronous scheduling with inter-op "
                             "workers is faster",
-                            [r for r in onednn_lib if s(r)["scheduler"] == "sync"],
-                            [r for r in onednn_lib if s(r)["scheduler"] == "async"]),
+                            [m for m in onednn_lib if m.settings.scheduler == "sync"],
+                            [m for m in onednn_lib if m.settings.scheduler == "async"]),
         "operator": _ratio("framework / library", "above 1: letting the library thread each "
                            "op beats splitting ops on the framework's pool",
-                           [r for r in sync_onednn if s(r)["operator"] == "framework"],
-                           [r for r in sync_onednn if s(r)["operator"] == "library"]),
+                           [m for m in sync_onednn if m.settings.operator == "framework"],
+                           [m for m in sync_onednn if m.settings.operator == "library"]),
         "library_eigen": _ratio("eigen / onednn", "above 1: oneDNN is faster than Eigen",
-                                [r for r in sync_lib if s(r)["library"] == "eigen"],
-                                [r for r in sync_lib if s(r)["library"] == "onednn"]),
+                                [m for m in sync_lib if m.settings.library == "eigen"],
+                                [m for m in sync_lib if m.settings.library == "onednn"]),
         "library_blas": _ratio("blas / onednn", "above 1: oneDNN is faster than OpenBLAS",
-                               [r for r in sync_lib if s(r)["library"] == "blas"],
-                               [r for r in sync_lib if s(r)["library"] == "onednn"]),
+                               [m for m in sync_lib if m.settings.library == "blas"],
+                               [m for m in sync_lib if m.settings.library == "onednn"]),
         "pool_std": _ratio("std / openmp pool", "above 1: the OpenMP pool is faster than the "
                            "mutex + condition-variable pool (framework mode)",
-                           [r for r in fw if s(r)["pool"] == "std"],
-                           [r for r in fw if s(r)["pool"] == "openmp"]),
+                           [m for m in fw if m.settings.pool == "std"],
+                           [m for m in fw if m.settings.pool == "openmp"]),
         "pool_eigen": _ratio("eigen / openmp pool", "above 1: the OpenMP pool is faster than "
                              "Eigen's non-blocking pool (framework mode)",
-                             [r for r in fw if s(r)["pool"] == "eigen"],
-                             [r for r in fw if s(r)["pool"] == "openmp"]),
+                             [m for m in fw if m.settings.pool == "eigen"],
+                             [m for m in fw if m.settings.pool == "openmp"]),
     }
     return {k: v for k, v in candidates.items() if v is not None}
 
 
-def _grid(rs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    cells: dict[tuple[int, int], list[Mapping[str, Any]]] = defaultdict(list)
-    for r in rs:
-        s = r["config"]["settings"]
-        if s.get("instances", 1) == 1:
-            cells[(int(s["inter_op"]), int(s["intra_op"]))].append(r)
+def _grid(ms: Sequence[MergedSetting]) -> list[dict[str, Any]]:
+    cells: dict[tuple[int, int], list[MergedSetting]] = defaultdict(list)
+    for m in ms:
+        if m.settings.instances == 1:
+            cells[(m.settings.inter_op, m.settings.intra_op)].append(m)
     out = []
     for (inter, intra), group in sorted(cells.items()):
         b = _best(group)
@@ -206,54 +216,31 @@ def _graph_info(model: str, batch: int) -> dict[str, Any] | None:
             "avg_width": g.avg_width, "nodes": len(g.nodes)}
 
 
-def _identity(r: Mapping[str, Any]) -> str:
-    """A record's setting, its name aside."""
-    return json.dumps({k: v for k, v in r["config"]["settings"].items() if k != "name"},
-                      sort_keys=True)
+def _interval(chosen: MergedSetting, best: MergedSetting, spread: ProcessSpread | None
+              ) -> dict[str, Any] | None:
+    """A regret's interval over processes (:func:`regret_estimate`), or None."""
+    est = regret_estimate(chosen, best, spread)
+    if est is None:
+        return None
+    return {"low": est.low - 1.0, "high": est.high - 1.0, "level": est.level,
+            "includes_zero": est.includes_one, "p_value": est.p_value,
+            "processes": [chosen.processes, best.processes]}
 
 
-# How a setting run under several names lists them: the recommender's first.
-_NAME_ORDER = ("recommended", *PRESET_NAMES)
+def regret_unsure(entry: Mapping[str, Any], chooser: str) -> bool:
+    """Whether a summary entry's regret of ``chooser`` is above 0 while its
+    interval over processes includes 0 (the tables mark it: the processes
+    measured cannot tell the chooser's setting from the best)."""
+    regret = entry.get("regret", {}).get(chooser)
+    interval = (entry.get("regret_interval") or {}).get(chooser)
+    return regret is not None and regret > 0 and interval is not None and bool(
+        interval["includes_zero"])
 
 
-def merge_settings(ok: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One record per setting, its name aside: a setting measured in several
-    processes (under several names, such as a preset and the recommended
-    setting, or again in confirmation rounds) gets the median of its
-    processes' medians (``q1`` and ``q3`` then the lowest and highest of
-    them), ``processes`` their count, ``names`` every name it ran under and
-    ``records`` the records merged."""
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for r in ok:
-        groups.setdefault(_identity(r), []).append(r)
-    out = []
-    for rs in groups.values():
-        first = rs[0]
-        names = sorted({str(r["config"]["settings"].get("name") or "") for r in rs} - {""},
-                       key=lambda n: (_NAME_ORDER.index(n) if n in _NAME_ORDER else 99, n))
-        config = {**first["config"], "settings": {**first["config"]["settings"],
-                                                  "name": "/".join(names)},
-                  "names": names}
-        predicted = next((r["config"]["predicted_ns"] for r in rs
-                          if r["config"].get("predicted_ns")), None)
-        if predicted is not None:
-            config["predicted_ns"] = predicted
-        summary = dict(first["summary"])
-        if len(rs) > 1:
-            medians = [float(r["summary"]["median"]) for r in rs]
-            summary.update(median=statistics.median(medians), q1=min(medians), q3=max(medians))
-        out.append({**first, "config": config, "summary": summary, "processes": len(rs),
-                    "records": rs})
-    return out
-
-
-def _named(r: Mapping[str, Any], name: str) -> bool:
-    return name in r["config"].get("names", ())
-
-
-def _model_entry(model: str, batch: int, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    done = [r for r in rs if r.get("status") == "ok"]
-    skipped = sum(1 for r in rs if r.get("status") == "skipped")
+def _model_entry(model: str, batch: int, rs: Sequence[Result], spread: ProcessSpread | None
+                 ) -> dict[str, Any]:
+    done = [r for r in rs if r.ok]
+    skipped = sum(1 for r in rs if r.status == "skipped")
     failed = len(rs) - len(done) - skipped
     ok = merge_settings(done)
     entry: dict[str, Any] = {"model": model, "batch": batch, "total": len(rs),
@@ -262,54 +249,54 @@ def _model_entry(model: str, batch: int, rs: Sequence[Mapping[str, Any]]) -> dic
                              "graph": _graph_info(model, batch)}
     best = _best(ok)
     entry["best"] = _timing(best) if best is not None else None
-    presets: dict[str, Any] = {}
+    named: dict[str, MergedSetting] = {}
     for name in (*PRESET_NAMES, *[c for c in CHOOSERS if c not in PRESET_NAMES]):
-        p = _best(r for r in ok if _named(r, name))
+        p = _best(m for m in ok if m.named(name))
         if p is not None:
-            presets[name] = _timing(p)
-    entry["presets"] = {k: v for k, v in presets.items() if k in PRESET_NAMES}
-    entry["chosen"] = {k: v for k, v in presets.items() if k in CHOOSERS}
+            named[name] = p
+    entry["presets"] = {k: _timing(v) for k, v in named.items() if k in PRESET_NAMES}
+    chosen = {k: v for k, v in named.items() if k in CHOOSERS}
+    entry["chosen"] = {k: _timing(v) for k, v in chosen.items()}
     if best is not None:
-        b = best["summary"]["median"]
-        entry["speedup"] = {k: v["median_ns"] / b for k, v in entry["presets"].items()}
-        entry["regret"] = {k: v["median_ns"] / b - 1.0 for k, v in entry["chosen"].items()}
+        entry["speedup"] = {k: v["median_ns"] / best.median for k, v in entry["presets"].items()}
+        entry["regret"] = {k: v.median / best.median - 1.0 for k, v in chosen.items()}
+        entry["regret_interval"] = {k: _interval(v, best, spread) for k, v in chosen.items()}
     else:
-        entry["speedup"], entry["regret"] = {}, {}
-    rec = _best(r for r in ok if _named(r, "recommended") and r["config"].get("predicted_ns"))
-    if rec is not None:
-        pred, got = float(rec["config"]["predicted_ns"]), float(rec["summary"]["median"])
+        entry["speedup"], entry["regret"], entry["regret_interval"] = {}, {}, {}
+    rec = _best(m for m in ok if m.named("recommended") and m.config.predicted_ns)
+    if rec is not None and rec.config.predicted_ns is not None:
+        pred, got = rec.config.predicted_ns, rec.median
         entry["prediction"] = {"predicted_ms": pred / 1e6, "measured_ms": got / 1e6,
                                "error": pred / got - 1.0}
     entry["effects"] = _effects(ok)
     entry["grid"] = _grid(ok)
-    entry["configs"] = sorted((_timing(r) for r in ok), key=lambda t: t["median_ns"])
+    entry["configs"] = sorted((_timing(m) for m in ok), key=lambda t: t["median_ns"])
     return entry
 
 
-def _failure(r: Mapping[str, Any]) -> dict[str, Any]:
-    c = r.get("config", {})
-    return {"model": c.get("model"), "batch": c.get("batch"),
-            "setting": settings_label(c["settings"]) if "settings" in c else "",
-            "status": r.get("status", "error"), "error": r.get("error", "")}
+def _failure(r: Result) -> dict[str, Any]:
+    c = r.config
+    return {"model": c.model, "batch": c.batch, "setting": settings_label(c.settings),
+            "status": r.status, "error": r.error or ""}
 
 
-def _framework_overhead(native: Sequence[Mapping[str, Any]],
-                        framework: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+def _framework_overhead(native: Sequence[Result],
+                        framework: Sequence[Result]) -> list[dict[str, Any]] | None:
     if not framework:
         return None
     by_setting = {}
     for r in native:
-        c = r["config"]
-        by_setting[(c["model"], c["batch"], settings_label(c["settings"]))] = r
+        c = r.config
+        by_setting[(c.model, c.batch, settings_label(c.settings))] = r
     out = []
     for r in framework:
-        c = r["config"]
-        n = by_setting.get((c["model"], c["batch"], settings_label(c["settings"])))
+        c = r.config
+        n = by_setting.get((c.model, c.batch, settings_label(c.settings)))
         if n is None:
             continue
-        nm, fm = n["summary"]["median"] / 1e6, r["summary"]["median"] / 1e6
-        out.append({"model": c["model"], "batch": c["batch"], "framework": c["framework"],
-                    "mode": c.get("mode"), "setting": settings_label(c["settings"]),
+        nm, fm = n.timing.median / 1e6, r.timing.median / 1e6
+        out.append({"model": c.model, "batch": c.batch, "framework": c.framework,
+                    "mode": c.mode, "setting": settings_label(c.settings),
                     "native_ms": nm, "framework_ms": fm, "overhead_ms": fm - nm,
                     "overhead_pct": 100.0 * (fm - nm) / fm if fm > 0 else 0.0,
                     "ratio": fm / nm if nm > 0 else 0.0})
@@ -343,7 +330,7 @@ def _roofline(rec: Mapping[str, Any]) -> dict[str, Any]:
 def busy_note(busy: float, cpus: int) -> str | None:
     """A warning when other processes were using the cores (at least half
     the CPUs busy with them when the run started: ``busy`` CPUs, from
-    :func:`pyparbench.cpuload.busy_cpus`), else None."""
+    :func:`pyparbench.machine.cpuload.busy_cpus`), else None."""
     if busy < 0.5 * cpus:
         return None
     return (f"the machine was busy when this run started (other processes used {busy:.1f} "
@@ -351,34 +338,64 @@ def busy_note(busy: float, cpus: int) -> str | None:
             "multi-threaded settings suffer most")
 
 
-def summarize_run(records: Sequence[Mapping[str, Any]],
+def _hosts(records: Sequence[Result], op_records: Sequence[Mapping[str, Any]],
+           peaks: Mapping[str, Peak]) -> list[dict[str, Any]]:
+    """Each machine (host and its allowed CPUs) the records were measured on."""
+    from pyparbench.machine.fingerprint import fingerprint_id
+
+    hosts: dict[str, dict[str, Any]] = {}
+    machines: list[tuple[str, Any]] = [("configs", r.machine) for r in records]
+    machines += [("operator_tasks", r.get("machine")) for r in op_records]
+    for count, m in machines:
+        if isinstance(m, Mapping) and m:
+            fid = fingerprint_id(m)
+            raw = m.get("cpus")
+            cpus: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+            allowed, layout = cpus.get("allowed"), cpus.get("allowed_layout")
+            # A file from elsewhere: only values of the right type are shown.
+            h = hosts.setdefault(fid, {
+                "host": str(m.get("host")), "fingerprint_id": fid,
+                "cpus_allowed": allowed if isinstance(allowed, list) and all(
+                    isinstance(c, int) for c in allowed) else None,
+                "allowed_layout": layout if isinstance(layout, str) else None,
+                "configs": 0, "operator_tasks": 0, "peak": None})
+            h[count] += 1
+    for fid, h in hosts.items():
+        if fid in peaks:
+            top = peaks[fid].points[-1]
+            h["peak"] = {"threads": top.threads, "fma_gflops": top.fma_gflops,
+                         "triad_gbs": top.triad_gbs, "gather_gbs": top.gather_gbs,
+                         "fma_shared": bool(peaks[fid].fma_warning)}
+    return list(hosts.values())
+
+
+def summarize_run(records: Sequence[Result],
                   op_records: Sequence[Mapping[str, Any]] = (),
                   peak: Peak | None = None, *,
                   fingerprint: Mapping[str, Any] | None = None,
-                  conditions: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The summary dict of a run (see the module docstring for its fields)."""
-    from pyparbench.peak import fingerprint_id
+                  conditions: Mapping[str, Any] | None = None,
+                  peaks: Mapping[str, Peak] | None = None) -> dict[str, Any]:
+    """The summary dict of a run (see the module docstring for its fields).
+    ``peaks``: every host's ceilings by fingerprint id (a merged folder's)."""
+    from pyparbench.machine.fingerprint import fingerprint_id
 
-    native = [r for r in records if not r.get("config", {}).get("framework")]
-    framework = [r for r in records if r.get("config", {}).get("framework")
-                 and r.get("status") == "ok"]
-    groups: dict[tuple[str, int], list[Mapping[str, Any]]] = defaultdict(list)
+    native = [r for r in records if not r.config.framework]
+    framework = [r for r in records if r.config.framework and r.ok]
+    groups: dict[tuple[str, int], list[Result]] = defaultdict(list)
     for r in native:
-        c = r.get("config", {})
-        if "model" in c:
-            groups[(c["model"], int(c["batch"]))].append(r)
-    machine = next((dict(r["machine"]) for r in records
-                    if r.get("status") == "ok" and r.get("machine")), None)
+        groups[(r.config.model, r.config.batch)].append(r)
+    machine = next((dict(r.machine) for r in records if r.ok and r.machine), None)
     if machine is None:
         if fingerprint is None:
-            from pyparbench.runner import machine_fingerprint
+            from pyparbench.machine.fingerprint import machine_fingerprint
 
             fingerprint = machine_fingerprint()
         machine = dict(fingerprint)
     machine["fingerprint_id"] = fingerprint_id(machine)
-    not_ok = [r for r in records if r.get("status") != "ok"]
-    skipped = sum(1 for r in not_ok if r.get("status") == "skipped")
+    not_ok = [r for r in records if not r.ok]
+    skipped = sum(1 for r in not_ok if r.status == "skipped")
     ok_ops = [r for r in op_records if r.get("status") == "ok"]
+    spread = run_spread(native)
     return {
         "schema": SCHEMA,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -386,6 +403,9 @@ def summarize_run(records: Sequence[Mapping[str, Any]],
         "conditions": dict(conditions or {}),
         "peak": None if peak is None else {k: v for k, v in peak.as_dict().items()
                                            if k != "fingerprint"},
+        "hosts": _hosts(records, op_records, {
+            **({fingerprint_id(peak.fingerprint): peak} if peak is not None else {}),
+            **(peaks or {})}),
         "counts": {"configs": len(records), "ok": len(records) - len(not_ok),
                    "failed": len(not_ok) - skipped, "skipped": skipped,
                    "operator_tasks": len(op_records),
@@ -395,9 +415,9 @@ def summarize_run(records: Sequence[Mapping[str, Any]],
              "batch": r["task"].get("batch"), "setting": r["task"]["kind"],
              "status": r.get("status", "error"), "error": r.get("error", "")}
             for r in op_records if r.get("status") != "ok"],
-        "models": [_model_entry(m, b, rs) for (m, b), rs in groups.items()],
-        "framework_overhead": _framework_overhead(
-            [r for r in native if r.get("status") == "ok"], framework),
+        "spread": None if spread is None else spread.as_dict(),
+        "models": [_model_entry(m, b, rs, spread) for (m, b), rs in groups.items()],
+        "framework_overhead": _framework_overhead([r for r in native if r.ok], framework),
         "operators": {
             "scaling": [_scaling(r) for r in ok_ops if r["task"]["kind"] == "scaling"],
             "roofline": [_roofline(r) for r in ok_ops if r["task"]["kind"] == "nodes"],

@@ -10,6 +10,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from pyparbench.report.summary import regret_unsure
+
 __all__ = ["MAX_WIDTH", "overhead_table", "print_summary", "summary_renderable",
            "summary_table"]
 
@@ -27,10 +29,10 @@ def _speedup_cell(entry: Mapping[str, Any], name: str) -> str:
     return f"x{v:.2f}" if v < 10 else f"x{v:.1f}" if v < 100 else f"x{v:.0f}"
 
 
-def _pct(v: float | None) -> str:
+def _pct(v: float | None, unsure: bool = False) -> str:
     if v is None:
         return "-"
-    return ">999%" if v > 9.99 else f"{100 * v:.0f}%"
+    return (">999%" if v > 9.99 else f"{100 * v:.0f}%") + ("?" if unsure else "")
 
 
 def summary_table(summary: Mapping[str, Any]) -> Table:
@@ -58,8 +60,9 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
             setting += f" ({m['failed']} failed)"
         table.add_row(m["model"], str(m["batch"]), f"{m['best']['median_ms']:.3g}", setting,
                       _speedup_cell(m, "tensorflow"), _speedup_cell(m, "intel"),
-                      _speedup_cell(m, "tftuner"), _pct(regret.get("tftuner")),
-                      _pct(regret.get("recommended")))
+                      _speedup_cell(m, "tftuner"),
+                      _pct(regret.get("tftuner"), regret_unsure(m, "tftuner")),
+                      _pct(regret.get("recommended"), regret_unsure(m, "recommended")))
     return table
 
 
@@ -110,9 +113,10 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
     parts.append(Text("xP: how many times faster the best setting is than preset P (tf: "
                       "TensorFlow's defaults, intel: Intel's advice, tuner: the study's "
                       "tuner); tuner, ours: how much slower the study's tuner's choice and "
-                      "the recommender's (ours) are than the best measured (their regret). "
-                      "A setting run under several names, or again in confirmation rounds, "
-                      "counts once: the median of its processes."))
+                      "the recommender's (ours) are than the best measured (their regret); "
+                      "?: its 95 % interval over processes includes 0 (report.html gives "
+                      "the intervals). A setting run under several names, or again in "
+                      "confirmation rounds, counts once: the median of its processes."))
     frameworks = overhead_table(summary)
     if frameworks is not None:
         parts.append(frameworks)
@@ -122,12 +126,19 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
     busy = summary.get("conditions", {}).get("busy")
     if busy:
         parts.append(Text(busy, style="yellow"))
+    hosts = summary.get("hosts") or []
+    if len(hosts) > 1:
+        parts.append(Text(f"{len(hosts)} hosts: " + "; ".join(
+            f"{h['host']} (CPUs {','.join(map(str, h['cpus_allowed'] or []))})"
+            for h in hosts)))
     peak = summary.get("peak")
     if peak:
         top = peak["points"][-1]
         parts.append(Text(f"ceilings at {top['threads']} threads: {top['fma_gflops']:.0f} "
                           f"GFLOP/s FMA ({peak['isa']}), {top['triad_gbs']:.1f} GB/s triad, "
                           f"{top['gather_gbs']:.1f} GB/s gather"))
+        if peak.get("fma_warning"):
+            parts.append(Text(f"warning: {peak['fma_warning']}", style="yellow"))
     failures = [f for f in summary.get("failures") or [] if f["status"] != "skipped"]
     if failures:
         f = failures[0]

@@ -19,8 +19,12 @@ Accepted inputs, recognised by their content (not their names):
   itself records (CPU brand, CPU count, Python).
 
 The package: ``values`` (safe reading, value checks, ``ResultFileError``),
-``fingerprint``, ``rows`` (``Row``, ``ResultSet``), ``records`` (our
-JSONL records and summaries), ``pytest_benchmark``.
+``fingerprint`` (a fingerprint's compared fields as text), ``rows`` (``Row``,
+``ResultSet``), ``schema`` (the main job's typed record ``Result`` with its
+``RunConfig`` and timing ``Summary``, its statuses and schema version, and
+the checks of a record read back), ``records`` (our JSONL records and
+summaries), ``spread`` (how much a setting's processes differ: the unit of
+compare's test and of the main job's regret intervals), ``pytest_benchmark``.
 
 A file comes from somewhere else and is treated as hostile: it is parsed with
 :mod:`json` only, never larger than a size limit, and every value used is
@@ -32,10 +36,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pyparbench.resultfiles.fingerprint import SIGNIFICANT_FIELDS, fingerprint_fields
+from pyparbench.resultfiles.fingerprint import fingerprint_fields
 from pyparbench.resultfiles.pytest_benchmark import read_pytest_benchmark
-from pyparbench.resultfiles.records import add_summary, check_record, read_records, summary_records
+from pyparbench.resultfiles.records import (
+    add_summary,
+    check_record,
+    read_records,
+    read_result,
+    summary_records,
+)
 from pyparbench.resultfiles.rows import ResultSet, Row
+from pyparbench.resultfiles.schema import SCHEMA, STATUSES, Result, RunConfig
+from pyparbench.resultfiles.spread import ProcessSpread, RatioEstimate, estimate_ratio, pooled_spread
 from pyparbench.resultfiles.values import (
     DEFAULT_MAX_BYTES,
     ResultFileError,
@@ -53,19 +65,27 @@ from pyparbench.resultfiles.values import (
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "ProcessSpread",
+    "RatioEstimate",
+    "Result",
     "ResultFileError",
+    "RunConfig",
+    "SCHEMA",
+    "STATUSES",
     "ResultSet",
     "Row",
-    "SIGNIFICANT_FIELDS",
     "check_record",
+    "estimate_ratio",
     "fingerprint_fields",
     "load",
     "loads",
     "parse_json",
     "parse_jsonl",
     "parse_size",
+    "pooled_spread",
     "printable",
     "read_bytes",
+    "read_result",
     "read_text",
     "resolve",
 ]
@@ -116,7 +136,9 @@ def load(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ResultSet:
     if whole and isinstance(value, dict) and "benchmarks" in value:
         rs = read_pytest_benchmark(source, value)
     elif whole and isinstance(value, dict) and "models" in value and "config" not in value:
-        rs = read_records(source, summary_records(source, value), allow_empty=True)
+        # A summary's figures are medians of merged processes, not processes.
+        rs = read_records(source, summary_records(source, value), allow_empty=True,
+                          processes=False)
         add_summary(rs, source, value)
         if not rs.rows:
             raise ResultFileError(source, "a summary with no measured settings or operators")

@@ -1,5 +1,6 @@
-"""The machine fingerprint as compare and merge see it: the fields that change
-what a measurement means, as comparable text.
+"""A fingerprint read from a file, as compare and merge see it: the fields that
+change what a measurement means (:mod:`pyparbench.machine.fingerprint`), as
+comparable text, each checked (the file may be hostile).
 
 Not compared, as they differ between runs of one machine: host names (the
 nodes of a cluster are one machine), clock readings, times, values of one
@@ -10,37 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyparbench.resultfiles.values import ResultFileError, dotted, int_ok, printable, show
+from pyparbench.machine.fingerprint import compared_fields, dotted
+from pyparbench.resultfiles.values import ResultFileError, int_ok, printable, show
 
-__all__ = ["SIGNIFICANT_FIELDS", "fingerprint_fields", "minor_version", "usable_cores"]
-
-
-# Fingerprint fields that change what a measurement means, with the words
-# used to report them: (dotted path in pyparbench's fingerprint, label).
-# Unlike results.MACHINE_IDENTITY (which keeps resume on one host) the host
-# is not here: the nodes of a cluster are one machine for comparisons.
-SIGNIFICANT_FIELDS: tuple[tuple[str, str], ...] = (
-    ("cpu_model", "CPU model"),
-    ("onednn.isa", "ISA oneDNN dispatches to"),
-    ("onednn.version", "oneDNN version"),
-    ("onednn.cpu_runtime", "oneDNN CPU runtime"),
-    ("openmp.library", "OpenMP runtime"),
-    ("cpus.sockets", "sockets"),
-    ("cpus.numa_nodes", "NUMA nodes"),
-    ("cpus.physical_cores", "physical cores"),
-    ("cpus.logical", "logical CPUs"),
-    ("cpus.allowed", "CPUs allowed to the process"),
-    ("governor", "CPU frequency governor"),
-    ("pyparbench", "pyparbench version"),
-    ("python", "Python version"),
-)
+__all__ = ["fingerprint_fields", "minor_version", "usable_cores"]
 
 
 def fingerprint_fields(where: str, machine: dict[str, Any]) -> dict[str, str]:
-    """The significant fields of a pyparbench fingerprint, as comparable text
-    (absent fields are left out; a field of the wrong type is an error)."""
+    """The compared identity fields of a pyparbench fingerprint
+    (:func:`pyparbench.machine.fingerprint.compared_fields`), as comparable
+    text (absent fields are left out; a field of the wrong type is an error)."""
     out: dict[str, str] = {}
-    for path, label in SIGNIFICANT_FIELDS:
+    for field in compared_fields():
+        path = field.path
         v = dotted(machine, path)
         if v is None:
             continue
@@ -49,7 +32,7 @@ def fingerprint_fields(where: str, machine: dict[str, Any]) -> dict[str, str]:
             if not isinstance(v, list) or not all(int_ok(c, 0) for c in v):
                 raise ResultFileError(where, f"machine.{path} must be a list of CPU numbers")
             out[path] = str(len(v))
-        elif path.startswith("cpus."):
+        elif path.startswith("cpus.") and path != "cpus.allowed_layout":
             if not int_ok(v, 1):
                 raise ResultFileError(where, f"machine.{path} must be a positive integer, "
                                              f"got {show(v)}")

@@ -3,74 +3,41 @@
 
 from __future__ import annotations
 
+import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyparbench.resultfiles.fingerprint import SIGNIFICANT_FIELDS, fingerprint_fields
+from pyparbench.machine.fingerprint import fingerprint_differences
+from pyparbench.resultfiles.fingerprint import fingerprint_fields
 from pyparbench.resultfiles.rows import ResultSet, Row, set_machine
+from pyparbench.resultfiles.schema import Result, check_record
+from pyparbench.resultfiles.spread import pooled_spread
 from pyparbench.resultfiles.values import (
     MAX_COUNT,
     ResultFileError,
     canonical,
-    dotted,
     duration,
-    durations,
     get_int,
-    get_object,
     get_string,
+    int_ok,
     is_number,
-    is_plain,
     json_type,
     printable,
     show,
 )
-from pyparbench.results import SCHEMA, STATUSES
 
 __all__ = [
     "add_summary",
     "check_record",
     "read_peak",
     "read_records",
+    "read_result",
     "same_machine",
     "settings_label",
     "settings_sweep_label",
     "summary_records",
 ]
-
-
-def check_record(where: str, r: dict[str, Any]) -> None:
-    """Raise ResultFileError(where, ...) unless ``r`` is a well-formed
-    pyparbench result record (the fields compare and merge rely on)."""
-    key = r.get("key")
-    if key is not None and not isinstance(key, str):
-        raise ResultFileError(where, f"key must be a string, got {show(key)}")
-    # Records written before the schema field existed have the same shape.
-    schema = r.get("schema", SCHEMA)
-    if schema != SCHEMA or isinstance(schema, bool):
-        raise ResultFileError(where, f"a record of schema {show(schema)}; this pyparbench "
-                                     f"reads schema {SCHEMA}")
-    config = get_object(where, r, "config")
-    get_string(where, config, "model", "config.model")
-    get_int(where, config, "batch", "config.batch")
-    settings = get_object(where, config, "settings", "config.settings")
-    for k, v in settings.items():
-        if not is_plain(v):
-            raise ResultFileError(where, f"config.settings.{k} must be a string, number, "
-                                         f"boolean, null or lists of CPUs, got {show(v)}")
-    status = r.get("status")
-    if status not in STATUSES:
-        raise ResultFileError(where, f"status must be one of {', '.join(STATUSES)}, "
-                                     f"got {show(status)}")
-    if "error" in r and not isinstance(r["error"], str):
-        raise ResultFileError(where, f"error must be a string, got {show(r['error'])}")
-    if "machine" in r and not isinstance(r["machine"], dict):
-        raise ResultFileError(where, f"machine must be an object, got {show(r['machine'])}")
-    if status != "ok":
-        return
-    summary = get_object(where, r, "summary")
-    duration(where, summary.get("median"), "summary.median", positive=True)
-    if "ns" in r:
-        durations(where, r["ns"], "ns", scale=1.0)
 
 
 def settings_label(where: str, settings: dict[str, Any]) -> tuple[str, int]:
@@ -100,12 +67,42 @@ def settings_sweep_label(s: dict[str, Any]) -> str:
     return text
 
 
+def read_result(where: str, record: dict[str, Any]) -> Result:
+    """One record of the main job's ``results.jsonl`` as a typed
+    :class:`~pyparbench.resultfiles.schema.Result`, every value checked.
+
+    Raises
+    ------
+    ResultFileError
+        Naming ``where`` and what is wrong.
+    """
+    return Result.from_dict(record, where)
+
+
+@dataclass
+class _Entry:
+    """What one row is read from: its label and its records by round."""
+
+    display: str
+    threads: int
+    sweep: str | None
+    sweep_label: str
+    group: str  # its setting, the name aside: processes are pooled by it
+    rounds: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
 def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
-                allow_empty: bool = False) -> ResultSet:
-    """Rows from pyparbench records, each with where it was read (for messages)."""
-    rows: dict[str, Row] = {}
+                 allow_empty: bool = False, processes: bool = True) -> ResultSet:
+    """Rows from pyparbench records, each with where it was read (for messages).
+
+    A row is a model, batch and setting (a preset by its name), in the
+    native executor or in one framework; its records of several
+    confirmation rounds are several processes of it, and so are those of
+    the same setting under other names (``processes``: False for records
+    that are not single processes, such as a summary's medians)."""
+    entries: dict[str, _Entry] = {}
     notes: list[str] = []
-    rs = ResultSet(str(source), str(source), "pyparbench", rows, None, {}, None, notes=notes)
+    rs = ResultSet(str(source), str(source), "pyparbench", {}, None, {}, None, notes=notes)
     machine_at = ""
     for where, r in records:
         check_record(where, r)
@@ -116,16 +113,32 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
         if not isinstance(name, str):
             raise ResultFileError(where, f"config.settings.name must be a string, "
                                          f"got {show(name)}")
-        base = {"model": config["model"], "batch": config["batch"]}
+        rnd = config.get("round", 0)
+        if not int_ok(rnd, 0):
+            raise ResultFileError(where, f"config.round must be an integer >= 0, got {show(rnd)}")
+        base: dict[str, Any] = {"model": config["model"], "batch": config["batch"]}
+        head = ""
+        if config.get("framework") is not None:
+            # A framework's run of a setting is another row than the executor's.
+            framework, mode = config["framework"], config.get("mode")
+            if not isinstance(framework, str) or not (mode is None or isinstance(mode, str)):
+                raise ResultFileError(where, "config.framework and config.mode must be "
+                                             f"names, got {show(framework)} and {show(mode)}")
+            base.update(framework=framework, mode=mode)
+            head = f"{framework} ({mode}) " if mode else f"{framework} "
         # A preset is matched by its name: on another machine it resolves to
         # other thread counts, and comparing presets is the point.
         ident = {**base, "preset": name} if name else {**base, "settings": settings}
         key = canonical(ident)
         sweep_settings = {k: v for k, v in settings.items() if k != "intra_op"}
-        sweep = None if name else canonical({**base, "settings": sweep_settings})
-        display = printable(f"{config['model']} b{config['batch']} {label}")
-        sweep_label = printable(f"{config['model']} b{config['batch']} "
-                                + settings_sweep_label(settings))
+        entry = entries.get(key)
+        if entry is None:
+            entry = entries[key] = _Entry(
+                printable(f"{head}{config['model']} b{config['batch']} {label}"), threads,
+                None if name else canonical({**base, "settings": sweep_settings}),
+                printable(f"{head}{config['model']} b{config['batch']} "
+                          + settings_sweep_label(settings)),
+                canonical({**base, "settings": settings}))
         machine = r.get("machine")
         if isinstance(machine, dict) and machine:
             if rs.machine is None:
@@ -133,34 +146,52 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
                 machine_at = where
             else:
                 same_machine(rs.fields, machine_at, where, machine)
-        if r["status"] == "ok":
-            samples = tuple(float(x) for x in r.get("ns", ()))
-            row = Row(key, display, "ok", float(r["summary"]["median"]), samples,
-                      threads, sweep, sweep_label=sweep_label)
-        else:
-            row = Row(key, display, str(r["status"]), None, (), threads, sweep,
-                      error=printable(" ".join(str(r.get("error", "")).split())))
-        old = rows.get(key)
+        old = entry.rounds.get(rnd)
         if old is not None:
-            if old.status == "ok" and row.status != "ok":
+            if old["status"] == "ok" and r["status"] != "ok":
                 continue  # a failed retry does not hide a finished result
-            notes.append(f"{display}: measured more than once in {source}; the last kept")
-        rows[key] = row
-    if not rows and not allow_empty:
+            notes.append(f"{entry.display}: measured more than once in {source}; "
+                         "the last kept")
+        entry.rounds[rnd] = r
+    # Every ok process of each setting, under whichever name it ran.
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries.values():
+        groups.setdefault(entry.group, []).extend(
+            r for r in entry.rounds.values() if r["status"] == "ok")
+    for key, entry in entries.items():
+        rs.rows[key] = _row(key, entry, groups[entry.group], processes)
+    if processes:
+        rs.spread = pooled_spread(
+            [float(r["summary"]["median"]) for r in g] for g in groups.values())
+    if not rs.rows and not allow_empty:
         raise ResultFileError(source, "no result records")
     return rs
 
 
+def _row(key: str, entry: _Entry, group: list[dict[str, Any]], processes: bool) -> Row:
+    """A row from its records (and its setting's processes under other names)."""
+    ok = [r for r in entry.rounds.values() if r["status"] == "ok"]
+    if not ok:
+        last = list(entry.rounds.values())[-1]
+        return Row(key, entry.display, str(last["status"]), None, (), entry.threads,
+                   entry.sweep, error=printable(" ".join(str(last.get("error", "")).split())),
+                   sweep_label=entry.sweep_label)
+    medians = tuple(float(r["summary"]["median"]) for r in group)
+    samples = tuple(float(x) for r in group for x in r.get("ns", ()))
+    return Row(key, entry.display, "ok", statistics.median(medians), samples, entry.threads,
+               entry.sweep, sweep_label=entry.sweep_label,
+               processes=medians if processes else ())
+
+
 def same_machine(fields: dict[str, str], first: str, where: str, machine: dict[str, Any]
-                  ) -> None:
+                 ) -> None:
     """Raise unless ``machine`` agrees with ``fields`` (read at ``first``)."""
-    other = fingerprint_fields(where, machine)
-    for path, label in SIGNIFICANT_FIELDS:
-        a, b = fields.get(path), other.get(path)
-        if a is not None and b is not None and a != b:
-            raise ResultFileError(where, f"measured on another machine than {first} "
-                                         f"({label}: {b!r} vs {a!r}); one file holds one "
-                                         "machine's results")
+    diffs = fingerprint_differences([fields, fingerprint_fields(where, machine)])
+    if diffs:
+        d = diffs[0]
+        raise ResultFileError(where, f"measured on another machine than {first} "
+                                     f"({d.field.label}: {d.values[1]!r} vs {d.values[0]!r}); "
+                                     "one file holds one machine's results")
 
 
 def summary_records(source: Path, value: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -192,9 +223,15 @@ def add_summary(rs: ResultSet, where: Path, summary: dict[str, Any]) -> None:
     """The machine's peak, its operator scaling rows, and the fingerprint when
     the rows carried none."""
     rs.peak_gflops = read_peak(where, summary)
+    warning = summary["peak"].get("fma_warning") if isinstance(summary.get("peak"), dict) else None
+    if isinstance(warning, str) and warning:
+        # Its % of peak and a per-peak comparison rest on a ceiling the
+        # machine's CPUs may share (pyparbench.machine.peak).
+        rs.notes.append(f"{rs.path}: its FMA ceiling is flagged: {warning[:300]}")
     if rs.machine is None and "machine" in summary:
         set_machine(rs, where, "machine", summary["machine"])
-    scaling = dotted(summary, "operators.scaling")
+    operators = summary.get("operators")
+    scaling = operators.get("scaling") if isinstance(operators, dict) else None
     if scaling is None:
         return
     if not isinstance(scaling, list):

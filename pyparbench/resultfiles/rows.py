@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pyparbench.resultfiles.fingerprint import fingerprint_fields, usable_cores
+from pyparbench.resultfiles.spread import ProcessSpread
 from pyparbench.resultfiles.values import ResultFileError, show
 
 __all__ = ["Kind", "ResultSet", "Row", "set_machine"]
@@ -19,7 +20,12 @@ Kind = Literal["pyparbench", "pytest-benchmark"]
 @dataclass(frozen=True)
 class Row:
     """One measured thing (a configuration, or a pytest-benchmark test), its
-    per-run times in nanoseconds and what is needed to compare it."""
+    per-run times in nanoseconds and what is needed to compare it.
+
+    ``processes``: the median of each process that measured the row's
+    setting (one per confirmation round, and those of the same setting
+    under other names), when the file tells them apart; ``median_ns`` is
+    then the median of these, and ``samples_ns`` every process's runs."""
 
     key: str  # identity used to match rows across files
     label: str  # what a person reads
@@ -31,6 +37,7 @@ class Row:
     gflop: float | None = None  # work per run, when the file says
     error: str = ""
     sweep_label: str = ""  # what a person reads for its thread sweep
+    processes: tuple[float, ...] = ()
 
 
 @dataclass
@@ -46,6 +53,9 @@ class ResultSet:
     cores: int | None  # physical cores the process could use, when known
     peak_gflops: dict[int, float] | None = None  # measured FMA peak per thread count
     notes: list[str] = field(default_factory=list)
+    # How much its settings' processes differ (pyparbench.resultfiles.spread);
+    # None when no setting of the input was measured in two processes.
+    spread: ProcessSpread | None = None
 
 
 def set_machine(rs: ResultSet, where: str | Path, name: str, machine: Any) -> None:

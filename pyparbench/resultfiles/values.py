@@ -16,7 +16,6 @@ __all__ = [
     "MAX_NS",
     "ResultFileError",
     "canonical",
-    "dotted",
     "duration",
     "durations",
     "first_line_is_object",
@@ -268,13 +267,3 @@ def durations(where: str, v: Any, name: str, *, scale: float) -> tuple[float, ..
 def canonical(value: Any) -> str:
     """One text per JSON value (sorted keys): an identity to match on."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def dotted(d: dict[str, Any], path: str) -> Any:
-    """``d["a"]["b"]`` for ``"a.b"``; None where a level is missing."""
-    v: Any = d
-    for part in path.split("."):
-        if not isinstance(v, dict):
-            return None
-        v = v.get(part)
-    return v

@@ -6,7 +6,8 @@
   / explicit affinity, with or without SMT.
 * ``Pool`` — the ``openmp``, ``std`` and ``eigen`` thread pools.
 * ``audit()`` — which threads ran a kernel or pool, where, and whether that
-  matches what was requested (``ThreadingMismatch``).
+  matches what was requested (``ThreadingMismatch``); a graph run's audit
+  also lists each node's threads under the per-node rule (``NodeThreads``).
 * ``get_default_threads()`` / ``set_default_threads()`` — the intra-op threads
   of kernels made with ``threads=None``.
 * Prepared kernels are pinned with ``kernel.pin(cpus)`` / ``kernel.unpin()``.
@@ -14,6 +15,7 @@
 
 from pyparbench.threading.audit import (
     AuditReport,
+    NodeThreads,
     TeamRequest,
     ThreadAudit,
     ThreadingMismatch,
@@ -29,6 +31,7 @@ from pyparbench.threading.omp import (
     current_tid,
     omp_barrier,
     omp_fork_join,
+    omp_gap,
     omp_team_tids,
     omp_wait_env,
     thread_affinity,
@@ -41,6 +44,7 @@ __all__ = [
     "KINDS",
     "Affinity",
     "AuditReport",
+    "NodeThreads",
     "Placement",
     "Pool",
     "TeamRequest",
@@ -57,6 +61,7 @@ __all__ = [
     "get_default_threads",
     "omp_barrier",
     "omp_fork_join",
+    "omp_gap",
     "omp_team_tids",
     "omp_wait_env",
     "place",

@@ -13,6 +13,12 @@ Kernels report their whole OpenMP team at the start and at the end of each
 run (the threads that oneDNN's regions of that size run on); pools report on
 every task.
 
+A graph run's audit also carries each node's thread count under the
+per-node thread rule (``NodeThreads``): a node whose work is below what a
+team costs to start and join runs alone, on its worker's thread, and the
+audit says which nodes did and why (``ThreadAudit.alone``); a worker whose
+nodes all ran alone reports a team of one.
+
 Example
 -------
 >>> with ppb.threading.audit(kernel) as report:  # doctest: +SKIP
@@ -67,13 +73,50 @@ class ThreadRecord:
 
 
 @dataclass(frozen=True)
-class ThreadAudit:
-    """Every thread that did work, sorted by team, worker and thread id."""
+class NodeThreads:
+    """The per-node thread rule's decision for one node of a compiled graph."""
 
-    threads: tuple[ThreadRecord, ...]
+    node: int
+    name: str
+    op: str
+    threads: int  # the node's team; 1: on its worker's thread, no team started; 0: no kernel
+    requested: int  # intra_op
+    work_ns: float  # the estimate of its work on one core
+    team_ns: float  # what a team of `requested` costs to start and join (0: not measured)
+    threshold_ns: float  # below it the node runs alone (0: the rule did not apply)
+    reason: str
+
+    @property
+    def alone(self) -> bool:
+        """Ran alone though more threads were requested."""
+        return self.threads == 1 and self.requested > 1
 
     @classmethod
-    def from_native(cls, records: list[dict[str, Any]]) -> ThreadAudit:
+    def from_native(cls, node: int, name: str, op: str, d: dict[str, Any]) -> NodeThreads:
+        return cls(node, name, op, int(d["threads"]), int(d["requested"]), float(d["work_ns"]),
+                   float(d["team_ns"]), float(d["threshold_ns"]), str(d["reason"]))
+
+
+@dataclass(frozen=True)
+class ThreadAudit:
+    """Every thread that did work, sorted by team, worker and thread id;
+    for a graph run, ``nodes``: each node's threads under the per-node rule."""
+
+    threads: tuple[ThreadRecord, ...]
+    nodes: tuple[NodeThreads, ...] = ()
+
+    @property
+    def alone(self) -> tuple[NodeThreads, ...]:
+        """The nodes that ran alone though more threads were requested, and why."""
+        return tuple(n for n in self.nodes if n.alone)
+
+    def describe_alone(self) -> list[str]:
+        """One line per node that ran alone: which, and why."""
+        return [f"node {n.node} {n.name!r} ({n.op}) ran alone: {n.reason}" for n in self.alone]
+
+    @classmethod
+    def from_native(cls, records: list[dict[str, Any]],
+                    nodes: tuple[NodeThreads, ...] = ()) -> ThreadAudit:
         return cls(tuple(
             ThreadRecord(
                 team=int(r["team"]), tid=int(r["tid"]), worker=int(r["worker"]),
@@ -81,7 +124,7 @@ class ThreadAudit:
                 cpus_seen=tuple(r["cpus_seen"]), reports=int(r["reports"]),
                 voluntary_switches=int(r["voluntary_switches"]),
                 involuntary_switches=int(r["involuntary_switches"]))
-            for r in records))
+            for r in records), nodes)
 
     @property
     def teams(self) -> list[int]:

@@ -57,6 +57,24 @@ def omp_barrier(threads: int, *, repeats: int = 100, warmup: int = 10, inner: in
     return np.asarray(_t.omp_barrier(threads, repeats, warmup, inner), dtype=np.float64)
 
 
+def omp_gap(threads: int, gap_ns: float, *, repeats: int = 200, warmup: int = 20
+            ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """(region ns, serial ns) per repeat: ``omp parallel num_threads(threads)``
+    regions, each after a serial stretch of about ``gap_ns`` on the calling
+    thread, during which the team's idle threads wait as the wait policy
+    says (spin, then sleep). A region after a gap longer than the spin
+    pays for waking the sleeping threads; a serial stretch longer than
+    ``gap_ns`` was slowed by the waiting threads (or by other processes).
+
+    Raises
+    ------
+    ValueError
+        ``gap_ns`` < 0, threads < 1, repeats < 1, warmup < 0.
+    """
+    region, serial = _t.omp_gap(threads, float(gap_ns), repeats, warmup)
+    return np.asarray(region, dtype=np.float64), np.asarray(serial, dtype=np.float64)
+
+
 def omp_team_tids(threads: int) -> list[int]:
     """OS thread ids of the calling thread's OpenMP team of ``threads``, by thread number.
 

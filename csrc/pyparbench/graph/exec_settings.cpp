@@ -2,6 +2,7 @@
 
 #include "pyparbench/core/limits.hpp"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -30,6 +31,9 @@ void validate(const ExecSettings& s, size_t nodes) {
     throw std::invalid_argument("node_group must have one entry per node (" +
                                 std::to_string(nodes) + "), got " +
                                 std::to_string(s.node_group.size()));
+  if (!std::isfinite(s.alone_below_ns))
+    throw std::invalid_argument("alone_below_ns must be a finite number of ns, got " +
+                                std::to_string(s.alone_below_ns));
   for (int g : s.node_group)
     if (g < 0 || g >= s.groups)
       throw std::invalid_argument("node_group entries must be in [0, " +

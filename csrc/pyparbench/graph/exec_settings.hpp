@@ -29,6 +29,11 @@ struct ExecSettings {
   // inter_op (so with compact placement a group's workers share a socket).
   std::vector<int> node_group;
   int groups = 1;
+  // The per-node thread rule (thread_rule.hpp): a node whose estimated
+  // work on one core is below this many ns runs alone, on the calling
+  // thread; < 0: the calibrated break-even of this machine's team, 0: the
+  // rule off (every node on intra_op threads).
+  double alone_below_ns = -1;
 };
 
 // std::invalid_argument naming a bad count, CPU list or node group.

@@ -30,8 +30,8 @@ double since(Clock::time_point t0) {
 // its own.
 class WorkerContext {
  public:
-  WorkerContext(const ExecSettings& s, int worker, const std::shared_ptr<Audit>& audit)
-      : audit_(audit), worker_(worker), team_(s.intra_op), cpus_(cpus_of(s, worker)),
+  WorkerContext(const ExecSettings& s, int team, int worker, const std::shared_ptr<Audit>& audit)
+      : audit_(audit), worker_(worker), team_(team), cpus_(cpus_of(s, worker)),
         placement_(cpus_, team_, s.op_mode == OperatorMode::library) {
     if (s.op_mode == OperatorMode::framework) {
       pool_ = make_pool(s.pool, team_, cpus_);
@@ -82,10 +82,10 @@ void run_node(NodeRunner* r, ThreadPool* pool, int node, int worker, bool record
   e.end_ns = since(t0);
 }
 
-RunResult run_sync(const std::vector<NodeRunner*>& runners, const ExecSettings& s, int repeats,
-                   int warmup, bool trace, const std::shared_ptr<Audit>& audit,
+RunResult run_sync(const std::vector<NodeRunner*>& runners, const ExecSettings& s, int team,
+                   int repeats, int warmup, bool trace, const std::shared_ptr<Audit>& audit,
                    const std::function<void()>& before_repeat) {
-  WorkerContext ctx(s, 0, audit);
+  WorkerContext ctx(s, team, 0, audit);
   RunResult res;
   std::vector<TraceEvent> events(runners.size());
   const int n = static_cast<int>(runners.size());
@@ -107,8 +107,8 @@ RunResult run_sync(const std::vector<NodeRunner*>& runners, const ExecSettings& 
 class AsyncRun {
  public:
   AsyncRun(const std::vector<NodeRunner*>& runners, const std::vector<std::vector<int>>& consumers,
-           const std::vector<int>& deps, const ExecSettings& s)
-      : runners_(runners), consumers_(consumers), deps_(deps), s_(s),
+           const std::vector<int>& deps, const ExecSettings& s, int team)
+      : runners_(runners), consumers_(consumers), deps_(deps), s_(s), team_(team),
         remaining_(runners.size()), queues_(static_cast<size_t>(s.groups)),
         events_(runners.size()) {}
 
@@ -191,7 +191,7 @@ class AsyncRun {
               std::vector<std::exception_ptr>& start_errors) {
     std::unique_ptr<WorkerContext> ctx;
     try {
-      ctx = std::make_unique<WorkerContext>(s_, w, audit);
+      ctx = std::make_unique<WorkerContext>(s_, team_, w, audit);
     } catch (...) {
       start_errors[static_cast<size_t>(w)] = std::current_exception();
     }
@@ -250,6 +250,7 @@ class AsyncRun {
   const std::vector<std::vector<int>>& consumers_;
   const std::vector<int>& deps_;
   const ExecSettings& s_;
+  const int team_;
   std::vector<std::atomic<int>> remaining_;
   std::vector<std::deque<int>> queues_;
   std::atomic<int> queued_{0};
@@ -269,12 +270,12 @@ class AsyncRun {
 
 RunResult execute(const std::vector<NodeRunner*>& runners,
                   const std::vector<std::vector<int>>& consumers,
-                  const std::vector<int>& dependencies, const ExecSettings& settings,
+                  const std::vector<int>& dependencies, const ExecSettings& settings, int team,
                   int repeats, int warmup, bool trace, const std::shared_ptr<Audit>& audit,
                   const std::function<void()>& before_repeat) {
   if (settings.scheduler == Scheduler::sync)
-    return run_sync(runners, settings, repeats, warmup, trace, audit, before_repeat);
-  AsyncRun run(runners, consumers, dependencies, settings);
+    return run_sync(runners, settings, team, repeats, warmup, trace, audit, before_repeat);
+  AsyncRun run(runners, consumers, dependencies, settings, team);
   return run.run(repeats, warmup, trace, audit, before_repeat);
 }
 

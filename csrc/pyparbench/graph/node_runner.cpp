@@ -1,6 +1,7 @@
 #include "pyparbench/graph/node_runner.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/graph/direct_runner.hpp"
 #include "pyparbench/math/library.hpp"
 #include "pyparbench/math/linear.hpp"
 #include "pyparbench/ops/binary.hpp"
@@ -16,6 +17,7 @@
 #include "pyparbench/threading/pool.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
@@ -394,13 +396,31 @@ class SplitRunner : public NodeRunner {
 
 }  // namespace
 
+std::vector<double> NodeRunner::time_alone(int repeats, int warmup, int inner) {
+  for (int i = 0; i < warmup * inner; ++i) run(nullptr);
+  std::vector<double> ns(static_cast<size_t>(repeats));
+  for (auto& v : ns) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < inner; ++i) run(nullptr);
+    v = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+        inner;
+  }
+  return ns;
+}
+
 std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::vector<Tensor>& ins,
                                              const Tensor& out, const ExecSettings& settings,
-                                             const std::vector<float>& ones) {
+                                             const std::vector<float>& ones, int threads,
+                                             bool direct) {
   if (is_alias(spec.op)) return nullptr;
-  if (settings.op_mode == OperatorMode::library)
-    return std::make_unique<LibraryRunner>(
-        make_kernel_call(spec, ins, out, settings.intra_op, settings, ones));
+  if (threads == 1 || settings.op_mode == OperatorMode::library) {
+    // The library kernel first, also when a direct one runs the node: its
+    // constructor checks the node (shapes, axis, eps, window).
+    Call call = make_kernel_call(spec, ins, out, threads, settings, ones);
+    if (threads == 1 && direct)
+      if (auto d = make_direct_runner(spec, ins, out)) return d;
+    return std::make_unique<LibraryRunner>(std::move(call));
+  }
 
   // Framework mode: intra_op blocks of the leading axis (fewer when it is
   // shorter), each single-threaded.

@@ -25,15 +25,23 @@ class NodeRunner {
   // Blocks the op was cut into (1 in library mode).
   virtual int blocks() const = 0;
   // What computes a convolution (Conv2dOp::implementation() of its first
-  // block); empty for other ops.
+  // block), "direct:<isa>" for a node run by a direct kernel
+  // (direct_runner.hpp); empty for other ops.
   virtual std::string implementation() const = 0;
+  // The node's kernel alone on the calling thread, `inner` calls per timed
+  // repeat: ns per call, each repeat.
+  virtual std::vector<double> time_alone(int repeats, int warmup, int inner);
 };
 
 // Builds the runner of node `spec`, reading its inputs from `ins` and
-// writing `out`. Returns null for ops that compute nothing (input, reshape).
-// std::invalid_argument for an op or library that cannot run the node.
+// writing `out`, on `threads` threads (the per-node rule's count,
+// thread_rule.hpp: 1 runs the node on the calling thread), by a direct
+// kernel when `direct` and its op has one. Returns null for ops that
+// compute nothing (input, reshape). std::invalid_argument for an op or
+// library that cannot run the node.
 std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::vector<Tensor>& ins,
                                              const Tensor& out, const ExecSettings& settings,
-                                             const std::vector<float>& ones);
+                                             const std::vector<float>& ones, int threads,
+                                             bool direct);
 
 }  // namespace ppb

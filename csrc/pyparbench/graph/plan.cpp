@@ -4,6 +4,7 @@
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/graph/buffer_plan.hpp"
 #include "pyparbench/graph/executor.hpp"
+#include "pyparbench/graph/node_work.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -42,7 +43,8 @@ size_t slice_offset(const NodeSpec& s, const NodeSpec& in) {
 }  // namespace
 
 Plan::RunnersKey Plan::runners_key(const ExecSettings& s) {
-  return {s.intra_op, s.op_mode, s.library};
+  const PoolKind pool = s.op_mode == OperatorMode::framework ? s.pool : PoolKind::openmp;
+  return {s.intra_op, s.op_mode, s.library, pool, s.alone_below_ns < 0 ? -1.0 : s.alone_below_ns};
 }
 
 Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buffers)
@@ -171,24 +173,58 @@ void Plan::set_input(int node, const void* data, size_t bytes) {
   std::memcpy(data_[static_cast<size_t>(node)], data, bytes);
 }
 
-Plan::Runners& Plan::prepared(const ExecSettings& settings) {
+Plan::Prepared& Plan::prepared(const ExecSettings& settings) {
   const RunnersKey key = runners_key(settings);
   auto it = runners_.find(key);
   if (it != runners_.end()) return it->second;
-  Runners runners(nodes_.size());
+  Prepared p;
+  p.runners.resize(nodes_.size());
+  p.threads.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const NodeSpec& s = nodes_[i];
     std::vector<Tensor> ins;
-    for (int in : s.inputs) ins.push_back({data_[in], nodes_[in].shape});
-    runners[i] = make_node_runner(s, ins, {data_[i], s.shape}, settings, ones_);
+    std::vector<Shape> shapes;
+    for (int in : s.inputs) {
+      ins.push_back({data_[in], nodes_[in].shape});
+      shapes.push_back(nodes_[in].shape);
+    }
+    const bool computes = !is_alias(s.op);
+    p.threads[i] = choose_threads(node_work(s, shapes), settings, computes);
+    p.runners[i] = make_node_runner(s, ins, {data_[i], s.shape}, settings, ones_,
+                                    std::max(p.threads[i].threads, 1), p.threads[i].direct);
+    if (computes) p.team = std::max(p.team, p.threads[i].threads);
   }
-  return runners_.emplace(key, std::move(runners)).first->second;
+  return runners_.emplace(key, std::move(p)).first->second;
+}
+
+std::vector<NodeThreads> Plan::node_threads(const ExecSettings& settings) {
+  validate(settings, nodes_.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  return prepared(settings).threads;
+}
+
+std::vector<double> Plan::time_node(const ExecSettings& settings, int node, int repeats,
+                                    int warmup, int inner) {
+  validate(settings, nodes_.size());
+  require_at_least("repeats", repeats, 1);
+  require_at_least("warmup", warmup, 0);
+  require_at_least("inner", inner, 1);
+  if (node < 0 || node >= static_cast<int>(nodes_.size()))
+    throw std::out_of_range("node " + std::to_string(node) + " is not one of the plan's " +
+                            std::to_string(nodes_.size()));
+  std::lock_guard<std::mutex> lock(mu_);
+  NodeRunner* r = prepared(settings).runners[static_cast<size_t>(node)].get();
+  if (!r)
+    throw std::invalid_argument("node '" + nodes_[static_cast<size_t>(node)].name + "' (" +
+                                op_name(nodes_[static_cast<size_t>(node)].op) +
+                                ") computes nothing: it has no kernel to time");
+  return r->time_alone(repeats, warmup, inner);
 }
 
 std::vector<int> Plan::blocks(const ExecSettings& settings) {
   validate(settings, nodes_.size());
   std::lock_guard<std::mutex> lock(mu_);
-  Runners& r = prepared(settings);
+  Runners& r = prepared(settings).runners;
   std::vector<int> b(r.size(), 0);
   for (size_t i = 0; i < r.size(); ++i) b[i] = r[i] ? r[i]->blocks() : 0;
   return b;
@@ -197,7 +233,7 @@ std::vector<int> Plan::blocks(const ExecSettings& settings) {
 std::vector<std::string> Plan::implementations(const ExecSettings& settings) {
   validate(settings, nodes_.size());
   std::lock_guard<std::mutex> lock(mu_);
-  Runners& r = prepared(settings);
+  Runners& r = prepared(settings).runners;
   std::vector<std::string> names(r.size());
   for (size_t i = 0; i < r.size(); ++i)
     if (r[i]) names[i] = r[i]->implementation();
@@ -211,11 +247,13 @@ RunResult Plan::run(const ExecSettings& settings, int repeats, int warmup, bool 
   require_at_least("repeats", repeats, 1);
   require_at_least("warmup", warmup, 0);
   std::lock_guard<std::mutex> lock(mu_);
-  Runners& runners = prepared(settings);
-  std::vector<NodeRunner*> raw(runners.size());
-  for (size_t i = 0; i < runners.size(); ++i) raw[i] = runners[i].get();
-  return execute(raw, consumers_, dependencies_, settings, repeats, warmup, trace, audit,
-                 before_repeat);
+  Prepared& p = prepared(settings);
+  std::vector<NodeRunner*> raw(p.runners.size());
+  for (size_t i = 0; i < p.runners.size(); ++i) raw[i] = p.runners[i].get();
+  RunResult res = execute(raw, consumers_, dependencies_, settings, p.team, repeats, warmup,
+                          trace, audit, before_repeat);
+  for (TraceEvent& e : res.trace) e.threads = p.threads[static_cast<size_t>(e.node)].threads;
+  return res;
 }
 
 }  // namespace ppb

@@ -7,6 +7,7 @@
 #include "pyparbench/graph/exec_settings.hpp"
 #include "pyparbench/graph/node_runner.hpp"
 #include "pyparbench/graph/node_spec.hpp"
+#include "pyparbench/graph/thread_rule.hpp"
 
 #include <functional>
 #include <map>
@@ -21,6 +22,7 @@ class Audit;
 
 struct TraceEvent {
   int node = 0;
+  int threads = 1;  // the node's team (the per-node rule)
   int worker = 0;
   int cpu = -1;
   double start_ns = 0, end_ns = 0;  // from the start of the traced repeat
@@ -68,16 +70,30 @@ class Plan {
   // Blocks each node was cut into under `settings` (1 in library mode).
   std::vector<int> blocks(const ExecSettings& settings);
   // What computes each convolution under `settings` (oneDNN's
-  // implementation name, or "im2col+..."); empty for other nodes.
+  // implementation name, or "im2col+..."), "direct:<isa>" for a node run by
+  // a direct kernel; empty for other nodes.
   std::vector<std::string> implementations(const ExecSettings& settings);
+  // Each node's thread count under `settings` and why (thread_rule.hpp).
+  std::vector<NodeThreads> node_threads(const ExecSettings& settings);
+  // Node `node`'s kernel as prepared under `settings`, alone in a C++ loop on
+  // the calling thread: ns per call, one value per repeat of `inner` calls.
+  // std::invalid_argument for a node that computes nothing.
+  std::vector<double> time_node(const ExecSettings& settings, int node, int repeats, int warmup,
+                                int inner);
 
  private:
   using Runners = std::vector<std::unique_ptr<NodeRunner>>;
+  struct Prepared {
+    Runners runners;
+    std::vector<NodeThreads> threads;
+    int team = 1;  // the most threads any node runs on
+  };
   // What the runners depend on: the kernels' threads, how an op is cut,
-  // and the heavy ops' library.
-  using RunnersKey = std::tuple<int, OperatorMode, MathLibrary>;
+  // the heavy ops' library, and what the per-node rule decides by (the
+  // pool's cost in framework mode, the threshold asked for).
+  using RunnersKey = std::tuple<int, OperatorMode, MathLibrary, PoolKind, double>;
   static RunnersKey runners_key(const ExecSettings& settings);
-  Runners& prepared(const ExecSettings& settings);
+  Prepared& prepared(const ExecSettings& settings);
 
   std::vector<NodeSpec> nodes_;
   std::vector<int> outputs_;
@@ -89,7 +105,7 @@ class Plan {
   std::vector<std::vector<int>> consumers_;
   std::vector<int> dependencies_;  // distinct input nodes per node
   std::vector<float> ones_;        // a default batch-norm scale
-  std::map<RunnersKey, Runners> runners_;
+  std::map<RunnersKey, Prepared> runners_;
   mutable std::mutex mu_;          // one run (or copy of outputs) at a time
 };
 

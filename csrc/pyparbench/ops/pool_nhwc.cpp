@@ -34,8 +34,9 @@ PPB_INLINE void store8(float* p, const Vec8& v) { __builtin_memcpy(p, &v, sizeof
 
 template <bool IsMax, class T>
 PPB_INLINE void fold(T& acc, const T& v) {
+  // A NaN tap wins (v != v); a NaN already in acc stays (acc < v is false).
   if constexpr (IsMax)
-    acc = acc < v ? v : acc;
+    acc = ((acc < v) | (v != v)) ? v : acc;
   else
     acc += v;
 }
@@ -109,6 +110,12 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void pool_row(
 }
 
 }  // namespace
+
+void pool_nhwc_serial(const Pool2dConfig& cfg, const PoolNhwcShape& s, const float* x, float* y,
+                      float* cols) {
+  for (int64_t r = 0; r < s.n * s.oh; ++r)
+    pool_row(cfg, s, x + r / s.oh * s.h * s.w * s.c, r % s.oh, cols, y + r * s.ow * s.c);
+}
 
 void pool_nhwc(const Pool2dConfig& cfg, const PoolNhwcShape& s, const float* x, float* y) {
   const int64_t rows = s.n * s.oh;

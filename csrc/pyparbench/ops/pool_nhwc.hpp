@@ -23,6 +23,12 @@ struct PoolNhwcShape {
 // enters a max; an average divides by the taps inside the input
 // (count_include_pad false) or by the window clipped to the padded input
 // (true: PyTorch's rule, which differs from the full kernel in ceil mode).
+// A NaN in a window makes its max NaN, as numpy's and PyTorch's do.
 void pool_nhwc(const Pool2dConfig& cfg, const PoolNhwcShape& s, const float* x, float* y);
+
+// The same on the calling thread alone, with no OpenMP region (a small pool
+// of a plan's node); `cols` holds W * C floats of scratch.
+void pool_nhwc_serial(const Pool2dConfig& cfg, const PoolNhwcShape& s, const float* x, float* y,
+                      float* cols);
 
 }  // namespace ppb

@@ -1,9 +1,11 @@
 #include "pyparbench/threading/pool_bench.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/threading/pool_checks.hpp"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
@@ -92,6 +94,45 @@ std::vector<double> omp_barrier(int threads, int repeats, int warmup, int inner)
     }
   }
   return ns;
+}
+
+GapTimes omp_gap(int threads, double gap_ns, int repeats, int warmup) {
+  check_counts(repeats, warmup);
+  require_at_least("threads", threads, 1);
+  if (!(gap_ns >= 0.0))
+    throw std::invalid_argument("gap_ns must be >= 0, got " + std::to_string(gap_ns));
+  // The serial stretch: rounds of work_item, counted once, alone, so that the
+  // same work is timed in every repeat.
+  int64_t iters = 0;
+  if (gap_ns > 0.0) {
+    constexpr int64_t probe = 1 << 16;
+    double best = 1e300;
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = Clock::now();
+      volatile uint64_t keep = work_item(static_cast<uint64_t>(i), probe);
+      (void)keep;
+      best = std::min(best, ns_since(t0));
+    }
+    iters = std::max<int64_t>(1, static_cast<int64_t>(gap_ns * probe / std::max(best, 1.0)));
+  }
+  GapTimes out;
+  std::atomic<int64_t> sink{0};
+  uint64_t seed = 1;
+  for (int r = 0; r < warmup + repeats; ++r) {
+    const auto s0 = Clock::now();
+    if (iters > 0) seed = work_item(seed, iters);
+    const double serial = ns_since(s0);
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads)
+    sink.fetch_add(1, std::memory_order_relaxed);
+    const double dt = ns_since(t0);
+    if (r >= warmup) {
+      out.region_ns.push_back(dt);
+      out.serial_ns.push_back(serial);
+    }
+  }
+  sink.fetch_add(static_cast<int64_t>(seed & 1), std::memory_order_relaxed);
+  return out;
 }
 
 }  // namespace ppb

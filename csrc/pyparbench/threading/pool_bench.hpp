@@ -26,4 +26,18 @@ std::vector<double> omp_fork_join(int threads, int repeats, int warmup);
 // the mean of `inner` barriers timed on thread 0.
 std::vector<double> omp_barrier(int threads, int repeats, int warmup, int inner = 100);
 
+// Parallel regions of `threads` with a serial stretch of about `gap_ns`
+// between them: the calling thread works alone (a fixed amount of integer
+// work, sized to take gap_ns on a quiet thread before any region of this
+// call) while the team's idle threads wait as the OpenMP wait policy says
+// (spin, then sleep). Per repeat: the region's ns (its fork, after the gap,
+// and its join) and the serial stretch's ns (longer than gap_ns when the
+// waiting threads slow the working one: SMT siblings, or CPUs shared with
+// other processes).
+struct GapTimes {
+  std::vector<double> region_ns;
+  std::vector<double> serial_ns;
+};
+GapTimes omp_gap(int threads, double gap_ns, int repeats, int warmup);
+
 }  // namespace ppb

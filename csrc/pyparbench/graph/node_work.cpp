@@ -1,0 +1,85 @@
+#include "pyparbench/graph/node_work.hpp"
+
+namespace ppb {
+
+namespace {
+
+double elements(const Shape& s) {
+  double n = 1;
+  for (auto d : s) n *= static_cast<double>(d);
+  return n;
+}
+
+// Vector operations per element of each activation (direct_vec_math.inc).
+double activation_ops(const std::string& kind) {
+  if (kind.empty()) return 0;
+  if (kind == "relu") return 1;
+  if (kind == "relu6") return 2;
+  if (kind == "sigmoid") return 20;
+  if (kind == "tanh" || kind == "gelu_tanh") return 25;
+  if (kind == "gelu") return 35;
+  return 25;
+}
+
+}  // namespace
+
+NodeWork node_work(const NodeSpec& s, const std::vector<Shape>& inputs) {
+  NodeWork w;
+  if (is_alias(s.op) || s.op == OpKind::input) return w;
+  const double out = elements(s.shape);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    // Embedding indices are 8 bytes; only the rows they gather are read.
+    const bool indices = s.op == OpKind::embedding_bag && i == 0;
+    w.bytes += elements(inputs[i]) * (indices ? 8 : 4);
+  }
+  w.bytes += out * 4;
+  for (const auto& [name, p] : s.params)
+    if (s.op != OpKind::embedding_bag) w.bytes += elements(p.shape) * 4;
+  const double fused = out * (activation_ops(s.activation) + (s.relu ? 1 : 0));
+  switch (s.op) {
+    case OpKind::conv2d: {
+      const auto it = s.params.find("weight");
+      const double per_out = it == s.params.end() ? 1
+                             : elements(it->second.shape) / static_cast<double>(
+                                                                 it->second.shape[0]);
+      w.flops = 2 * out * per_out + fused;
+      break;
+    }
+    case OpKind::linear:
+    case OpKind::matmul:
+      w.flops = 2 * out * static_cast<double>(inputs.empty() ? 1 : inputs[0].back()) + fused;
+      break;
+    case OpKind::embedding_bag:
+      // The gathered rows: indices x dim floats read and summed.
+      w.bytes += inputs.empty() ? 0 : elements(inputs[0]) * static_cast<double>(s.shape.back()) * 4;
+      w.flops = inputs.empty() ? 0 : elements(inputs[0]) * static_cast<double>(s.shape.back());
+      break;
+    case OpKind::eltwise:
+      w.flops = out * activation_ops(s.kind);
+      break;
+    case OpKind::add:
+    case OpKind::mul:
+      w.flops = out + fused;
+      break;
+    case OpKind::pool2d:
+      w.flops = out * static_cast<double>(s.kernel[0] * s.kernel[1]);
+      break;
+    case OpKind::global_avg_pool:
+      w.flops = inputs.empty() ? out : elements(inputs[0]);
+      break;
+    case OpKind::batch_norm:
+      w.flops = 4 * out;
+      break;
+    case OpKind::layer_norm:
+      w.flops = 8 * out;
+      break;
+    case OpKind::softmax:
+      w.flops = out * (activation_ops("tanh") + 3);  // an exp, the max, the sum, the scale
+      break;
+    default:
+      break;  // data movement only
+  }
+  return w;
+}
+
+}  // namespace ppb

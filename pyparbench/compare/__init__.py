@@ -1,0 +1,65 @@
+"""Compare results across runs and machines: medians, ratios, a U test, fingerprints.
+
+The package: ``match`` (rows matched and normalised, :func:`compare`),
+``utest`` (the U test), ``text`` (terminal tables, JSON), ``html`` (a page
+with plots).
+
+The first input is the baseline; every other input is compared with it.
+Rows are matched by identity (model, batch and settings, a preset by its
+name, a framework's run apart from the executor's; a pytest-benchmark test
+by its full name with its parameters). For each matched row: both medians
+and the ratio other / baseline (of latencies, so below 1 means the other is
+faster), tested two ways:
+
+* the unit is the process where both inputs allow it
+  (:mod:`pyparbench.resultfiles.spread`): a row's figure is the median of
+  its processes' medians; the log ratio is tested against each input's
+  spread between processes (pooled over every setting it measured in two or
+  more processes: confirmation rounds, a setting under two names) with
+  Student's t, which also gives the ratio's interval at 1 - alpha. Per-run
+  times within a process are not independent and processes differ more
+  than runs do: tested per run, two runs of the same suite on one machine
+  marked most rows significant.
+* else (an input that never measured a setting twice: pytest-benchmark
+  files, older folders), the two-sided Mann-Whitney U test of the two sets
+  of per-run times (:func:`scipy.stats.mannwhitneyu`), which needs at least
+  :data:`MIN_SAMPLES` each and enough that a p below alpha can occur at
+  all (with n1 and n2 samples the smallest two-sided p is
+  2 / C(n1 + n2, n1)); otherwise the row says so.
+
+A row is marked significant when p < alpha.
+
+Normalisation, so that machines of different sizes compare fairly:
+
+``per-core``
+    latency x cores used (core-seconds per run; equivalently throughput per
+    core). Cores used: the row's thread count (instances x inter_op x
+    intra_op, or the benchmark's ``threads`` parameter), capped at the
+    physical cores the machine let the process use.
+``per-peak``
+    latency x the machine's measured peak GFLOP/s (at the row's cores when
+    the peak is given per thread count): the work the machine could have
+    done at its peak in that time. The ratio equals the inverse ratio of
+    the two machines' fractions of peak. Needs a ``peak`` section in the
+    results' ``summary.json``.
+"""
+
+from __future__ import annotations
+
+from pyparbench.compare.match import (
+    NORMALIZE,
+    Comparison,
+    CompareError,
+    Normalize,
+    Pair,
+    RowResult,
+    Side,
+    compare,
+    machine_differences,
+)
+from pyparbench.compare.text import dumps, format_time, input_names, print_text, to_json
+from pyparbench.compare.utest import MIN_SAMPLES, smallest_p_at_least, u_test
+
+__all__ = ["MIN_SAMPLES", "NORMALIZE", "Comparison", "CompareError", "Normalize", "Pair",
+           "RowResult", "Side", "compare", "dumps", "format_time", "input_names",
+           "machine_differences", "print_text", "smallest_p_at_least", "to_json", "u_test"]

@@ -1,0 +1,206 @@
+"""Matching the rows of result sets, normalising them, and testing each pair."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pyparbench.compare.utest import CompareError, u_test
+from pyparbench.machine.fingerprint import fingerprint_differences
+from pyparbench.resultfiles import ResultSet, Row, estimate_ratio
+
+__all__ = ["NORMALIZE", "Comparison", "CompareError", "Normalize", "Pair", "RowResult", "Side",
+           "Test", "compare", "machine_differences"]
+
+Normalize = Literal["none", "per-core", "per-peak"]
+NORMALIZE: tuple[Normalize, ...] = ("none", "per-core", "per-peak")
+# How a row was tested: "processes" (the processes' medians, against each
+# input's spread between processes), "runs" (the U test of per-run times),
+# "" (not tested).
+Test = Literal["processes", "runs", ""]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a matched row, after normalisation."""
+
+    median: float  # ns, or normalised units
+    n: int  # raw samples
+    cores: int | None  # cores used, when known
+    processes: int = 0  # processes whose medians the row holds (0: not told apart)
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """One matched row."""
+
+    key: str
+    label: str
+    baseline: Side | None
+    other: Side | None
+    ratio: float | None  # other / baseline
+    p_value: float | None
+    significant: bool
+    note: str = ""  # why there is no ratio or no p-value
+    test: Test = ""
+    low: float | None = None  # the ratio's interval at 1 - alpha (process test only)
+    high: float | None = None
+
+
+@dataclass
+class Pair:
+    """The baseline against one other input."""
+
+    baseline: str
+    other: str
+    rows: list[RowResult] = field(default_factory=list)
+    only_baseline: list[str] = field(default_factory=list)
+    only_other: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # "label: side status (error)"
+
+
+@dataclass
+class Comparison:
+    """Everything ``pyparbench compare`` reports."""
+
+    inputs: list[ResultSet]
+    alpha: float
+    normalize: Normalize
+    unit: str  # of the medians: "ns", "core-ns" or "peak-GFLOP"
+    differences: list[dict[str, Any]]  # fingerprint fields that differ
+    unknown: list[str]  # inputs with no pyparbench fingerprint
+    pairs: list[Pair]
+    notes: list[str]
+
+
+def _cores_used(row: Row, rs: ResultSet) -> int | None:
+    if row.threads is None:
+        return None
+    return min(row.threads, rs.cores) if rs.cores else row.threads
+
+
+def _peak_at(rs: ResultSet, cores: int | None) -> float | None:
+    """The peak at ``cores`` threads: the largest count measured not above it
+    (the smallest measured when all are above; the largest when unknown), as
+    pyparbench's roofline picks its ceiling."""
+    peak = rs.peak_gflops
+    if not peak:
+        return None
+    if cores is None:
+        return peak[max(peak)]
+    below = [t for t in peak if t <= cores]
+    return peak[max(below)] if below else peak[min(peak)]
+
+
+def _factor(row: Row, rs: ResultSet, normalize: Normalize) -> tuple[float | None, str]:
+    """The factor a row's times are multiplied by, or (None, why not)."""
+    if normalize == "none":
+        return 1.0, ""
+    cores = _cores_used(row, rs)
+    if normalize == "per-core":
+        if cores is None:
+            return None, f"{rs.path}: thread count unknown, cannot normalise per core"
+        return float(cores), ""
+    peak = _peak_at(rs, cores)
+    if peak is None:
+        return None, f"{rs.path}: no measured peak at {cores} thread(s)"
+    return peak, ""
+
+
+def _side(row: Row, rs: ResultSet, factor: float) -> Side:
+    assert row.median_ns is not None
+    return Side(row.median_ns * factor, len(row.samples_ns), _cores_used(row, rs),
+                len(row.processes))
+
+
+def _compare_rows(a: Row, b: Row, ra: ResultSet, rb: ResultSet, alpha: float,
+                  normalize: Normalize) -> RowResult:
+    fa, why_a = _factor(a, ra, normalize)
+    fb, why_b = _factor(b, rb, normalize)
+    if fa is None or fb is None:
+        return RowResult(a.key, a.label, None, None, None, None, False, why_a or why_b)
+    sa, sb = _side(a, ra, fa), _side(b, rb, fb)
+    ratio = sb.median / sa.median
+    if ra.spread is not None and rb.spread is not None and a.processes and b.processes:
+        # The unit is the process (pyparbench.resultfiles.spread): its runs
+        # are not independent, and processes differ more than runs do.
+        est = estimate_ratio([x * fa for x in a.processes], [x * fb for x in b.processes],
+                             ra.spread, rb.spread, level=1.0 - alpha)
+        return RowResult(a.key, a.label, sa, sb, ratio, est.p_value, est.p_value < alpha,
+                         test="processes", low=est.low, high=est.high)
+    p, why = u_test([x * fa for x in a.samples_ns], [x * fb for x in b.samples_ns], alpha)
+    return RowResult(a.key, a.label, sa, sb, ratio, p, p is not None and p < alpha, why,
+                     test="runs" if p is not None else "")
+
+
+def machine_differences(inputs: Sequence[ResultSet]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Compared fingerprint fields that differ between inputs (each with its
+    value per input), and the inputs that carry no pyparbench fingerprint."""
+    diffs = [d.as_dict() for d in fingerprint_differences([rs.fields for rs in inputs])]
+    unknown = [rs.path for rs in inputs if rs.machine is None]
+    return diffs, unknown
+
+
+def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
+            normalize: Normalize = "none") -> Comparison:
+    """Compare every input with the first (see the module docstring).
+
+    Raises
+    ------
+    CompareError
+        Fewer than two inputs, alpha outside (0, 1), an unknown
+        normalisation, or ``per-peak`` for an input with no measured peak.
+    """
+    if len(inputs) < 2:
+        raise CompareError("compare needs at least two inputs")
+    if not 0 < alpha < 1:
+        raise CompareError(f"alpha must be between 0 and 1, got {alpha}")
+    if normalize not in NORMALIZE:
+        raise CompareError(f"normalize must be one of {', '.join(NORMALIZE)}, got {normalize!r}")
+    if normalize == "per-peak":
+        for rs in inputs:
+            if rs.peak_gflops is None:
+                raise CompareError(
+                    f"{rs.path}: no measured peak (the 'peak' section of the summary.json "
+                    "in its results folder, from `pyparbench peak`); --normalize per-peak "
+                    "needs one for every input, per-core does not")
+    if normalize == "per-core":
+        for rs in inputs:
+            if rs.cores is None and any(r.threads is not None for r in rs.rows.values()):
+                rs.notes.append(f"{rs.path}: the machine's core count is unknown; cores used "
+                                "are taken as the thread counts")
+    diffs, unknown = machine_differences(inputs)
+    base = inputs[0]
+    pairs = []
+    for other in inputs[1:]:
+        pair = Pair(base.path, other.path)
+        for key in sorted(set(base.rows) | set(other.rows),
+                          key=lambda k: (base.rows.get(k) or other.rows[k]).label):
+            a, b = base.rows.get(key), other.rows.get(key)
+            if a is None:
+                assert b is not None
+                pair.only_other.append(b.label)
+            elif b is None:
+                pair.only_baseline.append(a.label)
+            elif a.status != "ok" or b.status != "ok":
+                bad = [(p, r) for p, r in ((base.path, a), (other.path, b)) if r.status != "ok"]
+                pair.failed.append(a.label + ": " + "; ".join(
+                    f"{r.status} in {p}" + (f" ({_one_line(r.error)})" if r.error else "")
+                    for p, r in bad))
+            else:
+                pair.rows.append(_compare_rows(a, b, base, other, alpha, normalize))
+        pairs.append(pair)
+    unit = {"none": "ns", "per-core": "core-ns", "per-peak": "peak-GFLOP"}[normalize]
+    notes = [n for rs in inputs for n in rs.notes]
+    if any(rs.spread is not None for rs in inputs):
+        notes += [f"{rs.path}: no setting measured in two processes, so how much its "
+                  "processes differ is unknown; its rows are tested on per-run times (U "
+                  "test), which reads any difference between two processes as significant"
+                  for rs in inputs if rs.spread is None]
+    return Comparison(list(inputs), alpha, normalize, unit, diffs, unknown, pairs, notes)
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."

@@ -1,0 +1,141 @@
+"""A comparison as text: terminal tables (rich) and JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from pyparbench.compare.match import Comparison
+from pyparbench.resultfiles import ResultSet
+
+__all__ = ["dumps", "format_time", "input_names", "print_text", "test_legend", "to_json"]
+
+
+def format_time(v: float, unit: str) -> str:
+    """A median in a readable unit: '1.23 ms', '4.56 core-ms', '7.8 peak-GFLOP'."""
+    if unit == "peak-GFLOP":
+        return f"{v / 1e9:.4g} {unit}"  # ns x GFLOP/s = FLOP
+    prefix = "core-" if unit == "core-ns" else ""
+    for name, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.4g} {prefix}{name}"
+    return f"{v:.4g} {prefix}ns"
+
+
+def to_json(c: Comparison) -> dict[str, Any]:
+    """A JSON-serialisable form of the comparison (``--json``)."""
+    return {
+        "alpha": c.alpha,
+        "normalize": c.normalize,
+        "unit": c.unit,
+        "inputs": [{"path": rs.path, "source": rs.source, "kind": rs.kind,
+                    "rows": len(rs.rows), "fingerprint": rs.fields, "cores": rs.cores,
+                    "spread": None if rs.spread is None else rs.spread.as_dict(),
+                    "peak_gflops": ({str(k): v for k, v in sorted(rs.peak_gflops.items())}
+                                    if rs.peak_gflops is not None else None)}
+                   for rs in c.inputs],
+        "machine_differences": c.differences,
+        "no_fingerprint": c.unknown,
+        "comparisons": [{
+            "baseline": p.baseline, "other": p.other,
+            "rows": [{**asdict(r), "ratio_meaning": "other / baseline"} for r in p.rows],
+            "only_in_baseline": p.only_baseline, "only_in_other": p.only_other,
+            "failed": p.failed,
+        } for p in c.pairs],
+        "notes": c.notes,
+    }
+
+
+def print_text(c: Comparison, *, file: Any = None) -> None:
+    """The comparison as terminal tables (rich), one per input against the baseline."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    con = Console(file=file, highlight=False)
+    names = input_names(c.inputs)
+    for name, rs in zip(names, c.inputs):
+        machine = rs.fields.get("cpu_model", "unknown CPU")
+        cores = f", {rs.cores} cores" if rs.cores else ""
+        con.print(f"{name}: {escape(rs.path)} ({rs.kind}, {len(rs.rows)} rows; "
+                  f"{escape(machine)}{cores})")
+    if c.differences:
+        con.print("[bold]machines differ in:[/bold]")
+        for d in c.differences:
+            vals = ", ".join(f"{v if v is not None else 'unknown'} ({n})"
+                             for n, v in zip(names, d["values"]))
+            con.print(f"  {d['label']}: {escape(vals)}")
+    else:
+        con.print("machines: same significant fingerprint fields "
+                  "(host names, clocks and times are not compared)")
+    for path in c.unknown:
+        con.print(f"[yellow]{escape(path)} carries no pyparbench fingerprint[/yellow]")
+    for n in c.notes:
+        con.print(f"[yellow]note: {escape(n)}[/yellow]")
+    base = names[0]
+    for name, pair in zip(names[1:], c.pairs):
+        tests = {r.test for r in pair.rows if r.test}
+        table = Table(title=f"{name} against {base}"
+                      + (f" (normalised {c.normalize})" if c.normalize != "none" else ""))
+        table.add_column("row", overflow="fold")
+        table.add_column(base, justify="right", no_wrap=True)
+        table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(f"{name}/{base}", justify="right", no_wrap=True)
+        if "processes" in tests:
+            table.add_column(f"{100 * (1 - c.alpha):g}% interval", justify="right",
+                             no_wrap=True)
+        table.add_column("p", justify="right", no_wrap=True)
+        table.add_column("", no_wrap=True)
+        for r in pair.rows:
+            interval = ([f"{r.low:.3f}-{r.high:.3f}" if r.low is not None and r.high is not None
+                         else "-"] if "processes" in tests else [])
+            if r.baseline is None or r.other is None or r.ratio is None:
+                table.add_row(escape(r.label), "-", "-", "-", *interval, "-", "")
+                continue
+            p = f"{r.p_value:.3g}" if r.p_value is not None else f"n={r.baseline.n},{r.other.n}"
+            if r.test == "runs" and len(tests) > 1:
+                p += " U"  # this row's p is of per-run times, the others' of processes
+            table.add_row(escape(r.label), format_time(r.baseline.median, c.unit),
+                          format_time(r.other.median, c.unit), f"{r.ratio:.3f}", *interval, p,
+                          "*" if r.significant else "")
+        con.print(table)
+        notes = sorted({r.note for r in pair.rows if r.note})
+        for n in notes:
+            con.print(f"  {escape(n)}")
+        for title, items in ((f"only in {base}", pair.only_baseline),
+                             (f"only in {name}", pair.only_other),
+                             ("not compared, a side has no timing", pair.failed)):
+            if items:
+                con.print(f"{title} ({len(items)}):")
+                for item in items:
+                    con.print(f"  {escape(item)}")
+    con.print(f"{'/'.join(names[1:])}/{base}: ratio of medians (of latency: below 1 is "
+              f"faster than {base}). {test_legend(c)} *: p < {c.alpha:g}.")
+
+
+def test_legend(c: Comparison) -> str:
+    """What the p-values of ``c`` are (one or two sentences)."""
+    tests = {r.test for p in c.pairs for r in p.rows if r.test}
+    out = []
+    if "processes" in tests:
+        out.append("p: Student's t on the log ratio of the processes' medians, against "
+                   "how much one setting's processes differ within each input (the "
+                   "interval: the ratio's, at 1 - alpha).")
+    if "runs" in tests or not tests:
+        out.append(("U: " if len(tests) > 1 else "p: ")
+                   + "two-sided Mann-Whitney U test of the per-run times, each run taken "
+                     "as independent (n=a,b: too few samples).")
+    return " ".join(out)
+
+
+def input_names(inputs: Sequence[ResultSet]) -> list[str]:
+    """A, B, C, ... (Z, then A1, B1, ...)."""
+    return [chr(ord("A") + i % 26) + (str(i // 26) if i >= 26 else "")
+            for i in range(len(inputs))]
+
+
+def dumps(c: Comparison) -> str:
+    """``to_json`` as indented text."""
+    return json.dumps(to_json(c), indent=2)

@@ -1,0 +1,122 @@
+"""A graph's nodes as isolated prepared kernels: the kernel sum.
+
+Each node of the graph as built becomes a prepared kernel of the same
+shapes, attributes, weights, math library and thread count (the
+executor's for that node: intra_op, or one where the per-node rule runs it
+alone), fed the node's real inputs and timed alone in its C++ loop (pinned to the first
+worker's CPUs when the settings pin); reshapes and inputs cost nothing (no
+kernel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from pyparbench import ops
+from pyparbench.frameworks._common import Array
+from pyparbench.graph import Node
+
+__all__ = ["Timer", "node_kernel"]
+
+Timer = Callable[[int, int], Any]  # (repeats, warmup) -> per-run ns
+
+_GEMM: dict[str, Callable[..., Any]] = {"onednn": ops.Gemm, "eigen": ops.EigenGemm,
+                                         "blas": ops.BlasGemm}
+_CONV: dict[str, Callable[..., Any]] = {"onednn": ops.Conv2d, "eigen": ops.EigenConv2d,
+                                         "blas": ops.BlasConv2d}
+
+
+def _f32(a: Any) -> Array:
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "onednn",
+                cpus: Sequence[int] | None = None) -> tuple[Any, Timer] | None:
+    """A prepared kernel computing ``node`` on ``ins`` and a timer of it
+    (None for nodes with no kernel: inputs and reshapes)."""
+    op, a, p = node.op, node.attrs, node.params
+    out = np.empty(node.shape, np.float32)
+    k: Any
+    run: Timer
+    if op in ("input", "reshape", "reorder", "slice"):
+        return None
+    if op == "conv2d":
+        w = _f32(p["weight"])
+        bias = _f32(p["bias"]) if "bias" in p else None
+        k = _CONV[library](ins[0].shape, w.shape[0], tuple(w.shape[2:]), stride=a["stride"],
+                           padding=a["padding"], dilation=a["dilation"], groups=a["groups"],
+                           bias=bias is not None, relu=a["relu"], threads=threads)
+        k.set_weights(w, bias)
+        x = _f32(ins[0])
+        run = lambda r, w_: k.timeit(x, out, repeats=r, warmup=w_)
+    elif op == "linear":
+        x = _f32(ins[0]).reshape(-1, ins[0].shape[-1])
+        w = _f32(p["weight"])
+        bias = _f32(p["bias"]) if "bias" in p else None
+        k = _GEMM[library](x.shape[0], w.shape[0], x.shape[1], trans_b=True,
+                           bias=bias is not None, relu=a["relu"], threads=threads)
+        o2 = out.reshape(x.shape[0], w.shape[0])
+        run = lambda r, w_: k.timeit(x, w, bias, o2, repeats=r, warmup=w_)
+    elif op == "matmul":
+        x, y = _f32(ins[0]), _f32(ins[1])
+        n = y.shape[-2] if a["trans_b"] else y.shape[-1]
+        k = _GEMM[library](x.shape[-2], n, x.shape[-1], batch=x.shape[0] if x.ndim == 3 else 0,
+                           trans_b=a["trans_b"], threads=threads)
+        run = lambda r, w_: k.timeit(x, y, None, out, repeats=r, warmup=w_)
+    elif op == "embedding_bag":
+        table = np.ascontiguousarray(p["table"])
+        idx = np.ascontiguousarray(ins[0], dtype=np.int64)
+        k = ops.EmbeddingBag(table.shape[0], table.shape[1], mode=a["mode"], threads=threads)
+        run = lambda r, w_: k.timeit(table, idx, out=out, repeats=r, warmup=w_)
+    elif op == "eltwise":
+        k, x = ops.Eltwise(a["kind"], node.shape, threads=threads), _f32(ins[0])
+        run = lambda r, w_: k.timeit(x, out, repeats=r, warmup=w_)
+    elif op in ("add", "mul"):
+        x, y = _f32(ins[0]), _f32(ins[1])
+        k = ops.Binary(op, x.shape, y.shape, relu=bool(a.get("relu", False)), threads=threads)
+        run = lambda r, w_: k.timeit(x, y, out, repeats=r, warmup=w_)
+    elif op == "concat":
+        xs = [_f32(v) for v in ins]
+        k = ops.Concat([v.shape for v in xs], axis=a["axis"], threads=threads)
+        run = lambda r, w_: k.timeit(xs, out, repeats=r, warmup=w_)
+    elif op == "pool2d":
+        x = _f32(ins[0])
+        k = ops.Pool2d(a["kind"], x.shape, a["kernel"], stride=a["stride"], padding=a["padding"],
+                       ceil_mode=a["ceil_mode"], count_include_pad=a["count_include_pad"],
+                       threads=threads)
+        run = lambda r, w_: k.timeit(x, out, repeats=r, warmup=w_)
+    elif op == "global_avg_pool":
+        k, x = ops.GlobalAvgPool(ins[0].shape, threads=threads), _f32(ins[0])
+        run = lambda r, w_: k.timeit(x, out, repeats=r, warmup=w_)
+    elif op == "batch_norm":
+        shape = node.shape
+        if len(shape) not in (2, 4):  # the kernel takes (N, C) or (N, C, H, W)
+            shape = (shape[0], shape[1], int(np.prod(shape[2:])), 1)
+        x, o4 = _f32(ins[0]).reshape(shape), out.reshape(shape)
+        c = shape[1]
+        mean, var, shift = (_f32(p[key]) for key in ("mean", "var", "shift"))
+        scale = _f32(p["scale"]) if "scale" in p else np.ones(c, np.float32)
+        k = ops.BatchNorm(shape, eps=a["eps"], threads=threads)
+        run = lambda r, w_: k.timeit(x, mean, var, scale, shift, o4,
+                                     repeats=r, warmup=w_)
+    elif op == "layer_norm":
+        x, scale, shift = _f32(ins[0]), _f32(p["scale"]), _f32(p["shift"])
+        k = ops.LayerNorm(x.shape, eps=a["eps"], threads=threads)
+        run = lambda r, w_: k.timeit(x, scale, shift, out, repeats=r, warmup=w_)
+    elif op == "softmax":
+        k, x = ops.Softmax(node.shape, axis=a["axis"], threads=threads), _f32(ins[0])
+        run = lambda r, w_: k.timeit(x, out, repeats=r, warmup=w_)
+    elif op == "transpose":
+        k, x = ops.Transpose(ins[0].shape, a["perm"], threads=threads), _f32(ins[0])
+        run = lambda r, w_: k.timeit(x, out, repeats=r, warmup=w_)
+    elif op == "tril_flatten":
+        k, x = ops.TrilFlatten(ins[0].shape, threads=threads), _f32(ins[0])
+        run = lambda r, w_: k.timeit(x, out, repeats=r, warmup=w_)
+    else:
+        raise ValueError(f"node {node.name!r}: op {op!r} has no prepared kernel")
+    if cpus:
+        k.pin(list(cpus))
+    return k, run

@@ -1,0 +1,68 @@
+"""A graph's ONNX model (:mod:`.translate`) run by ONNX Runtime's CPU provider."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pyparbench.frameworks._common import Array, Profile, python_loop
+from pyparbench.frameworks.onnxruntime.knobs import reported_options, session_options
+from pyparbench.frameworks.onnxruntime.profile import read_profile
+from pyparbench.frameworks.onnxruntime.translate import build_onnx
+from pyparbench.frameworks.onnxruntime.versions import probe
+from pyparbench.graph import Graph
+
+__all__ = ["OrtModel", "prepare"]
+
+
+class OrtModel:
+    """A graph as an ONNX Runtime inference session, in the IR version and
+    opset the runtime was probed to read (:func:`.versions.probe`)."""
+
+    def __init__(self, ort: Any, graph: Graph, inputs: Mapping[str, Array],
+                 knobs: Mapping[str, Any]) -> None:
+        self._ort = ort
+        self._knobs = dict(knobs)
+        self.graph = graph
+        versions = probe(ort)  # NoCommonVersion: one line, before any work
+        self._dir = tempfile.TemporaryDirectory(prefix="ppb-onnx-")
+        built = build_onnx(graph, self._dir.name, versions)
+        self._model: str | bytes = built if isinstance(built, str) else built.SerializeToString()
+        so = session_options(ort, knobs)
+        self.session = ort.InferenceSession(self._model, so, providers=["CPUExecutionProvider"])
+        self.info: dict[str, Any] = {"session_options": reported_options(so),
+                                     **versions.as_dict()}
+        self._feeds = {graph.nodes[i].name: np.ascontiguousarray(inputs[graph.nodes[i].name])
+                       for i in graph.inputs}
+        self._out_names = [o.name for o in self.session.get_outputs()]
+
+    def step(self) -> None:
+        self.session.run(self._out_names, self._feeds)
+
+    def time(self, repeats: int, warmup: int) -> list[float]:
+        return python_loop(self.step, repeats, warmup)
+
+    def outputs(self) -> dict[str, Array]:
+        outs = self.session.run(self._out_names, self._feeds)
+        return {self.graph.nodes[o].name: np.asarray(v)
+                for o, v in zip(self.graph.outputs, outs, strict=True)}
+
+    def profile(self, iterations: int) -> Profile:
+        """Node kernel times from ONNX Runtime's profiler (a second session,
+        same options, profiling on)."""
+        ort = self._ort
+        with tempfile.TemporaryDirectory(prefix="ppb-ort-profile-") as tmp:
+            so = session_options(ort, self._knobs, profile_prefix=os.path.join(tmp, "ort"))
+            sess = ort.InferenceSession(self._model, so, providers=["CPUExecutionProvider"])
+            for _ in range(iterations + 1):
+                sess.run(self._out_names, self._feeds)
+            return read_profile(sess.end_profiling(), self.graph)
+
+
+def prepare(ort: Any, graph: Graph, inputs: Mapping[str, Array], knobs: Mapping[str, Any]
+            ) -> OrtModel:
+    return OrtModel(ort, graph, inputs, knobs)

@@ -1,0 +1,66 @@
+"""A graph as one ``tf.function`` run the way TensorFlow's users run it.
+
+The forward pass of :mod:`.translate` in a ``tf.function`` (XLA off unless
+the mode is ``xla``), called from Python one batch at a time; outputs come
+back NCHW as the graph's; the profile is TensorFlow's own (:mod:`.profile`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pyparbench.frameworks._common import Array, Profile, aggregate, python_loop
+from pyparbench.frameworks.tensorflow import profile as tf_profile
+from pyparbench.frameworks.tensorflow.translate import GraphFunction
+from pyparbench.graph import Graph
+
+__all__ = ["TFModel", "prepare"]
+
+
+class TFModel:
+    """A graph as a ``tf.function`` over ``tf.Variable`` weights."""
+
+    def __init__(self, tf: Any, graph: Graph, inputs: Mapping[str, Array],
+                 knobs: Mapping[str, Any]) -> None:
+        self._tf = tf
+        self.graph = graph
+        jit = bool(knobs["jit_compile"])
+        self.info: dict[str, Any] = {"layout": "NHWC", "jit_compile": jit}
+        self.forward = GraphFunction(tf, graph)
+        self._feeds = self.forward.feeds(inputs)
+        self._fn = tf.function(self.forward, jit_compile=jit)
+        self._sync = bool(knobs["synchronous_execution"])
+
+    def step(self) -> None:
+        self._fn(*self._feeds)
+        if not self._sync:
+            from tensorflow.python.eager import context  # type: ignore[import-untyped]
+
+            context.async_wait()
+
+    def time(self, repeats: int, warmup: int) -> list[float]:
+        return python_loop(self.step, repeats, warmup)
+
+    def outputs(self) -> dict[str, Array]:
+        outs = self._fn(*self._feeds)
+        return {self.graph.nodes[o].name: np.asarray(t.numpy())
+                for o, t in zip(self.graph.outputs, outs, strict=True)}
+
+    def profile(self, iterations: int, parser: str = "trace_json") -> Profile:
+        """Kernel times from ``tf.profiler.experimental``'s trace; ``parser``
+        "trace_json" (the trace viewer's JSON) or "xplane" (the raw XSpace
+        protobuf, the fallback where the converter is missing)."""
+        events, windows, used = tf_profile.record(self._tf, self.step, iterations, parser)
+        self.info["profile_parser"] = used
+        jit = bool(self.info["jit_compile"])
+        return aggregate([(start, tf_profile.charge(self.graph, name, kind, jit), kind, ns)
+                          for start, name, kind, ns in events
+                          if kind not in tf_profile.CONTAINERS], windows)
+
+
+def prepare(tf: Any, graph: Graph, inputs: Mapping[str, Array], knobs: Mapping[str, Any]
+            ) -> TFModel:
+    return TFModel(tf, graph, inputs, knobs)

@@ -1,0 +1,80 @@
+"""A graph's ``nn.Module`` (:mod:`.translate`) run in one of PyTorch's modes.
+
+* ``eager``: the module in eval mode, called under ``torch.inference_mode``;
+* ``script``: ``torch.jit.freeze(torch.jit.script(module.eval()))``, called
+  under ``torch.inference_mode``; with the async scheduler and inter-op
+  workers > 1 (knob ``fork_branches``), parallel chains are forked;
+* ``compile``: ``torch.compile(module)`` (inductor, default options),
+  called under ``torch.inference_mode``; the child sets
+  ``TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1`` so that the profiler sees
+  inductor's own kernels.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from pyparbench.frameworks._common import Array, Profile, python_loop
+from pyparbench.frameworks.torch import profile as torch_profile
+from pyparbench.frameworks.torch.translate import build_module
+from pyparbench.graph import Graph
+
+__all__ = ["MODES", "TorchModel", "prepare"]
+
+MODES = ("eager", "script", "compile")
+
+
+class TorchModel:
+    """A graph as a PyTorch module in one mode (see the module docstring);
+    :attr:`source` holds the module's code."""
+
+    def __init__(self, graph: Graph, inputs: Mapping[str, Array], mode: str,
+                 knobs: Mapping[str, Any]) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown torch mode {mode!r}; valid: {', '.join(MODES)}")
+        self.graph = graph
+        self.mode = mode
+        fork = bool(knobs.get("fork_branches")) and mode == "script"
+        module, self.source = build_module(graph, fork=fork)
+        self.info: dict[str, Any] = {"forked_chains": self.source.count("torch.jit.fork(")}
+        t0 = time.perf_counter()
+        self._model: Any
+        if mode == "eager":
+            self._model = module
+        elif mode == "script":
+            self._model = torch.jit.freeze(torch.jit.script(module))
+        else:
+            self._model = torch.compile(module)
+        self._feeds = [torch.from_numpy(np.ascontiguousarray(inputs[graph.nodes[i].name]))
+                       for i in graph.inputs]
+        with torch.inference_mode():
+            self._model(*self._feeds)  # tracing, profiling runs, compilation
+        self.info["first_call_s"] = time.perf_counter() - t0
+
+    def step(self) -> None:
+        self._model(*self._feeds)
+
+    def time(self, repeats: int, warmup: int) -> list[float]:
+        with torch.inference_mode():
+            return python_loop(self.step, repeats, warmup)
+
+    def outputs(self) -> dict[str, Array]:
+        with torch.inference_mode():
+            out = self._model(*self._feeds)
+        outs = [out] if isinstance(out, torch.Tensor) else list(out)
+        return {self.graph.nodes[o].name: t.numpy().copy()
+                for o, t in zip(self.graph.outputs, outs, strict=True)}
+
+    def profile(self, iterations: int) -> Profile:
+        """Kernel times from ``torch.profiler`` (:func:`.profile.record`)."""
+        return torch_profile.record(self.step, iterations)
+
+
+def prepare(torch_mod: Any, graph: Graph, inputs: Mapping[str, Array], mode: str,
+            knobs: Mapping[str, Any]) -> TorchModel:
+    return TorchModel(graph, inputs, mode, knobs)

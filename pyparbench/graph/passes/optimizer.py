@@ -1,0 +1,159 @@
+"""The pipeline: which passes a ``graph_opt`` value asks for, which of them
+a library and operator mode can take, and :func:`optimize`, which applies
+them in order and says which ran, which were skipped and why."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pyparbench.graph.ir import Graph
+from pyparbench.graph.passes.conv import im2col_marks, subsample
+from pyparbench.graph.passes.fusion import activation_fusion, bn_fold, residual_fusion
+from pyparbench.graph.passes.layout import blocked_choice, layout_blocked_unchecked, layout_nhwc
+from pyparbench.graph.passes import microbatching
+from pyparbench.graph.passes.microbatching import microbatch_plan, split_batch
+from pyparbench.names import GRAPH_PASSES, graph_opt_passes
+
+__all__ = ["PASSES", "OptimizeResult", "PassSettings", "executed_graph", "optimize", "pipeline",
+           "unsupported"]
+
+PASSES = GRAPH_PASSES
+"""Every pass, in the order the full pipeline applies them (BN first, so a
+folded conv can take its residual and activation; layout last, on the fused
+nodes). Settings.graph_opt takes GRAPH_OPTS (none, full or one pass alone) or
+passes joined by '+'."""
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """An optimised graph, the passes applied in order, and the passes asked
+    for but skipped, each with the reason."""
+
+    graph: Graph
+    applied: tuple[str, ...]
+    skipped: dict[str, str] = field(default_factory=dict)
+    # What a pass chose, where it chooses (microbatch: MicroBatchPlan.as_dict()).
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passes": list(self.applied), "skipped": dict(self.skipped),
+                "nodes": len(self.graph), "flops": self.graph.flops,
+                "details": dict(self.details)}
+
+
+def pipeline(graph_opt: str) -> tuple[str, ...]:
+    """The passes a Settings.graph_opt value asks for (see
+    :func:`~pyparbench.names.graph_opt_passes`)."""
+    return graph_opt_passes(graph_opt)
+
+
+def unsupported(name: str, library: str, operator: str) -> str | None:
+    """Why pass ``name`` cannot run under this library and operator mode, or
+    None. Eigen and BLAS convolve NCHW only and fuse nothing but ReLU (the
+    activation pass then fuses ReLU alone); framework mode cuts batch-1 ops
+    along channels, which channels-last data and a residual buffer forbid.
+    Micro-batches pay only where the kernels wait on memory (oneDNN's, one
+    call per op)."""
+    if name in ("layout", "blocked", "residual", "subsample", "im2col"):
+        if library != "onednn":
+            return f"the {library} library has no channels-last conv and no fused sum"
+        if operator != "library":
+            return "framework mode cuts ops along channels"
+    if name == "microbatch":
+        # Measured on MobileNet-v2 batch 8: 6-9% slower under either.
+        if library != "onednn":
+            return (f"the {library} library's convolutions are bound by compute, not "
+                    "memory: smaller calls only cost more")
+        if operator != "library":
+            return "framework mode cuts each op along the batch, which micro-batches shorten"
+    return None
+
+
+def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
+             operator: str = "library", budget_bytes: int | None = None) -> OptimizeResult:
+    """Apply ``passes`` (names of PASSES, in the pipeline's order) to ``graph``
+    for a run under ``library`` and ``operator`` mode. ``budget_bytes`` is
+    the micro-batch pass's cache budget (default
+    :func:`~pyparbench.graph.passes.microbatching.cache_budget_bytes`)."""
+    unknown = [p for p in passes if p not in PASSES]
+    if unknown:
+        raise ValueError(f"unknown passes {unknown}; passes are {', '.join(PASSES)}")
+    applied: list[str] = []
+    skipped: dict[str, str] = {}
+    details: dict[str, Any] = {}
+    g = graph
+    for name in (p for p in PASSES if p in passes):
+        why = unsupported(name, library, operator)
+        if why is not None:
+            skipped[name] = why
+            continue
+        if name == "bn_fold":
+            g = bn_fold(g)
+        elif name == "residual":
+            g = residual_fusion(g)
+        elif name == "activation":
+            if library != "onednn":
+                g = activation_fusion(g, ("relu",))
+                skipped["activation"] = (f"only relu fused: the {library} library has no "
+                                         "other fused activation")
+            else:
+                g = activation_fusion(g)
+        elif name == "layout":
+            if "blocked" in passes and unsupported("blocked", library, operator) is None:
+                layout, why = blocked_choice(g)
+                if layout is None:
+                    skipped["blocked"] = why
+                    g = layout_nhwc(g)
+                else:
+                    g = layout_blocked_unchecked(g, layout)  # blocked_choice found no misfit
+                    details["blocked"] = {"layout": layout}
+            else:
+                g = layout_nhwc(g)
+        elif name == "blocked":
+            if "layout" not in applied:
+                skipped["blocked"] = "it changes what the layout pass stores, and that did not run"
+            if "blocked" in skipped:
+                continue
+        elif name == "subsample":
+            g = subsample(g)
+        elif name == "im2col":
+            g = im2col_marks(g)
+        elif name == "microbatch":
+            # Looked up at call time: a test plans another machine's cache by
+            # replacing microbatching.cache_budget_bytes.
+            budget = (microbatching.cache_budget_bytes() if budget_bytes is None
+                      else budget_bytes)
+            plan = microbatch_plan(g, budget)
+            if plan is not None:
+                details["microbatch"] = plan.as_dict()
+                g = split_batch(g, plan)
+        # "memory" rewrites nothing: the plan reads it from `applied`.
+        applied.append(name)
+    return OptimizeResult(g, tuple(applied), skipped, details)
+
+
+class PassSettings(Protocol):
+    """What :func:`executed_graph` reads of a run's settings: the three fields
+    of :class:`pyparbench.settings.Settings` that decide the passes (named
+    here, as settings sit above the graph and import it)."""
+
+    @property
+    def graph_opt(self) -> str: ...
+
+    @property
+    def library(self) -> str: ...
+
+    @property
+    def operator(self) -> str: ...
+
+
+def executed_graph(graph: Graph, settings: PassSettings) -> Graph:
+    """The graph the executor runs for ``graph`` under ``settings``: rewritten
+    by the passes ``settings.graph_opt`` asks for that its library and
+    operator mode can take (what a trace's node ids refer to)."""
+    passes = pipeline(settings.graph_opt)
+    if not passes:
+        return graph
+    return optimize(graph, passes, library=settings.library, operator=settings.operator).graph

@@ -1,0 +1,113 @@
+"""Confirmation rounds: the settings a regret is read from, measured again.
+
+A run measures each setting once, in one fresh process, for a fraction of
+a second. On a shared machine a slow spell (another tenant's burst, a
+descheduled core) can last that long, so one process in a few reads 1.5x
+slow throughout; and the fastest of a hundred single measurements is
+likely one that drew a quiet spell. A regret read from single processes is
+then mostly noise: the same setting, run under two names minutes apart,
+has differed by 1.5x here.
+
+So after the suite, each model and batch whose regret the run reports is
+checked: when the recommender's setting is not the best measured (by more
+than :data:`THRESHOLD`), when the regret's interval over processes reaches
+past :data:`THRESHOLD` (it is wide: the run cannot tell whether the
+recommendation is within 3 % of the best;
+:func:`pyparbench.resultfiles.processes.regret_estimate`, from the spread
+of every setting the run measured in several processes), or when the
+study's tuner measured faster than it, the recommended setting, the best
+one and the tuner's (when faster) are run again in fresh processes,
+``rounds`` more times each, round by round across every model so that one
+setting's processes are minutes apart; the rows whose interval reaches
+furthest go first. The summary then takes each setting's median over its
+processes (:func:`pyparbench.resultfiles.processes.merge_settings`). A
+second pass measures ``rounds`` more of each setting of a row still off or
+still wide (the first pass's processes make the spread known where the
+suite alone left it unknown), and a best that changed to a setting
+measured once.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from pyparbench.harness.runner import Config
+from pyparbench.resultfiles import ProcessSpread, Result
+from pyparbench.resultfiles.processes import (
+    MergedSetting,
+    merge_settings,
+    regret_estimate,
+    run_spread,
+)
+
+__all__ = ["PASSES", "THRESHOLD", "confirmations"]
+
+# A recommendation whose regret, and the upper end of its interval, are
+# within this much of the best measured is not checked.
+THRESHOLD = 0.03
+# Passes of confirmation at most (a second when the best changed).
+PASSES = 2
+
+
+def _rows(records: Iterable[Result]) -> dict[tuple[str, int], list[Result]]:
+    rows: dict[tuple[str, int], list[Result]] = defaultdict(list)
+    for r in records:
+        if r.ok and not r.config.framework:
+            rows[(r.config.model, r.config.batch)].append(r)
+    return rows
+
+
+def _to_confirm(merged: Sequence[MergedSetting], spread: ProcessSpread | None,
+                threshold: float) -> tuple[float, list[MergedSetting]]:
+    """(how far the recommendation may be off: the upper end of its regret's
+    interval, else its regret; the merged settings to measure again) for
+    one model and batch."""
+    def named(name: str) -> MergedSetting | None:
+        return min((m for m in merged if m.named(name)), key=lambda m: m.median, default=None)
+
+    rec = named("recommended")
+    if rec is None:
+        return 0.0, []
+    best = min(merged, key=lambda m: m.median)
+    tuner = named("tftuner")
+    regret = rec.median / best.median - 1.0
+    estimate = regret_estimate(rec, best, spread)
+    reach = max(regret, estimate.high - 1.0) if estimate is not None else regret
+    tuner_ahead = tuner is not None and tuner.median < rec.median
+    if reach <= threshold and not tuner_ahead:
+        return reach, []
+    chosen = [rec, best, *([tuner] if tuner_ahead and tuner is not None else [])]
+    unique = {id(m): m for m in chosen}
+    return reach, list(unique.values())
+
+
+def confirmations(records: Sequence[Result], rounds: int, *,
+                  threshold: float = THRESHOLD, depth: int = 1) -> list[Config]:
+    """The configurations to run so that every setting a reported regret
+    depends on (see the module docstring) has been measured in
+    ``rounds`` x ``depth`` + 1 processes: round-major across models, the rows
+    whose regret may be furthest off first. A second pass (``depth`` 2)
+    measures again what the first left more than ``threshold`` off or wide."""
+    if rounds < 1:
+        return []
+    rows = _rows(records)
+    spread = run_spread(r for rs in rows.values() for r in rs)
+    wanted: list[tuple[float, list[list[Config]]]] = []
+    for row in rows.values():
+        reach, todo = _to_confirm(merge_settings(row), spread, threshold)
+        settings = []
+        for m in todo:
+            configs = [Config.from_dict(r.config.as_dict()) for r in m.records]
+            base = replace(configs[0], round=0)
+            # Rounds of this configuration (its name included) already run.
+            done = [c.round for c in configs if replace(c, round=0).key == base.key]
+            missing = rounds * depth + 1 - m.processes
+            settings.append([replace(base, round=max(done) + 1 + i) for i in range(missing)])
+        if any(settings):
+            wanted.append((reach, settings))
+    wanted.sort(key=lambda w: -w[0])
+    most = max((len(todo) for _, row in wanted for todo in row), default=0)
+    return [todo[k] for k in range(most) for _, row in wanted for todo in row
+            if k < len(todo)]

@@ -1,0 +1,148 @@
+"""The levels of ``pyparbench run``: what each one measures, resolved once.
+
+Three levels, each adding to the one before:
+
+* ``quick`` (about 2 minutes on 2 cores): the default models at batch 1,
+  the presets and one grid per study layer: every inter_op x intra_op split
+  of the cores (Scheduler), framework operator mode on Eigen's pool
+  (Operator), the Eigen and OpenBLAS math libraries (Library); a few
+  standard operator shapes and each model's heavy nodes on the roofline.
+* ``default`` (about 5 minutes on 2 cores): batches 1 and 8, unpinned
+  threads, framework mode on the OpenMP pool, one thread alone; more shapes.
+* ``full``: every model at batches 1, 8 and 32, and the remaining knobs
+  (the std pool, OpenMP wait policies, SMT, data-parallel instances,
+  per-socket placement of branches); every shape.
+
+:func:`resolve_level` turns a level's name and the user's choices (models,
+batches, repeats, confirmation rounds) into one :class:`Level` value that
+the rest of the main job reads whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyparbench.harness.grid import ALL, Grid, expand_all
+from pyparbench.settings import Settings
+
+__all__ = ["BATCHES", "BUDGET_S", "CONFIRM_ROUNDS", "CONFIRM_SHARE", "DEFAULT_BATCHES",
+           "DEFAULT_MODELS", "GRIDS", "LEVELS", "REPEATS", "Level", "levels_upto",
+           "resolve_level"]
+
+LEVELS = ("quick", "default", "full")
+DEFAULT_MODELS = ("resnet50", "googlenet", "mlp-512", "dlrm-kaggle", "transformer")
+DEFAULT_BATCHES = (1, 8)
+BATCHES = {"quick": (1,), "default": DEFAULT_BATCHES, "full": (1, 8, 32)}
+REPEATS = {"quick": 3, "default": 5, "full": 10}
+# Seconds a level is planned to fit in (None: no limit), with a margin below
+# the 2 and 5 minutes it promises for what the estimate does not see.
+BUDGET_S: dict[str, float | None] = {"quick": 100.0, "default": 250.0, "full": None}
+# Confirmation rounds per level (pyparbench.harness.confirm), and the share of a
+# level's budget kept for them.
+CONFIRM_ROUNDS = {"quick": 1, "default": 2, "full": 2}
+CONFIRM_SHARE = 0.2
+
+_COMPACT = ("compact",)
+# The settings measured besides the presets, per level, most important first.
+GRIDS: dict[str, tuple[Grid, ...]] = {
+    "quick": (
+        # One layer after another, so a budget that drops the last settings
+        # keeps one comparison of each layer as long as it can.
+        # Scheduler: sync on every core, and async with every split of them.
+        Grid({"inter_op": ALL, "affinity": _COMPACT}),
+        # Operator: ops split into blocks on the framework's pool (TensorFlow's Eigen pool).
+        Grid({"operator": ("framework",), "pool": ("eigen",), "affinity": _COMPACT}),
+        # Library: the other math libraries.
+        Grid({"library": ("eigen", "blas"), "affinity": _COMPACT}),
+    ),
+    "default": (
+        Grid({"operator": ("framework",), "pool": ("openmp",), "affinity": _COMPACT}),
+        Grid({"inter_op": ALL, "affinity": ("none",)}),
+        # One thread alone: what the cores add.
+        Grid({"inter_op": (1,), "intra_op": (1,), "affinity": _COMPACT}, fill=False),
+    ),
+    "full": (
+        Grid({"operator": ("framework",), "pool": ("std",), "affinity": _COMPACT}),
+        Grid({"omp_wait": ("passive", "active"), "affinity": _COMPACT}),
+        Grid({"smt": (True,), "affinity": _COMPACT}),
+        Grid({"instances": ALL, "affinity": _COMPACT}),
+        Grid({"inter_op": ALL, "placement": ("per-socket",), "affinity": ("scatter",)}),
+    ),
+}
+
+
+def levels_upto(name: str) -> tuple[str, ...]:
+    """The level ``name`` and those before it (what it adds to).
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a level.
+    """
+    if name not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {name!r}")
+    return LEVELS[:LEVELS.index(name) + 1]
+
+
+@dataclass(frozen=True)
+class Level:
+    """What a run measures: a level with the user's choices applied.
+
+    ``budget_s``: seconds the plan is fitted to (None: no limit, as for
+    ``full`` and for the shards of a sharded suite); ``confirm_rounds``:
+    further processes of the settings a regret rests on (0: none).
+    """
+
+    name: str
+    models: tuple[str, ...]
+    batches: tuple[int, ...]
+    repeats: int
+    budget_s: float | None
+    confirm_rounds: int
+
+    @property
+    def grids(self) -> tuple[Grid, ...]:
+        """Every grid the level measures, its own after the levels before it."""
+        return tuple(g for lv in levels_upto(self.name) for g in GRIDS[lv])
+
+    def sweep(self, cores: int) -> list[Settings]:
+        """The grid settings on ``cores`` cores, most important first."""
+        return expand_all(self.grids, cores)
+
+
+def resolve_level(name: str, *, models: Sequence[str] | None = None,
+                  batches: Sequence[int] | None = None, repeats: int | None = None,
+                  confirm_rounds: int | None = None, budget: bool = True) -> Level:
+    """The level ``name`` with the user's choices; a choice left None takes
+    the level's own. ``budget`` False: no time budget (a shard of a
+    sharded suite, which must plan exactly like the other shards).
+
+    Raises
+    ------
+    ValueError
+        An unknown level or model, no models or batches, a batch or repeat
+        count below 1, negative confirmation rounds.
+    """
+    from pyparbench.models import MODELS
+
+    levels_upto(name)
+    chosen = tuple(models) if models is not None else (
+        tuple(MODELS) if name == "full" else DEFAULT_MODELS)
+    unknown = [m for m in chosen if m not in MODELS]
+    if unknown:
+        raise ValueError(f"unknown model(s) {unknown}; valid names: {', '.join(MODELS)}")
+    sizes = tuple(batches) if batches is not None else BATCHES[name]
+    for what, values in (("models", chosen), ("batches", sizes)):
+        if not values:
+            raise ValueError(f"{what} must not be empty")
+    bad = [b for b in sizes if isinstance(b, bool) or not isinstance(b, int) or b < 1]
+    if bad:
+        raise ValueError(f"batch sizes must be integers >= 1, got {bad[0]!r}")
+    reps = REPEATS[name] if repeats is None else repeats
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {reps!r}")
+    rounds = CONFIRM_ROUNDS[name] if confirm_rounds is None else confirm_rounds
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
+        raise ValueError(f"confirmation rounds must be an integer >= 0, got {rounds!r}")
+    return Level(name, chosen, sizes, reps, BUDGET_S[name] if budget else None, rounds)

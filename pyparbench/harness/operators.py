@@ -1,0 +1,394 @@
+"""Operator measurements of the main job: scaling curves and roofline points.
+
+Two kinds of task, each run in a fresh process like a model configuration
+(``python -m pyparbench.harness.operators``), its result appended to a JSONL store
+as soon as it is known (:func:`run_op_tasks`, resumable by key):
+
+* ``scaling``: one standard shape (:data:`SELECTION` of the published lists
+  in :mod:`pyparbench.shapes`: DeepBench GEMMs, oneDNN benchdnn's ResNet-50
+  convolutions, DLRM embedding tables) timed as a prepared kernel in its C++ loop at each
+  thread count, one thread per physical core, pinned compact.
+* ``nodes``: every heavy node (conv2d, linear, matmul, embedding_bag) of a
+  model graph, timed from per-node traces of the whole graph run
+  synchronously on all cores (the median of several traced runs).
+
+Work and traffic of every measurement come from
+:attr:`pyparbench.graph.Graph.stats` (a one-node graph for a standard
+shape), so a point's arithmetic intensity is the graph analysis's. The
+parent process places each point on the roofline (:meth:`Peak.ceiling`)
+before storing it: intensity, GFLOP/s, GB/s, the bound and the percentage
+of it reached.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pyparbench import child_process
+from pyparbench.harness.levels import levels_upto
+from pyparbench.harness.resumable import run_resumable
+from pyparbench.harness.store import ResultStore
+from pyparbench.machine.fingerprint import fingerprint_id, machine_fingerprint
+from pyparbench.resultfiles.schema import SCHEMA
+from pyparbench.settings import Settings
+
+if TYPE_CHECKING:
+    from pyparbench.graph import Graph
+    from pyparbench.machine.peak import Peak
+
+__all__ = ["SELECTION", "OpShape", "OpTask", "check_task_record", "measure_nodes",
+           "measure_scaling", "run_op_task", "run_op_tasks", "shape_graph", "standard_shapes"]
+
+
+@dataclass(frozen=True)
+class OpShape:
+    """One standard operator shape and where it comes from.
+
+    ``kind`` "gemm" (``m, n, k``: C (m x n) = A (m x k) B (k x n)), "conv"
+    (``n, c, h, w, out_channels, kh, kw, stride_h, stride_w, pad_t, pad_b,
+    pad_l, pad_r, groups``) or "embedding" (``rows, dim, batch, bag``: batch
+    bags of bag rows each). ``level``: the smallest suite level that
+    measures it ("quick", "default" or "full").
+    """
+
+    kind: str
+    name: str
+    source: str
+    params: Mapping[str, int] = field(hash=False)
+    level: str = "default"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "source": self.source,
+                "params": dict(self.params), "level": self.level}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> OpShape:
+        return cls(d["kind"], d["name"], d["source"], dict(d["params"]), d.get("level", "default"))
+
+
+# Which entries of the published lists (pyparbench.shapes) the main job
+# measures, and from which level on: (kind, list, entry, level). GEMMs are
+# DeepBench (m, n, k) rows; convolutions benchdnn's ResNet-50 layers (mb1);
+# embeddings a table of each DLRM configuration.
+SELECTION: tuple[tuple[str, str, Any, str], ...] = (
+    ("gemm", "inference_server", (1024, 700, 512), "quick"),
+    ("gemm", "inference_server", (3072, 1, 1024), "quick"),
+    ("gemm", "training", (1760, 128, 1760), "default"),
+    ("gemm", "inference_server", (5124, 700, 2048), "default"),
+    ("gemm", "training", (2048, 16, 2048), "full"),
+    ("gemm", "inference_server", (7680, 1500, 2560), "full"),
+    ("conv", "resnet_50", "res2a_branch2b", "quick"),
+    ("conv", "resnet_50", "conv1", "default"),
+    ("conv", "resnet_50", "res4a_branch2b", "default"),
+    ("conv", "resnet_50", "res3a_branch2c", "full"),
+    ("conv", "resnet_50", "res5a_branch2b", "full"),
+    ("embedding", "dlrm_s_benchmark", None, "quick"),
+    ("embedding", "dlrm_s_criteo_kaggle", None, "default"),
+)
+# A Criteo-Kaggle table capped as the models cap it (the largest holds 10M rows).
+_KAGGLE_ROWS = 1_000_000
+# The DLRM benchmark's mini-batch, also used for the Kaggle table (its own is 128).
+_DLRM_BATCH = 2048
+
+
+def _resolve(kind: str, listing: str, entry: Any, level: str) -> OpShape:
+    """The shape of one SELECTION entry, read from its published list."""
+    from pyparbench import shapes
+
+    if kind == "gemm":
+        m, n, k = entry
+        found = [p for p in shapes.gemm_problems(listing) if (p.m, p.n, p.k) == (m, n, k)]
+        if not found:
+            raise ValueError(f"DeepBench {listing} has no GEMM {m}x{n}x{k}")
+        name = f"{'gemv' if n == 1 else 'gemm'} {m}x{n}x{k}"
+        return OpShape(kind, name, f"DeepBench gemm_problems.h, {listing}",
+                       {"m": m, "n": n, "k": k}, level)
+    if kind == "conv":
+        wanted = f"{listing}:{entry}"
+        conv = [c for c in shapes.conv_problems(listing) if c.name.split("*")[0] == wanted]
+        if not conv:
+            raise ValueError(f"benchdnn {listing} has no layer {entry!r}")
+        c = conv[0]
+        return OpShape(kind, wanted, f"oneDNN benchdnn shapes_{listing}",
+                       {"n": c.n, "c": c.c, "h": c.h, "w": c.w,
+                        "out_channels": c.out_channels, "kh": c.kh, "kw": c.kw,
+                        "stride_h": c.stride[0], "stride_w": c.stride[1],
+                        "pad_t": c.padding[0], "pad_b": c.padding[1], "pad_l": c.padding[2],
+                        "pad_r": c.padding[3], "groups": c.groups}, level)
+    if kind == "embedding":
+        args = shapes.dlrm_config(listing)["args"]
+        dim = int(args["arch_sparse_feature_size"])
+        if listing == "dlrm_s_benchmark":
+            rows, bag = int(args["arch_embedding_size"][0]), int(args["num_indices_per_lookup"])
+            batch = int(args["mini_batch_size"])
+            return OpShape(kind, "dlrm benchmark table",
+                           f"facebookresearch/dlrm {listing}.sh: one of its tables",
+                           {"rows": rows, "dim": dim, "batch": batch, "bag": bag}, level)
+        return OpShape(kind, "criteo-kaggle table",
+                       f"facebookresearch/dlrm {listing}.sh: dim {dim}, one lookup per "
+                       f"sample; rows capped at {_KAGGLE_ROWS:,}, mini-batch {_DLRM_BATCH}",
+                       {"rows": _KAGGLE_ROWS, "dim": dim, "batch": _DLRM_BATCH, "bag": 1},
+                       level)
+    raise ValueError(f"unknown shape kind {kind!r}")
+
+
+def standard_shapes(level: str) -> list[OpShape]:
+    """The standard shapes a suite level measures (each level adds to the one
+    before), read from the published lists in :mod:`pyparbench.shapes`."""
+    upto = levels_upto(level)
+    return [_resolve(*sel) for sel in SELECTION if sel[3] in upto]
+
+
+def shape_graph(shape: OpShape) -> Graph:
+    """A one-node graph of the shape, for its FLOPs and bytes (``Graph.stats``)."""
+    from pyparbench.graph import GraphBuilder
+
+    p = shape.params
+    b = GraphBuilder(shape.name)
+    if shape.kind == "gemm":
+        x = b.input("a", (p["m"], p["k"]))
+        y = b.linear(x, p["n"], bias=False, name="op")
+    elif shape.kind == "conv":
+        x = b.input("x", (p["n"], p["c"], p["h"], p["w"]))
+        y = b.conv2d(x, p["out_channels"], (p["kh"], p["kw"]),
+                     stride=(p["stride_h"], p["stride_w"]),
+                     padding=(p["pad_t"], p["pad_b"], p["pad_l"], p["pad_r"]),
+                     groups=p["groups"], bias=False, name="op")
+    elif shape.kind == "embedding":
+        x = b.input("indices", (p["batch"], p["bag"]), "int64")
+        y = b.embedding_bag(x, p["rows"], p["dim"], name="op")
+    else:
+        raise ValueError(f"unknown shape kind {shape.kind!r}")
+    return b.build(y)
+
+
+@dataclass(frozen=True)
+class OpTask:
+    """One operator measurement to make (see the module docstring).
+
+    ``scaling``: ``shape`` at each of ``threads``; ``nodes``: the heavy
+    nodes of ``model`` at ``batch``, on ``threads[0]`` threads.
+    """
+
+    kind: str
+    threads: tuple[int, ...]
+    shape: OpShape | None = None
+    model: str = ""
+    batch: int = 0
+    repeats: int = 5
+
+    @property
+    def key(self) -> str:
+        """Stable identity, used to skip finished tasks on resume."""
+        return json.dumps(self.as_dict(), sort_keys=True)
+
+    @property
+    def label(self) -> str:
+        if self.kind == "scaling" and self.shape is not None:
+            return f"{self.shape.name} at 1..{max(self.threads)} threads"
+        return f"{self.model} b{self.batch} per-node trace"
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "threads": list(self.threads),
+                             "repeats": self.repeats}
+        if self.shape is not None:
+            d["shape"] = self.shape.as_dict()
+        if self.model:
+            d["model"], d["batch"] = self.model, self.batch
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> OpTask:
+        shape = OpShape.from_dict(d["shape"]) if "shape" in d else None
+        return cls(d["kind"], tuple(int(t) for t in d["threads"]), shape,
+                   d.get("model", ""), int(d.get("batch", 0)), int(d.get("repeats", 5)))
+
+
+def _repeats_for(one_ns: float, target_s: float, lo: int, hi: int) -> int:
+    """Timed runs that take about ``target_s`` in all, within [lo, hi]."""
+    return int(min(hi, max(lo, target_s * 1e9 / max(one_ns, 1.0))))
+
+
+def _timer(shape: OpShape, threads: int, rng: np.random.Generator
+           ) -> Callable[[int, int], npt.NDArray[np.float64]]:
+    """A prepared kernel of ``shape`` on ``threads`` pinned threads, with its
+    inputs bound: ``timer(repeats, warmup)`` returns per-run ns (C++ loop)."""
+    from pyparbench import memory, ops
+    from pyparbench.machine.peak import compact_cpus
+
+    p = shape.params
+    cpus = list(compact_cpus(threads))
+    if shape.kind == "gemm":
+        g = ops.Gemm(p["m"], p["n"], p["k"], threads=threads)
+        a = rng.standard_normal(g.a_shape, dtype=np.float32)
+        b = rng.standard_normal(g.b_shape, dtype=np.float32)
+        out = np.empty(g.output_shape, np.float32)
+        g.pin(cpus)
+        return lambda n, w: g.timeit(a, b, None, out, repeats=n, warmup=w)
+    if shape.kind == "conv":
+        c = ops.Conv2d((p["n"], p["c"], p["h"], p["w"]), p["out_channels"],
+                       (p["kh"], p["kw"]), stride=(p["stride_h"], p["stride_w"]),
+                       padding=(p["pad_t"], p["pad_b"], p["pad_l"], p["pad_r"]),
+                       groups=p["groups"], threads=threads)
+        c.set_weights(rng.standard_normal(c.weight_shape, dtype=np.float32))
+        x = rng.standard_normal(c.input_shape, dtype=np.float32)
+        y = np.empty(c.output_shape, np.float32)
+        c.pin(cpus)
+        return lambda n, w: c.timeit(x, y, repeats=n, warmup=w)
+    e = ops.EmbeddingBag(p["rows"], p["dim"], threads=threads)
+    table = memory.aligned_empty((p["rows"], p["dim"]))
+    table.fill(0.5)  # the values do not change the traffic
+    idx = rng.integers(0, p["rows"], size=(p["batch"], p["bag"]), dtype=np.int64)
+    bags = np.empty((p["batch"], p["dim"]), np.float32)
+    e.pin(cpus)
+    return lambda n, w: e.timeit(table, idx, None, None, bags, repeats=n, warmup=w)
+
+
+def measure_scaling(shape: OpShape, threads: Sequence[int], *, repeats: int = 5,
+                    target_s: float = 0.15) -> list[dict[str, Any]]:
+    """Time ``shape`` as a prepared oneDNN (or embedding-bag) kernel at each
+    thread count, one pinned thread per core; ``repeats`` at least, more for
+    short kernels (about ``target_s`` per point). One dict per count:
+    threads, cpus, ns, summary, flops, bytes."""
+    from pyparbench.machine.peak import compact_cpus
+    from pyparbench.timing import summarize
+
+    stats = shape_graph(shape).stats[-1]
+    rng = np.random.default_rng(0)
+    points = []
+    for t in threads:
+        timer = _timer(shape, t, rng)
+        first = timer(1, 1)
+        n = _repeats_for(float(first[0]), target_s, repeats, 500)
+        ns = [float(v) for v in timer(n, 2)]
+        points.append({"threads": t, "cpus": list(compact_cpus(t)), "ns": ns,
+                       "summary": summarize(ns).as_dict(), "flops": stats.flops,
+                       "bytes": stats.bytes})
+    return points
+
+
+def measure_nodes(model: str, batch: int, threads: int, *, repeats: int = 5) -> dict[str, Any]:
+    """Per-node times of ``model``'s heavy nodes: the graph run synchronously
+    with ``threads`` intra-op threads (pinned compact, oneDNN), ``repeats``
+    traced runs after a warm-up; each node's median over the runs."""
+    from pyparbench.executor import compile_graph
+    from pyparbench.models import build
+    from pyparbench.timing import summarize
+
+    graph = build(model, batch)
+    plan = compile_graph(graph)
+    settings = Settings(intra_op=threads, affinity="compact")
+    plan.run(settings, repeats=1, warmup=1)
+    per_node: dict[int, list[float]] = {}
+    totals = []
+    for _ in range(repeats):
+        rec = plan.run(settings, repeats=1, warmup=0, trace=True)
+        totals.append(rec.ns[0])
+        for ev in rec.trace:
+            per_node.setdefault(ev.node, []).append(ev.end_ns - ev.start_ns)
+    nodes = []
+    for s in graph.stats:
+        if not s.heavy or s.id not in per_node:
+            continue
+        ns = per_node[s.id]
+        nodes.append({"id": s.id, "name": s.name, "op": s.op, "flops": s.flops,
+                      "bytes": s.bytes, "shape": list(graph[s.id].shape), "ns": ns,
+                      "median_ns": float(np.median(ns))})
+    return {"settings": settings.as_dict(), "threads": threads, "nodes": nodes,
+            "graph_ns": summarize(totals).as_dict()}
+
+
+def annotate(record: dict[str, Any], peak: Peak) -> dict[str, Any]:
+    """Put every point of a finished task record on the roofline (in place)."""
+    for p in record.get("points", []):
+        p["roofline"] = peak.ceiling(_op_of(record["task"]), p["flops"], p["bytes"],
+                                     p["summary"]["median"] / 1e9, p["threads"]).as_dict()
+    for n in record.get("nodes", []):
+        n["roofline"] = peak.ceiling(n["op"], n["flops"], n["bytes"], n["median_ns"] / 1e9,
+                                     record["threads"]).as_dict()
+    return record
+
+
+def _op_of(task: Mapping[str, Any]) -> str:
+    kind = task["shape"]["kind"]
+    return {"gemm": "linear", "conv": "conv2d", "embedding": "embedding_bag"}[kind]
+
+
+def run_op_task(task: OpTask, peak: Peak, *, timeout: float = 600.0,
+                machine: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run one task in a fresh Python process; its record, on the roofline
+    (``status`` "ok") or with what went wrong (``status`` "error")."""
+    started = time.time()
+    base = {"key": task.key, "task": task.as_dict(), "started": started, "schema": SCHEMA,
+            "machine": machine if machine is not None else machine_fingerprint(),
+            "peak_id": fingerprint_id(peak.fingerprint)}
+    try:
+        done = child_process.run("pyparbench.harness.operators", json.dumps(task.as_dict()),
+                                 cpus=None, env=child_process.child_env(Settings()),
+                                 timeout=timeout)
+    except OSError as e:
+        return {**base, "status": "error", "error": f"cannot start the child: {e}"}
+    if done.timed_out:
+        return {**base, "status": "timeout", "error": child_process.timeout_text(timeout)}
+    if done.returncode != 0:
+        return {**base, "status": "error",
+                "error": child_process.crash_text(done.returncode, done.stderr)}
+    try:
+        return annotate({**base, "status": "ok", **child_process.answer(done.stdout)}, peak)
+    except (KeyError, TypeError, ValueError) as e:
+        return {**base, "status": "error",
+                "error": str(e) if isinstance(e, ValueError) else f"the result lacks {e}"}
+
+
+def check_task_record(where: str, record: dict[str, Any]) -> None:
+    """Raise ValueError unless ``record`` is an operator task's record."""
+    if not isinstance(record.get("task"), dict):
+        raise ValueError(f"{where}: no task (an object): not an operator task's record")
+
+
+def run_op_tasks(tasks: Iterable[OpTask], store: ResultStore, peak: Peak, *,
+                 resume: bool = True, retry_failed: bool = False, timeout: float = 600.0,
+                 on_result: Callable[[OpTask, dict[str, Any] | None], None] | None = None
+                 ) -> Iterator[dict[str, Any]]:
+    """Run every task not in ``store`` yet (see
+    :func:`~pyparbench.harness.resumable.run_resumable`), each in a fresh
+    process; yields the records.
+
+    Raises
+    ------
+    ValueError
+        On resume, when the store holds another machine's or schema's records.
+    """
+    def read(where: str, record: dict[str, Any]) -> dict[str, Any]:
+        check_task_record(where, record)
+        return record
+
+    return run_resumable(
+        tasks, store, lambda t, m: run_op_task(t, peak, timeout=timeout, machine=m),
+        read, resume=resume, retry_failed=retry_failed, on_result=on_result)
+
+
+def _child_main() -> int:
+    """In the fresh process: run the task read from stdin, print one JSON line."""
+    task = OpTask.from_dict(json.loads(sys.stdin.read()))
+    out: dict[str, Any]
+    if task.kind == "scaling" and task.shape is not None:
+        out = {"points": measure_scaling(task.shape, task.threads, repeats=task.repeats)}
+    elif task.kind == "nodes":
+        out = measure_nodes(task.model, task.batch, task.threads[0], repeats=task.repeats)
+    else:
+        raise ValueError(f"unknown task kind {task.kind!r}")
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

@@ -1,0 +1,84 @@
+"""Run a list of measurements into a store, resuming where an earlier run stopped.
+
+The main job's configurations and its operator tasks are both measured this
+way: each item not in the store yet is run and its record appended at once
+(flushed and synced), so an interrupted or crashed run loses no finished
+result, and running the same list again skips what is already there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol, TypeVar
+
+from pyparbench.harness.store import ResultStore
+from pyparbench.machine.fingerprint import machine_fingerprint
+from pyparbench.resultfiles import Result
+
+__all__ = ["Keyed", "record_status", "run_resumable"]
+
+
+class Keyed(Protocol):
+    """A measurement to make, with the key its record is stored under."""
+
+    @property
+    def key(self) -> str: ...
+
+
+Item = TypeVar("Item", bound=Keyed)
+# A configuration's typed result, or an operator task's record.
+Record = TypeVar("Record", Result, dict[str, Any])
+
+
+def record_status(record: Result | dict[str, Any]) -> str:
+    """A configuration's result's status, or an operator task record's."""
+    return record.status if isinstance(record, Result) else str(record.get("status"))
+
+
+def run_resumable(items: Iterable[Item], store: ResultStore,
+                  run_one: Callable[[Item, dict[str, Any]], Record],
+                  read: Callable[[str, dict[str, Any]], Record], *,
+                  resume: bool = True, retry_failed: bool = False,
+                  on_result: Callable[[Item, Record | None], None] | None = None
+                  ) -> Iterator[Record]:
+    """Run every item whose key the store does not hold yet, appending each
+    record as soon as it is known; yields the records, those taken from the
+    store too.
+
+    Parameters
+    ----------
+    run_one
+        ``run_one(item, machine)`` measures one item and returns its record
+        (it never raises for a failed measurement: the record says so);
+        ``machine`` is this machine's fingerprint, which the records carry.
+    read
+        ``read(where, stored)``: a stored record as this kind of item's
+        record; raises ValueError for one it cannot use.
+    resume
+        Skip the items the store holds (else run everything again).
+    retry_failed
+        Run again the items whose stored record is not ``ok``.
+    on_result
+        Called after each item with its record (None for one taken from the store).
+
+    Raises
+    ------
+    ValueError
+        On resume, when the store holds another machine's or schema's records,
+        or records ``read`` refuses.
+    """
+    # A store of another machine's records is refused on resume.
+    machine = machine_fingerprint()
+    done = dict(store.resumable(machine, read)) if resume else {}
+    for item in items:
+        previous = done.get(item.key)
+        if previous is not None and (record_status(previous) == "ok" or not retry_failed):
+            if on_result:
+                on_result(item, None)
+            yield previous
+            continue
+        record = run_one(item, machine)
+        store.append(record)
+        if on_result:
+            on_result(item, record)
+        yield record

@@ -1,0 +1,128 @@
+""":func:`recommend`: the recommender's one public entry point, as its steps
+(see the package docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyparbench.graph import Graph
+from pyparbench.names import PRESETS
+from pyparbench.recommender.costmodel import CostModel
+from pyparbench.recommender.modelchoice import choose_model, topology_of
+from pyparbench.recommender.reasons import explain
+from pyparbench.recommender.search import (
+    Executed,
+    batch_of,
+    candidates,
+    instance_graphs,
+    predict_run,
+)
+from pyparbench.recommender.selection import choose, verified
+from pyparbench.recommender.simulate import Resources
+from pyparbench.recommender.types import OBJECTIVES, Prediction, Recommendation
+from pyparbench.recommender.verify import TOP as VERIFY_TOP
+from pyparbench.settings import preset
+from pyparbench.threading.topology import Topology
+
+__all__ = ["recommend"]
+
+
+def recommend(graph: Graph, topology: Topology | str | None = None,
+              objective: str = "latency", *, model: CostModel | None = None,
+              calibrate: bool = True, allow_smt: bool = False,
+              libraries: Sequence[str] = ("onednn",), instances: bool = True,
+              recalibrate: bool = False, cache_dir: str | Path | None = None,
+              verify: int = VERIFY_TOP) -> Recommendation:
+    """Recommend the thread setting for ``graph``.
+
+    Parameters
+    ----------
+    graph
+        The model graph (``pyparbench.models.build(name, batch)``).
+    topology
+        None for this machine, an hwloc synthetic string such as
+        ``"package:2 core:28 pu:2"``, or a Topology.
+    objective
+        ``"latency"`` (one batch as fast as possible; instances split it) or
+        ``"throughput"`` (samples per second; each instance serves a whole
+        batch).
+    model
+        A cost model to use (e.g. a :class:`TableCostModel`); None: measured
+        on this machine, or the analytic model (see ``calibrate``).
+    calibrate
+        Measure op times on this machine (cached). False, or a topology with
+        more cores than this process may use, selects the analytic model.
+    allow_smt
+        Also try settings that use SMT siblings.
+    libraries
+        Math libraries to calibrate and try (default oneDNN only).
+    instances
+        Try data-parallel instances (needs a model graph it can rebuild at
+        the instance's batch, for the latency objective).
+    recalibrate
+        Measure again what the cache already has.
+    cache_dir
+        Calibration cache directory (default: see
+        :func:`~pyparbench.recommender.calibrate.cache_dir`).
+    verify
+        With the calibrated model on this machine: how many of the best
+        predicted settings (within 25 % of the best) are then measured whole,
+        side by side, the measured best being taken when it is more than 3 %
+        faster (:mod:`pyparbench.recommender.verify`; a few seconds). 0: the
+        prediction alone decides.
+
+    Raises
+    ------
+    ValueError
+        An unknown objective, a bad topology string, verify < 0.
+    TypeError
+        ``graph`` is not a Graph.
+    """
+    if not isinstance(graph, Graph):
+        raise TypeError(f"graph must be a pyparbench Graph, got {type(graph).__name__}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be 'latency' or 'throughput', got {objective!r}")
+    if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
+        raise ValueError(f"verify must be an int >= 0, got {verify!r}")
+    topo, where = topology_of(topology)
+    res = Resources.from_topology(topo)
+    batch = batch_of(graph)
+
+    # The graph each instance count runs, and the cost model of them all.
+    per_instance = instance_graphs(graph, res, objective, instances)
+    choice = choose_model(per_instance, res, topo, model=model, calibrate=calibrate,
+                          libraries=libraries, recalibrate=recalibrate, cache_dir=cache_dir)
+    cost = choice.model
+    calibration = dict(choice.calibration)
+
+    # Every candidate predicted; the best chosen, then verified by measuring.
+    executed = Executed()
+    preds = [predict_run(executed(per_instance[s.instances], s), s, cost, res,
+                         batch=batch_of(per_instance[s.instances]))
+             for s in candidates(graph, cost, res, instances=sorted(per_instance),
+                                 allow_smt=allow_smt)]
+    best = choose(preds, objective)
+    preset_settings = {name: preset(name, topo, graph) for name in PRESETS}
+    verified_reason = ""
+    if verify and choice.measured_here:
+        policies = (None, *cost.wait.policies) if cost.wait is not None else ()
+        best, verified_reason = verified(best, preds, per_instance, objective, verify,
+                                         calibration, presets=list(preset_settings.values()),
+                                         policies=policies)
+    chosen = best.settings.with_(name="recommended")
+    best = Prediction(chosen, best.latency_ns, best.instance_batch, best.samples,
+                      best.simulation)
+    preds.sort(key=lambda p: p.value(objective), reverse=objective == "throughput")
+
+    # The presets, predicted by the same model; then the reasons.
+    presets = {name: predict_run(executed(graph, ps), ps, cost, res, batch=batch)
+               for name, ps in preset_settings.items()}
+    reasons = explain(graph, per_instance, best, preds, presets, model=cost,
+                      why_model=choice.why, resources=res, objective=objective,
+                      executed=executed, verified=verified_reason)
+    return Recommendation(graph=graph.name, batch=batch, topology=where, settings=chosen,
+                          objective=objective, predicted=best, presets=presets,
+                          reasons=tuple(reasons), model=cost.kind,
+                          model_description=cost.describe(), candidates=tuple(preds),
+                          calibration=calibration)

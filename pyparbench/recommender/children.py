@@ -1,0 +1,249 @@
+"""Measuring children, one per OpenMP wait policy, taking turns.
+
+libgomp reads its wait policy once, when it starts, so settings that
+differ in ``omp_wait`` are measured in processes of their own. Starting a
+process per measurement costs seconds (Python, pyparbench, the model
+built and compiled), so each policy gets one child for the whole
+measurement, and the children take turns, round by round: the policies
+are measured interleaved, so that a slow spell of a shared machine hits
+them alike.
+
+While one child measures, the others are stopped (SIGSTOP): under the
+active policy an idle child's OpenMP threads spin for minutes, and would
+take the CPUs from the child measuring.
+
+A child runs ``python -m pyparbench.recommender.children`` (started by
+:mod:`pyparbench.child_process`: a fresh interpreter with the policy's
+environment, ended with its parent) and answers one JSON line per JSON
+request line:
+
+* ``{"do": "gaps", "threads": [t, ...], "gaps": [ns, ...]}`` ->
+  ``{"regions": {"t": [median region ns at each gap]}}``
+  (:func:`pyparbench.threading.omp.omp_gap`);
+* ``{"do": "load", "model": name, "runs": [{"settings": {...}, "batch": b}, ...]}``
+  -> ``{"estimates": [ns of one warm run of each]}``: each setting's graphs
+  built (the model at ``b``, one copy per instance) and compiled;
+* ``{"do": "round", "repeats": [n, ...]}`` -> ``{"ns": [median ns of each]}``:
+  each loaded setting run ``n`` times after an untimed run;
+* ``{"do": "env"}`` -> ``{"env": {...}}``: the OpenMP variables the child
+  started with (what its policy is);
+
+each answer with ``cpu_s``, the CPU time the child used for it, or
+``{"error": "..."}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any
+
+from pyparbench.recommender.costmodel import wait_key
+from pyparbench.settings import OmpWait, Settings
+
+__all__ = ["ChildFailed", "PolicyChildren"]
+
+MODULE = "pyparbench.recommender.children"
+# A child that answers nothing for this long is taken for hung.
+ANSWER_TIMEOUT_S = 300.0
+# The repeats of one gap: about this long, between these bounds.
+GAP_WINDOW_NS = 40e6
+GAP_REPEATS = (20, 400)
+
+
+class ChildFailed(RuntimeError):
+    """A measuring child died, hung or answered with an error."""
+
+
+class PolicyChildren:
+    """One measuring child per wait policy (see the module docstring); a
+    context manager that ends them all.
+
+    Raises
+    ------
+    ChildFailed
+        From :meth:`ask`: the child died (with its error text), gave no answer
+        within ``timeout_s``, or answered with an error.
+    OSError
+        A child could not be started.
+    """
+
+    def __init__(self, policies: Sequence[OmpWait], *, timeout_s: float = ANSWER_TIMEOUT_S
+                 ) -> None:
+        self.policies = list(dict.fromkeys(policies))
+        self.timeout_s = timeout_s
+        self.cpu_s = 0.0  # the children's CPU time, for the foreign-load figure
+        self._procs: dict[str, tuple[subprocess.Popen[str], IO[bytes]]] = {}
+
+    def __enter__(self) -> PolicyChildren:
+        from pyparbench import child_process
+
+        try:
+            for p in self.policies:
+                err = tempfile.TemporaryFile()  # a pipe could fill and block the child
+                proc = child_process.start(MODULE, cpus=None,
+                                           env=child_process.child_env(Settings(omp_wait=p)),
+                                           stderr=err)
+                self._procs[wait_key(p)] = (proc, err)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def ask(self, policy: OmpWait, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Send ``request`` to ``policy``'s child and return its answer; the
+        child runs only meanwhile."""
+        return self.ask_all({wait_key(policy): request})[wait_key(policy)]
+
+    def ask_all(self, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Send each child (by policy name: ``"default"``, ``"passive"``,
+        ...) its request, all at once, and return their answers: for work
+        that is not timed, such as building and compiling a model."""
+        from pyparbench import child_process
+
+        procs = {k: self._procs[k] for k in requests}
+        lines: dict[str, str] = {}
+        try:
+            for k, (proc, _) in procs.items():
+                _signal(proc, signal.SIGCONT)
+                assert proc.stdin is not None
+                try:
+                    proc.stdin.write(json.dumps(requests[k]) + "\n")
+                    proc.stdin.flush()
+                except BrokenPipeError:
+                    pass  # it died: said below
+            deadline = time.monotonic() + self.timeout_s
+            outs = {k: proc.stdout for k, (proc, _) in procs.items() if proc.stdout is not None}
+            while len(lines) < len(procs):
+                waiting = {outs[k]: k for k in procs if k not in lines}
+                ready, _, _ = select.select(list(waiting), [], [],
+                                            max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    k = next(iter(waiting.values()))
+                    child_process.kill(procs[k][0])
+                    raise ChildFailed(f"the measuring child of omp_wait={k} "
+                                      f"{child_process.timeout_text(self.timeout_s)}")
+                for out in ready:
+                    k = waiting[out]
+                    lines[k] = out.readline()
+                    if not lines[k]:
+                        proc, err = procs[k]
+                        proc.wait()
+                        err.seek(0)
+                        raise ChildFailed(f"the measuring child of omp_wait={k}: "
+                                          + child_process.crash_text(
+                                              proc.returncode,
+                                              err.read().decode(errors="replace")))
+        finally:
+            for proc, _ in procs.values():
+                _signal(proc, signal.SIGSTOP)
+        answers = {}
+        for k, line in lines.items():
+            answer = json.loads(line)
+            self.cpu_s += float(answer.get("cpu_s", 0.0))
+            if "error" in answer:
+                raise ChildFailed(f"the measuring child of omp_wait={k}: {answer['error']}")
+            answers[k] = dict(answer)
+        return answers
+
+    def close(self) -> None:
+        """End every child: each is let go on, its stdin closed, and killed
+        if it has not ended within a few seconds."""
+        from pyparbench import child_process
+
+        for proc, err in self._procs.values():
+            _signal(proc, signal.SIGCONT)
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.close()
+                proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                child_process.kill(proc)
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+            err.close()
+        self._procs.clear()
+
+
+def _signal(proc: subprocess.Popen[str], sig: int) -> None:
+    """Signal the child's process group (a child is in a session of its own)."""
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+# ------------------------------------------------------------------ the child
+
+
+def _gaps(threads: Sequence[int], gaps: Sequence[float]) -> dict[str, list[float]]:
+    """Each team size's median region ns after each gap."""
+    from pyparbench.threading.omp import omp_fork_join, omp_gap
+
+    out: dict[str, list[float]] = {}
+    for t in threads:
+        omp_fork_join(t, repeats=200, warmup=50)  # the team made and warm
+        medians = []
+        for g in gaps:
+            repeats = max(GAP_REPEATS[0], min(GAP_REPEATS[1], int(GAP_WINDOW_NS / max(g, 5e4))))
+            region, _ = omp_gap(t, g, repeats=repeats, warmup=5)
+            medians.append(float(statistics.median(region)))
+        out[str(t)] = medians
+    return out
+
+
+def _load(model: str, runs: Sequence[Mapping[str, Any]]
+          ) -> list[tuple[Settings, Callable[[Settings, int, int], list[float]]]]:
+    """Each run's setting and the runner of its graphs (one per instance)."""
+    from pyparbench.models import build
+    from pyparbench.recommender.verify import runner
+
+    out = []
+    for r in runs:
+        s = Settings.from_dict(dict(r["settings"]))
+        out.append((s, runner([build(model, int(r["batch"])) for _ in range(s.instances)])))
+    return out
+
+
+def _main() -> int:
+    from pyparbench.recommender.verify import ROUND_WARMUP
+
+    loaded: list[tuple[Settings, Callable[[Settings, int, int], list[float]]]] = []
+    for line in sys.stdin:
+        cpu = time.process_time()
+        try:
+            req = json.loads(line)
+            if req["do"] == "gaps":
+                answer: dict[str, Any] = {"regions": _gaps(req["threads"], req["gaps"])}
+            elif req["do"] == "load":
+                loaded = _load(str(req["model"]), req["runs"])
+                answer = {"estimates": [min(run(s, 1, 1)) for s, run in loaded]}
+            elif req["do"] == "env":
+                answer = {"env": {k: v for k, v in os.environ.items()
+                                  if k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}}
+            elif req["do"] == "round":
+                answer = {"ns": [statistics.median(run(s, int(n), ROUND_WARMUP))
+                                 for (s, run), n in zip(loaded, req["repeats"], strict=True)]}
+            else:
+                answer = {"error": f"unknown request {req['do']!r}"}
+        except Exception as e:  # the parent says which child failed, and how
+            answer = {"error": f"{type(e).__name__}: {e}"}
+        answer["cpu_s"] = time.process_time() - cpu
+        print(json.dumps(answer), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

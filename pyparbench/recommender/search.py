@@ -1,0 +1,153 @@
+"""The search space: the graph each instance count runs, the candidate
+settings, and each candidate's prediction by the schedule simulation.
+
+Candidates: sync with one worker and async with 2 .. (graph width) workers;
+intra-op threads cores // workers, and every measured count below it (fewer
+threads than cores can win when ops stop scaling); library and framework
+operator modes, each framework pool; each calibrated math library; for the
+latency objective, instances that split the batch, for the throughput
+objective, instances that each serve a whole batch. No candidate
+oversubscribes the cores or uses SMT siblings (unless ``allow_smt``);
+threads are pinned compactly. When the cost model has measured the OpenMP
+wait policies, each candidate whose ops run on OpenMP teams of more than
+one thread is also tried under each of them
+(:func:`~pyparbench.recommender.waitpolicy.wait_variants`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyparbench.graph import Graph
+from pyparbench.graph.passes import executed_graph
+from pyparbench.recommender.costmodel import CostModel
+from pyparbench.recommender.simulate import Resources, simulate
+from pyparbench.recommender.types import Prediction
+from pyparbench.recommender.waitpolicy import wait_variants
+from pyparbench.settings import Settings
+
+__all__ = ["Executed", "batch_of", "candidates", "graph_at", "instance_graphs",
+           "instance_operators", "predict", "predict_run"]
+
+
+def batch_of(graph: Graph) -> int:
+    """The graph's batch: what its builder recorded, else its first input's
+    leading dimension."""
+    b = graph.meta.get("batch")
+    if isinstance(b, int) and b >= 1:
+        return b
+    return int(graph[graph.inputs[0]].shape[0]) if graph.inputs else 1
+
+
+def graph_at(graph: Graph, batch: int) -> Graph | None:
+    """The same model at another batch, when the graph says which model it is
+    (and rebuilding it gives the same nodes)."""
+    name = graph.meta.get("model")
+    if not isinstance(name, str):
+        return None
+    from pyparbench.models import MODELS, build
+
+    if name not in MODELS:
+        return None
+    other = build(name, batch)
+    if [n.name for n in other] != [n.name for n in graph]:
+        return None
+    return other
+
+
+def instance_graphs(graph: Graph, resources: Resources, objective: str,
+                    instances: bool) -> dict[int, Graph]:
+    """Instance count -> the graph one instance runs: 1 -> ``graph``; with
+    ``instances``, every k dividing the cores: for throughput the whole
+    graph (each instance serves a batch), for latency the model at batch / k
+    when k divides the batch and the model can be rebuilt at it."""
+    out: dict[int, Graph] = {1: graph}
+    if not instances or resources.cores < 2:
+        return out
+    batch = batch_of(graph)
+    for k in range(2, resources.cores + 1):
+        if resources.cores % k:
+            continue
+        if objective == "throughput":
+            out[k] = graph
+        elif batch % k == 0:
+            g = graph_at(graph, batch // k)
+            if g is not None:
+                out[k] = g
+    return out
+
+
+def _workers_cap(graph: Graph) -> int:
+    """More async workers than independent nodes can never all be busy:
+    bound by the widest set of independent heavy ops (and 2, for the glue
+    beside a lone heavy op)."""
+    return max(2, graph.max_width)
+
+
+def instance_operators(instances: int) -> tuple[str, ...]:
+    """The operator modes tried with ``instances`` data-parallel instances,
+    and so the modes each instance count's graph is calibrated in: framework
+    mode with one instance only. Instances already split the work between
+    core groups, and framework mode's blocks would double the calibration of
+    every instance graph for settings that have not won where measured."""
+    return ("library", "framework") if instances == 1 else ("library",)
+
+
+def candidates(graph: Graph, model: CostModel, resources: Resources, *,
+               instances: Sequence[int] = (1,), allow_smt: bool = False) -> list[Settings]:
+    """Every candidate setting (see the module docstring); none oversubscribes."""
+    out: list[Settings] = []
+    cpus = resources.logical if allow_smt else resources.cores
+    for k in instances:
+        per = cpus // k
+        if per < 1:
+            continue
+        for w in range(1, min(per, _workers_cap(graph)) + 1):
+            counts = {per // w} | {t for t in model.thread_counts(per) if t <= per // w}
+            for t in sorted(counts):
+                smt = allow_smt and k * w * t > resources.cores
+                for op in model.operators:
+                    if op not in instance_operators(k) or (op == "framework" and t == 1):
+                        continue  # one block: the library kernel itself
+                    for lib in model.libraries:
+                        for pool in (model.pools if op == "framework" else ("openmp",)):
+                            out.append(Settings(
+                                scheduler="sync" if w == 1 else "async", inter_op=w,
+                                intra_op=t, operator=op, library=lib, pool=pool,
+                                affinity="compact" if resources.cores > 1 else "none",
+                                smt=smt, instances=k))
+    if model.wait is not None:
+        out += [v for s in list(out) for v in wait_variants(s, model.wait.policies)]
+    return out
+
+
+class Executed:
+    """:func:`executed_graph`, once per graph and the settings that decide it."""
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[int, str, str, str], tuple[Graph, Graph]] = {}
+
+    def __call__(self, graph: Graph, settings: Settings) -> Graph:
+        key = (id(graph), settings.graph_opt, settings.library, settings.operator)
+        hit = self._memo.get(key)
+        if hit is None or hit[0] is not graph:
+            hit = (graph, executed_graph(graph, settings))
+            self._memo[key] = hit
+        return hit[1]
+
+
+def predict(graph: Graph, settings: Settings, model: CostModel, resources: Resources, *,
+            batch: int | None = None) -> Prediction:
+    """Predict ``settings`` for ``graph`` (one instance's graph when
+    ``settings.instances`` > 1; the graph as built: the prediction is of the
+    graph the executor runs, :func:`~pyparbench.graph.passes.executed_graph`); ``batch`` is the
+    graph's batch."""
+    return predict_run(executed_graph(graph, settings), settings, model, resources,
+                       batch=batch if batch is not None else batch_of(graph))
+
+
+def predict_run(run: Graph, settings: Settings, model: CostModel, resources: Resources, *,
+                batch: int) -> Prediction:
+    """:func:`predict` on the graph the executor runs."""
+    sim = simulate(run, settings, model, resources)
+    return Prediction(settings, sim.latency_ns, batch, batch * settings.instances, sim)

@@ -1,0 +1,136 @@
+"""A run's settings with their processes merged, and what its regrets rest on.
+
+The main job runs every configuration in a fresh process, and some settings
+in several: under two names (a preset and the recommender's setting, when
+they agree), or again in confirmation rounds (``round`` > 0). A setting is
+one figure however many processes measured it: the median of its
+processes' medians (:func:`merge_settings`). How far apart a setting's
+processes are, pooled over the run (:func:`run_spread`), gives each regret
+its interval (:func:`regret_estimate`); see :mod:`.spread`. The report's
+summary and the confirmation rounds read the same merge.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from pyparbench.names import PRESETS
+from pyparbench.resultfiles.schema import Result, RunConfig
+from pyparbench.resultfiles.spread import (
+    ProcessSpread,
+    RatioEstimate,
+    estimate_ratio,
+    pooled_spread,
+)
+from pyparbench.settings import Settings
+from pyparbench.timing import Summary
+
+__all__ = ["REGRET_LEVEL", "MergedSetting", "merge_settings", "regret_estimate",
+           "run_spread"]
+
+# How a setting run under several names lists them: the recommender's first.
+_NAME_ORDER = ("recommended", *PRESETS)
+# The confidence of a regret's interval.
+REGRET_LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class MergedSetting:
+    """One setting of a model and batch, its name aside, with every process
+    that measured it (``records``, all ``ok``).
+
+    ``config`` is the first record's, named by every name the setting ran
+    under ("recommended/tftuner") and carrying the recommender's prediction
+    when one record has it; ``summary`` is the first process's, with the
+    median of the processes' medians and, for several, ``q1`` and ``q3``
+    the lowest and highest of them."""
+
+    config: RunConfig
+    names: tuple[str, ...]
+    records: tuple[Result, ...]
+    summary: Summary
+
+    @property
+    def settings(self) -> Settings:
+        return self.config.settings
+
+    @property
+    def key(self) -> str:
+        """The first record's key."""
+        return self.records[0].key
+
+    @property
+    def median(self) -> float:
+        """The setting's latency (ns): the median of its processes' medians."""
+        return self.summary.median
+
+    @property
+    def medians(self) -> tuple[float, ...]:
+        """Each process's median (ns)."""
+        return tuple(r.timing.median for r in self.records)
+
+    @property
+    def processes(self) -> int:
+        return len(self.records)
+
+    def named(self, name: str) -> bool:
+        """Whether it ran under ``name``."""
+        return name in self.names
+
+
+def merge_settings(ok: Sequence[Result]) -> list[MergedSetting]:
+    """One :class:`MergedSetting` per setting of ``ok`` (results that
+    measured, of one model and batch), in the order first measured.
+
+    Raises
+    ------
+    ValueError
+        A result that is not ``ok``.
+    """
+    groups: dict[str, list[Result]] = {}
+    for r in ok:
+        groups.setdefault(r.config.setting_key, []).append(r)
+    out = []
+    for rs in groups.values():
+        first = rs[0]
+        names = sorted({r.config.name for r in rs} - {""},
+                       key=lambda n: (_NAME_ORDER.index(n) if n in _NAME_ORDER else 99, n))
+        predicted = next((r.config.predicted_ns for r in rs if r.config.predicted_ns), None)
+        config = replace(first.config, settings=first.config.settings.with_(
+            name="/".join(names)), predicted_ns=predicted)
+        summary = first.timing
+        if len(rs) > 1:
+            medians = [r.timing.median for r in rs]
+            summary = replace(summary, median=statistics.median(medians), q1=min(medians),
+                              q3=max(medians))
+        out.append(MergedSetting(config, tuple(names), tuple(rs), summary))
+    return out
+
+
+def run_spread(results: Iterable[Result]) -> ProcessSpread | None:
+    """The run's between-process spread (:func:`.spread.pooled_spread`): over
+    every setting of every model, batch and framework that its ``ok``
+    results measured in two or more processes; None when there is none."""
+    groups: dict[str, list[float]] = {}
+    for r in results:
+        if r.ok:
+            groups.setdefault(r.config.setting_key, []).append(r.timing.median)
+    return pooled_spread(groups.values())
+
+
+def regret_estimate(chosen: MergedSetting, best: MergedSetting,
+                    spread: ProcessSpread | None) -> RatioEstimate | None:
+    """chosen / best with its interval at :data:`REGRET_LEVEL` over
+    processes (the regret is the ratio - 1); None without a spread. The best
+    against itself is exactly 1.
+
+    The best is the fastest of many settings, each read with its own
+    luck: the interval says how far the two settings' processes leave the
+    ratio uncertain, not how likely another setting is to be faster."""
+    if spread is None:
+        return None
+    if chosen.config.setting_key == best.config.setting_key:
+        return RatioEstimate(1.0, 1.0, 1.0, 1.0, float(spread.df), REGRET_LEVEL)
+    return estimate_ratio(best.medians, chosen.medians, spread, level=REGRET_LEVEL)
