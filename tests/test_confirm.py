@@ -83,6 +83,21 @@ def test_confirmation_measures_the_settings_a_regret_rests_on() -> None:
     assert confirmations(rs, rounds=0) == []
 
 
+def test_intels_preset_measured_faster_than_ours_is_confirmed_with_it() -> None:
+    intel = SYNC.with_(omp_wait=20_000)
+    # Ours within the threshold of the best, but Intel's preset (another
+    # setting) measured faster: both, and the best, are measured again.
+    rs = [_rec("m", SYNC, 10.2, "recommended"), _rec("m", intel, 10.0, "intel"),
+          _rec("m", ONE, 10.1)]
+    todo = confirmations(rs, rounds=1)
+    assert sorted(c.settings.name for c in todo) == ["intel", "recommended"]
+    # Intel's preset as our setting itself (one merged setting), or slower: nothing.
+    same = [_rec("m", SYNC, 10.0, "recommended"), _rec("m", SYNC, 10.1, "intel")]
+    assert confirmations(same, rounds=1) == []
+    slower = [_rec("m", SYNC, 10.0, "recommended"), _rec("m", intel, 10.5, "intel")]
+    assert confirmations(slower, rounds=1) == []
+
+
 def test_a_config_round_is_part_of_its_identity() -> None:
     a, b = Config("m", 1, SYNC), Config("m", 1, SYNC, round=2)
     assert a.key != b.key and Config.from_dict(b.as_dict()) == b

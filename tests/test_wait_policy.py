@@ -204,12 +204,19 @@ def test_verification_adds_the_wait_variants_and_the_presets_differing_by_spin()
     assert not waitpolicy.spin_only(intel, intel.with_(name="x"))
 
 
-def test_verified_takes_a_measured_faster_wait_variant(monkeypatch: pytest.MonkeyPatch
-                                                        ) -> None:
+def _mlp_predictions() -> tuple[Graph, list[Any], Any, Settings]:
+    """mlp-512 b1 with a 20,000 spin predicted cheaper: the graph, every
+    candidate's prediction, SYNC2's, and Intel's preset on two cores."""
     g = models.build("mlp-512", 1)
     model = TableCostModel({}, default_ns=1000.0, wait=costs(spin20000=(100.0, 500.0)))
     preds = [predict(g, s, model, TWO) for s in candidates(g, model, TWO)]
     best = next(p for p in preds if p.settings == SYNC2)
+    return g, preds, best, preset("intel", ppb.topology("package:1 core:2 pu:1"))
+
+
+def test_verified_takes_a_measured_faster_wait_variant(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    g, preds, best, intel = _mlp_predictions()
     asked: list[list[Settings]] = []
 
     def fake(name: str, runs: list[tuple[Settings, int]], budget_ns: float = 0.0
@@ -221,7 +228,6 @@ def test_verified_takes_a_measured_faster_wait_variant(monkeypatch: pytest.Monke
                 for s, _ in runs]
 
     monkeypatch.setattr(selection, "measure_variants", fake)
-    intel = preset("intel", ppb.topology("package:1 core:2 pu:1"))
     calibration: dict[str, Any] = {}
     win, why = selection.verified(best, preds, {1: g}, "latency", 2, calibration,
                                   presets=[intel], policies=(None, INTEL_SPINCOUNT))
@@ -240,6 +246,69 @@ def test_verified_takes_a_measured_faster_wait_variant(monkeypatch: pytest.Monke
     win, why = selection.verified(best, preds, {1: g}, "latency", 2, {},
                                   presets=[intel], policies=(None, INTEL_SPINCOUNT))
     assert win.settings.omp_wait is None and "could not be measured" in why
+
+
+def _measured(per_round: dict[Settings, tuple[float, ...]]) -> list[Verified]:
+    return [Verified(s, sorted(v)[len(v) // 2], len(v), v) for s, v in per_round.items()]
+
+
+def test_spin_length_orders_the_policies_and_names_a_bad_one() -> None:
+    order = ["passive", INTEL_SPINCOUNT, None, "active"]
+    assert sorted(order, key=waitpolicy.spin_length) == order
+    assert waitpolicy.spin_length(None) == waitpolicy.DEFAULT_SPINCOUNT
+    with pytest.raises(ValueError, match="'sometimes'"):
+        waitpolicy.spin_length("sometimes")
+
+
+def test_a_shorter_spin_measured_alike_is_taken_a_slower_one_is_not() -> None:
+    def ns(v: Verified) -> float:
+        return v.ns
+
+    short = SYNC2.with_(omp_wait=INTEL_SPINCOUNT)
+    shorter = SYNC2.with_(omp_wait="passive")
+    longer = SYNC2.with_(omp_wait="active")
+    tie = 1 + waitpolicy.SPIN_TIE
+    # Within SPIN_TIE (slower in every round by half of it): the shorter spin.
+    alike = _measured({SYNC2: (100.0, 101.0, 99.0),
+                       short: (100.0 * (1 + waitpolicy.SPIN_TIE / 2),) * 3})
+    assert waitpolicy.shorter_spin(SYNC2, alike, ns, False) == short
+    # Twice SPIN_TIE slower: the choice stays; so does it for a longer spin.
+    slower = _measured({SYNC2: (100.0,) * 3, short: (100.0 * tie * tie,) * 3,
+                        longer: (90.0,) * 3})
+    assert waitpolicy.shorter_spin(SYNC2, slower, ns, False) == SYNC2
+    # Of two shorter spins within the tie, the faster; per-round ratios decide
+    # (a slow round that hit both sides cancels).
+    both = _measured({SYNC2: (100.0, 200.0, 100.0), short: (100.5, 201.0, 100.5),
+                      shorter: (99.9, 199.8, 99.9)})
+    assert waitpolicy.shorter_spin(SYNC2, both, ns, False) == shorter
+    # Throughput (higher is better) reads the ratio the other way round.
+    assert waitpolicy.shorter_spin(SYNC2, slower, lambda v: 1e9 / v.ns, True) == SYNC2
+    assert waitpolicy.shorter_spin(SYNC2, alike, lambda v: 1e9 / v.ns, True) == short
+    # No team waits (one thread), a setting not measured, another setting: no change.
+    one = Settings(intra_op=1, affinity="compact")
+    assert waitpolicy.shorter_spin(one, _measured({one: (100.0,), one.with_(
+        omp_wait="passive"): (90.0,)}), ns, False) == one
+    assert waitpolicy.shorter_spin(SYNC2, _measured({short: (90.0,)}), ns, False) == SYNC2
+    other = Settings(scheduler="async", inter_op=2, affinity="compact", omp_wait="passive")
+    assert waitpolicy.shorter_spin(SYNC2, _measured({SYNC2: (100.0,), other: (90.0,)}),
+                                   ns, False) == SYNC2
+
+
+def test_verified_takes_intels_spin_where_it_measures_alike(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    g, preds, best, intel = _mlp_predictions()
+
+    def fake(name: str, runs: list[tuple[Settings, int]], budget_ns: float = 0.0
+             ) -> list[Verified]:
+        slow = {None: 100.0, INTEL_SPINCOUNT: 100.4}  # alike: within SPIN_TIE
+        return [Verified(s, slow.get(s.omp_wait, 150.0), 3, (slow.get(s.omp_wait, 150.0),) * 3)
+                for s, _ in runs]
+
+    monkeypatch.setattr(selection, "measure_variants", fake)
+    win, why = selection.verified(best, preds, {1: g}, "latency", 2, {},
+                                  presets=[intel], policies=(None, INTEL_SPINCOUNT, "active"))
+    assert win.settings == SYNC2.with_(omp_wait=INTEL_SPINCOUNT) and not win.settings.name
+    assert "predicted choice is kept" in why and "then its shorter spin" in why
 
 
 # ------------------------------------------------------- children, for real

@@ -15,9 +15,10 @@ past :data:`THRESHOLD` (it is wide: the run cannot tell whether the
 recommendation is within 3 % of the best;
 :func:`pyparbench.resultfiles.processes.regret_estimate`, from the spread
 of every setting the run measured in several processes), or when the
-study's tuner measured faster than it, the recommended setting, the best
-one and the tuner's (when faster) are run again in fresh processes,
-``rounds`` more times each, round by round across every model so that one
+study's tuner or Intel's preset measured faster than it, the recommended
+setting, the best one and those of the rivals measured faster
+(:data:`RIVALS`) are run again in fresh processes, ``rounds`` more times
+each, round by round across every model so that one
 setting's processes are minutes apart; the rows whose interval reaches
 furthest go first. The summary then takes each setting's median over its
 processes (:func:`pyparbench.resultfiles.processes.merge_settings`). A
@@ -42,13 +43,17 @@ from pyparbench.resultfiles.processes import (
     run_spread,
 )
 
-__all__ = ["PASSES", "THRESHOLD", "confirmations"]
+__all__ = ["PASSES", "RIVALS", "THRESHOLD", "confirmations"]
 
 # A recommendation whose regret, and the upper end of its interval, are
 # within this much of the best measured is not checked.
 THRESHOLD = 0.03
 # Passes of confirmation at most (a second when the best changed).
 PASSES = 2
+# Named settings the recommendation is held against: measured faster than
+# it, each is confirmed with it (the study's tuner; Intel's preset, which
+# often is the recommended setting with a shorter spin).
+RIVALS = ("tftuner", "intel")
 
 
 def _rows(records: Iterable[Result]) -> dict[tuple[str, int], list[Result]]:
@@ -71,15 +76,13 @@ def _to_confirm(merged: Sequence[MergedSetting], spread: ProcessSpread | None,
     if rec is None:
         return 0.0, []
     best = min(merged, key=lambda m: m.median)
-    tuner = named("tftuner")
     regret = rec.median / best.median - 1.0
     estimate = regret_estimate(rec, best, spread)
     reach = max(regret, estimate.high - 1.0) if estimate is not None else regret
-    tuner_ahead = tuner is not None and tuner.median < rec.median
-    if reach <= threshold and not tuner_ahead:
+    ahead = [m for m in map(named, RIVALS) if m is not None and m.median < rec.median]
+    if reach <= threshold and not ahead:
         return reach, []
-    chosen = [rec, best, *([tuner] if tuner_ahead and tuner is not None else [])]
-    unique = {id(m): m for m in chosen}
+    unique = {id(m): m for m in (rec, best, *ahead)}
     return reach, list(unique.values())
 
 

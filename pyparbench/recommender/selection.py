@@ -20,7 +20,9 @@
   variants of those settings, and the presets that differ from one only
   by spin count, are measured with them, each wait policy in a process of
   its own, interleaved round by round
-  (:func:`~pyparbench.recommender.waitpolicy.measure_variants`).
+  (:func:`~pyparbench.recommender.waitpolicy.measure_variants`); a
+  shorter spin measured within a percent of the measured choice is taken
+  (:func:`~pyparbench.recommender.waitpolicy.shorter_spin`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from pyparbench.recommender import verify
 from pyparbench.recommender.search import batch_of, graph_at
 from pyparbench.recommender.children import ChildFailed
 from pyparbench.recommender.types import Prediction
-from pyparbench.recommender.waitpolicy import measure_variants, spin_only, to_verify
+from pyparbench.recommender.waitpolicy import (
+    SPIN_TIE,
+    measure_variants,
+    shorter_spin,
+    spin_only,
+    to_verify,
+)
 from pyparbench.settings import OmpWait, Settings
 
 __all__ = ["FRAMEWORK_MARGIN", "TIE", "WAIT_MARGIN", "best_of", "choose",
@@ -187,7 +195,8 @@ def verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[i
     def value(v: verify.Verified) -> float:
         return v.ns if latency else samples[v.settings] / v.ns * 1e9
 
-    pick = verify.verify_choice(best.settings, measured, value, higher_is_better=not latency)
+    faster = verify.verify_choice(best.settings, measured, value, higher_is_better=not latency)
+    pick = shorter_spin(faster, measured, value, higher_is_better=not latency)
     calibration["verified"] = [{"label": v.settings.label(), "ns": v.ns, "rounds": v.rounds}
                                for v in measured]
     if not measured:
@@ -197,9 +206,13 @@ def verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[i
     if winner.settings.name:  # a preset's setting: the recommendation names its own
         winner = _prediction_of(pick.with_(name=""), preds)
     verdict = ("the predicted choice is kept (no other is more than "
-               f"{verify.SWITCH:.0%} faster)" if pick == best.settings else
-               f"{pick.label()} is taken: measured faster than the predicted "
+               f"{verify.SWITCH:.0%} faster)" if faster == best.settings else
+               f"{faster.label()} is taken: measured faster than the predicted "
                f"{best.settings.label()} by more than {verify.SWITCH:.0%}")
+    if pick != faster:
+        verdict += (f"; then its shorter spin {pick.label()}, measured within "
+                    f"{SPIN_TIE:.0%} of it (a shorter spin loses at most a wake-up per "
+                    "region, a longer one a preempted spinner's wait)")
     how = ("side by side, each wait policy in its own process, the processes taking turns"
            if variants else "side by side")
     return winner, (f"measured whole, {how} in {measured[0].rounds} interleaved rounds "

@@ -19,8 +19,8 @@ from typing import Any
 from pyparbench.graph import Graph
 from pyparbench.settings import Settings
 
-__all__ = ["CONSISTENT", "MARGIN", "SWITCH", "TOP", "Verified", "measure_whole", "repeats_for",
-           "rounds_for", "runner", "verify_choice"]
+__all__ = ["CONSISTENT", "MARGIN", "SWITCH", "TOP", "Verified", "measure_whole", "paired_gain",
+           "repeats_for", "rounds_for", "runner", "verify_choice"]
 
 # How many of the best predicted settings are measured (the chosen one among them).
 TOP = 3
@@ -138,10 +138,17 @@ def verify_choice(chosen: Settings, measured: Sequence[Verified],
     for other in measured:
         if other.settings == chosen:
             continue
-        gains = [value(b) / value(a) if higher_is_better else value(a) / value(b)
-                 for a, b in zip(_rounds(mine), _rounds(other), strict=False)]
-        gain = statistics.median(gains)
-        wins = sum(g > 1.0 for g in gains) / len(gains)
+        gain, wins = paired_gain(mine, other, value, higher_is_better)
         if gain > best_gain and wins >= CONSISTENT:
             pick, best_gain = other.settings, gain
     return pick if best_gain > 1 + SWITCH else chosen
+
+
+def paired_gain(mine: Verified, other: Verified, value: Callable[[Verified], float],
+                higher_is_better: bool) -> tuple[float, float]:
+    """How much faster ``other`` measured than ``mine``: the median over
+    rounds of the two settings' ratio in the same round (above 1: ``other``
+    faster), and the share of rounds in which ``other`` was faster."""
+    gains = [value(b) / value(a) if higher_is_better else value(a) / value(b)
+             for a, b in zip(_rounds(mine), _rounds(other), strict=False)]
+    return statistics.median(gains), sum(g > 1.0 for g in gains) / len(gains)
