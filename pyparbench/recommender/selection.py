@@ -21,7 +21,7 @@
   by spin count, are measured with them, each wait policy in a process of
   its own, interleaved round by round
   (:func:`~pyparbench.recommender.waitpolicy.measure_variants`); a
-  shorter spin measured within a percent of the measured choice is taken
+  shorter spin measured within 3 % of the measured choice is taken
   (:func:`~pyparbench.recommender.waitpolicy.shorter_spin`).
 """
 
