@@ -100,14 +100,23 @@ def test_wait_costs_name_bad_figures() -> None:
 
 
 def test_the_simulation_adds_each_regions_policy_cost() -> None:
-    model = TableCostModel({f"fc{i}": {2: 1000.0} for i in range(3)},
-                           wait=costs(passive=(900.0, 1100.0)))
+    times = {f"fc{i}": {1: 2000.0, 2: 1000.0} for i in range(3)}
+    model = TableCostModel(times, wait=costs(passive=(900.0, 1100.0)))
     g = chain(3)
     base = simulate(g, SYNC2, model, TWO).latency_ns
     assert base == pytest.approx(3000.0)
     # Sync: regions back to back, each 800 ns dearer when its threads sleep at once.
     passive = simulate(g, SYNC2.with_(omp_wait="passive"), model, TWO).latency_ns
     assert passive == pytest.approx(3000.0 + 3 * 800.0)
+    # A region dearer than what the team saves: the executor's thread rule
+    # runs the node alone, at its one-thread time.
+    dear = TableCostModel(times, wait=costs(passive=(5000.0, 5000.0)))
+    sim = simulate(g, SYNC2.with_(omp_wait="passive"), dear, TWO)
+    assert sim.latency_ns == pytest.approx(3 * 2000.0)
+    # Never for a policy whose regions cost no more than the default's.
+    cheap = TableCostModel(times, wait=costs(active=(100.0, 100.0)))
+    assert simulate(g, SYNC2.with_(omp_wait="active"), cheap, TWO).latency_ns == \
+        pytest.approx(3000.0)
     # A team of one waits for nothing; framework mode on the std pool has no OpenMP team.
     one = Settings(intra_op=1, affinity="compact")
     assert simulate(g, one.with_(omp_wait="passive"), model, TWO).latency_ns == \
@@ -278,9 +287,16 @@ def test_a_shorter_spin_measured_alike_is_taken_a_slower_one_is_not() -> None:
     assert waitpolicy.shorter_spin(SYNC2, slower, ns, False) == SYNC2
     # Of two shorter spins within the tie, the faster; per-round ratios decide
     # (a slow round that hit both sides cancels).
+    shortest = SYNC2.with_(omp_wait=1000)
     both = _measured({SYNC2: (100.0, 200.0, 100.0), short: (100.5, 201.0, 100.5),
-                      shorter: (99.9, 199.8, 99.9)})
-    assert waitpolicy.shorter_spin(SYNC2, both, ns, False) == shorter
+                      shortest: (99.9, 199.8, 99.9)})
+    assert waitpolicy.shorter_spin(SYNC2, both, ns, False) == shortest
+    # Passive, which sleeps at once and pays a wake on every region, is not a
+    # shorter spin: measured alike, the choice stays (or a spin is taken).
+    asleep = _measured({SYNC2: (100.0,) * 3, shorter: (99.0,) * 3})
+    assert waitpolicy.shorter_spin(SYNC2, asleep, ns, False) == SYNC2
+    asleep = _measured({SYNC2: (100.0,) * 3, shorter: (98.0,) * 3, short: (100.5,) * 3})
+    assert waitpolicy.shorter_spin(SYNC2, asleep, ns, False) == short
     # Throughput (higher is better) reads the ratio the other way round.
     assert waitpolicy.shorter_spin(SYNC2, slower, lambda v: 1e9 / v.ns, True) == SYNC2
     assert waitpolicy.shorter_spin(SYNC2, alike, lambda v: 1e9 / v.ns, True) == short
@@ -292,6 +308,32 @@ def test_a_shorter_spin_measured_alike_is_taken_a_slower_one_is_not() -> None:
     other = Settings(scheduler="async", inter_op=2, affinity="compact", omp_wait="passive")
     assert waitpolicy.shorter_spin(SYNC2, _measured({SYNC2: (100.0,), other: (90.0,)}),
                                    ns, False) == SYNC2
+
+
+def test_a_wait_variant_predicted_far_slower_is_not_measured(monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    g = models.build("mlp-512", 1)
+    # Passive predicted far dearer per region (its nodes then run alone, at
+    # twice the time: beyond verify.MARGIN for the whole run), 20,000 alike.
+    model = TableCostModel({n.name: (lambda t: 2000.0 / t) for n in g.nodes},
+                           wait=costs(passive=(1e6, 1e6), spin20000=(100.0, 1000.0)))
+    preds = [predict(g, s, model, TWO) for s in candidates(g, model, TWO)]
+    best = next(p for p in preds if p.settings == SYNC2)
+    passive = next(p for p in preds if p.settings == SYNC2.with_(omp_wait="passive"))
+    assert passive.latency_ns > best.latency_ns * (1 + verify.MARGIN)
+    asked: list[Settings] = []
+
+    def fake(name: str, runs: list[tuple[Settings, int]], budget_ns: float = 0.0
+             ) -> list[Verified]:
+        asked.extend(s for s, _ in runs)
+        return [Verified(s, 50.0 if s.omp_wait == "passive" else 100.0, 3,
+                         (50.0 if s.omp_wait == "passive" else 100.0,) * 3) for s, _ in runs]
+
+    monkeypatch.setattr(selection, "measure_variants", fake)
+    win, _ = selection.verified(best, preds, {1: g}, "latency", 2, {},
+                                policies=(None, "passive", INTEL_SPINCOUNT))
+    assert SYNC2.with_(omp_wait=INTEL_SPINCOUNT) in asked
+    assert SYNC2.with_(omp_wait="passive") not in asked and win.settings.omp_wait != "passive"
 
 
 def test_verified_takes_intels_spin_where_it_measures_alike(monkeypatch: pytest.MonkeyPatch
@@ -349,12 +391,25 @@ def test_measure_wait_gives_every_policy_team_and_gap() -> None:
         waitpolicy.measure_wait((1,), policies=("passive",))
 
 
-def test_measure_variants_measures_each_policy_in_turn() -> None:
+def test_measure_variants_measures_each_policy_in_turn(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
     if cores() < 2:
         pytest.skip("a team of two needs two cores")
     runs = [(SYNC2, 1), (SYNC2.with_(omp_wait="passive"), 1),
             (Settings(intra_op=1, affinity="compact"), 1)]
+    # Every request but the imports goes to one child at a time: a child
+    # that loads its model beside another may stay slow (see measure_variants).
+    together: list[list[str]] = []
+    ask_all = PolicyChildren.ask_all
+
+    def spy(self: PolicyChildren, requests: Any) -> Any:
+        together.append(sorted({str(r["do"]) for r in requests.values()})
+                        if len(requests) > 1 else [])
+        return ask_all(self, requests)
+
+    monkeypatch.setattr(PolicyChildren, "ask_all", spy)
     got = waitpolicy.measure_variants("mlp-512", runs, budget_ns=2e8)
+    assert together and not any({"load", "round"} & set(dos) for dos in together)
     assert [v.settings for v in got] == [s for s, _ in runs]
     assert all(v.ns > 0 and v.rounds >= MIN_ROUNDS and len(v.per_round) == v.rounds
                for v in got)

@@ -109,7 +109,8 @@ class PolicyChildren:
     def ask_all(self, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         """Send each child (by policy name: ``"default"``, ``"passive"``,
         ...) its request, all at once, and return their answers: for work
-        that is not timed, such as building and compiling a model."""
+        that is neither timed nor sets up what is (the imports; not loading
+        a model: see :func:`~pyparbench.recommender.waitpolicy.measure_variants`)."""
         from pyparbench import child_process
 
         procs = {k: self._procs[k] for k in requests}

@@ -157,16 +157,22 @@ def verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[i
     ``calibration["verified"]`` gets the figures."""
     latency = objective == "latency"
     ranked = sorted(preds, key=lambda p: p.value(objective), reverse=not latency)
-    near = [p for p in ranked if p.settings != best.settings
-            and p.settings.omp_wait is None and may_share_a_process(p.settings, best.settings)
-            and (p.latency_ns <= best.latency_ns * (1 + verify.MARGIN) if latency
-                 else p.throughput >= best.throughput * (1 - verify.MARGIN))]
+    # Only settings predicted within MARGIN of the choice are measured, the
+    # wait variants too: a variant predicted far slower that measures faster
+    # met a passing state of the machine (dlrm-kaggle b1: passive, predicted
+    # 0.030 ms against 0.019, measured faster in verification and chosen,
+    # then 0.031 against 0.023 for 20,000 in the main job's processes).
+    close = [p for p in ranked if (p.latency_ns <= best.latency_ns * (1 + verify.MARGIN)
+                                   if latency else
+                                   p.throughput >= best.throughput * (1 - verify.MARGIN))]
+    near = [p for p in close if p.settings != best.settings
+            and p.settings.omp_wait is None and may_share_a_process(p.settings, best.settings)]
     chosen = [best, *near[:top - 1]]
     graph = per_instance[1]
     model = graph.meta.get("model")
     rebuilt = isinstance(model, str) and all(
         graph_at(g, batch_of(g)) is not None for g in per_instance.values())
-    variants = (to_verify([p.settings for p in chosen], [p.settings for p in preds],
+    variants = (to_verify([p.settings for p in chosen], [p.settings for p in close],
                           presets, policies) if rebuilt else [])
     if len(chosen) + len(variants) < 2:
         return best, ""

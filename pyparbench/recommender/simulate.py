@@ -30,6 +30,8 @@ the OpenMP pool) is one parallel region, and costs what the setting's
 policy adds to a region after the serial stretch before it (the time since
 its worker's previous node ended) over the default policy's back to back:
 op times were measured under the default policy, one node after another.
+Under a policy whose regions cost more than the default's, a node costs at
+most its one-thread time: the executor's thread rule runs it alone.
 
 With ``instances`` > 1 the graph given is one instance's (its slice of the
 batch) and the latency is that instance's; the others run beside it on
@@ -199,6 +201,19 @@ def simulate(graph: Graph, settings: Settings, model: CostModel,
         pcorun[node.id] = ex.corun_memory if model.memory_bound(graph, node) else ex.corun_compute
     # What the wait policy adds to each region, from the gap before it.
     wait = model.wait if omp_team(settings) else None
+    # A node's time on its worker's thread alone: where the policy makes a
+    # region dearer than the default's (passive pays a futex wake on each,
+    # 54 us on the project's 2-core VM), the executor's per-node thread rule,
+    # which times the team's start in each process, runs the node alone
+    # when that is cheaper (dlrm-kaggle b1 under passive: 30 us measured, as
+    # on one thread, where a region per node predicted 1.96 ms).
+    alone = [0.0] * n
+    if wait is not None and wait.region_ns(settings.omp_wait, t, 0.0) > wait.region_ns(
+            None, t, 0.0):
+        for node in graph.nodes:
+            if own[node.id] > 0:
+                alone[node.id] = model.op_ns(graph, node, 1, settings.operator,
+                                             settings.library, settings.pool) + penalty
     last_end = [0.0] * workers
     factor = (model.instance_factor(graph, settings.instances)
               if settings.instances > 1 else None)
@@ -228,12 +243,15 @@ def simulate(graph: Graph, settings: Settings, model: CostModel,
             start[node_id] = now
             where[node_id] = w
             extra = 0.0
+            cost = own[node_id]
             if wait is not None and own[node_id] > 0:
                 extra = wait.extra_ns(settings.omp_wait, t, now - last_end[w])
                 # A policy saves at most the default's region, which the op time holds.
                 extra = max(extra, -min(own[node_id], wait.region_ns(None, t, 0.0)))
-            running[node_id] = [float(w), lock_at + serial,
-                                max(0.0, dispatch + own[node_id] + extra)]
+                cost += extra
+                if 0 < alone[node_id] < cost:
+                    cost, threads_of[node_id] = alone[node_id], 1
+            running[node_id] = [float(w), lock_at + serial, max(0.0, dispatch + cost)]
             order[node_id] = seq
             seq += 1
         if not running:  # cannot happen for a valid DAG

@@ -32,8 +32,8 @@ the best candidates, and the presets that differ from one only by spin
 count, each policy in its own process, interleaved round by round.
 
 Between settings that differ only in spin count and measure alike (within
-:data:`SPIN_TIE`), the shorter spin is taken (:func:`shorter_spin`): what
-it can lose is bounded (a futex wake, microseconds, per region after a
+:data:`SPIN_TIE`), the shorter spin is taken (:func:`shorter_spin`; a
+spin, not ``passive``): what it can lose is bounded (a futex wake, microseconds, per region after a
 gap longer than its spin), what the longer spin can lose is not (a
 preempted spinner, milliseconds per region whenever another process
 wants the CPU), and it leaves the CPUs to others sooner. Ten quick main
@@ -167,8 +167,12 @@ def spin_length(policy: OmpWait) -> float:
 def shorter_spin(pick: Settings, measured: Sequence[Verified],
                  value: Callable[[Verified], float], higher_is_better: bool) -> Settings:
     """``pick``, or the fastest of its spin-only variants in ``measured``
-    that spins less and measured at most :data:`SPIN_TIE` slower than it
-    (see the module docstring). ``value`` and ``higher_is_better`` as for
+    that spins less, but spins, and measured at most :data:`SPIN_TIE`
+    slower than it (see the module docstring). ``passive`` is never taken
+    this way: it pays a futex wake on every region, back to back too (53.7
+    us against 1.1-1.3 us for the spinning policies on the project's 2-core
+    VM), so where it measures alike the machine was busy at that moment.
+    ``value`` and ``higher_is_better`` as for
     :func:`~pyparbench.recommender.verify.verify_choice`."""
     mine = next((v for v in measured if v.settings == pick), None)
     if mine is None or not omp_team(pick):
@@ -176,7 +180,7 @@ def shorter_spin(pick: Settings, measured: Sequence[Verified],
     best, best_gain = pick, 1.0 - SPIN_TIE
     for other in measured:
         if not (spin_only(other.settings, pick)
-                and spin_length(other.settings.omp_wait) < spin_length(pick.omp_wait)):
+                and 0 < spin_length(other.settings.omp_wait) < spin_length(pick.omp_wait)):
             continue
         gain, _ = paired_gain(mine, other, value, higher_is_better)
         if gain >= best_gain:
@@ -236,12 +240,21 @@ def measure_variants(model: str, runs: Sequence[tuple[Settings, int]],
     repeats: dict[int, int] = {}
     samples: dict[int, list[float]] = {i: [] for i in range(len(runs))}
     with PolicyChildren(policies) as kids:
-        # Every child builds and compiles its graphs at once (nothing is
-        # timed yet but one run of each setting, for its repeats).
-        loaded = kids.ask_all({k: {"do": "load", "model": model,
-                                   "runs": [{"settings": runs[i][0].as_dict(),
-                                             "batch": runs[i][1]} for i in ix]}
-                               for k, ix in groups.items()})
+        # Every child's imports done (all at once), then one child at a time
+        # builds and compiles its graphs and runs each setting once (for its
+        # repeats), so that what a child sets up at its first run (its team;
+        # the per-node thread rule's timing of the team's start) is not done
+        # beside another child's work. Loaded all at once, a child often
+        # stayed slow for its whole measurement (GoogLeNet b1, sync 1x2,
+        # 20,000 and the default: the 20,000 child read 11.3-11.7 ms in every
+        # round of 4 measurements of 6, against 6.9-7.2 ms alone; loaded in
+        # turn, in 0 of 8).
+        kids.ask_all({k: {"do": "env"} for k in groups})
+        loaded = {k: kids.ask(runs[ix[0]][0].omp_wait,
+                              {"do": "load", "model": model,
+                               "runs": [{"settings": runs[i][0].as_dict(), "batch": runs[i][1]}
+                                        for i in ix]})
+                  for k, ix in groups.items()}
         per_round = 0.0
         for k, ix in groups.items():
             for i, e in zip(ix, loaded[k]["estimates"], strict=True):
