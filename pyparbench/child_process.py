@@ -39,7 +39,7 @@ from typing import Any
 from pyparbench.settings import Settings
 
 __all__ = ["CHILD_CWD", "NO_CORE_ENV", "Finished", "answer", "child_command", "child_cpus",
-           "child_env", "crash_text", "kill", "run", "start", "timeout_text"]
+           "child_env", "crash_text", "kill", "run", "signal_group", "start", "timeout_text"]
 
 # Where children run: never the user's directory (see the module docstring).
 CHILD_CWD = tempfile.gettempdir()
@@ -123,8 +123,14 @@ def start(module: str, *, cpus: Sequence[int] | None, env: Mapping[str, str],
 
 def kill(proc: subprocess.Popen[str]) -> None:
     """Kill a started child and whatever it started (its process group)."""
+    signal_group(proc, signal.SIGKILL)
+
+
+def signal_group(proc: subprocess.Popen[str], sig: int) -> None:
+    """Signal a started child's process group (it is in a session of its
+    own): SIGSTOP and SIGCONT pause and resume it with its threads."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, sig)
     except ProcessLookupError:
         pass
 

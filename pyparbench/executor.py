@@ -50,7 +50,8 @@ from pyparbench.threading.topology import topology as this_machine
 from pyparbench.timing import Summary, summarize
 
 __all__ = ["CompiledGraph", "InstancesRunner", "RunRecord", "TraceEvent", "branch_groups",
-           "compile_graph", "instances_runner", "resolve", "run_instances", "run_model"]
+           "compile_graph", "instances_runner", "model_runner", "resolve", "run_instances",
+           "run_model"]
 
 
 @dataclass(frozen=True)
@@ -560,6 +561,30 @@ def _until(min_time_s: float, run: Callable[[int, int], tuple[list[float], list[
     return ns, each
 
 
+def model_runner(name: str, batch: int, settings: Settings, *,
+                 topology: Topology | None = None, **model_kw: Any
+                 ) -> Callable[[int, int], RunRecord]:
+    """Model ``name`` built and compiled once under ``settings``, instances
+    included (see :func:`run_model`); each call ``(repeats, warmup)`` runs
+    it and returns what that run measured."""
+    from pyparbench.models import build
+
+    k = settings.instances
+    if k == 1:
+        cg = compile_graph(build(name, batch, **model_kw))
+        return lambda r, w: cg.run(settings, repeats=r, warmup=w, topology=topology)
+    if batch % k:
+        raise ValueError(f"batch {batch} does not split into {k} instances")
+    graphs = [build(name, batch // k, **model_kw) for _ in range(k)]
+    side_by_side = instances_runner(graphs, settings, topology)
+
+    def run(repeats: int, warmup: int) -> RunRecord:
+        ns, each = side_by_side(repeats, warmup)
+        return RunRecord(name, batch, settings, {"instances": side_by_side.resolved},
+                         ns, summarize(ns), per_instance=each)
+    return run
+
+
 def run_model(name: str, batch: int, settings: Settings, *, repeats: int = 10, warmup: int = 2,
               topology: Topology | None = None, min_time_s: float = 0.0,
               **model_kw: Any) -> RunRecord:
@@ -569,29 +594,18 @@ def run_model(name: str, batch: int, settings: Settings, *, repeats: int = 10, w
     workers), all run side by side; a repeat lasts until the slowest is done.
     ``min_time_s``: more timed runs than ``repeats`` until they last that
     long together."""
-    from pyparbench.models import build
-
     if min_time_s < 0:
         raise ValueError(f"min_time_s must be >= 0, got {min_time_s}")
-    k = settings.instances
-    if k == 1:
-        cg = compile_graph(build(name, batch, **model_kw))
-        last: list[RunRecord] = []
+    run = model_runner(name, batch, settings, topology=topology, **model_kw)
+    last: list[RunRecord] = []
 
-        def one(r: int, w: int) -> tuple[list[float], list[list[float]]]:
-            last[:] = [cg.run(settings, repeats=r, warmup=w, topology=topology)]
-            return list(last[0].ns), []
-        ns, _ = _until(min_time_s, one, repeats, warmup)
-        rec = last[0]
-        rec.ns, rec.summary = ns, summarize(ns)
-        return rec
-    if batch % k:
-        raise ValueError(f"batch {batch} does not split into {k} instances")
-    graphs = [build(name, batch // k, **model_kw) for _ in range(k)]
-    side_by_side = instances_runner(graphs, settings, topology)
-    ns, each = _until(min_time_s, side_by_side, repeats, warmup)
-    return RunRecord(name, batch, settings, {"instances": side_by_side.resolved},
-                     ns, summarize(ns), per_instance=each)
+    def one(r: int, w: int) -> tuple[list[float], list[list[float]]]:
+        last[:] = [run(r, w)]
+        return list(last[0].ns), last[0].per_instance
+    ns, each = _until(min_time_s, one, repeats, warmup)
+    rec = last[0]
+    rec.ns, rec.summary, rec.per_instance = ns, summarize(ns), each
+    return rec
 
 
 class InstancesRunner:

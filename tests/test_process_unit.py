@@ -247,14 +247,17 @@ def test_each_regret_has_its_interval_over_processes() -> None:
     spread = summary["spread"]
     assert spread["settings"] == 3 and spread["df"] == 4
     m = next(e for e in summary["models"] if e["model"] == "m")
-    # Ours (10.4 ms, 3 processes) is the best: no regret, and no doubt of it.
+    # Ours (3 processes: 10.0 and 10.4 ms in round 0, 10.4 in round 1; its
+    # figure the median over rounds of each round's median, 10.3 ms) is the
+    # best: no regret, and no doubt of it.
     assert m["regret"]["recommended"] == 0.0
     assert m["regret_interval"]["recommended"]["low"] == 0.0
     tuner = m["regret_interval"]["tftuner"]
-    assert m["regret"]["tftuner"] == pytest.approx(14.0 / 10.4 - 1)
+    assert m["regret"]["tftuner"] == pytest.approx(14.0 / 10.3 - 1)
     assert tuner["processes"] == [2, 3] and tuner["level"] == 0.95
     sigma = spread["sigma"]
-    est = estimate_ratio([10e6, 10.4e6, 10.4e6], [14e6, 14e6], ProcessSpread(sigma, 4, 3))
+    # One sample a round on each side.
+    est = estimate_ratio([10.2e6, 10.4e6], [14e6, 14e6], ProcessSpread(sigma, 4, 3))
     assert (tuner["low"], tuner["high"]) == pytest.approx((est.low - 1, est.high - 1))
     assert tuner["includes_zero"] == (est.low <= 1.0)
     json.dumps(summary, allow_nan=False)

@@ -20,7 +20,9 @@ setting, the best one and those of the rivals measured faster
 (:data:`RIVALS`) are run again in fresh processes, ``rounds`` more times
 each, round by round across every model so that one
 setting's processes are minutes apart; the rows whose interval reaches
-furthest go first. The summary then takes each setting's median over its
+furthest go first. A round's settings of one row are measured in turns
+(:mod:`pyparbench.harness.turns`): the regret is their ratio, and in turns
+a slow spell of the machine falls on both sides of it. The summary then takes each setting's median over its
 processes (:func:`pyparbench.resultfiles.processes.merge_settings`). A
 second pass measures ``rounds`` more of each setting of a row still off or
 still wide (the first pass's processes make the spread known where the
@@ -89,9 +91,9 @@ def _to_confirm(merged: Sequence[MergedSetting], spread: ProcessSpread | None,
 def confirmations(records: Sequence[Result], rounds: int, *,
                   threshold: float = THRESHOLD, depth: int = 1) -> list[Config]:
     """The configurations to run so that every setting a reported regret
-    depends on (see the module docstring) has been measured in
-    ``rounds`` x ``depth`` + 1 processes: round-major across models, the rows
-    whose regret may be furthest off first. A second pass (``depth`` 2)
+    depends on (see the module docstring) has been measured in rounds 1 to
+    ``rounds`` x ``depth`` besides the suite's (round 0): round-major across
+    models, the rows whose regret may be furthest off first. A second pass (``depth`` 2)
     measures again what the first left more than ``threshold`` off or wide."""
     if rounds < 1:
         return []
@@ -104,10 +106,11 @@ def confirmations(records: Sequence[Result], rounds: int, *,
         for m in todo:
             configs = [Config.from_dict(r.config.as_dict()) for r in m.records]
             base = replace(configs[0], round=0)
-            # Rounds of this configuration (its name included) already run.
-            done = [c.round for c in configs if replace(c, round=0).key == base.key]
-            missing = rounds * depth + 1 - m.processes
-            settings.append([replace(base, round=max(done) + 1 + i) for i in range(missing)])
+            # Every setting of the row in every round, under any of its names:
+            # a regret compares settings measured in the same rounds.
+            done = {c.round for c in configs}
+            settings.append([replace(base, round=k) for k in range(1, rounds * depth + 1)
+                             if k not in done])
         if any(settings):
             wanted.append((reach, settings))
     wanted.sort(key=lambda w: -w[0])

@@ -18,7 +18,8 @@ the results folder, what to leave out, resume and shard) and a
 4. every configuration and operator task, each in a fresh process, each
    record appended to the results folder as it finishes (a run into the same
    folder resumes where it stopped);
-5. confirmation rounds for the regrets (:mod:`pyparbench.harness.confirm`);
+5. confirmation rounds for the regrets (:mod:`pyparbench.harness.confirm`),
+   a round's settings of one model measured in turns (:mod:`pyparbench.harness.turns`);
 6. ``summary.json`` and ``report.html`` beside ``results.jsonl``, and the
    summary table.
 """
@@ -192,9 +193,10 @@ def _confirm(records: list[Result], rounds: int, budget_s: float | None, peak: P
     passes, each fitted to what is left of ``budget_s`` (None: no limit);
     returns the new records."""
     from pyparbench.harness.confirm import PASSES, confirmations
-    from pyparbench.harness.runner import Config, run_configs
+    from pyparbench.harness.runner import Config
     from pyparbench.harness.store import ResultStore
     from pyparbench.harness.suite import estimate_config_s
+    from pyparbench.harness.turns import run_configs_in_turns
     from pyparbench.models import build
 
     added: list[Result] = []
@@ -222,8 +224,11 @@ def _confirm(records: list[Result], rounds: int, budget_s: float | None, peak: P
                 step(weights[config.key], config.what,
                      "done before" if record is None else record.status)
 
-            added += run_configs(todo, ResultStore(results), resume=options.resume,
-                                 retry_failed=options.retry_failed, on_result=on_config)
+            # A round's settings of one model, measured in turns: the regret
+            # is their ratio, and turns share the machine's slow spells out.
+            added += run_configs_in_turns(todo, ResultStore(results), resume=options.resume,
+                                          retry_failed=options.retry_failed,
+                                          on_result=on_config)
         if left is not None:
             left -= time.perf_counter() - started
     return added

@@ -39,7 +39,8 @@ def run_resumable(items: Iterable[Item], store: ResultStore,
                   run_one: Callable[[Item, dict[str, Any]], Record],
                   read: Callable[[str, dict[str, Any]], Record], *,
                   resume: bool = True, retry_failed: bool = False,
-                  on_result: Callable[[Item, Record | None], None] | None = None
+                  on_result: Callable[[Item, Record | None], None] | None = None,
+                  on_pending: Callable[[list[Item]], None] | None = None
                   ) -> Iterator[Record]:
     """Run every item whose key the store does not hold yet, appending each
     record as soon as it is known; yields the records, those taken from the
@@ -60,6 +61,9 @@ def run_resumable(items: Iterable[Item], store: ResultStore,
         Run again the items whose stored record is not ``ok``.
     on_result
         Called after each item with its record (None for one taken from the store).
+    on_pending
+        Called once, before anything runs, with the items that will be run
+        (in order): a runner that measures several together learns which.
 
     Raises
     ------
@@ -70,9 +74,18 @@ def run_resumable(items: Iterable[Item], store: ResultStore,
     # A store of another machine's records is refused on resume.
     machine = machine_fingerprint()
     done = dict(store.resumable(machine, read)) if resume else {}
-    for item in items:
+
+    def held(item: Item) -> Record | None:
         previous = done.get(item.key)
         if previous is not None and (record_status(previous) == "ok" or not retry_failed):
+            return previous
+        return None
+    if on_pending is not None:
+        items = list(items)
+        on_pending([item for item in items if held(item) is None])
+    for item in items:
+        previous = held(item)
+        if previous is not None:
             if on_result:
                 on_result(item, None)
             yield previous

@@ -32,8 +32,8 @@ from pyparbench.resultfiles import Result, RunConfig, read_result
 from pyparbench.settings import Settings
 from pyparbench.timing import Summary
 
-__all__ = ["MIN_MEASURE_S", "Config", "check_config_record", "record_failures", "run_config",
-           "run_configs"]
+__all__ = ["MIN_MEASURE_S", "TEST_FAULT_ENV", "Config", "apply_test_fault", "check_config_record",
+           "record_failures", "run_config", "run_configs"]
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,8 @@ MIN_MEASURE_S = 0.3
 TEST_FAULT_ENV = "PYPARBENCH_TEST_FAULT"
 
 
-def _test_fault(config: Config) -> None:
+def apply_test_fault(config: Config) -> None:
+    """Crash or hang as :data:`TEST_FAULT_ENV` asks, if it names this configuration."""
     spec = os.environ.get(TEST_FAULT_ENV, "")
     kind, _, model = spec.partition(":")
     if not kind or (model and model != config.model):
@@ -199,7 +200,7 @@ def _child_main() -> int:
     """In the fresh process: run the configuration read from stdin, print
     one JSON line with the timings and the resolved settings."""
     config = Config.from_dict(json.loads(sys.stdin.read()))
-    _test_fault(config)
+    apply_test_fault(config)
     from pyparbench.executor import run_model
 
     record = run_model(config.model, config.batch, config.settings, repeats=config.repeats,

@@ -117,7 +117,7 @@ class PolicyChildren:
         lines: dict[str, str] = {}
         try:
             for k, (proc, _) in procs.items():
-                _signal(proc, signal.SIGCONT)
+                child_process.signal_group(proc, signal.SIGCONT)
                 assert proc.stdin is not None
                 try:
                     proc.stdin.write(json.dumps(requests[k]) + "\n")
@@ -148,7 +148,7 @@ class PolicyChildren:
                                               err.read().decode(errors="replace")))
         finally:
             for proc, _ in procs.values():
-                _signal(proc, signal.SIGSTOP)
+                child_process.signal_group(proc, signal.SIGSTOP)
         answers = {}
         for k, line in lines.items():
             answer = json.loads(line)
@@ -164,7 +164,7 @@ class PolicyChildren:
         from pyparbench import child_process
 
         for proc, err in self._procs.values():
-            _signal(proc, signal.SIGCONT)
+            child_process.signal_group(proc, signal.SIGCONT)
             try:
                 if proc.stdin is not None:
                     proc.stdin.close()
@@ -176,14 +176,6 @@ class PolicyChildren:
                 proc.stdout.close()
             err.close()
         self._procs.clear()
-
-
-def _signal(proc: subprocess.Popen[str], sig: int) -> None:
-    """Signal the child's process group (a child is in a session of its own)."""
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 # ------------------------------------------------------------------ the child

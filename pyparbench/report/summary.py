@@ -60,8 +60,10 @@ beside it (``median_ns``) so the two can be matched exactly:
     ``processes``: a setting measured in several processes (under several
     names, such as a preset and the recommended setting, or again in the
     main job's confirmation rounds) is one setting whose latency is the
-    median of its processes' medians, its ``q1_ms`` / ``q3_ms`` the lowest
-    and highest of them, and its label names each name it ran under.
+    median over rounds of each round's median of its processes' medians
+    (:func:`pyparbench.resultfiles.processes.merge_settings`), its
+    ``q1_ms`` / ``q3_ms`` the lowest and highest process median, and its
+    label names each name it ran under.
 ``framework_overhead``
     None unless framework runs are among the records. A framework run is a
     record whose ``config`` has a ``framework`` name ("tensorflow",

@@ -116,7 +116,7 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
                       "the recommender's (ours) are than the best measured (their regret); "
                       "?: its 95 % interval over processes includes 0 (report.html gives "
                       "the intervals). A setting run under several names, or again in "
-                      "confirmation rounds, counts once: the median of its processes."))
+                      "confirmation rounds, counts once: the median over its rounds."))
     frameworks = overhead_table(summary)
     if frameworks is not None:
         parts.append(frameworks)

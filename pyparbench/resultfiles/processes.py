@@ -3,8 +3,17 @@
 The main job runs every configuration in a fresh process, and some settings
 in several: under two names (a preset and the recommender's setting, when
 they agree), or again in confirmation rounds (``round`` > 0). A setting is
-one figure however many processes measured it: the median of its
-processes' medians (:func:`merge_settings`). How far apart a setting's
+one figure however many processes measured it: the median over rounds of
+each round's median of its processes' medians (:func:`merge_settings`).
+By round, because a round is one stretch of the machine's time: the
+settings a regret compares are measured in the same rounds, and a setting
+that ran under two names in the suite (two processes of round 0) must not
+outweigh a confirmation round that measured both sides of the regret in
+turns (:mod:`pyparbench.harness.turns`): on a shared 2-core VM a model's
+confirmation processes read 0.74 to 1.29 times its suite processes (ten
+quick runs), alike for every setting of the row, so a figure of two suite
+processes and one confirmation against one suite and two confirmation
+processes reads that drift as a regret. How far apart a setting's
 processes are, pooled over the run (:func:`run_spread`), gives each regret
 its interval (:func:`regret_estimate`); see :mod:`.spread`. The report's
 summary and the confirmation rounds read the same merge.
@@ -44,8 +53,9 @@ class MergedSetting:
     ``config`` is the first record's, named by every name the setting ran
     under ("recommended/tftuner") and carrying the recommender's prediction
     when one record has it; ``summary`` is the first process's, with the
-    median of the processes' medians and, for several, ``q1`` and ``q3``
-    the lowest and highest of them."""
+    setting's figure as its median (the median over rounds of each round's
+    median of its processes' medians) and, for several processes, ``q1``
+    and ``q3`` the lowest and highest process median."""
 
     config: RunConfig
     names: tuple[str, ...]
@@ -63,13 +73,19 @@ class MergedSetting:
 
     @property
     def median(self) -> float:
-        """The setting's latency (ns): the median of its processes' medians."""
+        """The setting's latency (ns): the median over rounds of each
+        round's median of its processes' medians."""
         return self.summary.median
 
     @property
     def medians(self) -> tuple[float, ...]:
         """Each process's median (ns)."""
         return tuple(r.timing.median for r in self.records)
+
+    @property
+    def round_medians(self) -> tuple[float, ...]:
+        """Each round's median of its processes' medians (ns), by round."""
+        return tuple(statistics.median(v) for _, v in sorted(_by_round(self.records).items()))
 
     @property
     def processes(self) -> int:
@@ -103,10 +119,17 @@ def merge_settings(ok: Sequence[Result]) -> list[MergedSetting]:
         summary = first.timing
         if len(rs) > 1:
             medians = [r.timing.median for r in rs]
-            summary = replace(summary, median=statistics.median(medians), q1=min(medians),
-                              q3=max(medians))
+            figure = statistics.median(statistics.median(v) for v in _by_round(rs).values())
+            summary = replace(summary, median=figure, q1=min(medians), q3=max(medians))
         out.append(MergedSetting(config, tuple(names), tuple(rs), summary))
     return out
+
+
+def _by_round(records: Iterable[Result]) -> dict[int, list[float]]:
+    rounds: dict[int, list[float]] = {}
+    for r in records:
+        rounds.setdefault(r.config.round, []).append(r.timing.median)
+    return rounds
 
 
 def run_spread(results: Iterable[Result]) -> ProcessSpread | None:
@@ -123,7 +146,7 @@ def run_spread(results: Iterable[Result]) -> ProcessSpread | None:
 def regret_estimate(chosen: MergedSetting, best: MergedSetting,
                     spread: ProcessSpread | None) -> RatioEstimate | None:
     """chosen / best with its interval at :data:`REGRET_LEVEL` over
-    processes (the regret is the ratio - 1); None without a spread. The best
+    rounds (the regret is the ratio - 1); None without a spread. The best
     against itself is exactly 1.
 
     The best is the fastest of many settings, each read with its own
@@ -133,4 +156,7 @@ def regret_estimate(chosen: MergedSetting, best: MergedSetting,
         return None
     if chosen.config.setting_key == best.config.setting_key:
         return RatioEstimate(1.0, 1.0, 1.0, 1.0, float(spread.df), REGRET_LEVEL)
-    return estimate_ratio(best.medians, chosen.medians, spread, level=REGRET_LEVEL)
+    # One sample a round, as the figures are made (a round's processes under
+    # several names taken as one: conservative, it has a process's variance).
+    return estimate_ratio(best.round_medians, chosen.round_medians, spread,
+                          level=REGRET_LEVEL)

@@ -1,0 +1,324 @@
+"""Configurations measured in turns: one process each, all alive together.
+
+A regret compares two settings measured in different processes. Run one
+after the other, the two meet different states of a shared machine: on a
+2-core VM one process of GoogLeNet b1 read 7.1-7.2 ms (median of each 100
+runs) over its first 300 runs and 7.9-8.3 ms over the next 2,100, nothing
+else changed. A ratio of two such processes is then
+as much the machine's drift as the settings' difference.
+
+So the configurations a regret rests on are measured in turns: each in a
+fresh process of its own, exactly as :func:`pyparbench.harness.runner.run_config`
+would start it (its pinning, its OpenMP wait policy, since those are
+process-wide), all started and loaded first (one at a time, so that no
+model is built while another loads), then :data:`TURNS` turns in which
+each process in turn runs its share of the timed runs after one untimed
+run. Every process's runs thus spread over the same stretch of time,
+and a slow spell is shared among them. While one process measures, the
+others are stopped (SIGSTOP): a spinning OpenMP team of an idle process
+would take the CPUs of the one measuring.
+
+Each process still ends as one record, with every timed run of its turns:
+the summary and the merge of processes read it as any other process's.
+
+A child runs ``python -m pyparbench.harness.turns``; it reads its
+configuration as one JSON line and answers ``{"estimate_ns": ...}`` once it
+is loaded, then one ``{"ns": [...], "per_instance": [...], "window": [start,
+end]}`` line per ``{"repeats": n}`` line, then, when its stdin closes,
+``{"resolved": {...}}``; or ``{"error": "..."}``. The record's ``resolved``
+keeps each turn's window (``turns``, wall-clock seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from pyparbench import child_process
+from pyparbench.harness.resumable import run_resumable
+from pyparbench.harness.runner import MIN_MEASURE_S, Config, apply_test_fault, run_config
+from pyparbench.harness.store import ResultStore
+from pyparbench.resultfiles import Result, read_result
+from pyparbench.timing import summarize
+
+__all__ = ["TURNS", "TurnTaker", "measure_in_turns", "run_configs_in_turns", "turn_groups"]
+
+MODULE = "pyparbench.harness.turns"
+# Turns each process measures in; its runs are split evenly among them.
+TURNS = 5
+
+
+@dataclass
+class _Child:
+    config: Config
+    proc: subprocess.Popen[str]
+    err: IO[bytes]
+    started: float
+    repeats: int = 0
+    ns: list[float] = field(default_factory=list)
+    per_instance: list[list[float]] = field(default_factory=list)
+    windows: list[list[float]] = field(default_factory=list)  # each turn's [start, end] (s)
+    failed: tuple[str, str] | None = None  # (status, error)
+
+    def ask(self, request: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
+        """Resume the child, send ``request`` (None: close its stdin), read
+        one answer, stop it again. Raises _Failed."""
+        child_process.signal_group(self.proc, signal.SIGCONT)
+        try:
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            try:
+                if request is None:
+                    self.proc.stdin.close()
+                else:
+                    self.proc.stdin.write(json.dumps(request) + "\n")
+                    self.proc.stdin.flush()
+            except BrokenPipeError:
+                pass  # it died: said when its answer is read
+            deadline = time.monotonic() + timeout
+            line = ""
+            while not line.startswith("{"):  # what else it prints (a library's log) is skipped
+                ready, _, _ = select.select([self.proc.stdout], [], [],
+                                            max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    child_process.kill(self.proc)
+                    raise _Failed("timeout", child_process.timeout_text(timeout))
+                line = self.proc.stdout.readline()
+                if not line:
+                    self.proc.wait()
+                    self.err.seek(0)
+                    raise _Failed("error", child_process.crash_text(
+                        self.proc.returncode, self.err.read().decode(errors="replace")))
+        finally:
+            child_process.signal_group(self.proc, signal.SIGSTOP)
+        try:
+            answer: dict[str, Any] = json.loads(line)
+        except ValueError as e:
+            raise _Failed("error", f"the child's answer is not JSON: {line[:200]!r}") from e
+        if "error" in answer:
+            raise _Failed("error", str(answer["error"]))
+        return answer
+
+    def end(self) -> None:
+        child_process.signal_group(self.proc, signal.SIGCONT)
+        try:
+            if self.proc.stdin is not None and not self.proc.stdin.closed:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            child_process.kill(self.proc)
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.err.close()
+
+
+class _Failed(Exception):
+    def __init__(self, status: str, error: str) -> None:
+        super().__init__(error)
+        self.status, self.error = status, error
+
+
+def measure_in_turns(configs: Sequence[Config], *, turns: int = TURNS, timeout: float = 600.0,
+                     machine: dict[str, Any]) -> list[Result]:
+    """Each configuration's result (in order), measured in turns (see the
+    module docstring). A configuration that cannot run here, or a framework
+    run, is run as :func:`~pyparbench.harness.runner.run_config` runs it; a
+    process that fails, hangs past ``timeout`` seconds or cannot start gets
+    its error record, and the others go on.
+
+    Raises
+    ------
+    ValueError
+        ``turns`` below 1.
+    """
+    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
+        raise ValueError(f"turns must be an int >= 1, got {turns!r}")
+    out: dict[int, Result] = {}
+    children: dict[int, _Child] = {}
+    try:
+        for i, c in enumerate(configs):
+            try:
+                cpus = child_process.child_cpus(c.settings)
+            except ValueError:  # run_config records why it is skipped
+                out[i] = run_config(c, timeout=timeout, machine=machine)
+                continue
+            if c.framework is not None:
+                out[i] = run_config(c, timeout=timeout, machine=machine)
+                continue
+            try:
+                children[i] = _load(c, cpus, turns, timeout)
+            except OSError as e:
+                out[i] = Result(c.key, c, "error", time.time(), machine,
+                                error=f"cannot start the child: {e}")
+        order = list(children)
+        for t in range(turns if order else 0):
+            # Each turn starts one process later: none is always first after a pause.
+            for k in order[t % len(order):] + order[:t % len(order)]:
+                ch = children[k]
+                if ch.failed is not None:
+                    continue
+                share = math.ceil(ch.repeats * (t + 1) / turns) - math.ceil(ch.repeats * t / turns)
+                try:
+                    got = ch.ask({"repeats": share}, timeout)
+                except _Failed as e:
+                    ch.failed = (e.status, e.error)
+                    continue
+                ch.ns += [float(v) for v in got["ns"]]
+                ch.windows.append([float(v) for v in got["window"]])
+                each = [[float(v) for v in e] for e in got.get("per_instance") or []]
+                ch.per_instance = ([a + b for a, b in zip(ch.per_instance, each, strict=True)]
+                                   if ch.per_instance else each)
+        for k, ch in children.items():
+            out[k] = _result(ch, timeout, machine)
+    finally:
+        for ch in children.values():
+            ch.end()
+    return [out[i] for i in range(len(configs))]
+
+
+def _load(config: Config, cpus: list[int] | None, turns: int, timeout: float) -> _Child:
+    """Start ``config``'s child and let it build and compile its model; it
+    will take part in every turn."""
+    started = time.time()
+    err = tempfile.TemporaryFile()  # a pipe could fill and block the child
+    try:
+        proc = child_process.start(MODULE, cpus=cpus, env=child_process.child_env(config.settings),
+                                   stderr=err)
+    except OSError:
+        err.close()
+        raise
+    ch = _Child(config, proc, err, started)
+    try:
+        got = ch.ask(config.as_dict(), timeout)
+        est = max(float(got["estimate_ns"]), 1.0)
+        ch.repeats = max(config.repeats, _timed_runs(est), turns)
+    except _Failed as e:
+        ch.failed = (e.status, e.error)
+    return ch
+
+
+def _timed_runs(estimate_ns: float) -> int:
+    """Timed runs that last MIN_MEASURE_S together, as one process's would."""
+    return math.ceil(MIN_MEASURE_S * 1e9 / max(estimate_ns, 1.0))
+
+
+def _result(ch: _Child, timeout: float, machine: dict[str, Any]) -> Result:
+    """The child's record: its runs, and its resolved setting asked last."""
+    c = ch.config
+    resolved: dict[str, Any] = {}
+    if ch.failed is None:
+        try:
+            resolved = {**ch.ask(None, timeout)["resolved"], "turns": ch.windows}
+        except _Failed as e:
+            ch.failed = (e.status, e.error)
+    if ch.failed is not None:
+        return Result(c.key, c, ch.failed[0], ch.started, machine, error=ch.failed[1])
+    return Result(c.key, c, "ok", ch.started, machine, ns=ch.ns, summary=summarize(ch.ns),
+                  resolved=resolved, per_instance=ch.per_instance or None)
+
+
+def turn_groups(configs: Sequence[Config]) -> list[list[Config]]:
+    """``configs`` cut where the model, batch or round changes: a
+    confirmation round's settings of one model and batch, measured together."""
+    groups: list[list[Config]] = []
+    for c in configs:
+        if groups and (groups[-1][0].model, groups[-1][0].batch,
+                       groups[-1][0].round) == (c.model, c.batch, c.round):
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    return groups
+
+
+class TurnTaker:
+    """``run_one`` and ``on_pending`` for
+    :func:`~pyparbench.harness.resumable.run_resumable`: told which
+    configurations will run, it groups them (:func:`turn_groups`); the
+    first of a group asked for measures the whole group in turns
+    (:func:`measure_in_turns`), and the others' records are kept until
+    asked for."""
+
+    def __init__(self, *, turns: int = TURNS, timeout: float = 600.0) -> None:
+        self._group_of: dict[str, list[Config]] = {}
+        self._turns, self._timeout = turns, timeout
+        self._kept: dict[str, Result] = {}
+
+    def pending(self, configs: list[Config]) -> None:
+        self._group_of = {c.key: g for g in turn_groups(configs) for c in g}
+
+    def __call__(self, config: Config, machine: dict[str, Any]) -> Result:
+        if config.key in self._kept:
+            return self._kept.pop(config.key)
+        group = self._group_of.get(config.key, [config])
+        for c, r in zip(group, measure_in_turns(group, turns=self._turns, timeout=self._timeout,
+                                                machine=machine), strict=True):
+            self._kept[c.key] = r
+        return self._kept.pop(config.key)
+
+
+def run_configs_in_turns(configs: Iterable[Config], store: ResultStore, *, resume: bool = True,
+                         retry_failed: bool = False, turns: int = TURNS, timeout: float = 600.0,
+                         on_result: Callable[[Config, Result | None], None] | None = None
+                         ) -> Iterator[Result]:
+    """:func:`~pyparbench.harness.runner.run_configs`, with each run of
+    consecutive configurations of one model, batch and round measured in
+    turns (:func:`turn_groups`, :func:`measure_in_turns`); each record is
+    stored as soon as its group is done.
+
+    Raises
+    ------
+    ValueError
+        As :func:`~pyparbench.harness.runner.run_configs`; ``turns`` below 1.
+    """
+    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
+        raise ValueError(f"turns must be an int >= 1, got {turns!r}")
+    taker = TurnTaker(turns=turns, timeout=timeout)
+    return run_resumable(configs, store, taker, read_result, resume=resume,
+                         retry_failed=retry_failed, on_result=on_result, on_pending=taker.pending)
+
+
+# ------------------------------------------------------------------ the child
+
+
+def _child_main() -> int:
+    """In the fresh process: load the configuration of the first line, then
+    answer each request line (see the module docstring)."""
+    from pyparbench.executor import RunRecord, model_runner
+
+    last: RunRecord | None = None
+    run = None
+    for n, line in enumerate(sys.stdin):
+        try:
+            if n == 0:
+                config = Config.from_dict(json.loads(line))
+                apply_test_fault(config)
+                run = model_runner(config.model, config.batch, config.settings)
+                last = run(1, max(config.warmup, 1))
+                answer: dict[str, Any] = {"estimate_ns": min(last.ns)}
+            else:
+                assert run is not None
+                start = time.time()
+                last = run(int(json.loads(line)["repeats"]), 1)
+                answer = {"ns": last.ns, "per_instance": last.per_instance,
+                          "window": [start, time.time()]}
+        except Exception as e:  # the parent records which configuration failed, and how
+            answer = {"error": f"{type(e).__name__}: {e}"}
+        print(json.dumps(answer), flush=True)
+    if last is not None:
+        resolved = {**last.resolved, "process_cpus": sorted(os.sched_getaffinity(0))}
+        print(json.dumps({"resolved": resolved}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())
