@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from pyparbench.resultfiles import (
     load,
     pooled_spread,
 )
-from pyparbench.resultfiles.spread import t_quantile, t_two_sided_p
+from pyparbench.resultfiles.spread import estimate_paired_ratio, t_quantile, t_two_sided_p
 from pyparbench.settings import Settings
 from pyparbench.timing import Summary, summarize
 
@@ -92,6 +93,30 @@ def test_a_ratio_reads_each_side_as_the_median_of_its_processes() -> None:
         estimate_ratio([], [1.0], spread)
     with pytest.raises(ValueError, match="level must be between 0 and 1, got 1.0"):
         estimate_ratio([1.0], [1.0], spread, level=1.0)
+
+
+def test_a_paired_ratio_is_the_median_of_its_rounds_ratios() -> None:
+    spread = ProcessSpread(0.05, 10, 4)
+    # Three rounds: the machine drifted by 1.4x in the first; the pairs agree.
+    pairs = [(22.1, 31.15), (22.5, 22.6), (29.8, 29.9)]
+    est = estimate_paired_ratio(pairs, spread)
+    d = statistics.median(math.log(b / a) for a, b in pairs)
+    assert est.ratio == pytest.approx(22.6 / 22.5) and est.df == 10
+    se = 0.05 * math.sqrt(2 * 1.346 / 3)  # each pair as two processes, the median of 3
+    assert est.p_value == pytest.approx(2 * scipy_stats.t.sf(d / se, 10))
+    half = scipy_stats.t.isf(0.025, 10) * se
+    assert (est.low, est.high) == pytest.approx((math.exp(d - half), math.exp(d + half)))
+    one = estimate_paired_ratio([(10.0, 12.0)], spread)
+    assert (one.low, one.high) == pytest.approx(
+        (estimate_ratio([10.0], [12.0], spread).low, estimate_ratio([10.0], [12.0], spread).high))
+    flat = estimate_paired_ratio([(10.0, 12.0)], ProcessSpread(0.0, 3, 3))
+    assert flat.p_value == 0.0 and flat.low == flat.high == pytest.approx(1.2)
+    with pytest.raises(ValueError, match="a paired ratio needs a pair at least"):
+        estimate_paired_ratio([], spread)
+    with pytest.raises(ValueError, match="level must be between 0 and 1, got 0"):
+        estimate_paired_ratio(pairs, spread, level=0)
+    with pytest.raises(ValueError, match="positive time"):
+        estimate_paired_ratio([(10.0, -1.0)], spread)
 
 
 def _processes(rng: np.random.Generator, shift: float, k: int, tau: float,
@@ -253,11 +278,13 @@ def test_each_regret_has_its_interval_over_processes() -> None:
     assert m["regret"]["recommended"] == 0.0
     assert m["regret_interval"]["recommended"]["low"] == 0.0
     tuner = m["regret_interval"]["tftuner"]
-    assert m["regret"]["tftuner"] == pytest.approx(14.0 / 10.3 - 1)
+    # The tuner's regret, paired by round: 14 / 10.2 in round 0, 14 / 10.4 in
+    # round 1, their median (geometric mean) less 1.
+    assert m["regret"]["tftuner"] == pytest.approx(math.sqrt(14 / 10.2 * 14 / 10.4) - 1)
     assert tuner["processes"] == [2, 3] and tuner["level"] == 0.95
     sigma = spread["sigma"]
-    # One sample a round on each side.
-    est = estimate_ratio([10.2e6, 10.4e6], [14e6, 14e6], ProcessSpread(sigma, 4, 3))
+    est = estimate_paired_ratio([(10.2e6, 14e6), (10.4e6, 14e6)], ProcessSpread(sigma, 4, 3))
+    assert est.ratio - 1 == pytest.approx(m["regret"]["tftuner"])
     assert (tuner["low"], tuner["high"]) == pytest.approx((est.low - 1, est.high - 1))
     assert tuner["includes_zero"] == (est.low <= 1.0)
     json.dumps(summary, allow_nan=False)

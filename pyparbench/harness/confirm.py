@@ -42,6 +42,7 @@ from pyparbench.resultfiles.processes import (
     MergedSetting,
     merge_settings,
     regret_estimate,
+    regret_of,
     run_spread,
 )
 
@@ -78,7 +79,7 @@ def _to_confirm(merged: Sequence[MergedSetting], spread: ProcessSpread | None,
     if rec is None:
         return 0.0, []
     best = min(merged, key=lambda m: m.median)
-    regret = rec.median / best.median - 1.0
+    regret = regret_of(rec, best)
     estimate = regret_estimate(rec, best, spread)
     reach = max(regret, estimate.high - 1.0) if estimate is not None else regret
     ahead = [m for m in map(named, RIVALS) if m is not None and m.median < rec.median]

@@ -38,12 +38,14 @@ beside it (``median_ns``) so the two can be matched exactly:
 ``models``
     Per model and batch: ``best`` (the fastest setting measured), ``presets``
     (each preset's latency), ``speedup`` {preset: preset latency / best
-    latency}, ``regret`` {chooser: chooser latency / best latency - 1}, for
+    latency}, ``regret`` {chooser: how much slower than the best, 0 or more:
+    the median over the rounds that measured both of the ratio of their
+    round medians - 1 (:func:`pyparbench.resultfiles.processes.regret_of`)}, for
     the study's tuner (``tftuner``) and, when configurations named
     ``recommended`` were run, the recommender (``recommended``);
     ``regret_interval`` {chooser: {low, high, level (0.95), includes_zero,
     p_value, processes [the chooser's, the best's]}}: the regret's interval
-    over processes (None without a ``spread``; the best against itself is
+    over its rounds (None without a ``spread``; the best against itself is
     exactly 0);
     ``prediction`` (when the recommended configuration carries the
     recommender's prediction): {predicted_ms, measured_ms, error
@@ -92,6 +94,7 @@ from pyparbench.resultfiles.processes import (
     MergedSetting,
     merge_settings,
     regret_estimate,
+    regret_of,
     run_spread,
 )
 from pyparbench.settings import Settings
@@ -261,7 +264,7 @@ def _model_entry(model: str, batch: int, rs: Sequence[Result], spread: ProcessSp
     entry["chosen"] = {k: _timing(v) for k, v in chosen.items()}
     if best is not None:
         entry["speedup"] = {k: v["median_ns"] / best.median for k, v in entry["presets"].items()}
-        entry["regret"] = {k: v.median / best.median - 1.0 for k, v in chosen.items()}
+        entry["regret"] = {k: regret_of(v, best) for k, v in chosen.items()}
         entry["regret_interval"] = {k: _interval(v, best, spread) for k, v in chosen.items()}
     else:
         entry["speedup"], entry["regret"], entry["regret_interval"] = {}, {}, {}

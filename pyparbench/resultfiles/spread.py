@@ -37,8 +37,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ProcessSpread", "RatioEstimate", "estimate_ratio", "pooled_spread",
-           "t_quantile", "t_two_sided_p"]
+__all__ = ["ProcessSpread", "RatioEstimate", "estimate_paired_ratio", "estimate_ratio",
+           "pooled_spread", "t_quantile", "t_two_sided_p"]
 
 # Var(median of k standard normals) x k, for k = 1..10 (exact for 1 and 2,
 # else from 2 x 10^6 draws each);
@@ -153,6 +153,34 @@ def estimate_ratio(a: Sequence[float], b: Sequence[float], spread_a: ProcessSpre
         df = (va + vb) ** 2 / (va ** 2 / spread_a.df + vb ** 2 / sb.df)
     se = math.sqrt(va + vb)
     if se == 0:  # processes that never differed: any difference is all there is
+        p = 1.0 if d == 0 else 0.0
+        return RatioEstimate(math.exp(d), math.exp(d), math.exp(d), p, df, level)
+    half = t_quantile(1 - level, df) * se
+    return RatioEstimate(math.exp(d), math.exp(d - half), math.exp(d + half),
+                         t_two_sided_p(d / se, df), df, level)
+
+
+def estimate_paired_ratio(pairs: Sequence[tuple[float, float]], spread: ProcessSpread, *,
+                          level: float = 0.95) -> RatioEstimate:
+    """b / a from pairs (a, b) of two settings' medians (ns) measured
+    together (one pair a round): the median of the per-pair log ratios, its
+    p-value and its interval at ``level``, each pair's log ratio taken to
+    vary as two processes of ``spread`` (conservative: a pair measured
+    together shares the machine's drift, which the spread holds).
+
+    Raises
+    ------
+    ValueError
+        No pair, a median that is not a positive time, or a level outside (0, 1).
+    """
+    if not pairs:
+        raise ValueError("a paired ratio needs a pair at least, got none")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be between 0 and 1, got {level!r}")
+    d = statistics.median(_log(b) - _log(a) for a, b in pairs)
+    se = math.sqrt(2.0 * _median_variance(len(pairs))) * spread.sigma
+    df = float(spread.df)
+    if se == 0:
         p = 1.0 if d == 0 else 0.0
         return RatioEstimate(math.exp(d), math.exp(d), math.exp(d), p, df, level)
     half = t_quantile(1 - level, df) * se
