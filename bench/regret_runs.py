@@ -16,12 +16,16 @@ from each run's ``summary.json``:
 
 * ``ours``: the recommended setting (``models[i]["regret"]["recommended"]``);
 * ``tuner``: the study's tuner (``models[i]["regret"]["tftuner"]``);
-* ``intel``: Intel's preset (``models[i]["speedup"]["intel"] - 1``: its
-  latency over the best measured, less one).
+* ``intel``: Intel's preset (``models[i]["regret"]["intel"]``).
+
+A regret is the summary's: how much slower than the best measured, read
+in pairs (the median over the rounds that measured both of the ratio of
+their round medians, :func:`pyparbench.resultfiles.processes.regret_of`).
 
 Each as the median and the largest regret over the runs, and in how many
 runs it was within 3 % of the best measured. ``ours - intel`` is ours over
-Intel's preset, less one (negative: ours faster), and ``>intel`` counts the
+Intel's preset, less one (negative: ours faster; from their regrets,
+(1 + ours) / (1 + intel) - 1), and ``>intel`` counts the
 runs where ours was slower than Intel's preset by more than that run's
 spread of Intel's preset (the larger of its q1..q3 half-width and 3 %).
 ``ours sure`` counts, where the summaries give each regret's interval over
@@ -122,14 +126,13 @@ def read_runs(folders: Sequence[Path]) -> tuple[list[Row], list[str]]:
         entries = {(str(e["model"]), int(e["batch"])): e for e in summary.get("models", [])}
         for key, row in rows.items():
             e = entries.get(key, {})
-            regret, speedup = e.get("regret", {}), e.get("speedup", {})
+            regret = e.get("regret", {})
             row.regret["ours"].append(regret.get("recommended"))
             row.regret["tuner"].append(regret.get("tftuner"))
-            intel = speedup.get("intel")
-            row.regret["intel"].append(None if intel is None else intel - 1.0)
-            ours, chosen = e.get("chosen", {}).get("recommended"), e.get("presets", {})
-            row.vs_intel.append(ours["median_ns"] / chosen["intel"]["median_ns"] - 1.0
-                                if ours and chosen.get("intel") else None)
+            intel, ours = regret.get("intel"), regret.get("recommended")
+            row.regret["intel"].append(intel)
+            row.vs_intel.append((1 + ours) / (1 + intel) - 1.0
+                                if ours is not None and intel is not None else None)
             row.intel_noise.append(_intel_noise(e))
             interval = (e.get("regret_interval") or {}).get("recommended")
             ours_regret = regret.get("recommended")
@@ -162,8 +165,8 @@ def table(rows: Sequence[Row], runs: int) -> str:
     """The markdown table: per row, median / max regret (%) / runs within 3 %."""
     head = ("| model | ours: median / max % / within 3 % | tuner | intel | "
             "ours - intel: median / max % / >intel | ours sure |")
-    lines = [f"{runs} runs of `pyparbench run --quick`; regret = latency / best measured "
-             f"- 1", "", head, "|---|---|---|---|---|---|"]
+    lines = [f"{runs} runs of `pyparbench run --quick`; regret: how much slower than the "
+             "best measured, read in pairs of rounds", "", head, "|---|---|---|---|---|---|"]
     for r in rows:
         known = [v for v in r.ours_sure if v is not None]
         sure = f"{sum(known)}/{len(known)}" if known else "-"

@@ -36,7 +36,7 @@ def _summary(ours: float, tuner: float, intel: float, intel_spread: float = 0.01
     interval = ({} if includes_zero is None else
                 {"recommended": {"includes_zero": includes_zero}})
     return {"models": [{"model": "mlp-512", "batch": 1, "regret_interval": interval,
-                        "regret": {"recommended": ours, "tftuner": tuner},
+                        "regret": {"recommended": ours, "tftuner": tuner, "intel": intel},
                         "speedup": {"intel": 1 + intel},
                         "chosen": {"recommended": timing(1 + ours)},
                         "presets": {"intel": timing(1 + intel, intel_spread)}}]}

@@ -41,7 +41,7 @@ beside it (``median_ns``) so the two can be matched exactly:
     latency}, ``regret`` {chooser: how much slower than the best, 0 or more:
     the median over the rounds that measured both of the ratio of their
     round medians - 1 (:func:`pyparbench.resultfiles.processes.regret_of`)}, for
-    the study's tuner (``tftuner``) and, when configurations named
+    the study's tuner (``tftuner``), Intel's preset (``intel``) and, when configurations named
     ``recommended`` were run, the recommender (``recommended``);
     ``regret_interval`` {chooser: {low, high, level (0.95), includes_zero,
     p_value, processes [the chooser's, the best's]}}: the regret's interval
@@ -107,8 +107,9 @@ __all__ = ["CHOOSERS", "PRESET_NAMES", "SCHEMA", "busy_note", "merge_settings", 
 
 SCHEMA = 1
 PRESET_NAMES = PRESETS
-# Settings chosen by a method rather than measured best: their regret is reported.
-CHOOSERS = ("tftuner", "recommended")
+# Settings chosen by a method or an advice rather than measured best: their
+# regret is reported (Intel's preset too: the recommender is held against it).
+CHOOSERS = ("tftuner", "intel", "recommended")
 
 
 def settings_label(s: Settings, *, short: bool = False) -> str:
