@@ -563,25 +563,49 @@ def _until(min_time_s: float, run: Callable[[int, int], tuple[list[float], list[
 
 def model_runner(name: str, batch: int, settings: Settings, *,
                  topology: Topology | None = None, **model_kw: Any
-                 ) -> Callable[[int, int], RunRecord]:
+                 ) -> Callable[[int, int, float], RunRecord]:
     """Model ``name`` built and compiled once under ``settings``, instances
-    included (see :func:`run_model`); each call ``(repeats, warmup)`` runs
-    it and returns what that run measured."""
+    included (see :func:`run_model`); each call ``(repeats, warmup,
+    min_time_s)`` runs it (more timed runs than ``repeats`` until they last
+    ``min_time_s`` together) and returns what that call measured.
+
+    Raises
+    ------
+    ValueError
+        A batch that does not split into the instances; from a call, a
+        negative ``min_time_s``.
+    """
     from pyparbench.models import build
 
     k = settings.instances
     if k == 1:
         cg = compile_graph(build(name, batch, **model_kw))
-        return lambda r, w: cg.run(settings, repeats=r, warmup=w, topology=topology)
-    if batch % k:
-        raise ValueError(f"batch {batch} does not split into {k} instances")
-    graphs = [build(name, batch // k, **model_kw) for _ in range(k)]
-    side_by_side = instances_runner(graphs, settings, topology)
 
-    def run(repeats: int, warmup: int) -> RunRecord:
-        ns, each = side_by_side(repeats, warmup)
-        return RunRecord(name, batch, settings, {"instances": side_by_side.resolved},
-                         ns, summarize(ns), per_instance=each)
+        def once(repeats: int, warmup: int) -> RunRecord:
+            return cg.run(settings, repeats=repeats, warmup=warmup, topology=topology)
+    else:
+        if batch % k:
+            raise ValueError(f"batch {batch} does not split into {k} instances")
+        graphs = [build(name, batch // k, **model_kw) for _ in range(k)]
+        side_by_side = instances_runner(graphs, settings, topology)
+
+        def once(repeats: int, warmup: int) -> RunRecord:
+            ns, each = side_by_side(repeats, warmup)
+            return RunRecord(name, batch, settings, {"instances": side_by_side.resolved},
+                             ns, summarize(ns), per_instance=each)
+
+    def run(repeats: int, warmup: int, min_time_s: float) -> RunRecord:
+        if min_time_s < 0:
+            raise ValueError(f"min_time_s must be >= 0, got {min_time_s}")
+        last: list[RunRecord] = []
+
+        def one(r: int, w: int) -> tuple[list[float], list[list[float]]]:
+            last[:] = [once(r, w)]
+            return list(last[0].ns), last[0].per_instance
+        ns, each = _until(min_time_s, one, repeats, warmup)
+        rec = last[0]
+        rec.ns, rec.summary, rec.per_instance = ns, summarize(ns), each
+        return rec
     return run
 
 
@@ -596,16 +620,8 @@ def run_model(name: str, batch: int, settings: Settings, *, repeats: int = 10, w
     long together."""
     if min_time_s < 0:
         raise ValueError(f"min_time_s must be >= 0, got {min_time_s}")
-    run = model_runner(name, batch, settings, topology=topology, **model_kw)
-    last: list[RunRecord] = []
-
-    def one(r: int, w: int) -> tuple[list[float], list[list[float]]]:
-        last[:] = [run(r, w)]
-        return list(last[0].ns), last[0].per_instance
-    ns, each = _until(min_time_s, one, repeats, warmup)
-    rec = last[0]
-    rec.ns, rec.summary, rec.per_instance = ns, summarize(ns), each
-    return rec
+    return model_runner(name, batch, settings, topology=topology, **model_kw)(
+        repeats, warmup, min_time_s)
 
 
 class InstancesRunner:

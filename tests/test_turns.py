@@ -4,6 +4,11 @@ recorded with the others going on, resumable as any run of configurations."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -127,3 +132,66 @@ def test_runs_in_turns_are_stored_at_once_and_resumed(tmp_path: Path,
     # A configuration of the round outside the pending list is measured alone.
     lone = replace(cs[2], round=3)
     assert [r.status for r in run_configs_in_turns([lone], store)] == ["ok"]
+
+
+TURNS_SWEEP = """
+import json, sys
+from pyparbench.harness.runner import Config
+from pyparbench.harness.store import ResultStore
+from pyparbench.harness.turns import run_configs_in_turns
+configs = [Config.from_dict(c) for c in json.loads(sys.argv[2])]
+for _ in run_configs_in_turns(configs, ResultStore(sys.argv[1]), timeout=120):
+    pass
+"""
+
+
+def _turns_children(parent: int) -> list[int]:
+    """The measuring children ``parent`` started (running or stopped)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes()
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"pyparbench.harness.turns" in cmd and ppid == parent:
+            out.append(int(proc.name))
+    return out
+
+
+def test_a_run_in_turns_killed_mid_group_leaves_no_child_and_resumes(
+        tmp_path: Path, no_fault: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "results.jsonl"
+    # Settings with long turns (a bigger model, many runs), so the kill meets
+    # the group loaded and taking turns, some processes stopped.
+    cs = [Config("resnet50", 1, s, repeats=40, warmup=0, round=1) for s in _settings()[:2]]
+    proc = subprocess.Popen([sys.executable, "-P", "-c", TURNS_SWEEP, str(path),
+                             json.dumps([c.as_dict() for c in cs])],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(_turns_children(proc.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    children = _turns_children(proc.pid)
+    assert len(children) == 2, "the two measuring children never started"
+    time.sleep(1.0)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # The kernel ends them with their parent (stopped ones too).
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() and
+                                               "Z" not in _state(p) for p in children):
+        time.sleep(0.2)
+    assert not [p for p in children if Path(f"/proc/{p}").exists() and "Z" not in _state(p)]
+    # Nothing of the unfinished group was recorded; resuming measures it whole.
+    assert not path.exists() or not ResultStore(path).records()
+    got = list(run_configs_in_turns(cs, ResultStore(path), turns=2))
+    assert [r.status for r in got] == ["ok", "ok"]
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"

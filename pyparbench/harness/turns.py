@@ -22,9 +22,11 @@ Each process still ends as one record, with every timed run of its turns:
 the summary and the merge of processes read it as any other process's.
 
 A child runs ``python -m pyparbench.harness.turns``; it reads its
-configuration as one JSON line and answers ``{"estimate_ns": ...}`` once it
-is loaded, then one ``{"ns": [...], "per_instance": [...], "window": [start,
-end]}`` line per ``{"repeats": n}`` line, then, when its stdin closes,
+configuration as one JSON line and answers ``{"loaded_ns": ...}`` (one warm
+run) once it is loaded, then one ``{"ns": [...], "per_instance": [...],
+"window": [start, end]}`` line per ``{"repeats": n, "min_s": s}`` line (n
+timed runs after an untimed one, more until they last s), then, when its
+stdin closes,
 ``{"resolved": {...}}``; or ``{"error": "..."}``. The record's ``resolved``
 keeps each turn's window (``turns``, wall-clock seconds).
 """
@@ -64,7 +66,6 @@ class _Child:
     proc: subprocess.Popen[str]
     err: IO[bytes]
     started: float
-    repeats: int = 0
     ns: list[float] = field(default_factory=list)
     per_instance: list[list[float]] = field(default_factory=list)
     windows: list[list[float]] = field(default_factory=list)  # each turn's [start, end] (s)
@@ -156,7 +157,7 @@ def measure_in_turns(configs: Sequence[Config], *, turns: int = TURNS, timeout: 
                 out[i] = run_config(c, timeout=timeout, machine=machine)
                 continue
             try:
-                children[i] = _load(c, cpus, turns, timeout)
+                children[i] = _load(c, cpus, timeout)
             except OSError as e:
                 out[i] = Result(c.key, c, "error", time.time(), machine,
                                 error=f"cannot start the child: {e}")
@@ -167,9 +168,11 @@ def measure_in_turns(configs: Sequence[Config], *, turns: int = TURNS, timeout: 
                 ch = children[k]
                 if ch.failed is not None:
                     continue
-                share = math.ceil(ch.repeats * (t + 1) / turns) - math.ceil(ch.repeats * t / turns)
+                # A turn's share of the repeats and of MIN_MEASURE_S, as
+                # a one-process run's timed runs would add up.
+                share = max(1, math.ceil(ch.config.repeats / turns))
                 try:
-                    got = ch.ask({"repeats": share}, timeout)
+                    got = ch.ask({"repeats": share, "min_s": MIN_MEASURE_S / turns}, timeout)
                 except _Failed as e:
                     ch.failed = (e.status, e.error)
                     continue
@@ -186,9 +189,8 @@ def measure_in_turns(configs: Sequence[Config], *, turns: int = TURNS, timeout: 
     return [out[i] for i in range(len(configs))]
 
 
-def _load(config: Config, cpus: list[int] | None, turns: int, timeout: float) -> _Child:
-    """Start ``config``'s child and let it build and compile its model; it
-    will take part in every turn."""
+def _load(config: Config, cpus: list[int] | None, timeout: float) -> _Child:
+    """Start ``config``'s child and let it build and compile its model."""
     started = time.time()
     err = tempfile.TemporaryFile()  # a pipe could fill and block the child
     try:
@@ -199,17 +201,10 @@ def _load(config: Config, cpus: list[int] | None, turns: int, timeout: float) ->
         raise
     ch = _Child(config, proc, err, started)
     try:
-        got = ch.ask(config.as_dict(), timeout)
-        est = max(float(got["estimate_ns"]), 1.0)
-        ch.repeats = max(config.repeats, _timed_runs(est), turns)
+        ch.ask(config.as_dict(), timeout)
     except _Failed as e:
         ch.failed = (e.status, e.error)
     return ch
-
-
-def _timed_runs(estimate_ns: float) -> int:
-    """Timed runs that last MIN_MEASURE_S together, as one process's would."""
-    return math.ceil(MIN_MEASURE_S * 1e9 / max(estimate_ns, 1.0))
 
 
 def _result(ch: _Child, timeout: float, machine: dict[str, Any]) -> Result:
@@ -303,12 +298,13 @@ def _child_main() -> int:
                 config = Config.from_dict(json.loads(line))
                 apply_test_fault(config)
                 run = model_runner(config.model, config.batch, config.settings)
-                last = run(1, max(config.warmup, 1))
-                answer: dict[str, Any] = {"estimate_ns": min(last.ns)}
+                last = run(1, max(config.warmup, 1), 0.0)
+                answer: dict[str, Any] = {"loaded_ns": min(last.ns)}
             else:
                 assert run is not None
+                req = json.loads(line)
                 start = time.time()
-                last = run(int(json.loads(line)["repeats"]), 1)
+                last = run(int(req["repeats"]), 1, float(req["min_s"]))
                 answer = {"ns": last.ns, "per_instance": last.per_instance,
                           "window": [start, time.time()]}
         except Exception as e:  # the parent records which configuration failed, and how
