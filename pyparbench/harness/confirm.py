@@ -22,8 +22,10 @@ each, round by round across every model so that one
 setting's processes are minutes apart; the rows whose interval reaches
 furthest go first. A round's settings of one row are measured in turns
 (:mod:`pyparbench.harness.turns`): the regret is their ratio, and in turns
-a slow spell of the machine falls on both sides of it. The summary then takes each setting's median over its
-processes (:func:`pyparbench.resultfiles.processes.merge_settings`). A
+a slow spell of the machine falls on both sides of it. The summary then
+takes each setting's median over its rounds
+(:func:`pyparbench.resultfiles.processes.merge_settings`) and reads each
+regret in pairs of rounds (:func:`pyparbench.resultfiles.processes.regret_of`). A
 second pass measures ``rounds`` more of each setting of a row still off or
 still wide (the first pass's processes make the spread known where the
 suite alone left it unknown), and a best that changed to a setting
