@@ -23,6 +23,7 @@ are run by :func:`run_model`, which builds one graph per instance.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import statistics
@@ -40,8 +41,9 @@ from pyparbench._core import graph as _g
 from pyparbench._core import threading as _t
 from pyparbench.graph import NATIVE_ATTRS, Graph, Node
 from pyparbench.graph.builder import rebuild
-from pyparbench.graph.passes import BLOCKED_LAYOUTS, PASSES, OptimizeResult, optimize, pipeline
-from pyparbench.settings import Settings, allowed_sockets
+from pyparbench.graph.passes import (BLOCKED_LAYOUTS, PASSES, OptimizeResult, cache_budget_bytes,
+                                     optimize, pipeline)
+from pyparbench.settings import Settings, allowed_sockets, team_cpus
 from pyparbench.threading.audit import (NodeThreads, ThreadAudit, ThreadingMismatch,
                                         ThreadingMismatchError)
 from pyparbench.threading.placement import place
@@ -51,7 +53,7 @@ from pyparbench.timing import Summary, summarize
 
 __all__ = ["CompiledGraph", "InstancesRunner", "RunRecord", "TraceEvent", "branch_groups",
            "compile_graph", "instances_runner", "model_runner", "resolve", "run_instances",
-           "run_model"]
+           "run_model", "team_budget_bytes"]
 
 
 @dataclass(frozen=True)
@@ -246,6 +248,27 @@ class _Variant:
         return out
 
 
+def team_budget_bytes(settings: Settings, topo: Topology | None = None) -> int:
+    """The micro-batch pass's cache budget for a run under ``settings`` on
+    ``topo`` (default: this machine): a share of the caches its first team
+    runs in (:func:`~pyparbench.settings.team_cpus`)."""
+    if topo is None:
+        return _this_machine_team_budget(settings.instances, settings.inter_op,
+                                         settings.intra_op, settings.affinity, settings.smt,
+                                         tuple(_t.process_allowed_cpus()))
+    return cache_budget_bytes(topo, team_cpus(settings, topo))
+
+
+@functools.lru_cache(maxsize=256)
+def _this_machine_team_budget(instances: int, inter_op: int, intra_op: int, affinity: Any,
+                              smt: bool, allowed: tuple[int, ...]) -> int:
+    # Keyed by what places the team and by the CPUs the process may use, so
+    # each plan's compile loads the topology once, not each run.
+    settings = Settings(scheduler="async" if inter_op > 1 else "sync", inter_op=inter_op,
+                        intra_op=intra_op, affinity=affinity, smt=smt, instances=instances)
+    return cache_budget_bytes(cpus=team_cpus(settings, this_machine()))
+
+
 class CompiledGraph:
     """A graph compiled to native plans (see the module docstring): one per
     optimised graph that the settings run so far asked for."""
@@ -283,11 +306,12 @@ class CompiledGraph:
 
     def _variant(self, settings: Settings) -> _Variant:
         wanted = pipeline(settings.graph_opt)
-        key = (*wanted, settings.library, settings.operator)
+        budget = team_budget_bytes(settings) if "microbatch" in wanted else 0
+        key = (*wanted, settings.library, settings.operator, str(budget))
         v = self._variants.get(key)
         if v is None:
             opt = optimize(self._checked, wanted, library=settings.library,
-                           operator=settings.operator)
+                           operator=settings.operator, budget_bytes=budget)
             # Settings that end with the same passes share one plan.
             same = next((u for u in self._variants.values()
                          if u.opt.applied == opt.applied and u.opt.skipped == opt.skipped), None)

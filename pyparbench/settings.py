@@ -51,13 +51,14 @@ from pyparbench.names import (
     SCHEDULERS,
     graph_opt_passes,
 )
+from pyparbench.threading.placement import place
 
 if TYPE_CHECKING:
     from pyparbench.graph import Graph
     from pyparbench.threading.topology import Topology
 
 __all__ = ["PRESETS", "Settings", "allowed_cores", "allowed_layout", "allowed_sockets",
-           "preset"]
+           "preset", "team_cpus"]
 
 Affinity = Union[str, tuple[tuple[int, ...], ...]]
 OmpWait = Union[None, str, int]
@@ -179,6 +180,23 @@ def allowed_cores(topo: Topology) -> int:
     """Physical cores with at least one CPU this process may use."""
     allowed = set(topo.allowed_cpus)
     return sum(1 for c in topo.cores if allowed & set(c.pus))
+
+
+def team_cpus(settings: Settings, topo: Topology) -> tuple[int, ...]:
+    """The CPUs one team of ``settings`` runs on in ``topo``: the first
+    worker's of its placement (instances x inter_op workers of intra_op
+    threads); where it pins nothing (affinity ``none``), those compact
+    placement would give it, since that is where a team is most likely to
+    land. A setting that does not fit (more threads than cores): a compact
+    team of as many cores as the process may use, up to ``intra_op``."""
+    affinity = "compact" if settings.affinity == "none" else settings.affinity
+    try:
+        first = place(topo, affinity, settings.instances * settings.inter_op,
+                      settings.intra_op, smt=settings.smt).pools[0]
+    except ValueError:
+        first = place(topo, "compact", 1, max(1, min(settings.intra_op, allowed_cores(topo))),
+                      smt=False).pools[0]
+    return tuple(first or topo.allowed_cpus)
 
 
 def allowed_layout(topo: Topology) -> str:

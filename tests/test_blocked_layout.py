@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pyparbench import models
+from pyparbench import executor, models
 from pyparbench.executor import compile_graph
 from pyparbench.graph import Graph, GraphBuilder, passes
 from pyparbench.graph.passes import (
@@ -117,7 +117,7 @@ def test_blocked_with_microbatches_and_shared_buffers(monkeypatch: pytest.Monkey
     and join them again, the memory pass shares its buffers."""
     _prefer(monkeypatch, "nchw8c")
     # Micro-batch all it can.
-    monkeypatch.setattr(passes.microbatching, "cache_budget_bytes", lambda: 1)
+    monkeypatch.setattr(executor, "team_budget_bytes", lambda settings, topo=None: 1)
     g = _cnn(batch=BLOCKED_MIN_BATCH, channels=8)
     inputs = g.random_inputs(seed=7)
     want = reference_forward(g, inputs)

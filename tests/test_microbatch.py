@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from _support import assert_lifetimes_disjoint, node_spec
 
-from pyparbench import models
+from pyparbench import executor, models
 from pyparbench._core import graph as _g
-from pyparbench.executor import compile_graph
+from pyparbench.executor import compile_graph, team_budget_bytes
 from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.graph import passes
 from pyparbench.graph.passes import (
@@ -22,7 +22,8 @@ from pyparbench.graph.passes import (
     optimize,
 )
 from pyparbench.reference import reference_forward
-from pyparbench.settings import Settings
+from pyparbench.settings import Settings, allowed_cores
+from pyparbench.threading.topology import topology
 
 RTOL = 2e-4
 
@@ -134,7 +135,7 @@ def small_budget(monkeypatch: pytest.MonkeyPatch) -> int:
     """The executor's cache budget shrunk so that _mobile(4)'s stem overflows it."""
     g = layout_nhwc(_mobile(4))
     budget = max(_bytes(g, n.id) for n in g if n.op == "conv2d") // 4
-    monkeypatch.setattr(passes.microbatching, "cache_budget_bytes", lambda: budget)
+    monkeypatch.setattr(executor, "team_budget_bytes", lambda settings, topo=None: budget)
     return budget
 
 
@@ -178,14 +179,62 @@ def test_micro_batches_reuse_each_others_buffers(small_budget: int) -> None:
     assert first & second
 
 
-def test_default_budget_comes_from_the_last_level_cache() -> None:
-    budget = passes.cache_budget_bytes()
-    assert 64 << 10 <= budget <= 1 << 30
+# Synthetic machines with each last-level cache size: one package of 16 cores
+# (2 MiB of L2 each) under one L3, as hwloc describes them.
+L3_SIZES = {"8MiB": 8 << 20, "32MiB": 32 << 20, "256MiB": 256 << 20, "1GiB": 1 << 30}
+
+
+def _machine(l3: str) -> str:
+    return f"package:1 l3:1(size={l3}) l2:16(size=2MiB) core:1 pu:2"
+
+
+@pytest.mark.parametrize("l3", L3_SIZES)
+@pytest.mark.parametrize("threads", [1, 4, 16])
+def test_budget_is_a_share_of_the_team_cache(l3: str, threads: int) -> None:
+    topo = topology(_machine(l3))
+    s = Settings(intra_op=threads, affinity="compact")
+    team = L3_SIZES[l3] * threads / 16 + (2 << 20) * threads
+    assert team_budget_bytes(s, topo) == int(int(team) * passes.microbatching.BUDGET_SHARE)
+
+
+@pytest.mark.parametrize("l3", L3_SIZES)
+def test_mobilenet_is_micro_batched_where_its_stem_overflows_the_team_cache(l3: str) -> None:
+    """MobileNet-v2 b8's 112 x 112 layers move ~48 MB: micro-batched where a
+    team's budget is below that, whatever this machine's own cache."""
     g = models.build("mobilenet-v2", 8)
-    plan = optimize(g, PASSES, budget_bytes=budget).details.get("microbatch")
-    # Its 112 x 112 layers move ~48 MB at batch 8: more than any cache's eighth here.
-    assert plan is not None and plan["budget_bytes"] == budget
-    assert optimize(models.build("mobilenet-v2", 1), PASSES).details == {}
+    topo = topology(_machine(l3))
+    for threads in (1, 4, 16):
+        budget = team_budget_bytes(Settings(intra_op=threads, affinity="compact"), topo)
+        plan = optimize(g, PASSES, budget_bytes=budget).details.get("microbatch")
+        if budget < 48 << 20:
+            assert plan is not None and plan["budget_bytes"] == budget, (l3, threads)
+            # Each micro-batch's largest node fits the budget (or one row is the least).
+            assert plan["rows"] == 1 or plan["largest_bytes"] * plan["rows"] <= budget * 8
+        else:
+            assert plan is None, (l3, threads)
+    assert optimize(models.build("mobilenet-v2", 1), PASSES,
+                    budget_bytes=team_budget_bytes(Settings(), topo)).details == {}
+
+
+def test_a_large_l3_machine_still_micro_batches_a_small_team() -> None:
+    """A 2-core slice reporting one 480 MiB L3 shared by 192 cores (a big
+    host's): the 2-core team's share is small, so MobileNet-v2 b8 is
+    micro-batched (summing every instance gave 60 MiB and no pass)."""
+    topo = topology("package:1 l3:1(size=480MiB) l2:192(size=2MiB) core:1 pu:1")
+    s = Settings(intra_op=2, affinity="compact")
+    budget = team_budget_bytes(s, topo)
+    assert budget == int((480 << 20) * 2 / 192 + (4 << 20)) // 8
+    plan = optimize(models.build("mobilenet-v2", 8), PASSES, budget_bytes=budget)
+    assert "microbatch" in plan.details
+
+
+def test_this_machine_budget_follows_the_team() -> None:
+    """On this machine too the budget is its teams' share: never more for
+    fewer cores, and the executor plans each setting with its own."""
+    one = team_budget_bytes(Settings(intra_op=1, affinity="compact"))
+    every = team_budget_bytes(Settings(intra_op=allowed_cores(topology()), affinity="compact"))
+    assert 0 < one <= every
+    assert every == passes.cache_budget_bytes()
 
 
 def test_plan_slice_is_a_view_of_rows_and_checks_them() -> None:

@@ -77,6 +77,11 @@ void register_topology(py::module_& m) {
       .def_readonly("line_size", &Cache::line_size)
       .def_readonly("count", &Cache::count, "Instances in the machine.")
       .def_readonly("cpus_per_instance", &Cache::cpus_per_instance);
+  py::class_<CacheInstance>(m, "CacheInstance", "One cache and the CPUs that share it.")
+      .def_readonly("level", &CacheInstance::level)
+      .def_readonly("type", &CacheInstance::type, "'data', 'instruction' or 'unified'.")
+      .def_readonly("size", &CacheInstance::size, "Bytes.")
+      .def_readonly("pus", &CacheInstance::pus, "OS CPU numbers of the CPUs sharing it.");
   py::class_<Topology>(m, "Topology", "A machine's topology (hwloc); see pyparbench.topology().")
       .def_readonly("source", &Topology::source)
       .def_readonly("synthetic", &Topology::synthetic)
@@ -85,6 +90,8 @@ void register_topology(py::module_& m) {
       .def_readonly("cores", &Topology::cores)
       .def_readonly("pus", &Topology::pus)
       .def_readonly("caches", &Topology::caches)
+      .def_readonly("cache_instances", &Topology::cache_instances,
+                    "Every cache instance with the CPUs sharing it, level by level.")
       .def_readonly("allowed_cpus", &Topology::allowed_cpus,
                     "Sorted OS CPU numbers this process may use.")
       .def("__repr__", [](const Topology& t) {

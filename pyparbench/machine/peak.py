@@ -64,7 +64,7 @@ FMA_PIPES = {"avx512": 2, "avx2": 2, "generic": 1}
 # a host placing the vCPUs on them for a while): measured again after a pause.
 SHARED_FMA_SCALING = 1.2
 SHARED_FMA_PAUSE_S = 1.0
-# Table and arrays this many times the last-level cache, so DRAM is measured.
+# Table and arrays this many times the caches of the team, so DRAM is measured.
 _BEYOND_LLC = 4
 _MIN_ARRAY_BYTES = 64 << 20
 # The gather's rows: the DLRM benchmark's (dim 64, 100 lookups per bag).
@@ -306,7 +306,8 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
     from pyparbench.threading.topology import topology
 
     started = time.perf_counter()
-    cores = allowed_cores(topology())
+    topo = topology()
+    cores = allowed_cores(topo)
     counts = list(threads) if threads is not None else thread_counts(cores)
     bad = [t for t in counts if t < 1 or t > cores]
     if bad:
@@ -315,9 +316,11 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
     kernel = _p.fma_kernel(isa)
     if quick:
         repeats = max(3, repeats // 2)
-    from pyparbench.threading.topology import last_level_cache_bytes
+    from pyparbench.threading.cache_share import team_cache_bytes
 
-    llc = last_level_cache_bytes()
+    # The caches of the widest team measured, taken whole even in a VM: the
+    # arrays must be beyond whatever the hardware could keep of them.
+    llc = team_cache_bytes(topo, compact_cpus(max(counts)), under_hypervisor=False)
     array_bytes = max(_BEYOND_LLC * llc, _MIN_ARRAY_BYTES)
     table_bytes = 2 * array_bytes
     elements = array_bytes // 4

@@ -97,7 +97,7 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
     calibration = dict(choice.calibration)
 
     # Every candidate predicted; the best chosen, then verified by measuring.
-    executed = Executed()
+    executed = Executed(res)
     preds = [predict_run(executed(per_instance[s.instances], s), s, cost, res,
                          batch=batch_of(per_instance[s.instances]))
              for s in candidates(graph, cost, res, instances=sorted(per_instance),

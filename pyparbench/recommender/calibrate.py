@@ -50,6 +50,7 @@ from typing import Any
 
 from pyparbench.machine.cpuload import ForeignLoad
 from pyparbench.graph import Graph, GraphBuilder
+from pyparbench.executor import team_budget_bytes
 from pyparbench.graph.passes import executed_graph
 from pyparbench.names import LIBRARIES, OPERATORS, POOLS
 from pyparbench.recommender.costmodel import (
@@ -366,7 +367,8 @@ def _op_keys(graph: Graph, config: str, graph_opt: str) -> set[str]:
     """The op keys of the nodes the executor runs for ``graph`` under
     ``config``: those of its optimised graph, whose nodes are what calibration
     times (a fused conv costs what it costs, not the sum of its parts)."""
-    run = executed_graph(graph, _config_settings(config, graph_opt=graph_opt))
+    settings = _config_settings(config, graph_opt=graph_opt)
+    run = executed_graph(graph, settings, budget_bytes=team_budget_bytes(settings))
     return {op_key(run, n) for n in run if n.op not in ALIAS_OPS}
 
 
@@ -760,7 +762,10 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
                     cal.measured.append(k)
         if instances > 1 and cores // instances >= 1:
             # Keyed by the graph the simulation sees: the executed one.
-            key = instance_key(executed_graph(g, Settings(graph_opt=graph_opt)), instances)
+            # The setting measure_instances runs each copy under.
+            one = Settings(intra_op=cores // instances, affinity="compact", graph_opt=graph_opt)
+            key = instance_key(executed_graph(g, one, budget_bytes=team_budget_bytes(one)),
+                               instances)
             old = cal.instances.get(key)
             if recalibrate or old is None or (retry_disturbed and _retry([old], quiet)):
                 with ForeignLoad() as load:

@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyparbench.graph import Graph
-from pyparbench.graph.passes import executed_graph
+from pyparbench.executor import team_budget_bytes
+from pyparbench.graph.passes import executed_graph, pipeline
+from pyparbench.graph.passes.optimizer import ExecutedGraphs
 from pyparbench.recommender.costmodel import CostModel
 from pyparbench.recommender.simulate import Resources, simulate
 from pyparbench.recommender.types import Prediction
@@ -124,16 +126,22 @@ def candidates(graph: Graph, model: CostModel, resources: Resources, *,
 class Executed:
     """:func:`executed_graph`, once per graph and the settings that decide it."""
 
-    def __init__(self) -> None:
-        self._memo: dict[tuple[int, str, str, str], tuple[Graph, Graph]] = {}
+    def __init__(self, resources: Resources | None = None) -> None:
+        self._graphs = ExecutedGraphs()
+        self._resources = resources
 
     def __call__(self, graph: Graph, settings: Settings) -> Graph:
-        key = (id(graph), settings.graph_opt, settings.library, settings.operator)
-        hit = self._memo.get(key)
-        if hit is None or hit[0] is not graph:
-            hit = (graph, executed_graph(graph, settings))
-            self._memo[key] = hit
-        return hit[1]
+        return self._graphs(graph, settings,
+                            budget_bytes=planned_budget(settings, self._resources))
+
+
+def planned_budget(settings: Settings, resources: Resources | None) -> int | None:
+    """The micro-batch budget of ``settings``'s team on the planned machine
+    (None: this machine's default, where the topology is not known)."""
+    if resources is None or resources.topology is None or "microbatch" not in pipeline(
+            settings.graph_opt):
+        return None
+    return team_budget_bytes(settings, resources.topology)
 
 
 def predict(graph: Graph, settings: Settings, model: CostModel, resources: Resources, *,
@@ -142,7 +150,8 @@ def predict(graph: Graph, settings: Settings, model: CostModel, resources: Resou
     ``settings.instances`` > 1; the graph as built: the prediction is of the
     graph the executor runs, :func:`~pyparbench.graph.passes.executed_graph`); ``batch`` is the
     graph's batch."""
-    return predict_run(executed_graph(graph, settings), settings, model, resources,
+    run = executed_graph(graph, settings, budget_bytes=planned_budget(settings, resources))
+    return predict_run(run, settings, model, resources,
                        batch=batch if batch is not None else batch_of(graph))
 
 

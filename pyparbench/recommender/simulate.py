@@ -47,7 +47,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyparbench.graph import Graph
 from pyparbench.recommender.costmodel import ALIAS_OPS, CostModel
@@ -59,11 +59,14 @@ __all__ = ["Resources", "Simulation", "omp_team", "simulate"]
 
 @dataclass(frozen=True)
 class Resources:
-    """The CPUs a setting runs on: physical cores, logical CPUs, sockets."""
+    """The CPUs a setting runs on: physical cores, logical CPUs, sockets, and
+    the topology they come from (where known: it places a setting's teams,
+    whose caches size the micro-batch pass)."""
 
     cores: int
     logical: int
     sockets: int = 1
+    topology: Topology | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.cores < 1 or self.logical < self.cores or self.sockets < 1:
@@ -84,7 +87,7 @@ class Resources:
         """What this process may use of ``topo``."""
         cores = allowed_cores(topo)
         return cls(cores=max(1, cores), logical=max(cores, len(topo.allowed_cpus)),
-                   sockets=allowed_sockets(topo))
+                   sockets=allowed_sockets(topo), topology=topo)
 
 
 @dataclass(frozen=True)

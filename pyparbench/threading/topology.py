@@ -51,16 +51,6 @@ def topology(synthetic: str | None = None) -> Topology:
     return _t.load_topology(synthetic)
 
 
-def last_level_cache_bytes(topo: Topology | None = None) -> int:
-    """The last-level cache of ``topo`` (default: this machine), all its
-    instances together; 32 MiB when hwloc reports no cache."""
-    caches = (topo or topology()).caches
-    if not caches:
-        return 32 << 20
-    top = max(c.level for c in caches)
-    return sum(int(c.size) * int(c.count) for c in caches if c.level == top)
-
-
 def topology_dict(topo: Topology) -> dict[str, Any]:
     """A topology as a plain, JSON-serialisable dict."""
     return {

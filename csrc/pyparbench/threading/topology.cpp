@@ -77,7 +77,8 @@ int numa_of(hwloc_topology_t t, hwloc_const_cpuset_t cpuset) {
   return -1;
 }
 
-void add_caches(hwloc_topology_t t, std::vector<Cache>& out) {
+void add_caches(hwloc_topology_t t, std::vector<Cache>& out,
+                std::vector<CacheInstance>& instances) {
   const hwloc_obj_type_t types[] = {HWLOC_OBJ_L1ICACHE, HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2ICACHE,
                                     HWLOC_OBJ_L2CACHE,  HWLOC_OBJ_L3ICACHE, HWLOC_OBJ_L3CACHE,
                                     HWLOC_OBJ_L4CACHE,  HWLOC_OBJ_L5CACHE};
@@ -94,6 +95,12 @@ void add_caches(hwloc_topology_t t, std::vector<Cache>& out) {
       if (c->attr->cache.type == HWLOC_OBJ_CACHE_INSTRUCTION) kind = "instruction";
       const int cpus = c->cpuset ? hwloc_bitmap_weight(c->cpuset) : 0;
       ++kinds[{c->attr->cache.size, static_cast<int>(c->attr->cache.linesize), cpus}];
+      CacheInstance one;
+      one.level = level;
+      one.type = kind;
+      one.size = c->attr->cache.size;
+      if (c->cpuset) one.pus = to_vector(c->cpuset);
+      instances.push_back(std::move(one));
     }
     for (const auto& [key, count] : kinds) {
       Cache cache;
@@ -164,7 +171,7 @@ Topology build(hwloc_topology_t t, const std::string& synthetic) {
     topo.numa_nodes.push_back(std::move(node));
   }
 
-  add_caches(t, topo.caches);
+  add_caches(t, topo.caches, topo.cache_instances);
   topo.allowed_cpus = allowed_of(t, topo.synthetic);
   return topo;
 }

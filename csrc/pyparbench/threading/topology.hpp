@@ -51,6 +51,16 @@ struct Cache {
   int cpus_per_instance = 0;  // PUs sharing one instance
 };
 
+// One cache as hwloc sees it: which CPUs share it. Sizing decisions (the
+// micro-batch budget, the probes' working sets) read these, so that a team
+// is given the caches it runs in, not every instance in the machine.
+struct CacheInstance {
+  int level = 0;
+  std::string type;         // "data", "instruction" or "unified"
+  uint64_t size = 0;        // bytes
+  std::vector<int> pus;     // OS indices of the CPUs sharing it
+};
+
 struct Topology {
   std::string source;       // "this machine" or the synthetic description
   bool synthetic = false;
@@ -59,6 +69,7 @@ struct Topology {
   std::vector<Core> cores;  // logical order
   std::vector<Pu> pus;      // logical order
   std::vector<Cache> caches;
+  std::vector<CacheInstance> cache_instances;  // every instance, level by level
   std::vector<int> allowed_cpus;  // sorted OS indices this process may use
 
   const Pu& pu(int os_index) const;  // throws std::out_of_range

@@ -1,11 +1,12 @@
 """Micro-batching: the leading, activation-bound part of a batched graph run
 as several micro-batches whose tensors stay in cache, and the cache budget
-that decides it (this machine's last-level cache, asked for lazily)."""
+that decides it (the share of the caches its team runs in)."""
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +14,10 @@ from pyparbench.graph.ir import Graph
 from pyparbench.graph.node import Node, Params
 from pyparbench.graph.opdefs import DTYPE_BYTES
 from pyparbench.graph.passes.rewrite import Emitter
+from pyparbench.threading.cache_share import team_cache_bytes
+from pyparbench.threading.topology import Topology, topology
 
-__all__ = ["MAX_MICRO_BATCHES", "MicroBatchPlan", "cache_budget_bytes", "microbatch",
+__all__ = ["BUDGET_SHARE", "MAX_MICRO_BATCHES", "MicroBatchPlan", "cache_budget_bytes", "microbatch",
            "microbatch_plan", "split_batch"]
 
 
@@ -176,14 +179,26 @@ def split_batch(g: Graph, plan: MicroBatchPlan) -> Graph:
     return em.graph(g, [remap[o] for o in g.outputs])
 
 
-@functools.cache
-def cache_budget_bytes() -> int:
+# The share of its team's cache a node's activations may take: the rest is
+# left to weights, the next node's data and other processes. Measured on a
+# 32 MiB-L3 Zen 4 with the team on every core: MobileNet-v2's pointwise convs
+# run at 180-210 GFLOP/s moving 4.4 MB (an eighth) and at 85-100 moving
+# 9-17 MB; measured again on a 2-vCPU VM (a 300 MiB L3 reported, a 4 MiB
+# share per vCPU: see pyparbench.threading.cache_share).
+BUDGET_SHARE = 1 / 8
+
+
+def cache_budget_bytes(topo: Topology | None = None, cpus: Sequence[int] | None = None) -> int:
     """The activation bytes a node may move and still find them in cache:
-    an eighth of this machine's last-level cache (hwloc), the rest left to
-    weights, the next node's data and other processes. Measured on a
-    32 MiB-L3 Zen 4: MobileNet-v2's pointwise convs run at 180-210 GFLOP/s
-    moving 4.4 MB and at 85-100 moving 9-17 MB."""
-    from pyparbench.threading.topology import last_level_cache_bytes
+    :data:`BUDGET_SHARE` of the cache its team runs in
+    (:func:`~pyparbench.threading.cache_share.team_cache_bytes`) on
+    ``topo`` (default: this machine) and the team's ``cpus`` (default: every
+    CPU this process may use)."""
+    if topo is None:
+        return _this_machine_budget(None if cpus is None else tuple(cpus))
+    return int(team_cache_bytes(topo, cpus) * BUDGET_SHARE)
 
-    return last_level_cache_bytes() // 8
 
+@functools.lru_cache(maxsize=256)
+def _this_machine_budget(cpus: tuple[int, ...] | None) -> int:
+    return int(team_cache_bytes(topology(), cpus) * BUDGET_SHARE)

@@ -16,8 +16,8 @@ from pyparbench.graph.passes import microbatching
 from pyparbench.graph.passes.microbatching import microbatch_plan, split_batch
 from pyparbench.names import GRAPH_PASSES, graph_opt_passes
 
-__all__ = ["PASSES", "OptimizeResult", "PassSettings", "executed_graph", "optimize", "pipeline",
-           "unsupported"]
+__all__ = ["PASSES", "ExecutedGraphs", "OptimizeResult", "PassSettings", "executed_graph",
+           "optimize", "pipeline", "unsupported"]
 
 PASSES = GRAPH_PASSES
 """Every pass, in the order the full pipeline applies them (BN first, so a
@@ -75,8 +75,9 @@ def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
              operator: str = "library", budget_bytes: int | None = None) -> OptimizeResult:
     """Apply ``passes`` (names of PASSES, in the pipeline's order) to ``graph``
     for a run under ``library`` and ``operator`` mode. ``budget_bytes`` is
-    the micro-batch pass's cache budget (default
-    :func:`~pyparbench.graph.passes.microbatching.cache_budget_bytes`)."""
+    the micro-batch pass's cache budget: that of the team that will run the
+    graph (:func:`~pyparbench.graph.passes.microbatching.cache_budget_bytes`
+    of its CPUs); default, every CPU this process may use."""
     unknown = [p for p in passes if p not in PASSES]
     if unknown:
         raise ValueError(f"unknown passes {unknown}; passes are {', '.join(PASSES)}")
@@ -121,8 +122,6 @@ def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
         elif name == "im2col":
             g = im2col_marks(g)
         elif name == "microbatch":
-            # Looked up at call time: a test plans another machine's cache by
-            # replacing microbatching.cache_budget_bytes.
             budget = (microbatching.cache_budget_bytes() if budget_bytes is None
                       else budget_bytes)
             plan = microbatch_plan(g, budget)
@@ -149,11 +148,51 @@ class PassSettings(Protocol):
     def operator(self) -> str: ...
 
 
-def executed_graph(graph: Graph, settings: PassSettings) -> Graph:
+def executed_graph(graph: Graph, settings: PassSettings, *,
+                   budget_bytes: int | None = None) -> Graph:
     """The graph the executor runs for ``graph`` under ``settings``: rewritten
     by the passes ``settings.graph_opt`` asks for that its library and
-    operator mode can take (what a trace's node ids refer to)."""
+    operator mode can take (what a trace's node ids refer to).
+    ``budget_bytes``: the micro-batch budget of the team that runs it (see
+    :func:`optimize`)."""
     passes = pipeline(settings.graph_opt)
     if not passes:
         return graph
-    return optimize(graph, passes, library=settings.library, operator=settings.operator).graph
+    return optimize(graph, passes, library=settings.library, operator=settings.operator,
+                    budget_bytes=budget_bytes).graph
+
+
+class ExecutedGraphs:
+    """:func:`executed_graph` for many settings and teams of the same graphs
+    (a search over candidates): the passes before the micro-batch pass run
+    once per graph, ``graph_opt``, library and operator mode, and the
+    micro-batch split once per plan it makes, however many team budgets
+    lead to that plan (each pass after it rewrites nothing)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[Any, ...], tuple[Graph, Graph]] = {}
+
+    def _cached(self, graph: Graph, key: tuple[Any, ...], make: Any) -> Graph:
+        hit = self._memo.get((id(graph), *key))
+        if hit is None or hit[0] is not graph:
+            hit = (graph, make())
+            self._memo[(id(graph), *key)] = hit
+        return hit[1]
+
+    def __call__(self, graph: Graph, settings: PassSettings, *,
+                 budget_bytes: int | None = None) -> Graph:
+        passes = pipeline(settings.graph_opt)
+        lib, op = settings.library, settings.operator
+        if "microbatch" not in passes or unsupported("microbatch", lib, op) is not None:
+            return self._cached(graph, (passes, lib, op), lambda: optimize(
+                graph, passes, library=lib, operator=op).graph)
+        before_passes = tuple(p for p in passes if p != "microbatch")
+        before = self._cached(graph, (before_passes, lib, op), lambda: optimize(
+            graph, before_passes, library=lib, operator=op).graph)
+        budget = microbatching.cache_budget_bytes() if budget_bytes is None else budget_bytes
+        plan = microbatch_plan(before, budget)
+        if plan is None:
+            return before
+        # The plan's budget aside, equal plans split alike.
+        same = (plan.last, plan.count, plan.rows)
+        return self._cached(before, ("split", *same), lambda: split_batch(before, plan))
