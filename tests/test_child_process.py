@@ -1,20 +1,29 @@
 """Talking to a child (pyparbench.child_process): a paused child's session
 and a one-shot call end in an answer or a typed failure, whatever else the
-child prints."""
+child prints; the session's users (turns, the policy children, lockstep)
+skip a child's stray lines."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 from pyparbench import child_process
 from pyparbench.child_process import ChildFailed, Finished, Session, ask_all, outcome
+from pyparbench.frameworks import Contender, ModelRef, run_lockstep
+from pyparbench.harness.runner import TEST_FAULT_ENV, Config
+from pyparbench.harness.turns import measure_in_turns
+from pyparbench.machine.fingerprint import machine_fingerprint
+from pyparbench.recommender.children import PolicyChildren
+from pyparbench.settings import Settings
 
 # A child that answers each request (a JSON object) with {"echo": request},
 # each answer printed after stray lines in the same write (so a reader that
@@ -137,7 +146,70 @@ def test_a_one_shot_child_ends_in_an_answer_or_a_typed_failure() -> None:
     assert info.value.status == "error" and "cannot start the child" in info.value.error
     with pytest.raises(ChildFailed) as info:
         child_process.call("pyparbench.no_such_module", {}, cpus=None,
-                           env=child_process.child_env(child_process.Settings()), timeout=60)
+                           env=child_process.child_env(Settings()), timeout=60)
     assert info.value.status == "error"
     assert info.value.error.startswith("the child exited with status 1:")
     assert "No module named pyparbench.no_such_module" in info.value.stderr
+
+
+# ------------------------------------------- the session's users, for real
+
+# Installed in a child's path (sitecustomize runs at its start): every
+# answer line it prints (a JSON object, or a lockstep step line) comes
+# after two stray lines in the same write, as a library logging on stdout
+# would print them.
+NOISY = textwrap.dedent("""
+    import sys
+
+    class _Noisy:
+        def __init__(self, out):
+            self._out = out
+
+        def write(self, text):
+            if text.startswith(("{", "@pyparbench-step ")):
+                self._out.write("a library's log line\\n{not json either\\n")
+            return self._out.write(text)
+
+        def __getattr__(self, name):
+            return getattr(self._out, name)
+
+    sys.stdout = _Noisy(sys.stdout)
+""")
+
+
+@pytest.fixture
+def noisy_children(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NOISY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *sys.path]))
+    monkeypatch.delenv(TEST_FAULT_ENV, raising=False)
+
+
+@pytest.mark.usefixtures("noisy_children")
+def test_turns_skip_a_childs_stray_lines() -> None:
+    configs = [Config("mlp-512", 1, Settings(), repeats=2, warmup=0),
+               Config("mlp-512", 1, Settings(omp_wait="passive"), repeats=2, warmup=0)]
+    got = measure_in_turns(configs, turns=2, timeout=60, machine=machine_fingerprint())
+    assert [r.status for r in got] == ["ok", "ok"], [r.error for r in got]
+    assert all(r.resolved is not None and len(r.resolved["turns"]) == 2 for r in got)
+
+
+@pytest.mark.usefixtures("noisy_children")
+def test_the_policy_children_skip_a_childs_stray_lines() -> None:
+    with PolicyChildren([None, "passive"], timeout_s=60) as kids:
+        env = kids.ask_all({"default": {"do": "env"}, "passive": {"do": "env"}})
+        assert env["passive"]["env"] == {"OMP_WAIT_POLICY": "passive"}
+        # An error answer after stray lines is still the typed failure.
+        with pytest.raises(ChildFailed, match="omp_wait=passive: unknown request 'dance'"):
+            kids.ask("passive", {"do": "dance"})
+
+
+@pytest.mark.usefixtures("noisy_children")
+def test_lockstep_skips_a_childs_stray_lines() -> None:
+    fast = ModelRef("mlp-512", 1, kwargs={"layers": 1})
+    res = run_lockstep(fast, [Contender("native", settings=Settings(), name="a"),
+                              Contender("native", settings=Settings(intra_op=2), name="b")],
+                       steps=3, warmup=1, timeout=120)
+    assert res.errors == {} and res.steps == 3
+    assert res.answers["a"]["status"] == "ok" and res.answers["a"]["jobs"][0]["status"] == "ok"
