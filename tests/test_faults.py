@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from _fuzz import FIGURES
+from pyparbench.frameworks.child import HOOK_ENV
 from pyparbench.harness.store import ResultStore
 from pyparbench.harness.runner import TEST_FAULT_ENV, Config, run_config, run_configs
 from pyparbench.settings import Settings
@@ -63,6 +64,16 @@ def test_a_crashing_and_a_hanging_configuration_are_recorded_and_the_run_complet
     # All three are in the file, each once; the failed ones are not retried.
     keys = [r["key"] for r in store.records()]
     assert sorted(keys) == sorted(c.key for c in cs) and len(keys) == 3
+
+
+def test_a_hanging_framework_child_is_recorded_as_a_timeout_as_a_native_one_is(
+        no_fault: pytest.MonkeyPatch) -> None:
+    no_fault.setenv(HOOK_ENV, "hang")  # the framework's child sleeps before it imports
+    no_fault.setenv(TEST_FAULT_ENV, "hang")  # the native child, before it measures
+    got = [run_config(Config("mlp-512", 1, Settings(), repeats=1, warmup=0, framework=fw),
+                      timeout=3) for fw in ("onnxruntime", None)]
+    assert [r.status for r in got] == ["timeout", "timeout"], [r.error for r in got]
+    assert all("timed out after 3 s" in (r.error or "") for r in got)
 
 
 def test_a_child_with_no_result_line_is_an_error(tmp_path: Path,

@@ -309,18 +309,19 @@ def test_tensorflow_profile_parsers_agree_on_ops() -> None:
 FAST = ModelRef("mlp-512", 1, kwargs={"layers": 1})
 
 
-@pytest.mark.parametrize("hook, timeout, message", [
-    ("abort", 60.0, "died of SIGABRT"),
-    ("hang", 3.0, "timed out after 3 s"),
+@pytest.mark.parametrize("hook, timeout, status, message", [
+    ("abort", 60.0, "error", "died of SIGABRT"),
+    ("hang", 3.0, "timeout", "timed out after 3 s"),
     ("import=pyparbench_no_such_framework",
-     60.0, "cannot import pyparbench_no_such_framework: ModuleNotFoundError"),
+     60.0, "error", "cannot import pyparbench_no_such_framework: ModuleNotFoundError"),
 ])
 def test_a_failing_child_names_its_configuration(monkeypatch: pytest.MonkeyPatch, hook: str,
-                                                 timeout: float, message: str) -> None:
+                                                 timeout: float, status: str,
+                                                 message: str) -> None:
     monkeypatch.setenv(HOOK_ENV, hook)
     s = Settings(intra_op=1)
     res = run_framework(FAST, "torch", s, mode="script", timeout=timeout)
-    assert res["status"] == "error"
+    assert res["status"] == status
     assert message in res["error"]
     assert res["error"].startswith(f"torch (script) on mlp-512 batch 1 (layers=1) under "
                                    f"{s.label()}")

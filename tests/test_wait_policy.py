@@ -370,7 +370,7 @@ def test_each_child_runs_under_its_own_policy_and_failures_are_named() -> None:
         with pytest.raises(ChildFailed, match="unknown request 'dance'"):
             kids.ask(None, {"do": "dance"})
         # A child that died is said to have, with how.
-        proc = kids._procs["20000"][0]
+        proc = kids._sessions["20000"].proc
         proc.kill()
         proc.wait()
         with pytest.raises(ChildFailed, match="omp_wait=20000: the child died of SIGKILL"):

@@ -6,15 +6,15 @@ directory, pinned to its CPUs before it starts, in its own session so that a
 timeout ends it and anything it started), with the framework's environment
 (thread knobs read at import, the native core kept out of its process). A
 crash, a hang past the time limit, an import failure or a job's exception
-comes back as an error that names the configuration; nothing raises out
-of :func:`run_child`.
+comes back as an error that names the configuration, with the status
+every child's failure gets (:class:`pyparbench.child_process.ChildFailed`:
+"timeout" for the hang, "error" for the others); nothing raises out of
+:func:`run_child`.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from pyparbench.frameworks.mapping import (
 )
 from pyparbench.frameworks.spec import GraphLike, describe, to_spec
 from pyparbench import child_process
-from pyparbench.child_process import child_cpus
+from pyparbench.child_process import ChildFailed, child_cpus
 from pyparbench.settings import Settings
 
 __all__ = [
@@ -163,35 +163,41 @@ def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = 
     return ChildPlan(framework, mode, settings, request, env, cpus, label, base, python)
 
 
-def start_child(plan: ChildPlan, *, stderr: Any) -> subprocess.Popen[str]:
-    """The child process, pinned to its CPUs before anything is imported."""
-    return child_process.start(CHILD_MODULE, cpus=plan.cpus, env=plan.env,
-                               python=plan.python, stderr=stderr)
+def start_child(plan: ChildPlan, **session: Any) -> child_process.Session:
+    """A session with the child of ``plan``, pinned to its CPUs before
+    anything is imported and sent its request (``session``: the
+    :class:`~pyparbench.child_process.Session`'s options).
+
+    Raises
+    ------
+    ChildFailed
+        The child could not be started.
+    """
+    s = child_process.Session.start(CHILD_MODULE, cpus=plan.cpus, env=plan.env,
+                                    python=plan.python, **session)
+    s.send(plan.request)
+    return s
 
 
-kill_child = child_process.kill
-
-
-def child_answer(plan: ChildPlan, returncode: int, out: str, err: str) -> dict[str, Any]:
-    """A finished child's answer (its last JSON line on stdout), or the error
-    that names its configuration: a crash, an exit status, no answer."""
+def child_record(plan: ChildPlan, answer: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The record of the child of ``plan``: its ``answer`` (a one-shot
+    call's or a session's last word), each failed job's error naming the
+    configuration; or, where ``answer`` raises ChildFailed, its status
+    ("error" or "timeout") with the error naming the configuration."""
     base, label = plan.base, plan.label
-    if returncode != 0:
-        return {**base, "status": "error",
-                "error": f"{label}: {child_process.crash_text(returncode, err)}",
-                "stderr": err[-4000:]}
     try:
-        answer = child_process.answer(out)
-    except ValueError as e:
-        return {**base, "status": "error", "error": f"{label}: {e}", "stderr": err[-4000:]}
-    if answer.get("status") != "ok":
-        return {**base, "status": "error", "error": f"{label}: {answer.get('error')}"}
+        got = answer()
+    except ChildFailed as e:
+        failed = {**base, "status": e.status, "error": f"{label}: {e.error}"}
+        return {**failed, "stderr": e.stderr} if e.stderr else failed
+    if got.get("status") != "ok":
+        return {**base, "status": "error", "error": f"{label}: {got.get('error')}"}
     mode = plan.mode
-    for job in answer["jobs"]:
+    for job in got["jobs"]:
         if job.get("status") != "ok":
             job["error"] = f"{plan.framework}{f' ({mode})' if mode else ''} on {job['graph']} " \
                            f"under {plan.settings.label()}: {job.get('error')}"
-    return {**base, **answer, "status": "ok"}
+    return {**base, **got, "status": "ok"}
 
 
 def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = None,
@@ -203,11 +209,12 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
     Returns
     -------
     dict
-        ``status`` "ok" or "error"; ``config`` (framework, mode, settings,
-        graphs, the framework's side of the settings and its environment);
+        ``status`` "ok", "error" or "timeout" (it ran past ``timeout`` and
+        was killed); ``config`` (framework, mode, settings, graphs, the
+        framework's side of the settings and its environment);
         ``not_applicable``; on success the child's answer (``reported``
-        thread settings, ``jobs``), on error ``error``, a message naming the
-        configuration.
+        thread settings, ``jobs``), else ``error``, a message naming the
+        configuration, and ``stderr``, the end of the child's.
 
     Raises
     ------
@@ -215,17 +222,9 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
         An unknown framework or mode; a Job with bad counts.
     """
     plan = plan_child(framework, jobs, settings, mode, python=python)
-    base, label = plan.base, plan.label
-    try:
-        done = child_process.run(CHILD_MODULE, json.dumps(plan.request) + "\n", cpus=plan.cpus,
-                                 env=plan.env, timeout=timeout, python=plan.python)
-    except OSError as e:
-        return {**base, "status": "error", "error": f"{label}: cannot start: {e}"}
-    if done.timed_out:
-        return {**base, "status": "error",
-                "error": f"{label}: {child_process.timeout_text(timeout)}",
-                "stderr": done.stderr[-4000:]}
-    return child_answer(plan, done.returncode, done.stdout, done.stderr)
+    return child_record(plan, lambda: child_process.call(
+        CHILD_MODULE, plan.request, cpus=plan.cpus, env=plan.env, timeout=timeout,
+        python=plan.python))
 
 
 def run_framework(graph: GraphLike, framework: str, settings: Settings | None = None, *,
@@ -255,7 +254,7 @@ def run_framework(graph: GraphLike, framework: str, settings: Settings | None = 
     Returns
     -------
     dict
-        ``status`` ("ok" or "error" with ``error``), ``latency`` (median,
+        ``status`` ("ok"; "error" or "timeout" with ``error``), ``latency`` (median,
         quartiles, min, max in ns), ``ns``, ``reported`` (the thread settings
         the framework reports back), ``not_applicable``, ``proc_audit``
         (threads that worked and their CPUs), ``kernels`` (with

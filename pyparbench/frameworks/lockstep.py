@@ -22,12 +22,8 @@ ratios, with its distribution-free confidence interval, is the comparison.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import select
-import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from pyparbench.frameworks.child import STEP_MARK
-from pyparbench.frameworks.launch import (ChildPlan, Job, child_answer, kill_child, plan_child,
-                                         start_child)
+from pyparbench.child_process import ChildFailed
+from pyparbench.frameworks.launch import ChildPlan, Job, child_record, plan_child, start_child
 from pyparbench.frameworks.spec import GraphLike
 from pyparbench.settings import Settings
 
@@ -144,70 +140,24 @@ class LockstepResult:
                 "steps": self.steps, "settle_s": self.settle_s}
 
 
+def _step(line: str) -> dict[str, Any] | None:
+    """A step line as an answer (``step``: "ready" or a run's ns); the
+    child's other lines are not answers."""
+    return {"step": line[len(STEP_MARK):]} if line.startswith(STEP_MARK) else None
+
+
 class _Child:
-    """One started contender: commands on its stdin, step lines on its stdout."""
+    """One started contender: its request sent, a step line per ``go``.
+    Not paused between its runs: it waits on its stdin, and the parent
+    waits until its pool has stopped spinning (:func:`wait_until_idle`)."""
 
     def __init__(self, label: str, plan: ChildPlan) -> None:
         self.label, self.plan = label, plan
-        self.err = tempfile.TemporaryFile(mode="w+")  # a framework's logs never block it
-        try:
-            self.proc = start_child(plan, stderr=self.err)
-        except OSError:
-            self.err.close()
-            raise
-        self._buf = b""
-        self._fd = self.proc.stdout.fileno() if self.proc.stdout else -1
-        self._lines: list[str] = []  # everything it printed, for the final answer
-        self.command(json.dumps(plan.request))
-
-    def command(self, line: str) -> None:
-        """Writes a line to it; one that has exited answers at finish()."""
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass
-
-    def step_line(self, deadline: float) -> str | None:
-        """The payload of its next step line; None if it exited first.
-        Raises TimeoutError past ``deadline`` (time.monotonic)."""
-        while True:
-            nl = self._buf.find(b"\n")
-            if nl >= 0:
-                line = self._buf[:nl].decode(errors="replace")
-                self._buf = self._buf[nl + 1:]
-                self._lines.append(line)
-                if line.startswith(STEP_MARK):
-                    return line[len(STEP_MARK):]
-                continue
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            ready, _, _ = select.select([self._fd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(self._fd, 65536)
-            if not chunk:
-                return None
-            self._buf += chunk
+        self.session = start_child(plan, pause=False, parse=_step)
 
     def finish(self, timeout: float) -> dict[str, Any]:
         """Ends it and returns its answer (or the error naming it)."""
-        self.command("end")  # communicate() closes its stdin
-        try:
-            rest, _ = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            rest, _ = self.proc.communicate()
-        out = "\n".join(self._lines) + "\n" + self._buf.decode(errors="replace") + (rest or "")
-        self.err.seek(0)
-        answer = child_answer(self.plan, self.proc.returncode, out, self.err.read())
-        self.err.close()
-        return answer
-
-    def kill(self) -> None:
-        kill_child(self.proc)
+        return child_record(self.plan, lambda: self.session.finish(timeout))
 
 
 def running_threads(pid: int) -> int | None:
@@ -290,8 +240,8 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
         for lab, plan in zip(labels, plans, strict=True):
             try:
                 children.append(_Child(lab, plan))
-            except OSError as e:
-                result.errors[lab] = f"{plan.label}: cannot start: {e}"
+            except ChildFailed as e:
+                result.errors[lab] = f"{plan.label}: {e.error}"
         live = _ready(children, deadline, result)
         for step in range(steps):
             if len(live) < len(contenders):
@@ -301,7 +251,7 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
                 if gap_s:
                     time.sleep(gap_s)
                 result.settle_s[ch.label].append(
-                    wait_until_idle([c.proc.pid for c in live if c is not ch]))
+                    wait_until_idle([c.session.proc.pid for c in live if c is not ch]))
                 if not _one_run(ch, deadline, result):
                     live = [c for c in live if c is not ch]
                     break
@@ -327,25 +277,23 @@ def _ready(children: list[_Child], deadline: float, result: LockstepResult) -> l
     live = []
     for ch in children:
         try:
-            got = ch.step_line(deadline)
-        except TimeoutError:
-            ch.kill()
-            result.errors[ch.label] = f"{ch.plan.label}: not ready before the time limit (killed)"
+            got = ch.session.ask(None, deadline - time.monotonic())
+        except ChildFailed as e:
+            if e.status == "timeout":  # killed; one that died says how in its answer
+                result.errors[ch.label] = (f"{ch.plan.label}: not ready before the time limit "
+                                           f"(killed)")
             continue
-        if got == "ready":
+        if got["step"] == "ready":
             live.append(ch)
     return live
 
 
 def _one_run(ch: _Child, deadline: float, result: LockstepResult) -> bool:
-    ch.command("go")
     try:
-        got = ch.step_line(deadline)
-    except TimeoutError:
-        ch.kill()
-        result.errors[ch.label] = f"{ch.plan.label}: timed out mid-run (killed)"
+        got = ch.session.ask("go", deadline - time.monotonic())
+    except ChildFailed as e:
+        if e.status == "timeout":  # killed; one that died says how in its answer
+            result.errors[ch.label] = f"{ch.plan.label}: timed out mid-run (killed)"
         return False
-    if got is None:
-        return False  # it died: its answer says how
-    result.ns[ch.label].append(float(got))
+    result.ns[ch.label].append(float(got["step"]))
     return True

@@ -325,27 +325,23 @@ def _op_of(task: Mapping[str, Any]) -> str:
 def run_op_task(task: OpTask, peak: Peak, *, timeout: float = 600.0,
                 machine: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run one task in a fresh Python process; its record, on the roofline
-    (``status`` "ok") or with what went wrong (``status`` "error")."""
+    (``status`` "ok") or with what went wrong (``status`` "error" or
+    "timeout", as :func:`pyparbench.child_process.call` types it)."""
     started = time.time()
     base = {"key": task.key, "task": task.as_dict(), "started": started, "schema": SCHEMA,
             "machine": machine if machine is not None else machine_fingerprint(),
             "peak_id": fingerprint_id(peak.fingerprint)}
     try:
-        done = child_process.run("pyparbench.harness.operators", json.dumps(task.as_dict()),
-                                 cpus=None, env=child_process.child_env(Settings()),
-                                 timeout=timeout)
-    except OSError as e:
-        return {**base, "status": "error", "error": f"cannot start the child: {e}"}
-    if done.timed_out:
-        return {**base, "status": "timeout", "error": child_process.timeout_text(timeout)}
-    if done.returncode != 0:
-        return {**base, "status": "error",
-                "error": child_process.crash_text(done.returncode, done.stderr)}
+        out = child_process.call("pyparbench.harness.operators", task.as_dict(), cpus=None,
+                                 env=child_process.child_env(Settings()), timeout=timeout)
+    except child_process.ChildFailed as e:
+        return {**base, "status": e.status, "error": e.error}
     try:
-        return annotate({**base, "status": "ok", **child_process.answer(done.stdout)}, peak)
+        return annotate({**base, "status": "ok", **out}, peak)
     except (KeyError, TypeError, ValueError) as e:
         return {**base, "status": "error",
-                "error": str(e) if isinstance(e, ValueError) else f"the result lacks {e}"}
+                "error": f"the result lacks {e}" if isinstance(e, KeyError)
+                else f"the result does not read: {e}"}
 
 
 def check_task_record(where: str, record: dict[str, Any]) -> None:

@@ -69,23 +69,17 @@ def run_config(config: Config, *, timeout: float = 600.0,
     if config.framework is not None:
         return _run_framework_config(config, started, machine, timeout)
     try:
-        done = child_process.run("pyparbench.harness.runner", json.dumps(config.as_dict()),
-                                 cpus=cpus, env=child_process.child_env(config.settings),
-                                 timeout=timeout)
-    except OSError as e:
-        return failed("error", f"cannot start the child: {e}")
-    if done.timed_out:
-        return failed("timeout", child_process.timeout_text(timeout))
-    if done.returncode != 0:
-        return failed("error", child_process.crash_text(done.returncode, done.stderr))
+        out = child_process.call("pyparbench.harness.runner", config.as_dict(), cpus=cpus,
+                                 env=child_process.child_env(config.settings), timeout=timeout)
+    except child_process.ChildFailed as e:
+        return failed(e.status, e.error)
     try:
-        out = child_process.answer(done.stdout)
         return Result(config.key, config, "ok", started, machine, ns=out["ns"],
                       summary=Summary(**out["summary"]), resolved=out["resolved"],
                       per_instance=out.get("per_instance"))
     except (KeyError, TypeError, ValueError) as e:
-        return failed("error", str(e) if isinstance(e, ValueError) else
-                      f"the child's result lacks {e}")
+        return failed("error", f"the child's result lacks {e}" if isinstance(e, KeyError)
+                      else f"the child's result does not read: {e}")
 
 
 def _run_framework_config(config: Config, started: float, machine: dict[str, Any],
@@ -101,8 +95,8 @@ def _run_framework_config(config: Config, started: float, machine: dict[str, Any
     res = run_framework(ModelRef(config.model, config.batch), config.framework,
                         config.settings, mode=config.mode, repeats=config.repeats,
                         warmup=config.warmup, timeout=timeout)
-    if res.get("status") != "ok":
-        return Result(config.key, config, "error", started, machine,
+    if res.get("status") != "ok":  # "timeout" as a native child's, else "error"
+        return Result(config.key, config, str(res.get("status", "error")), started, machine,
                       error=str(res.get("error", "no result")))
     ns = [float(v) for v in res["ns"]]
     resolved = {"framework": config.framework, "mode": config.mode,

@@ -28,7 +28,9 @@ run) once it is loaded, then one ``{"ns": [...], "per_instance": [...],
 timed runs after an untimed one, more until they last s), then, when its
 stdin closes,
 ``{"resolved": {...}}``; or ``{"error": "..."}``. The record's ``resolved``
-keeps each turn's window (``turns``, wall-clock seconds).
+keeps each turn's window (``turns``, wall-clock seconds). The parent talks
+to it through a :class:`pyparbench.child_process.Session` (stopped between
+its turns).
 """
 
 from __future__ import annotations
@@ -36,15 +38,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import select
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 from pyparbench import child_process
 from pyparbench.harness.resumable import run_resumable
@@ -63,70 +61,12 @@ TURNS = 5
 @dataclass
 class _Child:
     config: Config
-    proc: subprocess.Popen[str]
-    err: IO[bytes]
+    session: child_process.Session
     started: float
     ns: list[float] = field(default_factory=list)
     per_instance: list[list[float]] = field(default_factory=list)
     windows: list[list[float]] = field(default_factory=list)  # each turn's [start, end] (s)
     failed: tuple[str, str] | None = None  # (status, error)
-
-    def ask(self, request: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
-        """Resume the child, send ``request`` (None: close its stdin), read
-        one answer, stop it again. Raises _Failed."""
-        child_process.signal_group(self.proc, signal.SIGCONT)
-        try:
-            assert self.proc.stdin is not None and self.proc.stdout is not None
-            try:
-                if request is None:
-                    self.proc.stdin.close()
-                else:
-                    self.proc.stdin.write(json.dumps(request) + "\n")
-                    self.proc.stdin.flush()
-            except BrokenPipeError:
-                pass  # it died: said when its answer is read
-            deadline = time.monotonic() + timeout
-            line = ""
-            while not line.startswith("{"):  # what else it prints (a library's log) is skipped
-                ready, _, _ = select.select([self.proc.stdout], [], [],
-                                            max(0.0, deadline - time.monotonic()))
-                if not ready:
-                    child_process.kill(self.proc)
-                    raise _Failed("timeout", child_process.timeout_text(timeout))
-                line = self.proc.stdout.readline()
-                if not line:
-                    self.proc.wait()
-                    self.err.seek(0)
-                    raise _Failed("error", child_process.crash_text(
-                        self.proc.returncode, self.err.read().decode(errors="replace")))
-        finally:
-            child_process.signal_group(self.proc, signal.SIGSTOP)
-        try:
-            answer: dict[str, Any] = json.loads(line)
-        except ValueError as e:
-            raise _Failed("error", f"the child's answer is not JSON: {line[:200]!r}") from e
-        if "error" in answer:
-            raise _Failed("error", str(answer["error"]))
-        return answer
-
-    def end(self) -> None:
-        child_process.signal_group(self.proc, signal.SIGCONT)
-        try:
-            if self.proc.stdin is not None and not self.proc.stdin.closed:
-                self.proc.stdin.close()
-            self.proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            child_process.kill(self.proc)
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.err.close()
-
-
-class _Failed(Exception):
-    def __init__(self, status: str, error: str) -> None:
-        super().__init__(error)
-        self.status, self.error = status, error
 
 
 def measure_in_turns(configs: Sequence[Config], *, turns: int = TURNS, timeout: float = 600.0,
@@ -158,9 +98,8 @@ def measure_in_turns(configs: Sequence[Config], *, turns: int = TURNS, timeout: 
                 continue
             try:
                 children[i] = _load(c, cpus, timeout)
-            except OSError as e:
-                out[i] = Result(c.key, c, "error", time.time(), machine,
-                                error=f"cannot start the child: {e}")
+            except child_process.ChildFailed as e:  # it could not start
+                out[i] = Result(c.key, c, e.status, time.time(), machine, error=e.error)
         order = list(children)
         for t in range(turns if order else 0):
             # Each turn starts one process later: none is always first after a pause.
@@ -172,8 +111,9 @@ def measure_in_turns(configs: Sequence[Config], *, turns: int = TURNS, timeout: 
                 # a one-process run's timed runs would add up.
                 share = max(1, math.ceil(ch.config.repeats / turns))
                 try:
-                    got = ch.ask({"repeats": share, "min_s": MIN_MEASURE_S / turns}, timeout)
-                except _Failed as e:
+                    got = ch.session.ask({"repeats": share, "min_s": MIN_MEASURE_S / turns},
+                                         timeout)
+                except child_process.ChildFailed as e:
                     ch.failed = (e.status, e.error)
                     continue
                 ch.ns += [float(v) for v in got["ns"]]
@@ -185,24 +125,24 @@ def measure_in_turns(configs: Sequence[Config], *, turns: int = TURNS, timeout: 
             out[k] = _result(ch, timeout, machine)
     finally:
         for ch in children.values():
-            ch.end()
+            ch.session.end()
     return [out[i] for i in range(len(configs))]
 
 
 def _load(config: Config, cpus: list[int] | None, timeout: float) -> _Child:
-    """Start ``config``'s child and let it build and compile its model."""
+    """Start ``config``'s child and let it build and compile its model.
+
+    Raises
+    ------
+    ChildFailed
+        The child could not be started.
+    """
     started = time.time()
-    err = tempfile.TemporaryFile()  # a pipe could fill and block the child
+    ch = _Child(config, child_process.Session.start(
+        MODULE, cpus=cpus, env=child_process.child_env(config.settings)), started)
     try:
-        proc = child_process.start(MODULE, cpus=cpus, env=child_process.child_env(config.settings),
-                                   stderr=err)
-    except OSError:
-        err.close()
-        raise
-    ch = _Child(config, proc, err, started)
-    try:
-        ch.ask(config.as_dict(), timeout)
-    except _Failed as e:
+        ch.session.ask(config.as_dict(), timeout)
+    except child_process.ChildFailed as e:
         ch.failed = (e.status, e.error)
     return ch
 
@@ -213,8 +153,8 @@ def _result(ch: _Child, timeout: float, machine: dict[str, Any]) -> Result:
     resolved: dict[str, Any] = {}
     if ch.failed is None:
         try:
-            resolved = {**ch.ask(None, timeout)["resolved"], "turns": ch.windows}
-        except _Failed as e:
+            resolved = {**ch.session.finish(timeout)["resolved"], "turns": ch.windows}
+        except child_process.ChildFailed as e:
             ch.failed = (e.status, e.error)
     if ch.failed is not None:
         return Result(c.key, c, ch.failed[0], ch.started, machine, error=ch.failed[1])

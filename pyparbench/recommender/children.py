@@ -12,10 +12,10 @@ While one child measures, the others are stopped (SIGSTOP): under the
 active policy an idle child's OpenMP threads spin for minutes, and would
 take the CPUs from the child measuring.
 
-A child runs ``python -m pyparbench.recommender.children`` (started by
-:mod:`pyparbench.child_process`: a fresh interpreter with the policy's
-environment, ended with its parent) and answers one JSON line per JSON
-request line:
+A child runs ``python -m pyparbench.recommender.children`` (a
+:class:`pyparbench.child_process.Session`: a fresh interpreter with the
+policy's environment, ended with its parent) and answers one JSON line per
+JSON request line:
 
 * ``{"do": "gaps", "threads": [t, ...], "gaps": [ns, ...]}`` ->
   ``{"regions": {"t": [median region ns at each gap]}}``
@@ -36,16 +36,14 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any
+from typing import Any
 
+# ChildFailed is re-exported: it is this module's documented failure.
+from pyparbench.child_process import ChildFailed, Session, ask_all, child_env
 from pyparbench.recommender.costmodel import wait_key
 from pyparbench.settings import OmpWait, Settings
 
@@ -59,21 +57,17 @@ GAP_WINDOW_NS = 40e6
 GAP_REPEATS = (20, 400)
 
 
-class ChildFailed(RuntimeError):
-    """A measuring child died, hung or answered with an error."""
-
-
 class PolicyChildren:
-    """One measuring child per wait policy (see the module docstring); a
-    context manager that ends them all.
+    """One measuring child per wait policy (see the module docstring), each
+    a :class:`~pyparbench.child_process.Session`; a context manager that
+    ends them all.
 
     Raises
     ------
     ChildFailed
-        From :meth:`ask`: the child died (with its error text), gave no answer
-        within ``timeout_s``, or answered with an error.
-    OSError
-        A child could not be started.
+        A child could not be started; from :meth:`ask`: the child died (with
+        its error text), gave no answer within ``timeout_s``, or answered
+        with an error.
     """
 
     def __init__(self, policies: Sequence[OmpWait], *, timeout_s: float = ANSWER_TIMEOUT_S
@@ -81,18 +75,15 @@ class PolicyChildren:
         self.policies = list(dict.fromkeys(policies))
         self.timeout_s = timeout_s
         self.cpu_s = 0.0  # the children's CPU time, for the foreign-load figure
-        self._procs: dict[str, tuple[subprocess.Popen[str], IO[bytes]]] = {}
+        self._sessions: dict[str, Session] = {}
 
     def __enter__(self) -> PolicyChildren:
-        from pyparbench import child_process
-
         try:
             for p in self.policies:
-                err = tempfile.TemporaryFile()  # a pipe could fill and block the child
-                proc = child_process.start(MODULE, cpus=None,
-                                           env=child_process.child_env(Settings(omp_wait=p)),
-                                           stderr=err)
-                self._procs[wait_key(p)] = (proc, err)
+                k = wait_key(p)
+                self._sessions[k] = Session.start(
+                    MODULE, cpus=None, env=child_env(Settings(omp_wait=p)),
+                    name=f"the measuring child of omp_wait={k}")
         except BaseException:
             self.close()
             raise
@@ -111,71 +102,22 @@ class PolicyChildren:
         ...) its request, all at once, and return their answers: for work
         that is neither timed nor sets up what is (the imports; not loading
         a model: see :func:`~pyparbench.recommender.waitpolicy.measure_variants`)."""
-        from pyparbench import child_process
-
-        procs = {k: self._procs[k] for k in requests}
-        lines: dict[str, str] = {}
         try:
-            for k, (proc, _) in procs.items():
-                child_process.signal_group(proc, signal.SIGCONT)
-                assert proc.stdin is not None
-                try:
-                    proc.stdin.write(json.dumps(requests[k]) + "\n")
-                    proc.stdin.flush()
-                except BrokenPipeError:
-                    pass  # it died: said below
-            deadline = time.monotonic() + self.timeout_s
-            outs = {k: proc.stdout for k, (proc, _) in procs.items() if proc.stdout is not None}
-            while len(lines) < len(procs):
-                waiting = {outs[k]: k for k in procs if k not in lines}
-                ready, _, _ = select.select(list(waiting), [], [],
-                                            max(0.0, deadline - time.monotonic()))
-                if not ready:
-                    k = next(iter(waiting.values()))
-                    child_process.kill(procs[k][0])
-                    raise ChildFailed(f"the measuring child of omp_wait={k} "
-                                      f"{child_process.timeout_text(self.timeout_s)}")
-                for out in ready:
-                    k = waiting[out]
-                    lines[k] = out.readline()
-                    if not lines[k]:
-                        proc, err = procs[k]
-                        proc.wait()
-                        err.seek(0)
-                        raise ChildFailed(f"the measuring child of omp_wait={k}: "
-                                          + child_process.crash_text(
-                                              proc.returncode,
-                                              err.read().decode(errors="replace")))
-        finally:
-            for proc, _ in procs.values():
-                child_process.signal_group(proc, signal.SIGSTOP)
-        answers = {}
-        for k, line in lines.items():
-            answer = json.loads(line)
+            answers = ask_all(self._sessions, requests, self.timeout_s)
+        except ChildFailed as e:
+            if e.answer is not None:  # it worked before it failed
+                self.cpu_s += float(e.answer.get("cpu_s", 0.0))
+            raise
+        for answer in answers.values():
             self.cpu_s += float(answer.get("cpu_s", 0.0))
-            if "error" in answer:
-                raise ChildFailed(f"the measuring child of omp_wait={k}: {answer['error']}")
-            answers[k] = dict(answer)
         return answers
 
     def close(self) -> None:
         """End every child: each is let go on, its stdin closed, and killed
         if it has not ended within a few seconds."""
-        from pyparbench import child_process
-
-        for proc, err in self._procs.values():
-            child_process.signal_group(proc, signal.SIGCONT)
-            try:
-                if proc.stdin is not None:
-                    proc.stdin.close()
-                proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                child_process.kill(proc)
-                proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
-            err.close()
-        self._procs.clear()
+        for session in self._sessions.values():
+            session.end()
+        self._sessions.clear()
 
 
 # ------------------------------------------------------------------ the child
