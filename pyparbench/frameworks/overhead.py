@@ -111,11 +111,11 @@ def _per_op(kernels: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]
 
 
 def _native_section(res: Mapping[str, Any]) -> dict[str, Any]:
-    if res["status"] != "ok":
-        return {"status": "error", "error": res["error"]}
+    if res["status"] != "ok":  # "error" or "timeout", as the child ended
+        return {"status": res["status"], "error": res["error"]}
     job = res["jobs"][0]
     if job["status"] != "ok":
-        return {"status": "error", "error": job["error"]}
+        return {"status": job["status"], "error": job["error"]}
     per_op = {op: {"ns": v["ns"], "nodes": v["calls"]}
               for op, v in _per_op(job.get("kernels", [])).items()}
     kernel_sum = float(sum(job.get("kernel_ns", [])))
@@ -139,12 +139,12 @@ def _framework_section(fw: str, mode: str, res: Mapping[str, Any],
                             "knobs": res.get("mapping", {}).get("knobs", {}),
                             "env": res.get("env", {})}
     if res["status"] != "ok":
-        return {**base, "status": "error", "error": res["error"]}
+        return {**base, "status": res["status"], "error": res["error"]}
     job = res["jobs"][0]
     base.update({"reported": res.get("reported", {}), "import_s": res.get("import_s"),
                  "core_loaded": res.get("core_loaded")})
     if job["status"] != "ok":
-        return {**base, "status": "error", "error": job["error"]}
+        return {**base, "status": job["status"], "error": job["error"]}
     med = float(job["latency"]["median"])
     kernels = job.get("kernels", [])
     fw_ops = _per_op(kernels)
@@ -331,8 +331,8 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
         ``outside_share``, ``per_op`` rows, ``reported`` thread settings,
         ``not_applicable``, ``proc_audit``; or ``error``), ``dispatch`` and,
         with ``scaling``, ``scaling``. A framework that fails has
-        ``status`` "error" and a message naming its configuration; the
-        others still run.
+        ``status`` "error" (or "timeout": it ran past its time limit) and a
+        message naming its configuration; the others still run.
 
     Raises
     ------
