@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from pyparbench._core import peak as native
+from pyparbench.harness.folder import load_or_measure
 from pyparbench.machine.peak import (
     Clock,
     Peak,
     PeakPoint,
     assumed_clock,
     compact_cpus,
-    load_or_measure,
     peak_cache_path,
     thread_counts,
 )

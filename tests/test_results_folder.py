@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
+from pyparbench import models
 from pyparbench.cli import main
 from pyparbench.harness.folder import read_folder
 from pyparbench.harness.merge import MergeError, merge
+from pyparbench.machine import fingerprint as machine_fingerprint_module
 from pyparbench.machine.fingerprint import fingerprint_id
 
 SUITE = ["--quick", "--models", "mlp-512", "--batches", "1", "--repeats", "1",
@@ -185,11 +187,21 @@ def test_merge_refuses_other_cpu_counts_unless_forced(runs: dict[str, Path],
 
 @two_cpus
 def test_report_rebuilds_any_folder(runs: dict[str, Path], tmp_path: Path,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+                                    capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "copy"
     shutil.copytree(runs["whole"], folder)
     before = json.loads((folder / "summary.json").read_text())
+    assert all(m["graph"]["nodes"] > 0 for m in before["models"])
     (folder / "report.html").unlink()
+
+    def no_build(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the report rebuilt a model")
+
+    # From the records, the plan's graph figures and the peak files alone:
+    # a model that is a file could not be rebuilt by name.
+    monkeypatch.setattr(models, "build", no_build)
+    monkeypatch.setattr(machine_fingerprint_module, "machine_fingerprint", no_build)
     assert main(["report", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "report:" in out and (folder / "report.html").is_file()
@@ -205,6 +217,14 @@ def test_report_rebuilds_any_folder(runs: dict[str, Path], tmp_path: Path,
     assert "not JSON skipped" in err and f"results.jsonl:{len(lines)}" in err
     assert json.loads((folder / "summary.json").read_text())["counts"]["configs"] == \
         len(lines) - 1
+    # Graph figures that are not numbers cost the report its figures, said once.
+    graphs = json.loads((folder / "graphs.json").read_text())
+    graphs[0]["depth"] = "deep"
+    (folder / "graphs.json").write_text(json.dumps(graphs))
+    assert main(["report", str(folder)]) == 0
+    assert "depth must be a number >= 0, got 'deep'" in capsys.readouterr().err
+    assert all(m["graph"] is None
+               for m in json.loads((folder / "summary.json").read_text())["models"])
 
 
 def test_report_refuses_hostile_files_in_one_line(tmp_path: Path,

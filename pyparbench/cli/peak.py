@@ -57,7 +57,8 @@ def peak_renderable(peak: Peak) -> Group:
 def _cmd_peak(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pyparbench.machine.peak import load_or_measure, measure_peak
+    from pyparbench.harness.folder import load_or_measure
+    from pyparbench.machine.peak import measure_peak
 
     if args.remeasure and not args.output:
         raise ValueError("--remeasure measures again the ceilings cached in a results folder: "

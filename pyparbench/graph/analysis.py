@@ -175,6 +175,13 @@ class GraphAnalysis:
             counts[n.op] = counts.get(n.op, 0) + 1
         return dict(sorted(counts.items()))
 
+    def report_stats(self) -> dict[str, Any]:
+        """The figures a report shows of the graph (the study's tuner's input):
+        what travels with a run's plan, so that a report never rebuilds a
+        model (a model that is a file cannot be rebuilt by name)."""
+        return {"gflops": self.flops / 1e9, "heavy_ops": self.heavy_ops, "depth": self.depth,
+                "avg_width": self.avg_width, "nodes": len(self.nodes)}
+
     def summary(self) -> dict[str, Any]:
         """Totals and the study's graph metrics, JSON-able."""
         return {

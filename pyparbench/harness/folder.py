@@ -18,7 +18,9 @@ host that measured it (the peak file its ``peak_id`` names), so that the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import os
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,16 +42,25 @@ from pyparbench.resultfiles.measurements import (
     conditions,
     read_peak_file,
 )
-from pyparbench.resultfiles.values import json_error, json_type
+from pyparbench.resultfiles.values import get_int, get_string, is_number, json_error, json_type
 
 if TYPE_CHECKING:
     from pyparbench.machine.peak import Peak
 
-__all__ = ["OPERATORS_FILE", "RESULTS_FILE", "ResultsFolder", "check_results_record", "folder_of", "read_folder", "read_jsonl", "read_peaks",
-           "read_summary_conditions", "results_file", "write_folder_report"]
+__all__ = ["GRAPHS_FILE", "OPERATORS_FILE", "RESULTS_FILE", "ResultsFolder",
+           "check_results_record", "folder_of", "load_or_measure", "read_folder", "read_graphs",
+           "read_jsonl",
+           "read_peaks", "read_summary_conditions", "results_file", "write_folder_report",
+           "write_graphs"]
 
 RESULTS_FILE = "results.jsonl"
 OPERATORS_FILE = "operators.jsonl"
+# Each model's graph figures (the study's tuner's input), written when the
+# main job plans, joined by merge: the report reads them here, and never
+# rebuilds a model, which a model file would not allow.
+GRAPHS_FILE = "graphs.json"
+_GRAPH_FIGURES = ("gflops", "heavy_ops", "depth", "avg_width", "nodes")
+Graphs = dict[tuple[str, int], dict[str, Any]]
 # Skipped lines named one by one; the rest are counted.
 _SHOWN = 3
 
@@ -122,8 +133,10 @@ def _check_key(where: str, r: dict[str, Any]) -> None:
         raise ResultFileError(where, "no configuration key ('key'): not a pyparbench record")
 
 
-def read_peaks(folder: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Peak]:
-    """Every ``peak-<id>.json`` of ``folder``, by the id its name carries.
+def read_peaks(folder: Path, max_bytes: int = DEFAULT_MAX_BYTES, *,
+               skip: Collection[str] = ()) -> dict[str, Peak]:
+    """Every ``peak-<id>.json`` of ``folder``, by the id its name carries,
+    but those of the ids in ``skip`` (ceilings the caller holds already).
 
     Raises
     ------
@@ -136,14 +149,79 @@ def read_peaks(folder: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Pe
     out: dict[str, Peak] = {}
     for p in sorted(folder.glob("peak-*.json")):
         m = PEAK_FILE.match(p.name)
-        if m is None:
-            continue  # not a name load_or_measure writes
+        if m is None or m.group(1) in skip:
+            continue  # not a name load_or_measure writes, or not wanted
         peak = read_peak_file(p, max_bytes)
         if fingerprint_id(peak.fingerprint) != m.group(1):
             raise ResultFileError(p, f"the ceilings of machine {fingerprint_id(peak.fingerprint)}"
                                      f" under the name of {m.group(1)}")
         out[m.group(1)] = peak
     return out
+
+
+def read_graphs(folder: Path, warnings: list[str],
+                max_bytes: int = DEFAULT_MAX_BYTES) -> Graphs:
+    """The graph figures of ``folder``'s ``graphs.json`` by (model, batch),
+    each value checked ({} without the file). One that cannot be read only
+    costs the report its graph figures, said in ``warnings``."""
+    path = folder / GRAPHS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        value = parse_json(path, read_text(path, max_bytes))
+        if not isinstance(value, list):
+            raise ResultFileError(path, f"a JSON {json_type(value)}, not a list of graphs")
+        out: Graphs = {}
+        for i, g in enumerate(value):
+            where = f"{path}: [{i}]"
+            if not isinstance(g, dict):
+                raise ResultFileError(where, f"a JSON {json_type(g)}, not a graph's figures")
+            model = get_string(where, g, "model")
+            batch = get_int(where, g, "batch", "batch")
+            figures: dict[str, Any] = {k: g.get(k) for k in _GRAPH_FIGURES}
+            bad = [k for k, v in figures.items() if not is_number(v) or v < 0]
+            if bad:
+                raise ResultFileError(where, f"{bad[0]} must be a number >= 0, "
+                                             f"got {figures[bad[0]]!r}")
+            out[(model, batch)] = figures
+        return out
+    except ResultFileError as e:
+        warnings.append(f"{e}: the report shows no graph figures")
+        return {}
+
+
+def write_graphs(folder: Path, graphs: Graphs) -> None:
+    """Write ``graphs`` as ``folder``'s ``graphs.json`` (atomically), with
+    the figures it held of other models kept (a resumed or sharded run)."""
+    kept = read_graphs(folder, [])
+    kept.update(graphs)
+    tmp = folder / (GRAPHS_FILE + ".tmp")
+    tmp.write_text(json.dumps([{"model": m, "batch": b, **f} for (m, b), f in kept.items()],
+                              indent=1) + "\n")
+    os.replace(tmp, folder / GRAPHS_FILE)
+
+
+def load_or_measure(directory: str | Path, *, quick: bool = False,
+                    remeasure: bool = False) -> tuple[Peak, bool]:
+    """This machine's ceilings from ``directory`` if measured there before
+    (same fingerprint: its ``peak-<id>.json``, read as every peak file is,
+    by :func:`~pyparbench.resultfiles.measurements.read_peak_file`), else
+    measured now and stored. Returns (peak, cached). A file that is not
+    readable ceilings (cut short, an older layout) is measured again."""
+    from pyparbench.machine.peak import measure_peak, peak_cache_path
+
+    path = peak_cache_path(directory)
+    if path.is_file() and not remeasure:
+        try:
+            return read_peak_file(path, DEFAULT_MAX_BYTES), True
+        except ResultFileError:
+            pass
+    peak = measure_peak(quick=quick)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(peak.as_dict(), indent=1))
+    tmp.replace(path)
+    return peak, False
 
 
 def read_summary_conditions(folder: Path, warnings: list[str],
@@ -201,6 +279,7 @@ class ResultsFolder:
     peaks: dict[str, Peak]
     conditions: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    graphs: Graphs = field(default_factory=dict)
 
     @property
     def peak(self) -> Peak | None:
@@ -237,8 +316,9 @@ def read_folder(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Resu
     peaks = read_peaks(folder, max_bytes)
     op_records, lacking = on_own_peaks(op_records, peaks)
     warnings += lacking
-    return ResultsFolder(folder, records, op_records, peaks,
-                         read_summary_conditions(folder, warnings, max_bytes), warnings)
+    conditions = read_summary_conditions(folder, warnings, max_bytes)
+    return ResultsFolder(folder, records, op_records, peaks, conditions, warnings,
+                         read_graphs(folder, warnings, max_bytes))
 
 
 def write_folder_report(folder: ResultsFolder) -> tuple[dict[str, Any], Path]:
@@ -248,4 +328,4 @@ def write_folder_report(folder: ResultsFolder) -> tuple[dict[str, Any], Path]:
     from pyparbench.report import write_report
 
     return write_report(folder.path, folder.records, folder.op_records, folder.peak,
-                        folder.conditions, peaks=folder.peaks)
+                        folder.conditions, peaks=folder.peaks, graphs=folder.graphs)

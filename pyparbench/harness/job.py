@@ -38,7 +38,11 @@ from pyparbench.harness.levels import CONFIRM_SHARE, Level
 from pyparbench.harness.ui import ConsoleUI
 
 if TYPE_CHECKING:
-    from pyparbench.harness.suite import SuitePlan
+    from collections.abc import Sequence
+
+    from pyparbench.harness.shards import Shard
+    from pyparbench.harness.suite import Ceilings, SuitePlan
+    from pyparbench.threading.topology import Topology
     from pyparbench.machine.peak import Peak
     from pyparbench.resultfiles import Result
     from pyparbench.settings import Settings
@@ -280,9 +284,11 @@ def dry_run(options: JobOptions, *, topology: str | None = None) -> dict[str, An
         A bad topology description or shard.
     """
     from pyparbench.harness.shards import resolve_shard
-    from pyparbench.harness.suite import AssumedCeilings, Ceilings, plan_suite
-    from pyparbench.machine.peak import Peak, peak_cache_path
+    from pyparbench.harness.suite import AssumedCeilings, Ceilings
+    from pyparbench.machine.peak import peak_cache_path
     from pyparbench.models import build
+    from pyparbench.resultfiles import DEFAULT_MAX_BYTES, ResultFileError
+    from pyparbench.resultfiles.measurements import read_peak_file
     from pyparbench.recommender import recommend
     from pyparbench.settings import allowed_cores, allowed_sockets
     from pyparbench.threading.topology import topology as load_topology
@@ -295,15 +301,16 @@ def dry_run(options: JobOptions, *, topology: str | None = None) -> dict[str, An
     assumed = AssumedCeilings.analytic(cores // allowed_sockets(topo))
     ceilings: Ceilings = assumed
     described = assumed.describe()
+    notes: list[str] = []
     if topology is None:
         cached = peak_cache_path(results_paths(options.output)[0])
-        try:
-            ceilings = Peak.from_dict(json.loads(cached.read_text()))
-            described = f"measured, cached in {cached}"
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # not measured yet here: the assumed figures
+        if cached.is_file():
+            try:
+                ceilings = read_peak_file(cached, DEFAULT_MAX_BYTES)
+                described = f"measured, cached in {cached}"
+            except ResultFileError as e:
+                notes.append(f"{e}: the assumed ceilings instead")
     recommended: Recommended = {}
-    notes: list[str] = []
     if options.recommend:
         for m in level.models:
             for b in level.batches:
@@ -317,33 +324,49 @@ def dry_run(options: JobOptions, *, topology: str | None = None) -> dict[str, An
     frameworks, lacking = _frameworks(options)
     if lacking:
         notes.append(f"frameworks not installed, not compared: {', '.join(lacking)}")
-    budget, reserve = _budget(level, sharded=shard is not None, rec_s=0.0,
-                              confirm=bool(level.confirm_rounds and recommended))
-    plan = plan_suite(replace(level, budget_s=budget), topo=topo, peak=ceilings,
-                      operators=options.operators and (shard is None or shard.index == 0),
-                      recommended=recommended, frameworks=frameworks)
+    plan, reserve = _plan(options, shard, topo=topo, peak=ceilings, recommended=recommended,
+                          frameworks=frameworks, rec_s=0.0)
     if shard is not None:
-        keep = set(c.key for c in shard.select(plan.configs))
-        plan.config_s = [e for c, e in zip(plan.configs, plan.config_s, strict=True)
-                         if c.key in keep]
-        plan.configs = [c for c in plan.configs if c.key in keep]
+        plan.keep(shard.select(plan.configs))
     return {**plan.as_dict(), "machine": where, "cores": cores,
             "logical_cpus": len(topo.allowed_cpus), "ceilings": described,
             "shard": str(shard) if shard is not None else None,
             "confirm_reserve_s": reserve, "notes": notes}
 
 
-def _hosts_peaks(out: Path, ui: ConsoleUI) -> dict[str, Peak]:
+def _hosts_peaks(out: Path, peak: Peak, ui: ConsoleUI) -> dict[str, Peak]:
     """The ceilings of every host that measured into the folder (a shard
-    resumed on another node holds two), for the report's list of hosts."""
+    resumed on another node holds two), for the report's list of hosts:
+    this job's own as it has them, the others' from their files."""
     from pyparbench.harness.folder import read_peaks
+    from pyparbench.machine.fingerprint import fingerprint_id
     from pyparbench.resultfiles import ResultFileError
 
+    own = fingerprint_id(peak.fingerprint)
     try:
-        return read_peaks(out)
+        others = read_peaks(out, skip={own})
     except ResultFileError as e:
         ui.warn(f"{e}: the report lists its host without ceilings")
-        return {}
+        others = {}
+    return {**others, own: peak}
+
+
+def _plan(options: JobOptions, shard: Shard | None, *, peak: Ceilings,
+          recommended: Recommended, frameworks: Sequence[tuple[str, str]], rec_s: float,
+          topo: Topology | None = None, slowdown: float = 1.0
+          ) -> tuple[SuitePlan, float | None]:
+    """The main job's plan (the dry run's too) and the seconds kept for
+    confirmation: the level fitted to its budget, operator tasks on the
+    first shard only; a shard's filter is the caller's."""
+    from pyparbench.harness.suite import plan_suite
+
+    level = options.level
+    budget, reserve = _budget(level, sharded=shard is not None, rec_s=rec_s,
+                              confirm=bool(level.confirm_rounds and recommended))
+    plan = plan_suite(replace(level, budget_s=budget), topo=topo, peak=peak,
+                      operators=options.operators and (shard is None or shard.index == 0),
+                      slowdown=slowdown, recommended=recommended, frameworks=frameworks)
+    return plan, reserve
 
 
 def run_main_job(options: JobOptions, ui: ConsoleUI | None = None) -> int:
@@ -360,11 +383,12 @@ def run_main_job(options: JobOptions, ui: ConsoleUI | None = None) -> int:
     """
     from pyparbench.harness.resumable import record_status
     from pyparbench.harness.runner import Config, record_failures
+    from pyparbench.harness.folder import write_graphs
     from pyparbench.harness.shards import apply_shard, resolve_shard
     from pyparbench.harness.store import ResultStore
-    from pyparbench.harness.suite import busy_slowdown, plan_suite
+    from pyparbench.harness.suite import busy_slowdown
     from pyparbench.machine.cpuload import busy_cpus
-    from pyparbench.machine.peak import load_or_measure
+    from pyparbench.harness.folder import load_or_measure
     from pyparbench.report import write_report
     from pyparbench.report.summary import busy_note
     from pyparbench.settings import Settings
@@ -406,17 +430,12 @@ def run_main_job(options: JobOptions, ui: ConsoleUI | None = None) -> int:
     if lacking:
         ui.say(f"frameworks not installed, not compared: {', '.join(lacking)} "
                "(pip install 'pyparbench[frameworks]')")
-    budget, reserve = _budget(level, sharded=shard is not None, rec_s=rec_s,
-                              confirm=bool(level.confirm_rounds and recommended))
-    plan = plan_suite(replace(level, budget_s=budget),
-                      operators=options.operators and (shard is None or shard.index == 0),
-                      slowdown=busy_slowdown(load, cpus, peak.points[-1].threads), peak=peak,
-                      recommended=recommended, frameworks=frameworks)
+    plan, reserve = _plan(options, shard, peak=peak, recommended=recommended,
+                          frameworks=frameworks, rec_s=rec_s,
+                          slowdown=busy_slowdown(load, cpus, peak.points[-1].threads))
     if shard is not None:
-        chosen = apply_shard(plan.configs, options.shard, results, log=ui.say)
-        plan.config_s = [s for c, s in zip(plan.configs, plan.config_s, strict=True)
-                         if c in chosen]
-        plan.configs = chosen
+        plan.keep(apply_shard(plan.configs, options.shard, results, log=ui.say))
+    write_graphs(out, plan.graphs)
     ui.say(_plan_line(plan))
     records: list[Result] = []
     if shard is None or shard.index == 0:
@@ -430,7 +449,7 @@ def run_main_job(options: JobOptions, ui: ConsoleUI | None = None) -> int:
     if level.confirm_rounds and shard is None and recommended:
         records += _confirm(records, level.confirm_rounds, reserve, peak, results, options, ui)
     summary, page = write_report(out, records, op_records, peak, conditions,
-                                 peaks=_hosts_peaks(out, ui))
+                                 peaks=_hosts_peaks(out, peak, ui), graphs=plan.graphs)
     ui.summary(summary)
     done_records: list[Result | dict[str, Any]] = [*records, *op_records]
     failed = sum(1 for r in done_records if record_status(r) in ("error", "timeout"))

@@ -42,10 +42,12 @@ from pyparbench.harness.folder import (
     check_results_record,
     folder_of,
     read_folder,
+    read_graphs,
     read_jsonl,
     read_summary_conditions,
     results_file,
     write_folder_report,
+    write_graphs,
 )
 from pyparbench.harness.shards import manifest_path
 from pyparbench.machine.fingerprint import Difference, fingerprint_differences
@@ -270,7 +272,8 @@ def merge(inputs: Sequence[str | Path], output: str | Path, *,
           max_bytes: int = DEFAULT_MAX_BYTES, force: bool = False) -> MergeReport:
     """Merge results folders (or results.jsonl files) into the folder
     ``output``: results.jsonl, operators.jsonl, every host's peak file,
-    merge.json, and the report (summary.json, report.html).
+    the models' graph figures (graphs.json), merge.json, and the report
+    (summary.json, report.html).
 
     ``force``: merge records of different machines (or CPU allotments)
     all the same; the differences are kept in merge.json and the report.
@@ -329,6 +332,10 @@ def merge(inputs: Sequence[str | Path], output: str | Path, *,
             shutil.copyfile(path, tmp)
             os.replace(tmp, dest)
     _write_jsonl(target, merged)
+    graphs: dict[tuple[str, int], dict[str, Any]] = {}
+    for folder in folders:
+        graphs.update(read_graphs(folder, warnings, max_bytes))
+    write_graphs(out_dir, graphs)
     if merged_ops or (out_dir / OPERATORS_FILE).exists():
         _write_jsonl(out_dir / OPERATORS_FILE, merged_ops)
     report = MergeReport(target, len(merged), dropped + dropped_ops, [str(f) for f in files],

@@ -185,12 +185,21 @@ class SuitePlan:
     dropped: list[Config] = field(default_factory=list)
     dropped_s: list[float] = field(default_factory=list)
     slowdown: float = 1.0
+    # Each (model, batch)'s graph figures (Graph.report_stats), for the report.
+    graphs: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
 
     @property
     def dropped_counts(self) -> tuple[int, int]:
         """How many grid settings and how many framework runs the budget left out."""
         frameworks = sum(1 for c in self.dropped if c.framework)
         return len(self.dropped) - frameworks, frameworks
+
+    def keep(self, chosen: Sequence[Config]) -> None:
+        """Keep only the configurations ``chosen`` (a shard's), in their order."""
+        keys = {c.key for c in chosen}
+        self.config_s = [e for c, e in zip(self.configs, self.config_s, strict=True)
+                         if c.key in keys]
+        self.configs = [c for c in self.configs if c.key in keys]
 
     @property
     def estimate_s(self) -> float:
@@ -222,7 +231,13 @@ class SuitePlan:
                           for t, e in zip(self.tasks, self.task_s, strict=True)],
             "dropped": [{"label": c.what, "estimated_s": round(e, 3), "why": why(c)}
                         for c, e in zip(self.dropped, self.dropped_s, strict=True)],
+            "graphs": graphs_list(self.graphs),
         }
+
+
+def graphs_list(graphs: Mapping[tuple[str, int], Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A plan's graph figures as JSON: one object per model and batch."""
+    return [{"model": m, "batch": b, **stats} for (m, b), stats in graphs.items()]
 
 
 def busy_slowdown(loadavg: float, cpus: int, threads: int) -> float:
@@ -323,7 +338,8 @@ def plan_suite(level: Level, *, cores: int | None = None, peak: Ceilings = None,
             tasks.append(t)
             task_s.append(slowdown * estimate_task_s(t, shape_graph(shape), peak))
     plan = SuitePlan(level, configs, tasks, config_s, task_s, level.budget_s,
-                     slowdown=slowdown)
+                     slowdown=slowdown,
+                     graphs={k: g.report_stats() for k, g in graphs.items()})
     if level.budget_s is not None:
         _fit(plan, level.budget_s, framework_settings(n))
     return plan

@@ -27,7 +27,7 @@ for the generic kernel).
 intensity (FLOPs per byte moved, as :attr:`pyparbench.graph.Graph.stats`
 counts them), the ceiling that bounds it (compute, triad bandwidth x
 intensity, or gather bandwidth for embedding bags) and the percentage of it
-reached. :func:`load_or_measure` keeps one measurement per machine
+reached. :func:`pyparbench.harness.folder.load_or_measure` keeps one measurement per machine
 fingerprint in a results folder, so the main job measures once.
 """
 
@@ -49,7 +49,6 @@ __all__ = [
     "PeakPoint",
     "assumed_clock",
     "compact_cpus",
-    "load_or_measure",
     "measure_peak",
     "peak_cache_path",
     "thread_counts",
@@ -385,27 +384,10 @@ def _shared_fma_warning(found: Sequence[str]) -> str:
 
 
 def peak_cache_path(directory: str | Path, fingerprint: dict[str, Any] | None = None) -> Path:
-    """Where :func:`load_or_measure` keeps this machine's ceilings in ``directory``."""
+    """Where :func:`pyparbench.harness.folder.load_or_measure` keeps this
+    machine's ceilings in ``directory``."""
     from pyparbench.machine.fingerprint import fingerprint_id, machine_fingerprint
 
     if fingerprint is None:
         fingerprint = machine_fingerprint()
     return Path(directory) / f"peak-{fingerprint_id(fingerprint)}.json"
-
-
-def load_or_measure(directory: str | Path, *, quick: bool = False,
-                    remeasure: bool = False) -> tuple[Peak, bool]:
-    """This machine's ceilings from ``directory`` if measured there before
-    (same fingerprint), else measured now and stored. Returns (peak, cached)."""
-    path = peak_cache_path(directory)
-    if path.exists() and not remeasure:
-        try:
-            return Peak.from_dict(json.loads(path.read_text())), True
-        except (ValueError, KeyError, TypeError):
-            pass  # an unreadable or older file: measure again
-    peak = measure_peak(quick=quick)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(peak.as_dict(), indent=1))
-    tmp.replace(path)
-    return peak, False

@@ -25,15 +25,20 @@ REPORT_FILE = "report.html"
 def write_report(directory: str | Path, records: Sequence[Result],
                  op_records: Sequence[Mapping[str, Any]] = (), peak: Peak | None = None,
                  conditions: Mapping[str, Any] | None = None, *,
-                 peaks: Mapping[str, Peak] | None = None) -> tuple[dict[str, Any], Path]:
+                 peaks: Mapping[str, Peak] | None = None,
+                 graphs: Mapping[tuple[str, int], Mapping[str, Any]] | None = None
+                 ) -> tuple[dict[str, Any], Path]:
     """Summarise the records, write ``summary.json`` and ``report.html`` into
     ``directory``; returns the summary and the report's path. ``peaks``:
-    every host's ceilings by fingerprint id, for the list of hosts."""
+    every host's ceilings by fingerprint id, for the list of hosts;
+    ``graphs``: each (model, batch)'s graph figures, as the plan has them."""
     from pyparbench.report.html import render_html
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    summary = summarize_run(records, op_records, peak, conditions=conditions, peaks=peaks)
+    summary = summarize_run(records, op_records, peak, conditions=conditions, peaks=peaks,
+                            graphs=graphs,
+                            fingerprint=peak.fingerprint if peak is not None else None)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
     page = out / REPORT_FILE
     page.write_text(render_html(summary))

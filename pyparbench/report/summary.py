@@ -211,17 +211,6 @@ def _grid(ms: Sequence[MergedSetting]) -> list[dict[str, Any]]:
     return out
 
 
-def _graph_info(model: str, batch: int) -> dict[str, Any] | None:
-    from pyparbench.models import build
-
-    try:
-        g = build(model, batch)
-    except (ValueError, KeyError):
-        return None
-    return {"gflops": g.flops / 1e9, "heavy_ops": g.heavy_ops, "depth": g.depth,
-            "avg_width": g.avg_width, "nodes": len(g.nodes)}
-
-
 def _interval(chosen: MergedSetting, best: MergedSetting, spread: ProcessSpread | None
               ) -> dict[str, Any] | None:
     """A regret's interval over processes (:func:`regret_estimate`), or None."""
@@ -243,8 +232,8 @@ def regret_unsure(entry: Mapping[str, Any], chooser: str) -> bool:
         interval["includes_zero"])
 
 
-def _model_entry(model: str, batch: int, rs: Sequence[Result], spread: ProcessSpread | None
-                 ) -> dict[str, Any]:
+def _model_entry(model: str, batch: int, rs: Sequence[Result], spread: ProcessSpread | None,
+                 graph: Mapping[str, Any] | None) -> dict[str, Any]:
     done = [r for r in rs if r.ok]
     skipped = sum(1 for r in rs if r.status == "skipped")
     failed = len(rs) - len(done) - skipped
@@ -252,7 +241,7 @@ def _model_entry(model: str, batch: int, rs: Sequence[Result], spread: ProcessSp
     entry: dict[str, Any] = {"model": model, "batch": batch, "total": len(rs),
                              "ok": len(done), "failed": failed, "skipped": skipped,
                              "status": "failed" if not ok else "partial" if failed else "ok",
-                             "graph": _graph_info(model, batch)}
+                             "graph": dict(graph) if graph is not None else None}
     best = _best(ok)
     entry["best"] = _timing(best) if best is not None else None
     named: dict[str, MergedSetting] = {}
@@ -380,9 +369,14 @@ def summarize_run(records: Sequence[Result],
                   peak: Peak | None = None, *,
                   fingerprint: Mapping[str, Any] | None = None,
                   conditions: Mapping[str, Any] | None = None,
-                  peaks: Mapping[str, Peak] | None = None) -> dict[str, Any]:
+                  peaks: Mapping[str, Peak] | None = None,
+                  graphs: Mapping[tuple[str, int], Mapping[str, Any]] | None = None
+                  ) -> dict[str, Any]:
     """The summary dict of a run (see the module docstring for its fields).
-    ``peaks``: every host's ceilings by fingerprint id (a merged folder's)."""
+    ``peaks``: every host's ceilings by fingerprint id (a merged folder's);
+    ``graphs``: each (model, batch)'s graph figures, as the plan carries
+    them (a model's entry has none without); ``fingerprint``: the machine
+    when no record finished (none measured again here)."""
     from pyparbench.machine.fingerprint import fingerprint_id
 
     native = [r for r in records if not r.config.framework]
@@ -391,12 +385,8 @@ def summarize_run(records: Sequence[Result],
     for r in native:
         groups[(r.config.model, r.config.batch)].append(r)
     machine = next((dict(r.machine) for r in records if r.ok and r.machine), None)
-    if machine is None:
-        if fingerprint is None:
-            from pyparbench.machine.fingerprint import machine_fingerprint
-
-            fingerprint = machine_fingerprint()
-        machine = dict(fingerprint)
+    if machine is None:  # nothing finished: the machine as the caller knows it
+        machine = dict(fingerprint or {})
     machine["fingerprint_id"] = fingerprint_id(machine)
     not_ok = [r for r in records if not r.ok]
     skipped = sum(1 for r in not_ok if r.status == "skipped")
@@ -422,7 +412,8 @@ def summarize_run(records: Sequence[Result],
              "status": r.get("status", "error"), "error": r.get("error", "")}
             for r in op_records if r.get("status") != "ok"],
         "spread": None if spread is None else spread.as_dict(),
-        "models": [_model_entry(m, b, rs, spread) for (m, b), rs in groups.items()],
+        "models": [_model_entry(m, b, rs, spread, (graphs or {}).get((m, b)))
+                   for (m, b), rs in groups.items()],
         "framework_overhead": _framework_overhead([r for r in native if r.ok], framework),
         "operators": {
             "scaling": [_scaling(r) for r in ok_ops if r["task"]["kind"] == "scaling"],

@@ -190,7 +190,7 @@ def _peak_fields(where: str, d: dict[str, Any]) -> None:
 
 
 def read_peak_file(path: Path, max_bytes: int) -> Peak:
-    """A ``peak-<id>.json`` of a results folder (:func:`pyparbench.machine.peak.load_or_measure`),
+    """A ``peak-<id>.json`` of a results folder (:func:`pyparbench.harness.folder.load_or_measure`),
     checked value by value.
 
     Raises
