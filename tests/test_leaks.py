@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,16 +40,25 @@ def resident() -> int:
     return int(STATM.read_text().split()[1]) * PAGE
 
 
-def measure(name: str, calls: list[Callable[[], Any]], n: int, warmup: int) -> None:
-    """Run the calls round-robin, ``warmup`` times then ``n`` times, and
-    check resident memory over the ``n``; calls that raise are expected to
-    raise the same clear error every time."""
+# What a refused call raises: a clear Python error, never a crash.
+REFUSALS = (ValueError, TypeError, IndexError)
+
+
+def measure(name: str, calls: list[Callable[[], Any]], n: int, warmup: int, *,
+            refused: Sequence[Callable[[], Any]] = ()) -> None:
+    """Run ``calls`` (each must succeed) and ``refused`` (each must raise one
+    of REFUSALS, every time) round-robin, ``warmup`` times then ``n`` times,
+    and check resident memory over the ``n``."""
+    every = [(c, False) for c in calls] + [(c, True) for c in refused]
+
     def go(count: int) -> None:
         for i in range(count):
-            try:
-                calls[i % len(calls)]()
-            except (ValueError, TypeError, IndexError):
-                pass
+            call, must_raise = every[i % len(every)]
+            if must_raise:
+                with pytest.raises(REFUSALS):
+                    call()
+            else:
+                call()
 
     go(warmup)
     before = resident()
@@ -85,7 +94,8 @@ def test_op_calls_do_not_leak() -> None:
         lambda: ops.concat([x, x]),
         lambda: ops.layer_norm(a, np.ones(24), np.zeros(24)),
         lambda: ops.transpose(x, (0, 2, 3, 1)),
-        # Calls that raise, from Python and from C++:
+    ]
+    refused: list[Callable[[], Any]] = [  # from Python and from C++
         lambda: ops.gemm(a, a),  # inner dimensions differ
         lambda: ops.embedding_bag(table, bad_idx),  # index out of range
         lambda: conv.run(a),  # wrong shape
@@ -93,7 +103,7 @@ def test_op_calls_do_not_leak() -> None:
         lambda: ops.Gemm(0, 1, 1),  # refused by the native constructor
         lambda: ops.relu(x, threads=0),
     ]
-    measure("op calls", calls, OP_CALLS, 2_000)
+    measure("op calls", calls, OP_CALLS, 2_000, refused=refused)
 
 
 def test_graph_runs_do_not_leak() -> None:
@@ -124,7 +134,6 @@ def test_graph_runs_do_not_leak() -> None:
 
     calls: list[Callable[[], Any]] = [
         *(lambda s=s: cg.run(s, repeats=1, warmup=0) for s in settings),
-        failing_run,
         lambda: compile_graph(g).run(repeats=1, warmup=0),
     ]
-    measure("graph runs", calls, GRAPH_RUNS, 200)
+    measure("graph runs", calls, GRAPH_RUNS, 200, refused=[failing_run])
