@@ -22,12 +22,15 @@ F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 
 
-def _cpu_count() -> int:
-    return len(os.sched_getaffinity(0))
+# The CPUs this process may use (os.sched_getaffinity): the one reading of
+# the machine that the thread counts take.
+CPUS = len(os.sched_getaffinity(0))
 
-
-# Every count from 1 to the CPUs this process may use, plus one oversubscribed.
-THREAD_COUNTS = list(range(1, _cpu_count() + 1)) + [_cpu_count() + 1]
+# 1, 2 and 3 threads on every machine (3 an odd team; on a machine of fewer
+# CPUs, oversubscribed), then a team of every CPU this process may use and one
+# more than that (oversubscribed): the same five counts at most on a 1-CPU
+# container and on a 64-core server, never one per CPU.
+THREAD_COUNTS = sorted({1, 2, 3, CPUS, CPUS + 1})
 
 
 def rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
