@@ -181,10 +181,14 @@ def test_compare_names_each_difference() -> None:
     assert report.mismatches == []
     aud = report.audit
     assert aud is not None
-    asked = [TeamRequest(0, 3, (ALLOWED[-1],), True, "asked")]
+    # A CPU no thread may run on: every thread's affinity (all the allowed
+    # CPUs) differs from it, on a 1-CPU machine too, where asking for the one
+    # allowed CPU would match an unpinned thread's affinity.
+    other = max(ALLOWED) + 1
+    asked = [TeamRequest(0, 3, (other,), True, "asked")]
     diffs = compare(asked, aud)
     assert any("OpenMP team of 2 threads, 3 requested" in d for d in diffs)
-    assert any(f"requested CPU {ALLOWED[-1]}" in d for d in diffs)
+    assert any(f"requested CPU {other}" in d for d in diffs)
     assert compare([TeamRequest(5, 1, None, False)], aud) == ["team 5: no thread reported work"]
     assert ThreadAudit.from_native([]).threads == ()
 
