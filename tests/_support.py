@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from pyparbench._core import graph as _g
 from pyparbench.graph import Graph
@@ -22,12 +23,45 @@ F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 
 
-def _cpu_count() -> int:
-    return len(os.sched_getaffinity(0))
+# The CPUs this process may use (os.sched_getaffinity): the one reading of
+# the machine that the thread counts take.
+CPUS = len(os.sched_getaffinity(0))
+
+# 1, 2 and 3 threads on every machine (3 an odd team; on a machine of fewer
+# CPUs, oversubscribed), then a team of every CPU this process may use and one
+# more than that (oversubscribed): the same five counts at most on a 1-CPU
+# container and on a 64-core server, never one per CPU.
+THREAD_COUNTS = sorted({1, 2, 3, CPUS, CPUS + 1})
 
 
-# Every count from 1 to the CPUs this process may use, plus one oversubscribed.
-THREAD_COUNTS = list(range(1, _cpu_count() + 1)) + [_cpu_count() + 1]
+def physical_cores() -> int:
+    """Physical cores holding a CPU this process may use, read from this
+    machine's hwloc topology as the planner reads it
+    (:func:`pyparbench.settings.allowed_cores`). A team or pools placed
+    ``compact`` with ``smt=False`` (the default) take one CPU per core: a
+    2-vCPU VM of one SMT core has two CPUs but one core."""
+    from pyparbench.settings import allowed_cores
+    from pyparbench.threading import topology
+
+    return allowed_cores(topology())
+
+
+def needs_cores(n: int) -> pytest.MarkDecorator:
+    """Skip unless this process may use ``n`` physical cores, naming the reading."""
+    have = physical_cores()
+    return pytest.mark.skipif(
+        have < n, reason=f"needs {n} physical cores for a compact placement with smt=False; "
+                         f"this process may use {have} (allowed_cores of this machine's topology)")
+
+
+def compact_cpus(pools: int, threads: int = 1) -> list[list[int]]:
+    """The CPU lists a ``compact`` placement with ``smt=False`` gives ``pools``
+    pools of ``threads`` threads on this machine: what a run's
+    ``worker_cpus`` must be (CPUs 0 and 1 only where those are the first
+    two cores this process may use)."""
+    from pyparbench.threading import place, topology
+
+    return [list(p or ()) for p in place(topology(), "compact", pools, threads).pools]
 
 
 def rand(rng: np.random.Generator, *shape: int) -> np.ndarray:

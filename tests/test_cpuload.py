@@ -16,8 +16,10 @@ from pyparbench.machine.cpuload import ForeignLoad, busy_cpus
 def test_own_work_is_not_counted() -> None:
     # Windows of this process's own work beside windows of it asleep, in
     # turn: counted, its one busy CPU would add a share 1 / cpus to the
-    # busy windows. Other work on a shared machine falls on both kinds, so
-    # the least of each is compared.
+    # busy windows, cpus being the CPUs this process may use (ForeignLoad's
+    # reading, os.sched_getaffinity; not os.cpu_count(), the machine's,
+    # which a container or taskset makes larger). Other work on a shared
+    # machine falls on both kinds, so the least of each is compared.
     def window(work: bool) -> float:
         with ForeignLoad() as load:
             end = time.monotonic() + 0.3
@@ -31,7 +33,7 @@ def test_own_work_is_not_counted() -> None:
     for _ in range(3):
         busy.append(window(True))
         idle.append(window(False))
-    assert min(busy) < min(idle) + 0.5 / (os.cpu_count() or 1), (busy, idle)
+    assert min(busy) < min(idle) + 0.5 / len(os.sched_getaffinity(0)), (busy, idle)
 
 
 def test_another_process_spinning_is_seen() -> None:

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from _support import RTOL, assert_close, rand
+from _support import RTOL, assert_close, needs_cores, rand
 from pyparbench._core import graph as _g
 from pyparbench.executor import compile_graph, resolve
 from pyparbench.graph import Graph, GraphBuilder
@@ -112,6 +112,7 @@ def test_results_at_several_thread_counts(threads: int, alone_below_ns: float | 
         t.node: t.threads for t in rec.node_threads}
 
 
+@needs_cores(2)  # a team of 2 pinned compact
 def test_the_trace_and_the_audit_say_which_nodes_ran_alone() -> None:
     cg = compile_graph(mixed_graph())
     s = Settings(intra_op=2, graph_opt="none", affinity="compact")
@@ -130,6 +131,7 @@ def test_the_trace_and_the_audit_say_which_nodes_ran_alone() -> None:
     assert args["tiny"]["threads"] == 1 and args["big"]["threads"] == 2
 
 
+@needs_cores(2)  # a team of 2 pinned compact
 def test_a_plan_whose_nodes_all_run_alone_reports_a_team_of_one() -> None:
     cg = compile_graph(mixed_graph(batch=2))
     s = Settings(intra_op=2, graph_opt="none", affinity="compact")

@@ -81,8 +81,13 @@ def test_the_isa_matches_the_cpu_flags() -> None:
     assert ("avx2" in isas) == ({"avx2", "fma"} <= flags)
 
 
-@pytest.mark.parametrize("isa", native.isas())
+# Every ISA the FMA kernel is built for: those this CPU does not run
+# (native.isas(), from its flags) are skipped, naming the ISA.
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "generic"])
 def test_fma_work_is_counted_from_the_kernel_shape(isa: str) -> None:
+    if isa not in native.isas():
+        pytest.skip(f"this CPU does not run the {isa} FMA kernel (it runs "
+                    f"{', '.join(native.isas())})")
     k = native.fma_kernel(isa)
     ns, flops = native.time_fma(1, 1000, repeats=2, isa=isa)
     assert flops == 2 * k["lanes"] * k["chains"] * 1000
@@ -113,10 +118,34 @@ def test_the_clock_chain_measures_a_plausible_clock() -> None:
     assert 200 < mhz < 8000
 
 
-def test_the_assumed_clock_is_the_highest_reading_and_says_which() -> None:
-    c = assumed_clock(measured_mhz=1e6)  # higher than any real reading
+@pytest.mark.parametrize("sysfs, cpuinfo", [
+    (3700.0, 2100.0),  # bare metal: cpufreq's maximum above the current clock
+    (None, 2100.0),  # a VM: no cpufreq
+    (None, None),  # no reading but the measured one
+])
+def test_the_assumed_clock_is_the_highest_reading_and_says_which(
+        monkeypatch: pytest.MonkeyPatch, sysfs: float | None, cpuinfo: float | None) -> None:
+    # The readings are set here, not read from this machine (a VM has no
+    # cpufreq; its /proc/cpuinfo may say anything).
+    import pyparbench.machine.peak as peak_mod
+
+    monkeypatch.setattr(peak_mod, "_read_cpufreq_max_mhz", lambda: sysfs)
+    monkeypatch.setattr(peak_mod, "_read_cpuinfo_mhz", lambda: cpuinfo)
+    read = {k: v for k, v in (("sysfs cpuinfo_max_freq", sysfs),
+                              ("/proc/cpuinfo cpu MHz", cpuinfo)) if v}
+    c = assumed_clock(measured_mhz=1e6)  # higher than any reading
     assert c.mhz == 1e6 and c.source == "measured (dependent-add chain)"
-    assert assumed_clock().source != "measured (dependent-add chain)"
+    assert c.readings == {**read, "measured (dependent-add chain)": 1e6}
+    c = assumed_clock(measured_mhz=3000.0)
+    want = max({**read, "measured (dependent-add chain)": 3000.0}.items(), key=lambda kv: kv[1])
+    assert (c.source, c.mhz) == want
+    if read:
+        c = assumed_clock()
+        assert c.readings == read and (c.source, c.mhz) == max(read.items(),
+                                                                key=lambda kv: kv[1])
+    else:
+        with pytest.raises(RuntimeError, match="no clock reading"):
+            assumed_clock()
 
 
 def _synthetic_peak() -> Peak:
@@ -178,11 +207,23 @@ def test_cpus_sharing_fma_units_are_measured_again_then_flagged(
         rate = rates[threads][min(i, len(rates[threads]) - 1)]
         return np.full(4, 1e6), rate * 1e6  # flops / ns = GFLOP/s
 
+    # A synthetic machine of two cores (whatever this one has) and no real
+    # measurement: the FMA rates above, any bandwidth and clock.
+    import importlib
+
+    topology_mod = importlib.import_module("pyparbench.threading.topology")
+    two_cores = topology_mod.topology("package:1 core:2 pu:1")
+    real_topology = topology_mod.topology
+    monkeypatch.setattr(topology_mod, "topology",
+                        lambda synthetic=None: two_cores if synthetic is None
+                        else real_topology(synthetic))
+    assert compact_cpus(2) == (0, 1)
     monkeypatch.setattr(native, "time_fma", fake_fma)
+    monkeypatch.setattr(native, "time_triad", lambda *a, **kw: (np.full(4, 1e6), 1e6))
+    monkeypatch.setattr(native, "time_gather", lambda *a, **kw: (np.full(4, 1e6), 1e6))
+    monkeypatch.setattr(native, "clock_mhz", lambda *a: 3000.0)
     monkeypatch.setattr(peak_mod, "_calibrate_fma", lambda *a: 1)
     monkeypatch.setattr(peak_mod, "SHARED_FMA_PAUSE_S", 0.0)
-    if len(compact_cpus(2)) < 2:
-        pytest.skip("this process may use one core only")
     peak = peak_mod.measure_peak([1, 2], quick=True, repeats=3)
     two = peak.point(2)
     assert two.fma_gflops == pytest.approx(max(rates[2]))

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from pyparbench.settings import allowed_cores
 from pyparbench.threading import Placement, place, topology
 
 M1x2 = "package:1 core:2 pu:1"
@@ -158,7 +159,17 @@ def test_this_machine_refuses_cpus_it_may_not_use() -> None:
         place(t, [bad])
     with pytest.raises(ValueError, match="needs"):
         place(t, "compact", pools=len(allowed) + 1, threads=1, smt=True)
-    assert place(t, "compact", pools=len(allowed), threads=1).cpus == tuple(allowed)
+    # Every allowed CPU, one pool each, with smt=True; with smt=False (the
+    # default) one CPU of each physical core, so as many pools as cores (fewer
+    # than CPUs where SMT is on).
+    assert sorted(place(t, "compact", pools=len(allowed), threads=1, smt=True).cpus) == allowed
+    cores = allowed_cores(t)
+    one_each = place(t, "compact", pools=cores, threads=1).cpus
+    core_of = {p.os_index: p.core for p in t.pus}
+    assert len({core_of[c] for c in one_each}) == cores
+    if cores < len(allowed):
+        with pytest.raises(ValueError, match="smt=False"):
+            place(t, "compact", pools=len(allowed), threads=1)
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
