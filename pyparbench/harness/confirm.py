@@ -13,7 +13,7 @@ checked: when the recommender's setting is not the best measured (by more
 than :data:`THRESHOLD`), when the regret's interval over processes reaches
 past :data:`THRESHOLD` (it is wide: the run cannot tell whether the
 recommendation is within 3 % of the best;
-:func:`pyparbench.resultfiles.processes.regret_estimate`, from the spread
+:func:`pyparbench.stats.regret_estimate`, from the spread
 of every setting the run measured in several processes), or when the
 study's tuner or Intel's preset measured faster than it, the recommended
 setting, the best one and those of the rivals measured faster
@@ -24,8 +24,8 @@ furthest go first. A round's settings of one row are measured in turns
 (:mod:`pyparbench.harness.turns`): the regret is their ratio, and in turns
 a slow spell of the machine falls on both sides of it. The summary then
 takes each setting's median over its rounds
-(:func:`pyparbench.resultfiles.processes.merge_settings`) and reads each
-regret in pairs of rounds (:func:`pyparbench.resultfiles.processes.regret_of`). A
+(:func:`pyparbench.stats.merge_settings`) and reads each
+regret in pairs of rounds (:func:`pyparbench.stats.regret_of`). A
 second pass measures ``rounds`` more of each setting of a row still off or
 still wide (the first pass's processes make the spread known where the
 suite alone left it unknown), and a best that changed to a setting
@@ -39,9 +39,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from pyparbench.harness.runner import Config
-from pyparbench.resultfiles import ProcessSpread, Result
-from pyparbench.resultfiles.processes import (
+from pyparbench.resultfiles import Result
+from pyparbench.stats import (
     MergedSetting,
+    ProcessSpread,
     merge_settings,
     regret_estimate,
     regret_of,
