@@ -44,6 +44,7 @@ from pyparbench.stats import (
     MergedSetting,
     ProcessSpread,
     merge_settings,
+    paired_ratio_of,
     regret_estimate,
     regret_of,
     run_spread,
@@ -85,7 +86,9 @@ def _to_confirm(merged: Sequence[MergedSetting], spread: ProcessSpread | None,
     regret = regret_of(rec, best)
     estimate = regret_estimate(rec, best, spread)
     reach = max(regret, estimate.high - 1.0) if estimate is not None else regret
-    ahead = [m for m in map(named, RIVALS) if m is not None and m.median < rec.median]
+    # A rival ahead of it in the rounds that measured both (read in pairs, as
+    # the regret is), or by its figure where they share no round.
+    ahead = [m for m in map(named, RIVALS) if m is not None and paired_ratio_of(rec, m) > 1.0]
     if reach <= threshold and not ahead:
         return reach, []
     unique = {id(m): m for m in (rec, best, *ahead)}

@@ -38,9 +38,11 @@ beside it (``median_ns``) so the two can be matched exactly:
 ``models``
     Per model and batch: ``best`` (the fastest setting measured), ``presets``
     (each preset's latency), ``speedup`` {preset: preset latency / best
-    latency}, ``regret`` {chooser: how much slower than the best, 0 or more:
-    the median over the rounds that measured both of the ratio of their
-    round medians - 1 (:func:`pyparbench.stats.regret_of`)}, for
+    latency, read in pairs as the regret is: the median over the rounds that
+    measured both of the ratio of their round medians, the ratio of their
+    figures without a shared round (:func:`pyparbench.stats.paired_ratio_of`)},
+    ``regret`` {chooser: how much slower than the best, 0 or more: the same
+    paired ratio - 1 (:func:`pyparbench.stats.regret_of`)}, for
     the study's tuner (``tftuner``), Intel's preset (``intel``) and, when configurations named
     ``recommended`` were run, the recommender (``recommended``);
     ``regret_interval`` {chooser: {low, high, level (0.95), includes_zero,
@@ -95,6 +97,7 @@ from pyparbench.stats import (
     MergedSetting,
     ProcessSpread,
     merge_settings,
+    paired_ratio_of,
     regret_estimate,
     regret_of,
     run_spread,
@@ -265,7 +268,8 @@ def _model_entry(model: str, batch: int, rs: Sequence[Result], spread: ProcessSp
     chosen = {k: v for k, v in named.items() if k in CHOOSERS}
     entry["chosen"] = {k: _timing(v) for k, v in chosen.items()}
     if best is not None:
-        entry["speedup"] = {k: v["median_ns"] / best.median for k, v in entry["presets"].items()}
+        entry["speedup"] = {k: paired_ratio_of(v, best) for k, v in named.items()
+                            if k in PRESET_NAMES}
         entry["regret"] = {k: regret_of(v, best) for k, v in chosen.items()}
         entry["regret_interval"] = {k: _interval(v, best, spread) for k, v in chosen.items()}
     else:
