@@ -53,6 +53,7 @@ from pyparbench.resultfiles.rows import ResultSet, Row
 from pyparbench.resultfiles.schema import SCHEMA, STATUSES, Result, RunConfig
 from pyparbench.resultfiles.values import (
     DEFAULT_MAX_BYTES,
+    JsonlRead,
     ResultFileError,
     first_line_is_object,
     json_error,
@@ -63,11 +64,13 @@ from pyparbench.resultfiles.values import (
     parse_size,
     printable,
     read_bytes,
+    read_jsonl,
     read_text,
 )
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "JsonlRead",
     "ProcessSpread",
     "RatioEstimate",
     "Result",
@@ -88,6 +91,7 @@ __all__ = [
     "pooled_spread",
     "printable",
     "read_bytes",
+    "read_jsonl",
     "read_result",
     "read_text",
     "resolve",
