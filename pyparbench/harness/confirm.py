@@ -38,8 +38,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from pyparbench.harness.runner import Config
-from pyparbench.resultfiles import Result
+from pyparbench.resultfiles import Result, RunConfig
 from pyparbench.stats import (
     MergedSetting,
     ProcessSpread,
@@ -96,7 +95,7 @@ def _to_confirm(merged: Sequence[MergedSetting], spread: ProcessSpread | None,
 
 
 def confirmations(records: Sequence[Result], rounds: int, *,
-                  threshold: float = THRESHOLD, depth: int = 1) -> list[Config]:
+                  threshold: float = THRESHOLD, depth: int = 1) -> list[RunConfig]:
     """The configurations to run so that every setting a reported regret
     depends on (see the module docstring) has been measured in rounds 1 to
     ``rounds`` x ``depth`` besides the suite's (round 0): round-major across
@@ -106,12 +105,12 @@ def confirmations(records: Sequence[Result], rounds: int, *,
         return []
     rows = _rows(records)
     spread = run_spread(r for rs in rows.values() for r in rs)
-    wanted: list[tuple[float, list[list[Config]]]] = []
+    wanted: list[tuple[float, list[list[RunConfig]]]] = []
     for row in rows.values():
         reach, todo = _to_confirm(merge_settings(row), spread, threshold)
         settings = []
         for m in todo:
-            configs = [Config.from_dict(r.config.as_dict()) for r in m.records]
+            configs = [r.config for r in m.records]
             base = replace(configs[0], round=0)
             # Every setting of the row in every round, under any of its names:
             # a regret compares settings measured in the same rounds.
