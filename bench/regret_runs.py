@@ -20,7 +20,7 @@ from each run's ``summary.json``:
 
 A regret is the summary's: how much slower than the best measured, read
 in pairs (the median over the rounds that measured both of the ratio of
-their round medians, :func:`pyparbench.resultfiles.processes.regret_of`).
+their round medians, :func:`pyparbench.stats.regret_of`).
 
 Each as the median and the largest regret over the runs, and in how many
 runs it was within 3 % of the best measured. ``ours - intel`` is ours over

@@ -7,8 +7,9 @@ grid crosses them, and the native core's own lists (``_core.ops.LIBRARIES``,
 
 from __future__ import annotations
 
-__all__ = ["AFFINITIES", "GRAPH_OPTS", "GRAPH_PASSES", "LIBRARIES", "OPERATORS", "PLACEMENTS",
-           "POOLS", "PRESETS", "SCHEDULERS", "graph_opt_passes"]
+__all__ = ["AFFINITIES", "DEFAULT_MODES", "FRAMEWORKS", "GRAPH_OPTS", "GRAPH_PASSES", "LIBRARIES",
+           "MODES", "OPERATORS", "PLACEMENTS", "POOLS", "PRESETS", "SCHEDULERS", "check_framework",
+           "check_mode", "graph_opt_passes"]
 
 SCHEDULERS = ("sync", "async")
 OPERATORS = ("library", "framework")
@@ -17,12 +18,41 @@ POOLS = ("openmp", "std", "eigen")
 AFFINITIES = ("none", "compact", "scatter")
 PLACEMENTS = ("shared", "per-socket")
 PRESETS = ("tensorflow", "intel", "tftuner")
+# The frameworks a model also runs in, each with its modes (how it runs the
+# graph) and the modes it is measured in by default, the first when none is
+# named (pyparbench.frameworks).
+FRAMEWORKS = ("tensorflow", "torch", "onnxruntime")
+MODES: dict[str, tuple[str, ...]] = {
+    "tensorflow": ("function", "xla"),
+    "torch": ("eager", "script", "compile"),
+    "onnxruntime": ("all", "extended", "basic", "disabled"),
+}
+DEFAULT_MODES: dict[str, tuple[str, ...]] = {
+    "tensorflow": ("function",), "torch": ("eager", "script"), "onnxruntime": ("all",)}
 # The graph optimisation passes (pyparbench/graph/passes/), in pipeline order.
 GRAPH_PASSES = ("bn_fold", "residual", "activation", "layout", "blocked", "subsample",
                 "im2col", "microbatch", "memory")
 # Settings.graph_opt: no pass, the whole pipeline, or one pass alone (or
 # several joined by "+", see graph_opt_passes).
 GRAPH_OPTS = ("none", "full", *GRAPH_PASSES)
+
+
+def check_framework(name: object) -> str:
+    """``name`` if it is a framework name, else ValueError listing them."""
+    if name not in FRAMEWORKS:
+        raise ValueError(f"unknown framework {name!r}; valid: {', '.join(FRAMEWORKS)}")
+    return str(name)
+
+
+def check_mode(framework: str, mode: object) -> str:
+    """``mode`` if the framework has it (None: its first default), else ValueError."""
+    check_framework(framework)
+    if mode is None:
+        return DEFAULT_MODES[framework][0]
+    if mode not in MODES[framework]:
+        raise ValueError(f"unknown {framework} mode {mode!r}; valid: "
+                         f"{', '.join(MODES[framework])}")
+    return str(mode)
 
 
 def graph_opt_passes(value: object) -> tuple[str, ...]:

@@ -248,8 +248,11 @@ def test_store_skips_bad_lines_with_a_bounded_number_of_warnings(
     records = ResultStore(path).records()
     assert [r["key"] for r in records] == [json.loads(good)["key"]]
     err = capsys.readouterr().err
-    assert "is not text" in err and "nested too deeply" in err and "is not JSON" in err
-    assert len(err.splitlines()) == 6  # five lines, then how many more
+    # One warning: the first five lines named with why, then how many more.
+    assert len(err.splitlines()) == 1 and err.startswith("warning: 1004 line(s) ")
+    assert f"{path}:1 (not UTF-8 text)" in err and f"{path}:2 (JSON nested too deeply)" in err
+    assert f"{path}:3 (not usable JSON (NaN" in err and "a JSON array, not an object" in err
+    assert f"{path}:6 (not complete JSON" in err and "and 999 more" in err
 
 
 def test_store_refuses_records_it_cannot_resume(tmp_path: Path) -> None:

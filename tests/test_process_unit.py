@@ -1,4 +1,4 @@
-"""The process as the unit of significance (pyparbench.resultfiles.spread): the
+"""The process as the unit of significance (pyparbench.stats.spread): the
 statistics, compare's test, the summary's regret intervals and the
 confirmation rounds that target wide intervals. Records are made by hand
 or drawn from a seeded model of processes; nothing is timed."""
@@ -22,15 +22,17 @@ from pyparbench.harness.runner import Config
 from pyparbench.report.html import render_html
 from pyparbench.report.summary import summarize_run
 from pyparbench.report.terminal import print_summary
-from pyparbench.resultfiles import (
-    ProcessSpread,
-    Result,
-    estimate_ratio,
-    load,
-    pooled_spread,
-)
-from pyparbench.resultfiles.spread import estimate_paired_ratio, t_quantile, t_two_sided_p
+from pyparbench.resultfiles import Result, load
 from pyparbench.settings import Settings
+from pyparbench.stats import (
+    ProcessSpread,
+    estimate_paired_ratio,
+    estimate_ratio,
+    input_spread,
+    pooled_spread,
+    t_quantile,
+    t_two_sided_p,
+)
 from pyparbench.timing import Summary, summarize
 
 scipy_stats = pytest.importorskip("scipy.stats")
@@ -199,7 +201,8 @@ def test_compare_tests_processes_where_both_inputs_measured_settings_twice(
     a = load(_write(tmp_path / "a", _run(1.0, (1.0, 1.04))))
     b = load(_write(tmp_path / "b", _run(1.02, (1.03, 0.99))))
     # m's sync 1x2 in 3 processes, its async 2x1 and n's sync 1x2 in 2 each.
-    assert a.spread is not None and a.spread.settings == 3 and a.spread.df == 4
+    spread_a, spread_b = input_spread(a), input_spread(b)
+    assert spread_a is not None and spread_a.settings == 3 and spread_a.df == 4
     # Rounds are processes of their row, not a row measured twice; so are the
     # processes of the same setting under another name.
     assert not a.notes
@@ -211,7 +214,8 @@ def test_compare_tests_processes_where_both_inputs_measured_settings_twice(
     for r in c.pairs[0].rows:
         assert r.test == "processes" and r.low is not None and r.high is not None
         ra, rb = a.rows[r.key], b.rows[r.key]
-        est = estimate_ratio(ra.processes, rb.processes, a.spread, b.spread)
+        assert spread_b is not None
+        est = estimate_ratio(ra.processes, rb.processes, spread_a, spread_b)
         assert r.p_value == pytest.approx(est.p_value) and r.ratio == pytest.approx(est.ratio)
         assert r.significant == (est.p_value < 0.05)
     # 2 % apart, inside the spread: nothing significant.
@@ -221,7 +225,7 @@ def test_compare_tests_processes_where_both_inputs_measured_settings_twice(
     text = out.getvalue()
     assert "95% interval" in text and "Student's t" in text and "Mann-Whitney" not in text
     got = to_json(c)
-    assert got["inputs"][0]["spread"] == a.spread.as_dict()
+    assert got["inputs"][0]["spread"] == spread_a.as_dict()
     assert got["comparisons"][0]["rows"][0]["test"] == "processes"
 
 
@@ -241,7 +245,7 @@ def test_an_input_that_never_measured_twice_falls_back_to_per_run_times(
               _result("m", ONE, [20.0, 20.1, 20.2, 20.3, 20.4])]
     a = load(_write(tmp_path / "a", _run(1.0, (1.0, 1.04))))
     b = load(_write(tmp_path / "b", single))
-    assert b.spread is None
+    assert input_spread(b) is None
     c = compare([a, b])
     row = next(r for r in c.pairs[0].rows if r.label.startswith("m b1 sync 1x1"))
     assert row.test == "runs" and row.low is None

@@ -128,3 +128,31 @@ def test_one_html_page_scaffolding() -> None:
             if re.search(pattern, text):
                 found.setdefault(what, []).append(path.relative_to(PACKAGE).as_posix())
     assert found == {k: ["report/page.py"] for k in ("doctype", "style", "png", "savefig")}
+
+
+def test_one_jsonl_reader_skips_what_is_not_an_object_and_keeps_the_rest(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The store on resume, a folder read back and a merge read JSONL alike:
+    # a torn line (the last one of a killed run, or one in the middle once a
+    # resumed run went on after it) and any line that is not one JSON object
+    # are skipped and said; every whole record is kept.
+    from pyparbench.harness.folder import read_checked
+    from pyparbench.resultfiles import read_jsonl
+
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(b'{"key": "a"}\n{"key": "b", "sta\n{"key": "c"}\n[1]\n\n{"key": "d", "x": [1,')
+    read = read_jsonl(path, 1 << 20)
+    assert [(w, r["key"]) for w, r in read.records] == [(f"{path}:1", "a"), (f"{path}:3", "c")]
+    assert [s.split(" (")[0] for s in read.skipped] == [f"{path}:2", f"{path}:4", f"{path}:6"]
+    warning = read.warning()
+    assert warning is not None and warning.startswith("3 line(s) that are not a JSON object")
+    assert [r["key"] for r in ResultStore(path).records()] == ["a", "c"]
+    assert capsys.readouterr().err == f"warning: {warning}\n"
+    warnings: list[str] = []
+    assert [r["key"] for _, r in read_checked(path, lambda w, r: None, 1 << 20, warnings)] \
+        == ["a", "c"]
+    assert warnings == [warning]
+    path.write_bytes(b'{"key": "a"}\n')
+    assert read_jsonl(path, 1 << 20).warning() is None
+    with pytest.raises(ResultFileError, match="byte limit"):
+        read_jsonl(path, 5)

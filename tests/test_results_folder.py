@@ -214,7 +214,7 @@ def test_report_rebuilds_any_folder(runs: dict[str, Path], tmp_path: Path,
     (folder / "summary.json").write_text('{"models": [')  # and the summary cut short
     assert main(["report", str(folder)]) == 0
     err = capsys.readouterr().err
-    assert "not JSON skipped" in err and f"results.jsonl:{len(lines)}" in err
+    assert "not a JSON object skipped" in err and f"results.jsonl:{len(lines)}" in err
     assert json.loads((folder / "summary.json").read_text())["counts"]["configs"] == \
         len(lines) - 1
     # Graph figures that are not numbers cost the report its figures, said once.

@@ -12,7 +12,7 @@ and the ratio other / baseline (of latencies, so below 1 means the other is
 faster), tested two ways:
 
 * the unit is the process where both inputs allow it
-  (:mod:`pyparbench.resultfiles.spread`): a row's figure is the median of
+  (:mod:`pyparbench.stats.spread`): a row's figure is the median of
   its processes' medians; the log ratio is tested against each input's
   spread between processes (pooled over every setting it measured in two or
   more processes: confirmation rounds, a setting under two names) with

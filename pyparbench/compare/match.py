@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pyparbench.compare.utest import CompareError, u_test
 from pyparbench.machine.fingerprint import fingerprint_differences
-from pyparbench.resultfiles import ResultSet, Row, estimate_ratio
+from pyparbench.resultfiles import ResultSet, Row
+from pyparbench.stats import ProcessSpread, estimate_ratio, input_spread
 
 __all__ = ["NORMALIZE", "Comparison", "CompareError", "Normalize", "Pair", "RowResult", "Side",
            "Test", "compare", "machine_differences"]
@@ -72,6 +73,9 @@ class Comparison:
     unknown: list[str]  # inputs with no pyparbench fingerprint
     pairs: list[Pair]
     notes: list[str]
+    # Each input's spread between processes (pyparbench.stats.input_spread),
+    # None for one that never measured a setting in two processes.
+    spreads: list[ProcessSpread | None] = field(default_factory=list)
 
 
 def _cores_used(row: Row, rs: ResultSet) -> int | None:
@@ -115,18 +119,19 @@ def _side(row: Row, rs: ResultSet, factor: float) -> Side:
 
 
 def _compare_rows(a: Row, b: Row, ra: ResultSet, rb: ResultSet, alpha: float,
-                  normalize: Normalize) -> RowResult:
+                  normalize: Normalize, spread_a: ProcessSpread | None,
+                  spread_b: ProcessSpread | None) -> RowResult:
     fa, why_a = _factor(a, ra, normalize)
     fb, why_b = _factor(b, rb, normalize)
     if fa is None or fb is None:
         return RowResult(a.key, a.label, None, None, None, None, False, why_a or why_b)
     sa, sb = _side(a, ra, fa), _side(b, rb, fb)
     ratio = sb.median / sa.median
-    if ra.spread is not None and rb.spread is not None and a.processes and b.processes:
-        # The unit is the process (pyparbench.resultfiles.spread): its runs
+    if spread_a is not None and spread_b is not None and a.processes and b.processes:
+        # The unit is the process (pyparbench.stats.spread): its runs
         # are not independent, and processes differ more than runs do.
         est = estimate_ratio([x * fa for x in a.processes], [x * fb for x in b.processes],
-                             ra.spread, rb.spread, level=1.0 - alpha)
+                             spread_a, spread_b, level=1.0 - alpha)
         return RowResult(a.key, a.label, sa, sb, ratio, est.p_value, est.p_value < alpha,
                          test="processes", low=est.low, high=est.high)
     p, why = u_test([x * fa for x in a.samples_ns], [x * fb for x in b.samples_ns], alpha)
@@ -171,9 +176,10 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
                 rs.notes.append(f"{rs.path}: the machine's core count is unknown; cores used "
                                 "are taken as the thread counts")
     diffs, unknown = machine_differences(inputs)
+    spreads = [input_spread(rs) for rs in inputs]
     base = inputs[0]
     pairs = []
-    for other in inputs[1:]:
+    for other, spread in zip(inputs[1:], spreads[1:], strict=True):
         pair = Pair(base.path, other.path)
         for key in sorted(set(base.rows) | set(other.rows),
                           key=lambda k: (base.rows.get(k) or other.rows[k]).label):
@@ -189,16 +195,18 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
                     f"{r.status} in {p}" + (f" ({_one_line(r.error)})" if r.error else "")
                     for p, r in bad))
             else:
-                pair.rows.append(_compare_rows(a, b, base, other, alpha, normalize))
+                pair.rows.append(_compare_rows(a, b, base, other, alpha, normalize,
+                                               spreads[0], spread))
         pairs.append(pair)
     unit = {"none": "ns", "per-core": "core-ns", "per-peak": "peak-GFLOP"}[normalize]
     notes = [n for rs in inputs for n in rs.notes]
-    if any(rs.spread is not None for rs in inputs):
+    if any(s is not None for s in spreads):
         notes += [f"{rs.path}: no setting measured in two processes, so how much its "
                   "processes differ is unknown; its rows are tested on per-run times (U "
                   "test), which reads any difference between two processes as significant"
-                  for rs in inputs if rs.spread is None]
-    return Comparison(list(inputs), alpha, normalize, unit, diffs, unknown, pairs, notes)
+                  for rs, s in zip(inputs, spreads, strict=True) if s is None]
+    return Comparison(list(inputs), alpha, normalize, unit, diffs, unknown, pairs, notes,
+                      spreads)
 
 
 def _one_line(text: str, limit: int = 80) -> str:

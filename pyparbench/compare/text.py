@@ -32,10 +32,11 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "unit": c.unit,
         "inputs": [{"path": rs.path, "source": rs.source, "kind": rs.kind,
                     "rows": len(rs.rows), "fingerprint": rs.fields, "cores": rs.cores,
-                    "spread": None if rs.spread is None else rs.spread.as_dict(),
+                    "spread": None if s is None else s.as_dict(),
                     "peak_gflops": ({str(k): v for k, v in sorted(rs.peak_gflops.items())}
                                     if rs.peak_gflops is not None else None)}
-                   for rs in c.inputs],
+                   for rs, s in zip(c.inputs, c.spreads or [None] * len(c.inputs),
+                                    strict=True)],
         "machine_differences": c.differences,
         "no_fingerprint": c.unknown,
         "comparisons": [{

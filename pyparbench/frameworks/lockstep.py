@@ -29,13 +29,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from pyparbench.frameworks.child import STEP_MARK
 from pyparbench.child_process import ChildFailed
 from pyparbench.frameworks.launch import ChildPlan, Job, child_record, plan_child, start_child
 from pyparbench.frameworks.spec import GraphLike
 from pyparbench.settings import Settings
+from pyparbench.stats import estimate_paired_ratio, median_interval
 
 __all__ = ["Contender", "LockstepResult", "PairedRatio", "median_interval", "run_lockstep"]
 
@@ -62,30 +61,12 @@ class Contender:
         return f"{self.framework}/{self.mode}" if self.mode else self.framework
 
 
-def median_interval(n: int, confidence: float = 0.95) -> tuple[int, int]:
-    """0-based indices (lo, hi) into n sorted samples that bracket their
-    median with at least ``confidence`` (order statistics of Binomial(n, 1/2));
-    (0, n - 1) when n is too small for that confidence."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    tail = (1.0 - confidence) / 2.0
-    below = 0.0  # P(X < k + 1) for X ~ Binomial(n, 1/2), accumulated
-    k = 0
-    while True:
-        below += math.comb(n, k) / 2.0**n
-        if below > tail:
-            break
-        k += 1
-    return (k - 1, n - k) if k > 0 else (0, n - 1)
-
-
 @dataclass(frozen=True)
 class PairedRatio:
-    """``a`` against ``b`` over paired steps: the median of b's time over a's
-    (above 1: a is faster), its confidence interval, and in how many steps
-    a was faster."""
+    """``a`` against ``b`` over paired steps: b's time over a's read in
+    pairs (:func:`pyparbench.stats.estimate_paired_ratio`, the median of the
+    per-step log ratios; above 1: a is faster), its distribution-free
+    confidence interval, and in how many steps a was faster."""
 
     a: str
     b: str
@@ -130,10 +111,9 @@ class LockstepResult:
         n = self.steps
         if n == 0:
             raise ValueError(f"no completed steps to compare {a} with {b}")
-        r = np.sort(np.asarray(self.ns[b][:n]) / np.asarray(self.ns[a][:n]))
-        lo, hi = median_interval(n, confidence)
-        return PairedRatio(a, b, float(np.median(r)), float(r[lo]), float(r[hi]),
-                           int(np.count_nonzero(r > 1.0)), n)
+        est = estimate_paired_ratio(list(zip(self.ns[a][:n], self.ns[b][:n], strict=True)),
+                                    level=confidence)
+        return PairedRatio(a, b, est.ratio, est.low, est.high, est.above, n)
 
     def as_dict(self) -> dict[str, Any]:
         return {"labels": self.labels, "ns": self.ns, "errors": self.errors,

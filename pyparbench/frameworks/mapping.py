@@ -48,19 +48,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pyparbench.names import DEFAULT_MODES, FRAMEWORKS, MODES, check_framework, check_mode
 from pyparbench.settings import Settings
 
 __all__ = ["DEFAULT_MODES", "FRAMEWORKS", "MODES", "FrameworkConfig", "NotApplicable",
            "check_framework", "check_mode", "map_settings"]
 
-FRAMEWORKS = ("tensorflow", "torch", "onnxruntime")
-MODES: dict[str, tuple[str, ...]] = {
-    "tensorflow": ("function", "xla"),
-    "torch": ("eager", "script", "compile"),
-    "onnxruntime": ("all", "extended", "basic", "disabled"),
-}
-DEFAULT_MODES: dict[str, tuple[str, ...]] = {
-    "tensorflow": ("function",), "torch": ("eager", "script"), "onnxruntime": ("all",)}
 
 
 @dataclass(frozen=True)
@@ -90,24 +83,6 @@ class FrameworkConfig:
                 "settings": self.settings.as_dict(), "cpus": self.cpus, "env": self.env,
                 "knobs": self.knobs,
                 "not_applicable": [asdict(n) for n in self.not_applicable]}
-
-
-def check_framework(name: object) -> str:
-    """``name`` if it is a framework name, else ValueError listing them."""
-    if name not in FRAMEWORKS:
-        raise ValueError(f"unknown framework {name!r}; valid: {', '.join(FRAMEWORKS)}")
-    return str(name)
-
-
-def check_mode(framework: str, mode: object) -> str:
-    """``mode`` if the framework has it (None: its first default), else ValueError."""
-    check_framework(framework)
-    if mode is None:
-        return DEFAULT_MODES[framework][0]
-    if mode not in MODES[framework]:
-        raise ValueError(f"unknown {framework} mode {mode!r}; valid: "
-                         f"{', '.join(MODES[framework])}")
-    return str(mode)
 
 
 def _common(cfg: FrameworkConfig) -> None:

@@ -13,7 +13,7 @@ checked: when the recommender's setting is not the best measured (by more
 than :data:`THRESHOLD`), when the regret's interval over processes reaches
 past :data:`THRESHOLD` (it is wide: the run cannot tell whether the
 recommendation is within 3 % of the best;
-:func:`pyparbench.resultfiles.processes.regret_estimate`, from the spread
+:func:`pyparbench.stats.regret_estimate`, from the spread
 of every setting the run measured in several processes), or when the
 study's tuner or Intel's preset measured faster than it, the recommended
 setting, the best one and those of the rivals measured faster
@@ -24,8 +24,8 @@ furthest go first. A round's settings of one row are measured in turns
 (:mod:`pyparbench.harness.turns`): the regret is their ratio, and in turns
 a slow spell of the machine falls on both sides of it. The summary then
 takes each setting's median over its rounds
-(:func:`pyparbench.resultfiles.processes.merge_settings`) and reads each
-regret in pairs of rounds (:func:`pyparbench.resultfiles.processes.regret_of`). A
+(:func:`pyparbench.stats.merge_settings`) and reads each
+regret in pairs of rounds (:func:`pyparbench.stats.regret_of`). A
 second pass measures ``rounds`` more of each setting of a row still off or
 still wide (the first pass's processes make the spread known where the
 suite alone left it unknown), and a best that changed to a setting
@@ -38,11 +38,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from pyparbench.harness.runner import Config
-from pyparbench.resultfiles import ProcessSpread, Result
-from pyparbench.resultfiles.processes import (
+from pyparbench.resultfiles import Result, RunConfig
+from pyparbench.stats import (
     MergedSetting,
+    ProcessSpread,
     merge_settings,
+    paired_ratio_of,
     regret_estimate,
     regret_of,
     run_spread,
@@ -84,7 +85,9 @@ def _to_confirm(merged: Sequence[MergedSetting], spread: ProcessSpread | None,
     regret = regret_of(rec, best)
     estimate = regret_estimate(rec, best, spread)
     reach = max(regret, estimate.high - 1.0) if estimate is not None else regret
-    ahead = [m for m in map(named, RIVALS) if m is not None and m.median < rec.median]
+    # A rival ahead of it in the rounds that measured both (read in pairs, as
+    # the regret is), or by its figure where they share no round.
+    ahead = [m for m in map(named, RIVALS) if m is not None and paired_ratio_of(rec, m) > 1.0]
     if reach <= threshold and not ahead:
         return reach, []
     unique = {id(m): m for m in (rec, best, *ahead)}
@@ -92,7 +95,7 @@ def _to_confirm(merged: Sequence[MergedSetting], spread: ProcessSpread | None,
 
 
 def confirmations(records: Sequence[Result], rounds: int, *,
-                  threshold: float = THRESHOLD, depth: int = 1) -> list[Config]:
+                  threshold: float = THRESHOLD, depth: int = 1) -> list[RunConfig]:
     """The configurations to run so that every setting a reported regret
     depends on (see the module docstring) has been measured in rounds 1 to
     ``rounds`` x ``depth`` besides the suite's (round 0): round-major across
@@ -102,12 +105,12 @@ def confirmations(records: Sequence[Result], rounds: int, *,
         return []
     rows = _rows(records)
     spread = run_spread(r for rs in rows.values() for r in rs)
-    wanted: list[tuple[float, list[list[Config]]]] = []
+    wanted: list[tuple[float, list[list[RunConfig]]]] = []
     for row in rows.values():
         reach, todo = _to_confirm(merge_settings(row), spread, threshold)
         settings = []
         for m in todo:
-            configs = [Config.from_dict(r.config.as_dict()) for r in m.records]
+            configs = [r.config for r in m.records]
             base = replace(configs[0], round=0)
             # Every setting of the row in every round, under any of its names:
             # a regret compares settings measured in the same rounds.

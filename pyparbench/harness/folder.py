@@ -6,10 +6,11 @@ Every file is read through :mod:`pyparbench.resultfiles`, as hostile as
 any input: ``results.jsonl`` (the model configurations), ``operators.jsonl``
 (the operator measurements), every ``peak-<id>.json`` (the ceilings of each
 machine that measured into the folder) and the conditions an earlier
-``summary.json`` recorded. A line that is not JSON, as a run killed while
-writing leaves it (the store starts the next record on a line of its own),
-is skipped with a warning; a line that is JSON but not a record is an
-error naming it.
+``summary.json`` recorded. The JSONL files are read as the store reads
+them on resume (:func:`pyparbench.resultfiles.read_jsonl`): a line that is
+not one JSON object, as a run killed while writing leaves it (the store
+starts the next record on a line of its own), is skipped with a warning;
+an object that is not a record is an error naming it.
 
 Each operator measurement is put on the roofline of the ceilings of the
 host that measured it (the peak file its ``peak_id`` names), so that the
@@ -31,8 +32,8 @@ from pyparbench.resultfiles import (
     Result,
     ResultFileError,
     check_record,
-    loads,
     parse_json,
+    read_jsonl,
     read_result,
     read_text,
 )
@@ -42,16 +43,15 @@ from pyparbench.resultfiles.measurements import (
     conditions,
     read_peak_file,
 )
-from pyparbench.resultfiles.values import get_int, get_string, is_number, json_error, json_type
+from pyparbench.resultfiles.values import get_int, get_string, is_number, json_type
 
 if TYPE_CHECKING:
     from pyparbench.machine.peak import Peak
 
 __all__ = ["GRAPHS_FILE", "OPERATORS_FILE", "RESULTS_FILE", "ResultsFolder",
-           "check_results_record", "folder_of", "load_or_measure", "read_folder", "read_graphs",
-           "read_jsonl",
-           "read_peaks", "read_summary_conditions", "results_file", "write_folder_report",
-           "write_graphs"]
+           "check_results_record", "folder_of", "load_or_measure", "read_checked", "read_folder",
+           "read_graphs", "read_peaks", "read_summary_conditions", "results_file",
+           "write_folder_report", "write_graphs"]
 
 RESULTS_FILE = "results.jsonl"
 OPERATORS_FILE = "operators.jsonl"
@@ -88,36 +88,24 @@ def folder_of(results: Path) -> Path:
     return results.parent
 
 
-def read_jsonl(path: Path, check: Callable[[str, dict[str, Any]], None], max_bytes: int,
-               warnings: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """(``path:line``, record) for each record of a JSONL file, each passed
-    through ``check``; lines that are not JSON are skipped, said in ``warnings``.
+def read_checked(path: Path, check: Callable[[str, dict[str, Any]], None], max_bytes: int,
+                 warnings: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(``path:line``, record) for each record of a JSONL file
+    (:func:`pyparbench.resultfiles.read_jsonl`: a line that is not one JSON
+    object is skipped, said in ``warnings``), each passed through ``check``.
 
     Raises
     ------
     ResultFileError
-        Too large, not a regular file, or a JSON line that is not a record.
+        Too large, not a regular file, or a record ``check`` refuses.
     """
-    out: list[tuple[str, dict[str, Any]]] = []
-    skipped: list[str] = []
-    for n, line in enumerate(read_text(path, max_bytes).splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{n}"
-        try:
-            value = loads(line)
-        except (ValueError, RecursionError) as e:
-            skipped.append(f"{where} ({json_error(e)})")
-            continue
-        if not isinstance(value, dict):
-            raise ResultFileError(where, f"a JSON {json_type(value)}, not a record (an object)")
+    read = read_jsonl(path, max_bytes)
+    for where, value in read.records:
         check(where, value)
-        out.append((where, value))
-    if skipped:
-        more = f" and {len(skipped) - _SHOWN} more" if len(skipped) > _SHOWN else ""
-        warnings.append(f"{len(skipped)} line(s) that are not JSON skipped (cut short when "
-                        f"a run was killed while writing?): {', '.join(skipped[:_SHOWN])}{more}")
-    return out
+    warning = read.warning(_SHOWN)
+    if warning is not None:
+        warnings.append(warning)
+    return read.records
 
 
 def check_results_record(where: str, r: dict[str, Any]) -> None:
@@ -308,10 +296,11 @@ def read_folder(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Resu
     results = results_file(path)
     folder = folder_of(results)
     warnings: list[str] = []
-    records = [read_result(where, r) for where, r in read_jsonl(results, _check_key,
-                                                                  max_bytes, warnings)]
+    records = [read_result(where, r) for where, r in read_checked(results, _check_key,
+                                                                    max_bytes, warnings)]
     ops = folder / OPERATORS_FILE
-    op_records = ([r for _, r in read_jsonl(ops, check_operator_record, max_bytes, warnings)]
+    op_records = ([r for _, r in read_checked(ops, check_operator_record, max_bytes,
+                                              warnings)]
                   if ops.is_file() else [])
     peaks = read_peaks(folder, max_bytes)
     op_records, lacking = on_own_peaks(op_records, peaks)

@@ -41,9 +41,9 @@ from pyparbench.harness.folder import (
     OPERATORS_FILE,
     check_results_record,
     folder_of,
+    read_checked,
     read_folder,
     read_graphs,
-    read_jsonl,
     read_summary_conditions,
     results_file,
     write_folder_report,
@@ -105,7 +105,7 @@ class MergeReport:
 def _read(path: Path, order0: int, max_bytes: int, warnings: list[str],
           check: Callable[[str, dict[str, Any]], None] = check_results_record) -> list[Source]:
     return [Source(where, order0 + i, r)
-            for i, (where, r) in enumerate(read_jsonl(path, check, max_bytes, warnings))]
+            for i, (where, r) in enumerate(read_checked(path, check, max_bytes, warnings))]
 
 
 def _refusal(first: str, where: str, diffs: Sequence[Difference]) -> str:

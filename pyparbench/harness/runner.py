@@ -21,7 +21,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from pyparbench import child_process
@@ -36,20 +35,9 @@ __all__ = ["MIN_MEASURE_S", "TEST_FAULT_ENV", "Config", "apply_test_fault", "che
            "record_failures", "run_config", "run_configs"]
 
 
-@dataclass(frozen=True)
-class Config(RunConfig):
-    """One measurement to make (:class:`~pyparbench.resultfiles.RunConfig`,
-    the configuration a result record names), with a framework's mode
-    resolved: the mode a run records is the one the framework's child will
-    use."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.framework is None:
-            return
-        from pyparbench.frameworks.mapping import check_mode
-
-        object.__setattr__(self, "mode", check_mode(self.framework, self.mode))
+# One measurement to make: the configuration a result record names (its
+# framework's mode resolved when made), under its older name.
+Config = RunConfig
 
 
 def run_config(config: Config, *, timeout: float = 600.0,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pyparbench.machine.fingerprint import resume_conflicts
-from pyparbench.resultfiles import DEFAULT_MAX_BYTES, loads, read_bytes
+from pyparbench.resultfiles import DEFAULT_MAX_BYTES, read_jsonl
 from pyparbench.resultfiles.schema import SCHEMA, STATUSES, Result
 from pyparbench.resultfiles.values import show
 
@@ -27,23 +27,8 @@ __all__ = ["ResultStore"]
 
 R = TypeVar("R")
 
-# Warnings printed for the bad lines of one file; the rest are counted.
+# Bad lines of one file named in its warning; the rest are counted.
 _WARNINGS = 5
-
-
-def _record(raw: bytes) -> dict[str, Any] | str:
-    """One line's record, or what is wrong with it."""
-    try:
-        record = loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        return "is not text"
-    except RecursionError:
-        return "is nested too deeply"
-    except ValueError:  # JSONDecodeError, NaN / Infinity, a number of 5000 digits
-        return "is not JSON"
-    if not isinstance(record, dict):
-        return "is not a result record"
-    return record
 
 
 class ResultStore:
@@ -54,10 +39,11 @@ class ResultStore:
         self.path = Path(path).absolute()
 
     def records(self, *, max_bytes: int | None = None) -> list[dict[str, Any]]:
-        """Every whole line that is a JSON object. A line cut short by a crash
-        (or any line that is not one JSON object: binary junk, NaN, nesting
-        too deep) is skipped with a warning, so a crash never costs the other
-        results.
+        """Every line that is one JSON object, read as every JSONL file of a
+        run is (:func:`pyparbench.resultfiles.read_jsonl`): a line cut short
+        by a crash, or any line that is not one JSON object (binary junk,
+        NaN, nesting too deep, a JSON array), is skipped with one warning on
+        stderr, so a crash never costs the other results.
 
         Raises
         ------
@@ -67,24 +53,11 @@ class ResultStore:
         """
         if not self.path.exists():
             return []
-        data = read_bytes(self.path, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
-        out = []
-        skipped: list[str] = []
-        for n, raw in enumerate(data.split(b"\n"), 1):
-            if not raw.strip():
-                continue
-            record = _record(raw)
-            if isinstance(record, str):
-                skipped.append(f"{self.path}:{n} {record}, ignored")
-                continue
-            out.append(record)
-        # A hostile or corrupt file may have millions of bad lines: say a few.
-        for line in skipped[:_WARNINGS]:
-            print(f"warning: {line}", file=sys.stderr)
-        if len(skipped) > _WARNINGS:
-            print(f"warning: {len(skipped) - _WARNINGS} more lines of {self.path} ignored",
-                  file=sys.stderr)
-        return out
+        read = read_jsonl(self.path, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
+        warning = read.warning(_WARNINGS)
+        if warning is not None:
+            print(f"warning: {warning}", file=sys.stderr)
+        return [r for _, r in read.records]
 
     def check_resumable(self, machine: Mapping[str, Any],
                         check: Callable[[str, dict[str, Any]], None] | None = None

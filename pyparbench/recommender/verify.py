@@ -18,6 +18,7 @@ from typing import Any
 
 from pyparbench.graph import Graph
 from pyparbench.settings import Settings
+from pyparbench.stats import estimate_paired_ratio
 
 __all__ = ["CONSISTENT", "MARGIN", "SWITCH", "TOP", "Verified", "measure_whole", "paired_gain",
            "repeats_for", "rounds_for", "runner", "verify_choice"]
@@ -146,9 +147,18 @@ def verify_choice(chosen: Settings, measured: Sequence[Verified],
 
 def paired_gain(mine: Verified, other: Verified, value: Callable[[Verified], float],
                 higher_is_better: bool) -> tuple[float, float]:
-    """How much faster ``other`` measured than ``mine``: the median over
-    rounds of the two settings' ratio in the same round (above 1: ``other``
-    faster), and the share of rounds in which ``other`` was faster."""
-    gains = [value(b) / value(a) if higher_is_better else value(a) / value(b)
+    """How much faster ``other`` measured than ``mine``: the two settings'
+    ratio read in pairs of rounds (above 1: ``other`` faster;
+    :func:`pyparbench.stats.estimate_paired_ratio`, the median of the
+    per-round log ratios), and the share of rounds in which ``other`` was
+    faster.
+
+    Raises
+    ------
+    ValueError
+        No round of both, or a value that is not a positive number.
+    """
+    pairs = [(value(a), value(b)) if higher_is_better else (value(b), value(a))
              for a, b in zip(_rounds(mine), _rounds(other), strict=False)]
-    return statistics.median(gains), sum(g > 1.0 for g in gains) / len(gains)
+    est = estimate_paired_ratio(pairs)
+    return est.ratio, est.share_above

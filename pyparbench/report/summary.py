@@ -22,7 +22,7 @@ beside it (``median_ns``) so the two can be matched exactly:
     The ceilings (:meth:`Peak.as_dict`), or None.
 ``spread``
     How much one setting's processes differ on this run (pooled over every
-    setting measured in two or more processes, :mod:`pyparbench.resultfiles.spread`):
+    setting measured in two or more processes, :mod:`pyparbench.stats.spread`):
     {sigma (of ln process median), df, settings}, or None when no setting
     was measured twice.
 ``hosts``
@@ -38,9 +38,11 @@ beside it (``median_ns``) so the two can be matched exactly:
 ``models``
     Per model and batch: ``best`` (the fastest setting measured), ``presets``
     (each preset's latency), ``speedup`` {preset: preset latency / best
-    latency}, ``regret`` {chooser: how much slower than the best, 0 or more:
-    the median over the rounds that measured both of the ratio of their
-    round medians - 1 (:func:`pyparbench.resultfiles.processes.regret_of`)}, for
+    latency, read in pairs as the regret is: the median over the rounds that
+    measured both of the ratio of their round medians, the ratio of their
+    figures without a shared round (:func:`pyparbench.stats.paired_ratio_of`)},
+    ``regret`` {chooser: how much slower than the best, 0 or more: the same
+    paired ratio - 1 (:func:`pyparbench.stats.regret_of`)}, for
     the study's tuner (``tftuner``), Intel's preset (``intel``) and, when configurations named
     ``recommended`` were run, the recommender (``recommended``);
     ``regret_interval`` {chooser: {low, high, level (0.95), includes_zero,
@@ -63,7 +65,7 @@ beside it (``median_ns``) so the two can be matched exactly:
     names, such as a preset and the recommended setting, or again in the
     main job's confirmation rounds) is one setting whose latency is the
     median over rounds of each round's median of its processes' medians
-    (:func:`pyparbench.resultfiles.processes.merge_settings`), its
+    (:func:`pyparbench.stats.merge_settings`), its
     ``q1_ms`` / ``q3_ms`` the lowest and highest process median, and its
     label names each name it ran under.
 ``framework_overhead``
@@ -89,15 +91,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyparbench.names import PRESETS
-from pyparbench.resultfiles import ProcessSpread, Result
-from pyparbench.resultfiles.processes import (
+from pyparbench.resultfiles import Result
+from pyparbench.settings import Settings
+from pyparbench.stats import (
     MergedSetting,
+    ProcessSpread,
     merge_settings,
+    paired_ratio_of,
     regret_estimate,
     regret_of,
     run_spread,
 )
-from pyparbench.settings import Settings
 
 if TYPE_CHECKING:
     from pyparbench.machine.peak import Peak
@@ -253,7 +257,8 @@ def _model_entry(model: str, batch: int, rs: Sequence[Result], spread: ProcessSp
     chosen = {k: v for k, v in named.items() if k in CHOOSERS}
     entry["chosen"] = {k: _timing(v) for k, v in chosen.items()}
     if best is not None:
-        entry["speedup"] = {k: v["median_ns"] / best.median for k, v in entry["presets"].items()}
+        entry["speedup"] = {k: paired_ratio_of(v, best) for k, v in named.items()
+                            if k in PRESET_NAMES}
         entry["regret"] = {k: regret_of(v, best) for k, v in chosen.items()}
         entry["regret_interval"] = {k: _interval(v, best, spread) for k, v in chosen.items()}
     else:

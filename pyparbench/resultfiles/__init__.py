@@ -23,8 +23,12 @@ The package: ``values`` (safe reading, value checks, ``ResultFileError``),
 ``ResultSet``), ``schema`` (the main job's typed record ``Result`` with its
 ``RunConfig`` and timing ``Summary``, its statuses and schema version, and
 the checks of a record read back), ``records`` (our JSONL records and
-summaries), ``spread`` (how much a setting's processes differ: the unit of
-compare's test and of the main job's regret intervals), ``pytest_benchmark``.
+summaries), ``measurements`` (operator records, peak files, conditions),
+``pytest_benchmark``. What is computed from the rows (how much a setting's
+processes differ, ratios, regrets) is :mod:`pyparbench.stats`'s; the names
+it took from here (``ProcessSpread``, ``RatioEstimate``, ``estimate_ratio``,
+``pooled_spread``, and the modules ``spread`` and ``processes``) are still
+importable from here.
 
 A file comes from somewhere else and is treated as hostile: it is parsed with
 :mod:`json` only, never larger than a size limit, and every value used is
@@ -47,9 +51,9 @@ from pyparbench.resultfiles.records import (
 )
 from pyparbench.resultfiles.rows import ResultSet, Row
 from pyparbench.resultfiles.schema import SCHEMA, STATUSES, Result, RunConfig
-from pyparbench.resultfiles.spread import ProcessSpread, RatioEstimate, estimate_ratio, pooled_spread
 from pyparbench.resultfiles.values import (
     DEFAULT_MAX_BYTES,
+    JsonlRead,
     ResultFileError,
     first_line_is_object,
     json_error,
@@ -60,11 +64,13 @@ from pyparbench.resultfiles.values import (
     parse_size,
     printable,
     read_bytes,
+    read_jsonl,
     read_text,
 )
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "JsonlRead",
     "ProcessSpread",
     "RatioEstimate",
     "Result",
@@ -85,10 +91,26 @@ __all__ = [
     "pooled_spread",
     "printable",
     "read_bytes",
+    "read_jsonl",
     "read_result",
     "read_text",
     "resolve",
 ]
+
+
+# Names that moved to pyparbench.stats, still importable from here.
+_MOVED = ("ProcessSpread", "RatioEstimate", "estimate_ratio", "pooled_spread")
+
+
+def __getattr__(name: str) -> Any:
+    """The names that moved to :mod:`pyparbench.stats.spread`, imported when
+    first asked for (pyparbench.stats reads this package's records: an
+    import at the top would be a circle)."""
+    if name in _MOVED:
+        from pyparbench.stats import spread
+
+        return getattr(spread, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resolve(path: str | Path) -> tuple[Path, Path | None]:

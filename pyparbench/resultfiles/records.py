@@ -12,7 +12,6 @@ from pyparbench.machine.fingerprint import fingerprint_differences
 from pyparbench.resultfiles.fingerprint import fingerprint_fields
 from pyparbench.resultfiles.rows import ResultSet, Row, set_machine
 from pyparbench.resultfiles.schema import Result, check_record
-from pyparbench.resultfiles.spread import pooled_spread
 from pyparbench.resultfiles.values import (
     MAX_COUNT,
     ResultFileError,
@@ -161,8 +160,8 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
     for key, entry in entries.items():
         rs.rows[key] = _row(key, entry, groups[entry.group], processes)
     if processes:
-        rs.spread = pooled_spread(
-            [float(r["summary"]["median"]) for r in g] for g in groups.values())
+        rs.process_groups = [tuple(float(r["summary"]["median"]) for r in g)
+                             for g in groups.values()]
     if not rs.rows and not allow_empty:
         raise ResultFileError(source, "no result records")
     return rs

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pyparbench.resultfiles.fingerprint import fingerprint_fields, usable_cores
-from pyparbench.resultfiles.spread import ProcessSpread
 from pyparbench.resultfiles.values import ResultFileError, show
 
 __all__ = ["Kind", "ResultSet", "Row", "set_machine"]
@@ -53,9 +52,11 @@ class ResultSet:
     cores: int | None  # physical cores the process could use, when known
     peak_gflops: dict[int, float] | None = None  # measured FMA peak per thread count
     notes: list[str] = field(default_factory=list)
-    # How much its settings' processes differ (pyparbench.resultfiles.spread);
-    # None when no setting of the input was measured in two processes.
-    spread: ProcessSpread | None = None
+    # Each setting's process medians (ns), one group per setting whatever
+    # names it ran under, when the file tells processes apart: what the
+    # input's spread between processes is pooled from
+    # (pyparbench.stats.input_spread).
+    process_groups: list[tuple[float, ...]] = field(default_factory=list)
 
 
 def set_machine(rs: ResultSet, where: str | Path, name: str, machine: Any) -> None:

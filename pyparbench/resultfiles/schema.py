@@ -33,6 +33,7 @@ from pyparbench.resultfiles.values import (
     is_plain,
     show,
 )
+from pyparbench.names import check_mode
 from pyparbench.settings import Settings
 from pyparbench.timing import Summary
 
@@ -56,7 +57,10 @@ class RunConfig:
     what the recommender predicted for this setting (kept with the result,
     not part of its identity). ``round`` > 0: a further measurement of the
     same configuration in another process, at another time (the main job's
-    confirmation rounds)."""
+    confirmation rounds). A framework's ``mode`` is resolved when the
+    configuration is made (None: the framework's default,
+    :func:`pyparbench.names.check_mode`): the mode a record holds is the one
+    its child used."""
 
     model: str
     batch: int
@@ -76,6 +80,8 @@ class RunConfig:
         if self.framework is None and self.mode is not None:
             raise ValueError(f"mode {self.mode!r} without a framework: a mode is one "
                              f"of a framework's (pyparbench.frameworks.MODES)")
+        if self.framework is not None:
+            object.__setattr__(self, "mode", check_mode(self.framework, self.mode))
 
     @property
     def name(self) -> str:

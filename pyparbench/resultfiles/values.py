@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "MAX_COUNT",
     "MAX_NS",
+    "JsonlRead",
     "ResultFileError",
     "canonical",
     "duration",
@@ -34,6 +36,7 @@ __all__ = [
     "parse_size",
     "printable",
     "read_bytes",
+    "read_jsonl",
     "read_text",
     "reject_constant",
     "show",
@@ -169,6 +172,72 @@ def parse_jsonl(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
             raise ResultFileError(f"{path}:{n}", f"a JSON {json_type(value)}, not a result record "
                                                  "(an object)")
         out.append((n, value))
+    return out
+
+
+@dataclass
+class JsonlRead:
+    """The objects of a JSONL file, each with where it was read
+    (``path:line``), and the lines skipped (``path:line (why)``)."""
+
+    records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def warning(self, shown: int = 5) -> str | None:
+        """One line saying which lines were skipped (the first ``shown`` named,
+        the rest counted); None when none was."""
+        if not self.skipped:
+            return None
+        n = len(self.skipped)
+        more = f" and {n - shown} more" if n > shown else ""
+        return printable(f"{n} line(s) that are not a JSON object skipped (cut short when "
+                         f"a run was killed while writing?): "
+                         f"{', '.join(self.skipped[:shown])}{more}")
+
+
+def _line_object(raw: bytes) -> dict[str, Any] | str:
+    """One line's JSON object, or why it is not one."""
+    try:
+        value = loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    except (ValueError, RecursionError) as e:
+        return json_error(e)
+    if not isinstance(value, dict):
+        return f"a JSON {json_type(value)}, not an object"
+    return value
+
+
+def read_jsonl(path: Path, max_bytes: int) -> JsonlRead:
+    """Every line of a JSONL file that is one JSON object, in order: the one
+    reader of the main job's own files (its store on resume, a results
+    folder read back, a merge of shards).
+
+    The policy, one for every reader: each non-blank line is read on its
+    own, and a line that is not one JSON object (cut short, not UTF-8,
+    NaN or Infinity, nested too deeply, or a JSON value other than an
+    object) is skipped and listed in ``skipped``, never raised. A run
+    killed while writing a record leaves its last line torn, and the store
+    starts the next record on a line of its own, so on resume a torn line
+    may sit anywhere: a finished result must never be lost with it. Whether
+    an object is a usable record is its reader's check, which raises naming
+    the line.
+
+    Raises
+    ------
+    ResultFileError
+        The file is missing, not a regular file, or over ``max_bytes``.
+    """
+    out = JsonlRead()
+    for n, raw in enumerate(read_bytes(path, max_bytes).split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{n}"
+        value = _line_object(raw)
+        if isinstance(value, str):
+            out.skipped.append(f"{where} ({value})")
+        else:
+            out.records.append((where, value))
     return out
 
 
