@@ -29,11 +29,8 @@ __all__ = ["VM_SHARE_PER_CORE", "FALLBACK_CACHE_BYTES", "running_under_hyperviso
 
 # The most L3 per core of the x86 and Arm server parts a VM is usually cut
 # from (Intel Xeon 1.5-5 MiB, AMD EPYC 4 MiB, Graviton / Neoverse 0.5-1.5 MiB
-# per core; AMD's 3D V-Cache parts, 12 MiB, are the exception). Measured on a
-# 2-vCPU VM that reports a 300 MiB L3: MobileNet-v2 at batch 8 ran 8 % faster
-# micro-batched with the budget this cap gives than without the pass, i.e.
-# the 300 MiB was not there for it (the module's tests and the README give
-# the command).
+# per core; AMD's 3D V-Cache parts, 12 MiB, are the exception): a VM's vCPU
+# is given no more of the host's L3 than a core of such a part has.
 VM_SHARE_PER_CORE = 4 << 20
 # What a machine whose hwloc reports no cache is assumed to have, for all of
 # its cores together.

@@ -183,8 +183,7 @@ def split_batch(g: Graph, plan: MicroBatchPlan) -> Graph:
 # left to weights, the next node's data and other processes. Measured on a
 # 32 MiB-L3 Zen 4 with the team on every core: MobileNet-v2's pointwise convs
 # run at 180-210 GFLOP/s moving 4.4 MB (an eighth) and at 85-100 moving
-# 9-17 MB; measured again on a 2-vCPU VM (a 300 MiB L3 reported, a 4 MiB
-# share per vCPU: see pyparbench.threading.cache_share).
+# 9-17 MB.
 BUDGET_SHARE = 1 / 8
 
 
