@@ -94,7 +94,7 @@ def child_cpus(settings: Settings) -> list[int] | None:
     from pyparbench.threading.topology import topology
 
     placement = place(topology(), settings.affinity, settings.instances * settings.inter_op,
-                      settings.intra_op, smt=settings.smt)
+                      settings.intra_op, smt=settings.smt, group=settings.inter_op)
     return list(placement.cpus) if placement.pinned else None
 
 

@@ -43,7 +43,7 @@ from pyparbench.graph import NATIVE_ATTRS, Graph, Node
 from pyparbench.graph.builder import rebuild
 from pyparbench.graph.passes import (BLOCKED_LAYOUTS, PASSES, OptimizeResult, cache_budget_bytes,
                                      optimize, pipeline)
-from pyparbench.settings import Settings, allowed_sockets, team_cpus
+from pyparbench.settings import Settings, numa_domains, team_cpus
 from pyparbench.threading.audit import (NodeThreads, ThreadAudit, ThreadingMismatch,
                                         ThreadingMismatchError)
 from pyparbench.threading.placement import place
@@ -171,8 +171,10 @@ def resolve(settings: Settings, graph: Graph, topology: Topology | None = None,
         if placement.pinned:
             s.worker_cpus = [list(p or ()) for p in placement.pools]
     if settings.placement == "per-socket":
-        sockets = allowed_sockets(topo)
-        s.groups = min(settings.inter_op, sockets if sockets > 1 else 2)
+        # On a package with several NUMA nodes (SNC, NPS), the groups are the
+        # NUMA domains: compact placement keeps a group's workers in one.
+        domains = numa_domains(topo)
+        s.groups = min(settings.inter_op, domains if domains > 1 else 2)
         s.node_group = branch_groups(graph, s.groups)
     return s
 
@@ -695,7 +697,8 @@ def _instance_plans(graphs: Sequence[Graph], settings: Settings, topology: Topol
     topo = topology if topology is not None else this_machine()
     one = settings.with_(instances=1)
     placement = place(topo, settings.affinity if settings.affinity != "none" else "compact",
-                      k * settings.inter_op, settings.intra_op, smt=settings.smt)
+                      k * settings.inter_op, settings.intra_op, smt=settings.smt,
+                      group=settings.inter_op)
     per = settings.inter_op
     variants, natives = [], []
     for i, graph in enumerate(graphs):

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from pyparbench.threading.topology import Topology
 
 __all__ = ["PRESETS", "Settings", "allowed_cores", "allowed_layout", "allowed_sockets",
-           "preset", "team_cpus"]
+           "instance_cpus", "numa_domains", "preset", "team_cpus"]
 
 Affinity = Union[str, tuple[tuple[int, ...], ...]]
 OmpWait = Union[None, str, int]
@@ -192,11 +192,37 @@ def team_cpus(settings: Settings, topo: Topology) -> tuple[int, ...]:
     affinity = "compact" if settings.affinity == "none" else settings.affinity
     try:
         first = place(topo, affinity, settings.instances * settings.inter_op,
-                      settings.intra_op, smt=settings.smt).pools[0]
+                      settings.intra_op, smt=settings.smt, group=settings.inter_op).pools[0]
     except ValueError:
         first = place(topo, "compact", 1, max(1, min(settings.intra_op, allowed_cores(topo))),
                       smt=False).pools[0]
     return tuple(first or topo.allowed_cpus)
+
+
+def instance_cpus(settings: Settings, topo: Topology) -> tuple[tuple[int, ...], ...]:
+    """The OS CPU numbers each instance of ``settings`` is pinned to on
+    ``topo``: its inter_op workers' teams, one list per instance (compact
+    placement where the setting pins nothing, as instances are run).
+
+    Raises
+    ------
+    ValueError
+        The setting does not fit ``topo`` (more threads than CPUs to pin).
+    """
+    affinity = "compact" if settings.affinity == "none" else settings.affinity
+    placement = place(topo, affinity, settings.instances * settings.inter_op, settings.intra_op,
+                      smt=settings.smt, group=settings.inter_op)
+    per = settings.inter_op
+    return tuple(tuple(c for p in placement.pools[i * per:(i + 1) * per] for c in (p or ()))
+                 for i in range(settings.instances))
+
+
+def numa_domains(topo: Topology) -> int:
+    """NUMA nodes holding a CPU this process may use (memory-only ones hold
+    none); at least the sockets."""
+    allowed = set(topo.allowed_cpus)
+    nodes = sum(1 for n in topo.numa_nodes if not n.memory_only and allowed & set(n.pus))
+    return max(allowed_sockets(topo), nodes)
 
 
 def allowed_layout(topo: Topology) -> str:

@@ -71,7 +71,8 @@ def test_topology_dict_is_json() -> None:
     json.dumps(d)
     assert d["packages"] == 2 and d["physical_cores"] == 4 and d["logical_cpus"] == 8
     assert d["smt_siblings"]["2"] == [3]
-    assert d["cores"][1] == {"index": 1, "package": 0, "numa": 0, "cpus": [2, 3]}
+    assert d["cores"][1] == {"index": 1, "package": 0, "numa": 0, "l3": -1, "kind": -1,
+                             "cpus": [2, 3]}
 
 
 @pytest.mark.parametrize("bad", ["package:two", "banana:3", "core:0 pu:1"])

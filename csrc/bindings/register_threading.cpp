@@ -48,6 +48,7 @@ void register_topology(py::module_& m) {
       .def_readonly("package", &Pu::package, "Index of its socket in Topology.packages.")
       .def_readonly("numa", &Pu::numa, "OS index of its NUMA node (-1: unknown).")
       .def_readonly("siblings", &Pu::siblings, "OS numbers of the other PUs of its core.")
+      .def_readonly("kind", &Pu::kind, "Index of its CPU kind in Topology.cpu_kinds (-1: none).")
       .def("__repr__", [](const Pu& p) {
         return "Pu(os_index=" + std::to_string(p.os_index) + ", core=" + std::to_string(p.core) +
                ", package=" + std::to_string(p.package) + ")";
@@ -57,6 +58,8 @@ void register_topology(py::module_& m) {
       .def_readonly("package", &Core::package, "Index of its socket.")
       .def_readonly("numa", &Core::numa, "OS index of its NUMA node (-1: unknown).")
       .def_readonly("pus", &Core::pus, "OS numbers of its PUs, in logical order.")
+      .def_readonly("kind", &Core::kind, "Index of its CPU kind in Topology.cpu_kinds (-1: none).")
+      .def_readonly("l3", &Core::l3, "Index of its L3 in Topology.l3_domains (-1: none).")
       .def("__repr__", [](const Core& c) {
         return "Core(index=" + std::to_string(c.index) + ", pus=" + cpu_list_str(c.pus) + ")";
       });
@@ -68,8 +71,24 @@ void register_topology(py::module_& m) {
       .def_readonly("os_index", &NumaNode::os_index)
       .def_readonly("package", &NumaNode::package,
                     "The socket holding all its CPUs, -1 if it spans sockets.")
-      .def_readonly("pus", &NumaNode::pus, "OS CPU numbers.")
+      .def_readonly("pus", &NumaNode::pus,
+                    "OS numbers of the CPUs whose home node it is (empty: memory-only).")
+      .def_readonly("local_pus", &NumaNode::local_pus,
+                    "OS numbers of the CPUs hwloc says it is local to.")
+      .def_readonly("memory_only", &NumaNode::memory_only,
+                    "No CPU's home node (CXL memory, MCDRAM): it holds no threads.")
+      .def_readonly("subtype", &NumaNode::subtype, "hwloc's subtype ('MCDRAM', ...), often ''.")
       .def_readonly("memory", &NumaNode::memory, "Local memory in bytes (0: unknown).");
+  py::class_<CpuKind>(m, "CpuKind", "One kind of CPU (hwloc's CPU kinds: P or E cores).")
+      .def_readonly("index", &CpuKind::index, "hwloc's order: least to most powerful.")
+      .def_readonly("efficiency", &CpuKind::efficiency,
+                    "hwloc's efficiency rank, higher is faster (-1: unknown).")
+      .def_readonly("pus", &CpuKind::pus, "OS CPU numbers.")
+      .def_property_readonly("infos", [](const CpuKind& k) {
+        py::dict d;
+        for (const auto& [name, value] : k.infos) d[py::str(name)] = value;
+        return d;
+      }, "hwloc's information: FrequencyMaxMHz, CoreType, ...");
   py::class_<Cache>(m, "Cache", "One kind of cache at one level.")
       .def_readonly("level", &Cache::level)
       .def_readonly("type", &Cache::type, "'data', 'instruction' or 'unified'.")
@@ -84,7 +103,8 @@ void register_topology(py::module_& m) {
       .def_readonly("pus", &CacheInstance::pus, "OS CPU numbers of the CPUs sharing it.");
   py::class_<Topology>(m, "Topology", "A machine's topology (hwloc); see pyparbench.topology().")
       .def_readonly("source", &Topology::source)
-      .def_readonly("synthetic", &Topology::synthetic)
+      .def_readonly("kind", &Topology::kind, "'machine', 'synthetic' or 'file'.")
+      .def_readonly("synthetic", &Topology::synthetic, "Made from an hwloc synthetic string.")
       .def_readonly("packages", &Topology::packages)
       .def_readonly("numa_nodes", &Topology::numa_nodes)
       .def_readonly("cores", &Topology::cores)
@@ -92,8 +112,15 @@ void register_topology(py::module_& m) {
       .def_readonly("caches", &Topology::caches)
       .def_readonly("cache_instances", &Topology::cache_instances,
                     "Every cache instance with the CPUs sharing it, level by level.")
+      .def_readonly("l3_domains", &Topology::l3_domains,
+                    "The OS CPU numbers of each L3 instance.")
+      .def_readonly("cpu_kinds", &Topology::cpu_kinds,
+                    "CPU kinds, least powerful first (empty: one kind).")
       .def_readonly("allowed_cpus", &Topology::allowed_cpus,
                     "Sorted OS CPU numbers this process may use.")
+      .def_readonly("disallowed_cpus", &Topology::disallowed_cpus,
+                    "CPUs of the topology that may not be used (cgroup, binding).")
+      .def_readonly("offline_cpus", &Topology::offline_cpus, "CPUs that are offline.")
       .def("__repr__", [](const Topology& t) {
         return "Topology(" + t.source + ": " + std::to_string(t.packages.size()) +
                " packages, " + std::to_string(t.cores.size()) + " cores, " +
@@ -108,14 +135,22 @@ void register_topology(py::module_& m) {
         },
         py::arg("synthetic") = "",
         "This machine's topology, or a synthetic one from an hwloc description.");
+  m.def("load_topology_file",
+        [](const std::string& path) {
+          py::gil_scoped_release nogil;
+          return load_topology_file(path);
+        },
+        py::arg("path"), "The topology an hwloc XML file describes.");
+  m.attr("MAX_TOPOLOGY_FILE_BYTES") = kMaxTopologyFileBytes;
   m.def("process_allowed_cpus", &process_allowed_cpus,
         py::call_guard<py::gil_scoped_release>(), "CPUs this process may use now.");
   m.def("place",
-        [](const Topology& topo, const std::string& policy, int pools, int threads, bool smt) {
-          return place(topo, parse_affinity_policy(policy), pools, threads, smt);
+        [](const Topology& topo, const std::string& policy, int pools, int threads, bool smt,
+           int group) {
+          return place(topo, parse_affinity_policy(policy), pools, threads, smt, group);
         },
         py::arg("topology"), py::arg("policy"), py::arg("pools"), py::arg("threads"),
-        py::arg("smt"), "CPU lists of a placement policy (see placement.hpp).");
+        py::arg("smt"), py::arg("group") = 0, "CPU lists of a placement policy (see placement.hpp).");
   m.def("place_explicit", &place_explicit, py::arg("topology"), py::arg("cpus"), py::arg("pools"),
         py::arg("threads"), py::arg("smt"), "Checked explicit CPU lists, one per pool.");
 }

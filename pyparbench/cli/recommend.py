@@ -43,8 +43,10 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="batch size (default: the model's)")
     p.add_argument("--objective", choices=("latency", "throughput"), default="latency",
                    help="minimise one batch's latency, or maximise samples per second")
-    p.add_argument("--topology", default=None, metavar="HWLOC",
-                   help='a synthetic machine, e.g. "package:2 core:28 pu:2" (default: this one)')
+    p.add_argument("--topology", default=None, metavar="FILE|SYNTHETIC",
+                   help='another machine: an hwloc XML file (`lstopo --of xml > box.xml` '
+                        'there) or a synthetic one, e.g. "package:2 core:28 pu:2" '
+                        '(default: this one)')
     p.add_argument("--no-calibrate", action="store_true",
                    help="do not measure: use the analytic (roofline) cost model")
     p.add_argument("--recalibrate", action="store_true",

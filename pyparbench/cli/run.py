@@ -105,8 +105,9 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan without measuring: each configuration with its "
                         "estimated seconds, what the budget leaves out, the total")
-    p.add_argument("--topology", metavar="HWLOC",
-                   help="with --dry-run: plan another machine, given as an hwloc synthetic "
+    p.add_argument("--topology", metavar="FILE|SYNTHETIC",
+                   help="with --dry-run: plan another machine, given as an hwloc XML file "
+                        "(`lstopo --of xml > box.xml` there) or an hwloc synthetic "
                         "description such as 'package:2 core:28 pu:2' (estimates from the "
                         "analytic cost model's per-core figures)")
     p.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")

@@ -272,7 +272,8 @@ def dry_run(options: JobOptions, *, topology: str | None = None) -> dict[str, An
     the budget drops and why.
 
     ``topology``: an hwloc synthetic description (``"package:2 core:28
-    pu:2"``) to plan another machine; its estimates rest on the analytic
+    pu:2"``) or an hwloc XML file (``lstopo --of xml`` there) to plan
+    another machine; its estimates rest on the analytic
     cost model's per-core figures, as do this machine's until its ceilings
     are measured (a results folder that holds them is read). The recommended
     setting is the analytic model's (the main job calibrates on the machine
@@ -295,7 +296,8 @@ def dry_run(options: JobOptions, *, topology: str | None = None) -> dict[str, An
 
     level = options.level
     topo = load_topology(topology)
-    where = repr(topology) if topology is not None else "this machine"
+    where = (repr(topology) if topo.kind == "synthetic" else
+             topo.source if topo.kind == "file" else "this machine")
     shard = resolve_shard(options.shard)
     cores = allowed_cores(topo)
     assumed = AssumedCeilings.analytic(cores // allowed_sockets(topo))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from pyparbench.graph import Graph
 from pyparbench.names import PRESETS
 from pyparbench.recommender.costmodel import CostModel
 from pyparbench.recommender.modelchoice import choose_model, topology_of
-from pyparbench.recommender.reasons import explain
+from pyparbench.recommender.reasons import explain, topology_reasons
 from pyparbench.recommender.search import (
     Executed,
     batch_of,
@@ -22,13 +23,13 @@ from pyparbench.recommender.selection import choose, verified
 from pyparbench.recommender.simulate import Resources
 from pyparbench.recommender.types import OBJECTIVES, Prediction, Recommendation
 from pyparbench.recommender.verify import TOP as VERIFY_TOP
-from pyparbench.settings import preset
+from pyparbench.settings import instance_cpus, preset
 from pyparbench.threading.topology import Topology
 
 __all__ = ["recommend"]
 
 
-def recommend(graph: Graph, topology: Topology | str | None = None,
+def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None = None,
               objective: str = "latency", *, model: CostModel | None = None,
               calibrate: bool = True, allow_smt: bool = False,
               libraries: Sequence[str] = ("onednn",), instances: bool = True,
@@ -41,7 +42,8 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
     graph
         The model graph (``pyparbench.models.build(name, batch)``).
     topology
-        None for this machine, an hwloc synthetic string such as
+        None for this machine, an hwloc XML file (``lstopo --of xml >
+        box.xml`` on the machine to plan), an hwloc synthetic string such as
         ``"package:2 core:28 pu:2"``, or a Topology.
     objective
         ``"latency"`` (one batch as fast as possible; instances split it) or
@@ -75,7 +77,7 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
     Raises
     ------
     ValueError
-        An unknown objective, a bad topology string, verify < 0.
+        An unknown objective, a bad topology string or file, verify < 0.
     TypeError
         ``graph`` is not a Graph.
     """
@@ -121,8 +123,9 @@ def recommend(graph: Graph, topology: Topology | str | None = None,
     reasons = explain(graph, per_instance, best, preds, presets, model=cost,
                       why_model=choice.why, resources=res, objective=objective,
                       executed=executed, verified=verified_reason)
+    reasons += topology_reasons(topo, res, preset_settings["intel"])
     return Recommendation(graph=graph.name, batch=batch, topology=where, settings=chosen,
                           objective=objective, predicted=best, presets=presets,
                           reasons=tuple(reasons), model=cost.kind,
                           model_description=cost.describe(), candidates=tuple(preds),
-                          calibration=calibration)
+                          calibration=calibration, cpus=instance_cpus(chosen, topo))

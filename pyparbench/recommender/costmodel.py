@@ -697,6 +697,9 @@ class AnalyticCostModel(CostModel):
         The machine's figures (defaults: :class:`MachineSpec`).
     cores_per_socket
         For the cross-socket penalty (None: never applied).
+    numa_per_socket
+        NUMA domains per socket (SNC, NPS): a socket's memory bandwidth is
+        split between them, so a team within one domain streams at its share.
     executor
         Executor costs (default: ``ANALYTIC_EXECUTOR``).
     """
@@ -704,9 +707,10 @@ class AnalyticCostModel(CostModel):
     kind = "analytic"
 
     def __init__(self, spec: MachineSpec | None = None, *, cores_per_socket: int | None = None,
-                 executor: ExecutorCosts | None = None) -> None:
+                 numa_per_socket: int = 1, executor: ExecutorCosts | None = None) -> None:
         self.spec = spec or MachineSpec()
         self.cores_per_socket = cores_per_socket
+        self.numa_per_socket = max(1, int(numa_per_socket))
         self.executor = executor or ANALYTIC_EXECUTOR
 
     def _efficiency(self, node: Node) -> float:
@@ -751,9 +755,12 @@ class AnalyticCostModel(CostModel):
         if nbytes <= sp.cache_bytes:
             bw = sp.cache_gbps * threads
         else:
-            sockets = 1 if self.cores_per_socket is None else math.ceil(
-                threads / self.cores_per_socket)
-            bw = min(sp.core_gbps * threads, sp.socket_gbps * sockets)
+            # Memory bandwidth per NUMA domain: a socket's, split between its
+            # domains; a team takes as many domains as its cores span.
+            per = 1 if self.cores_per_socket is None else self.numa_per_socket
+            domains = 1 if self.cores_per_socket is None else math.ceil(
+                threads / max(1, self.cores_per_socket // per))
+            bw = min(sp.core_gbps * threads, sp.socket_gbps / per * domains)
         return nbytes / bw
 
     def op_ns(self, graph: Graph, node: Node, threads: int, operator: str = "library",

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from pyparbench.recommender.search import batch_of, instance_operators
 from pyparbench.recommender.simulate import Resources
 from pyparbench.threading.topology import Topology
 
-__all__ = ["ModelChoice", "choose_model", "topology_of"]
+__all__ = ["ModelChoice", "choose_model", "topology_name", "topology_of"]
 
 
 @dataclass(frozen=True)
@@ -39,29 +40,41 @@ class ModelChoice:
     measured_here: bool = False
 
 
-def topology_of(topology: Topology | str | None) -> tuple[Topology, str]:
-    """The topology and how to name it.
+def topology_of(topology: Topology | str | os.PathLike[str] | None) -> tuple[Topology, str]:
+    """The topology and how to name it: ``this machine``, the synthetic
+    string quoted, or the file's path.
 
     Raises
     ------
     ValueError
-        A bad hwloc synthetic string.
+        A bad hwloc synthetic string or topology file (naming it).
     TypeError
-        Neither None, a string nor a Topology.
+        Neither None, a string, a path nor a Topology.
     """
+    from pyparbench.threading.topology import is_topology_file
     from pyparbench.threading.topology import topology as load
 
     if topology is None:
         return load(), "this machine"
-    if isinstance(topology, str):
+    if isinstance(topology, (str, os.PathLike)):
+        if is_topology_file(topology):
+            topo = load(topology)  # its errors name the file
+            return topo, topo.source
         try:
             return load(topology), repr(topology)
         except ValueError as e:
             raise ValueError(f"bad topology {topology!r}: {e}") from None
     if isinstance(topology, Topology):
-        return topology, repr(topology.source) if topology.synthetic else "this machine"
-    raise TypeError(f"topology must be None, an hwloc synthetic string or a Topology, "
-                    f"got {topology!r}")
+        return topology, topology_name(topology)
+    raise TypeError(f"topology must be None, an hwloc synthetic string, an hwloc XML file "
+                    f"or a Topology, got {topology!r}")
+
+
+def topology_name(topo: Topology) -> str:
+    """How a topology is named in a recommendation."""
+    if topo.kind == "synthetic":
+        return repr(topo.source)
+    return topo.source
 
 
 def _calibrated(per_instance: dict[int, Graph], resources: Resources, topo: Topology, *,
@@ -106,7 +119,7 @@ def _calibrated(per_instance: dict[int, Graph], resources: Resources, topo: Topo
     if wait_errors:
         calibration["wait_error"] = wait_errors[0]
         why += f"; the OpenMP wait policies could not be measured: {wait_errors[0]}"
-    return ModelChoice(model, why, calibration, measured_here=not topo.synthetic)
+    return ModelChoice(model, why, calibration, measured_here=topo.kind == "machine")
 
 
 def choose_model(per_instance: dict[int, Graph], resources: Resources, topo: Topology, *,
@@ -123,7 +136,8 @@ def choose_model(per_instance: dict[int, Graph], resources: Resources, topo: Top
     if calibrate and resources.cores <= here:
         return _calibrated(per_instance, resources, topo, libraries=libraries,
                            recalibrate=recalibrate, cache_dir=cache_dir)
-    analytic = AnalyticCostModel(cores_per_socket=resources.cores_per_socket)
+    analytic = AnalyticCostModel(cores_per_socket=resources.cores_per_socket,
+                                  numa_per_socket=resources.numa_per_socket)
     cause = ("calibration turned off" if not calibrate else
              f"the topology has {resources.cores} cores, this machine {here}")
     return ModelChoice(analytic, f"{analytic.describe()} ({cause})")

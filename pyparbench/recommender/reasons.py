@@ -15,8 +15,10 @@ from pyparbench.recommender.simulate import Resources, Simulation, omp_team
 from pyparbench.recommender.types import Prediction, format_ns, format_value
 from pyparbench.recommender.waitpolicy import spin_only
 from pyparbench.settings import Settings
+from pyparbench.threading.cpulist import cpu_str
+from pyparbench.threading.topology import Topology
 
-__all__ = ["explain"]
+__all__ = ["explain", "topology_reasons"]
 
 
 def _op_times(graph: Graph, model: CostModel, threads: int, s: Settings) -> list[float]:
@@ -248,3 +250,45 @@ def _wait_reasons(best: Prediction, preds: Sequence[Prediction],
                    f"policy is chosen only when predicted {WAIT_MARGIN:.0%} better, or "
                    f"measured faster)")
     return out
+
+
+def topology_reasons(topo: Topology, resources: Resources, intel: Settings) -> list[str]:
+    """Lines on what the machine's shape means for the setting: CPU kinds,
+    NUMA domains per socket (and what Intel's preset means under them),
+    memory-only NUMA nodes, disallowed CPUs."""
+    from pyparbench.threading.topology import fastest_kind, kind_name
+
+    lines: list[str] = []
+    fast = fastest_kind(topo)
+    if fast is not None:
+        k = topo.cpu_kinds[fast]
+        others = [o for o in topo.cpu_kinds if o.index != fast]
+        freq = k.infos.get("FrequencyMaxMHz")
+        lines.append(
+            f"hybrid CPU: every candidate's teams run on the {kind_name(topo, fast)} cores "
+            f"(CPUs {cpu_str(k.pus)}{f', up to {freq} MHz' if freq else ''}), one CPU kind "
+            f"per team: a team spanning kinds runs at its slowest core's pace; "
+            + "; ".join(f"the {kind_name(topo, o.index)} cores (CPUs {cpu_str(o.pus)}"
+                        + (f", up to {o.infos['FrequencyMaxMHz']} MHz"
+                           if "FrequencyMaxMHz" in o.infos else "")
+                        + ") are left to other work: with no measured speed of their own "
+                          "they are not predicted as candidates" for o in others))
+    per = resources.numa_per_socket
+    if per > 1:
+        lines.append(
+            f"{per} NUMA domains per socket (sub-NUMA clustering / NPS{per}): instances are "
+            f"placed inside one domain where they fit, and memory bandwidth is counted per "
+            f"domain; Intel's preset ({intel.inter_op} worker(s) x {intel.intra_op} threads, "
+            f"one per socket's cores) gives each team its whole socket, spanning {per} "
+            f"domains, so part of every team reads another domain's memory")
+    memory_only = [n for n in topo.numa_nodes if n.memory_only]
+    if memory_only:
+        lines.append("memory-only NUMA node(s) "
+                     + ", ".join(f"{n.os_index}{f' ({n.subtype})' if n.subtype else ''}"
+                                 for n in memory_only)
+                     + ": no threads are placed there")
+    if topo.disallowed_cpus:
+        lines.append(f"CPUs {cpu_str(topo.disallowed_cpus)} are not allowed "
+                     f"({'in the file' if topo.kind == 'file' else 'to this process'}): "
+                     f"never used")
+    return lines

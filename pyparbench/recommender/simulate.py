@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 from pyparbench.graph import Graph
 from pyparbench.recommender.costmodel import ALIAS_OPS, CostModel
-from pyparbench.settings import Settings, allowed_cores, allowed_sockets
+from pyparbench.settings import Settings, allowed_cores, allowed_sockets, numa_domains
 from pyparbench.threading.topology import Topology
 
 __all__ = ["Resources", "Simulation", "omp_team", "simulate"]
@@ -67,6 +67,7 @@ class Resources:
     logical: int
     sockets: int = 1
     topology: Topology | None = field(default=None, compare=False, repr=False)
+    numa_domains: int = 0  # NUMA domains holding CPUs (0: one per socket)
 
     def __post_init__(self) -> None:
         if self.cores < 1 or self.logical < self.cores or self.sockets < 1:
@@ -79,15 +80,32 @@ class Resources:
         return max(1, self.cores // self.sockets)
 
     @property
+    def numa_per_socket(self) -> int:
+        """NUMA domains per socket (SNC, NPS), at least 1."""
+        return max(1, self.numa_domains // self.sockets)
+
+    @property
     def smt(self) -> bool:
         return self.logical > self.cores
 
     @classmethod
     def from_topology(cls, topo: Topology) -> Resources:
-        """What this process may use of ``topo``."""
+        """What this process may use of ``topo``; on a hybrid machine, of its
+        most powerful CPU kind (P cores): a team on one kind, where compact
+        placement puts it first."""
+        from pyparbench.threading.topology import fastest_kind
+
         cores = allowed_cores(topo)
-        return cls(cores=max(1, cores), logical=max(cores, len(topo.allowed_cpus)),
-                   sockets=allowed_sockets(topo), topology=topo)
+        logical = len(topo.allowed_cpus)
+        kind = fastest_kind(topo)
+        if kind is not None:
+            mine = set(topo.allowed_cpus) & set(topo.cpu_kinds[kind].pus)
+            if mine:
+                cores = sum(1 for c in topo.cores if mine & set(c.pus))
+                logical = len(mine)
+        return cls(cores=max(1, cores), logical=max(cores, logical),
+                   sockets=allowed_sockets(topo), topology=topo,
+                   numa_domains=numa_domains(topo))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from pyparbench.recommender.simulate import Simulation
 from pyparbench.settings import Settings
+from pyparbench.threading.cpulist import cpu_str
 
 __all__ = ["OBJECTIVES", "Prediction", "Recommendation", "format_ns", "format_value"]
 
@@ -75,6 +76,10 @@ class Recommendation:
         One line on that model.
     candidates
         Every candidate's prediction, best first.
+    cpus
+        The OS CPU numbers each instance of ``settings`` is pinned to on the
+        topology (one list per instance: its workers' teams), as
+        :func:`~pyparbench.settings.instance_cpus` places them.
     calibration
         With the calibrated model: the cache file (``path``), what was
         measured now (``measured``, ``seconds``), the configs whose figures
@@ -94,11 +99,13 @@ class Recommendation:
     model_description: str
     candidates: tuple[Prediction, ...] = field(repr=False)
     calibration: dict[str, Any] = field(default_factory=dict)
+    cpus: tuple[tuple[int, ...], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able (the 20 best candidates only)."""
         return {"graph": self.graph, "batch": self.batch, "topology": self.topology,
                 "objective": self.objective, "settings": self.settings.as_dict(),
+                "cpus": [list(c) for c in self.cpus],
                 "label": self.settings.label(), "predicted": self.predicted.as_dict(),
                 "presets": {k: v.as_dict() for k, v in self.presets.items()},
                 "reasons": list(self.reasons), "model": self.model,
@@ -117,6 +124,7 @@ class Recommendation:
                   f"operator={s.operator} library={s.library} pool={s.pool} "
                   f"affinity={aff} smt={s.smt} instances={s.instances} "
                   f"omp_wait={'default' if s.omp_wait is None else s.omp_wait}"),
+                 *self._cpu_lines(),
                  f"  predicted: {unit}  [{self.model} cost model]", "  presets (predicted):"]
         for name, p in self.presets.items():
             lines.append(f"    {name:10s} {p.settings.label():58s} "
@@ -125,6 +133,16 @@ class Recommendation:
         lines.append("  why:")
         lines += [f"    - {r}" for r in self.reasons]
         return "\n".join(lines)
+
+
+    def _cpu_lines(self) -> list[str]:
+        """The CPUs of each instance, compactly (``0-27,56-83``)."""
+        if not self.cpus:
+            return []
+        if len(self.cpus) == 1:
+            return [f"  cpus: {cpu_str(self.cpus[0])}"]
+        return ["  cpus: " + "; ".join(f"instance {i}: {cpu_str(c)}"
+                                       for i, c in enumerate(self.cpus))]
 
 
 def format_value(p: Prediction, objective: str) -> str:

@@ -82,7 +82,7 @@ def team_cache_bytes(topo: Topology, cpus: Iterable[int] | None = None, *,
     if not team:
         return 0
     if under_hypervisor is None:
-        under_hypervisor = not topo.synthetic and running_under_hypervisor()
+        under_hypervisor = topo.kind == "machine" and running_under_hypervisor()
     core_of = {p.os_index: p.core for p in topo.pus}
     total = 0.0
     levels = [c for c in topo.cache_instances if c.level >= 2 and c.type != "instruction"]

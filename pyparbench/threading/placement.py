@@ -5,9 +5,14 @@ Policies (over the CPUs the process may use):
 ``"none"``
     No pinning.
 ``"compact"``
-    Physical cores of one socket first, SMT siblings last. Each pool's team
-    stays on one NUMA node, else one socket, when it fits there; otherwise it
-    takes the next free CPUs in compact order.
+    Physical cores first, SMT siblings last (siblings found by core, whatever
+    their OS numbers). Each pool's team stays in one L3 domain, else one NUMA
+    node, else one socket, when it fits there; otherwise it takes the next
+    free CPUs in compact order. On a hybrid machine a team stays on one CPU
+    kind where it fits, the most powerful (P cores) first. With ``group``
+    (an instance's inter-op workers), each group of pools is first given the
+    tightest home that holds all its threads, SMT siblings or not: an
+    instance never crosses a NUMA node it fits in.
 ``"scatter"``
     Threads dealt round-robin across sockets (and NUMA nodes within a
     socket), physical cores before SMT siblings; pool ``p`` takes threads
@@ -17,7 +22,8 @@ explicit CPU lists
     of ``threads`` CPUs per pool.
 
 SMT siblings are used only with ``smt=True``, and only when the physical
-cores are not enough for ``pools * threads`` threads.
+cores are not enough for ``pools * threads`` threads. Disallowed CPUs are
+never used; memory-only NUMA nodes hold no threads.
 """
 
 from __future__ import annotations
@@ -70,13 +76,14 @@ def _explicit(affinity: Sequence[object], pools: int, threads: int) -> list[list
 
 
 def place(topology: Topology, affinity: Affinity, pools: int = 1, threads: int = 1, *,
-          smt: bool = False) -> Placement:
+          smt: bool = False, group: int = 0) -> Placement:
     """Pin ``pools`` pools of ``threads`` threads each on ``topology``.
 
     Parameters
     ----------
     topology
-        From ``pyparbench.topology()`` (this machine or a synthetic one).
+        From ``pyparbench.topology()`` (this machine, a synthetic one or an
+        hwloc XML file).
     affinity
         ``"none"``, ``"compact"``, ``"scatter"`` or explicit CPU lists (see
         the module docstring).
@@ -84,6 +91,10 @@ def place(topology: Topology, affinity: Affinity, pools: int = 1, threads: int =
         Inter-op pools and threads per pool (>= 1).
     smt
         Whether SMT siblings (hyper-threads) may be used.
+    group
+        Pools per instance (``inter_op``): compact placement keeps each
+        group of pools in the tightest home that holds it (0: the pools are
+        not instances).
 
     Returns
     -------
@@ -108,12 +119,15 @@ def place(topology: Topology, affinity: Affinity, pools: int = 1, threads: int =
         raise ValueError(f"pools must be >= 1, got {pools}")
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    group = as_int(group, "group")
+    if group < 0:
+        raise ValueError(f"group must be >= 0, got {group}")
     if not isinstance(smt, bool):
         raise TypeError(f"smt must be a bool, got {smt!r}")
     if not isinstance(topology, Topology):
         raise TypeError(f"topology must come from pyparbench.topology(), got {topology!r}")
     if isinstance(affinity, str):
-        lists = _t.place(topology, affinity, pools, threads, smt)
+        lists = _t.place(topology, affinity, pools, threads, smt, group)
         if affinity == "none":
             return Placement("none", smt, tuple(None for _ in lists))
         return Placement(affinity, smt, tuple(tuple(p) for p in lists))

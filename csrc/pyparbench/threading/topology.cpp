@@ -2,10 +2,19 @@
 
 #include <hwloc.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <tuple>
 
@@ -40,6 +49,108 @@ TopologyPtr load(const std::string& synthetic) {
   return owned;
 }
 
+// What hwloc writes to stderr while `fn` runs (its XML parsers explain a
+// rejected file only there, with HWLOC_XML_VERBOSE set). One capture at a
+// time; stderr is restored before returning.
+template <class Fn>
+std::string capture_stderr(Fn fn) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  std::fflush(stderr);
+  FILE* tmp = std::tmpfile();
+  const int saved = tmp ? dup(STDERR_FILENO) : -1;
+  if (saved < 0 || dup2(fileno(tmp), STDERR_FILENO) < 0) {
+    if (saved >= 0) close(saved);
+    if (tmp) std::fclose(tmp);
+    fn();
+    return "";
+  }
+  try {
+    fn();
+  } catch (...) {
+    std::fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    std::fclose(tmp);
+    throw;
+  }
+  std::fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  std::string out;
+  std::rewind(tmp);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, tmp)) > 0 && out.size() < 65536) out.append(buf, n);
+  std::fclose(tmp);
+  return out;
+}
+
+// hwloc's explanation, cut to its first meaningful line.
+std::string first_line(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty()) continue;
+    kept = line;
+    break;
+  }
+  if (kept.size() > 300) kept = kept.substr(0, 300) + "...";
+  return kept;
+}
+
+[[noreturn]] void bad_file(const std::string& path, const std::string& why) {
+  throw std::invalid_argument("topology file " + path + ": " + why);
+}
+
+std::string read_topology_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) bad_file(path, std::string("cannot be read (") + std::strerror(errno) + ")");
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) bad_file(path, "cannot be read (not a regular file)");
+  if (size > kMaxTopologyFileBytes)
+    bad_file(path, "is " + std::to_string(size >> 20) + " MiB, over the " +
+                       std::to_string(kMaxTopologyFileBytes >> 20) +
+                       " MiB an hwloc XML topology may take");
+  in.seekg(0, std::ios::beg);
+  std::string text(static_cast<size_t>(size), '\0');
+  if (size > 0 && !in.read(&text[0], size)) bad_file(path, "cannot be read");
+  // Not XML at all: say so before hwloc's parser does, in fewer words.
+  size_t i = 0;
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) i = 3;
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == text.size()) bad_file(path, "is empty, not an hwloc XML topology");
+  if (text[i] != '<')
+    bad_file(path, "is not XML (expected an hwloc XML topology, as `lstopo --of xml` writes it)");
+  if (text.find("<topology") == std::string::npos)
+    bad_file(path, "is XML but not an hwloc topology (no <topology> element)");
+  return text;
+}
+
+TopologyPtr load_xml(const std::string& path) {
+  const std::string text = read_topology_file(path);
+  // hwloc reads this once per process: set before any XML is parsed.
+  setenv("HWLOC_XML_VERBOSE", "1", 0);
+  hwloc_topology_t t;
+  if (hwloc_topology_init(&t) != 0) throw std::runtime_error("hwloc_topology_init failed");
+  TopologyPtr owned(t);
+  hwloc_topology_set_flags(t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  hwloc_topology_set_icache_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
+  int rc = 0;
+  const std::string said = capture_stderr([&] {
+    rc = hwloc_topology_set_xmlbuffer(t, text.data(), static_cast<int>(text.size()));
+    if (rc == 0) rc = hwloc_topology_load(t) == 0 ? 0 : 1;
+  });
+  if (rc != 0) {
+    std::string why = first_line(said);
+    bad_file(path, "hwloc rejects it" + (why.empty() ? std::string() : ": " + why));
+  }
+  if (hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU) < 1) bad_file(path, "describes no CPU (no PU)");
+  return owned;
+}
+
 std::vector<int> to_vector(hwloc_const_bitmap_t b) {
   std::vector<int> v;
   int i;
@@ -48,10 +159,11 @@ std::vector<int> to_vector(hwloc_const_bitmap_t b) {
   return v;
 }
 
-// The CPUs the process is bound to, within the CPUs hwloc says are allowed.
-std::vector<int> allowed_of(hwloc_topology_t t, bool synthetic) {
+// The CPUs the process is bound to, within the CPUs hwloc says are allowed
+// (this machine); the allowed cpuset alone (a synthetic one, a file).
+std::vector<int> allowed_of(hwloc_topology_t t, bool this_machine) {
   BitmapPtr allowed(hwloc_bitmap_alloc());
-  if (!synthetic && hwloc_get_cpubind(t, allowed.get(), HWLOC_CPUBIND_PROCESS) == 0) {
+  if (this_machine && hwloc_get_cpubind(t, allowed.get(), HWLOC_CPUBIND_PROCESS) == 0) {
     hwloc_bitmap_and(allowed.get(), allowed.get(), hwloc_topology_get_allowed_cpuset(t));
   } else {
     hwloc_bitmap_copy(allowed.get(), hwloc_topology_get_allowed_cpuset(t));
@@ -65,16 +177,63 @@ int package_of(hwloc_topology_t t, hwloc_obj_t obj) {
   return p ? static_cast<int>(p->logical_index) : 0;
 }
 
-// The NUMA node whose CPUs include all of `cpuset`, -1 if none does.
+// The home NUMA node of `cpuset` (a core's or a PU's): among the nodes local
+// to all of it, the one local to the fewest CPUs (a node of its sub-NUMA
+// cluster rather than CXL memory attached to the whole machine), then the
+// lowest OS index (DRAM before KNL's MCDRAM); -1 if none is local to it.
 int numa_of(hwloc_topology_t t, hwloc_const_cpuset_t cpuset) {
   const int n = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
+  int best = -1, best_weight = 0;
   for (int i = 0; i < n; ++i) {
     hwloc_obj_t node = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
-    if (node->cpuset && !hwloc_bitmap_iszero(node->cpuset) &&
-        hwloc_bitmap_isincluded(cpuset, node->cpuset))
-      return static_cast<int>(node->os_index);
+    if (!node->cpuset || hwloc_bitmap_iszero(node->cpuset) ||
+        !hwloc_bitmap_isincluded(cpuset, node->cpuset))
+      continue;
+    const int w = hwloc_bitmap_weight(node->cpuset);
+    const int os = static_cast<int>(node->os_index);
+    if (best < 0 || w < best_weight || (w == best_weight && os < best)) {
+      best = os;
+      best_weight = w;
+    }
   }
-  return -1;
+  return best;
+}
+
+void add_cpu_kinds(hwloc_topology_t t, Topology& topo) {
+#if HWLOC_API_VERSION >= 0x00020400
+  const int n = hwloc_cpukinds_get_nr(t, 0);
+  if (n < 2) return;  // one kind: nothing to tell cores apart by
+  BitmapPtr set(hwloc_bitmap_alloc());
+  for (int i = 0; i < n; ++i) {
+    int efficiency = -1;
+    unsigned nr_infos = 0;
+    struct hwloc_info_s* infos = nullptr;
+    if (hwloc_cpukinds_get_info(t, static_cast<unsigned>(i), set.get(), &efficiency, &nr_infos,
+                                &infos, 0) != 0)
+      continue;
+    CpuKind kind;
+    kind.index = static_cast<int>(topo.cpu_kinds.size());
+    kind.efficiency = efficiency;
+    for (unsigned j = 0; j < nr_infos; ++j)
+      kind.infos.emplace_back(infos[j].name ? infos[j].name : "",
+                              infos[j].value ? infos[j].value : "");
+    for (const Pu& p : topo.pus)
+      if (hwloc_bitmap_isset(set.get(), static_cast<unsigned>(p.os_index)))
+        kind.pus.push_back(p.os_index);
+    topo.cpu_kinds.push_back(std::move(kind));
+  }
+  for (const CpuKind& k : topo.cpu_kinds) {
+    for (int cpu : k.pus)
+      for (Pu& p : topo.pus)
+        if (p.os_index == cpu) p.kind = k.index;
+  }
+  for (Core& c : topo.cores)
+    for (const Pu& p : topo.pus)
+      if (p.core == c.index && p.kind >= 0) c.kind = p.kind;
+#else
+  (void)t;
+  (void)topo;
+#endif
 }
 
 void add_caches(hwloc_topology_t t, std::vector<Cache>& out,
@@ -115,10 +274,11 @@ void add_caches(hwloc_topology_t t, std::vector<Cache>& out,
   }
 }
 
-Topology build(hwloc_topology_t t, const std::string& synthetic) {
+Topology build(hwloc_topology_t t, const std::string& kind, const std::string& source) {
   Topology topo;
-  topo.synthetic = !synthetic.empty();
-  topo.source = topo.synthetic ? synthetic : "this machine";
+  topo.kind = kind;
+  topo.synthetic = kind == "synthetic";
+  topo.source = source;
 
   const int npackages = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE);
   topo.packages.resize(static_cast<size_t>(std::max(1, npackages)));
@@ -160,7 +320,12 @@ Topology build(hwloc_topology_t t, const std::string& synthetic) {
     NumaNode node;
     node.os_index = static_cast<int>(n->os_index);
     node.memory = n->attr ? n->attr->numanode.local_memory : 0;
-    if (n->cpuset) node.pus = to_vector(n->cpuset);
+    if (n->subtype) node.subtype = n->subtype;
+    if (n->cpuset) node.local_pus = to_vector(n->cpuset);
+    for (const Pu& p : topo.pus)
+      if (p.numa == node.os_index) node.pus.push_back(p.os_index);
+    std::sort(node.pus.begin(), node.pus.end());
+    node.memory_only = node.pus.empty();
     for (const Package& p : topo.packages) {
       const bool inside = !node.pus.empty() &&
                           std::all_of(node.pus.begin(), node.pus.end(), [&](int cpu) {
@@ -172,7 +337,24 @@ Topology build(hwloc_topology_t t, const std::string& synthetic) {
   }
 
   add_caches(t, topo.caches, topo.cache_instances);
-  topo.allowed_cpus = allowed_of(t, topo.synthetic);
+  for (const CacheInstance& c : topo.cache_instances) {
+    if (c.level != 3 || c.type == "instruction") continue;
+    const int id = static_cast<int>(topo.l3_domains.size());
+    topo.l3_domains.push_back(c.pus);
+    for (Core& core : topo.cores)
+      if (!core.pus.empty() &&
+          std::find(c.pus.begin(), c.pus.end(), core.pus.front()) != c.pus.end())
+        core.l3 = id;
+  }
+  add_cpu_kinds(t, topo);
+
+  topo.allowed_cpus = allowed_of(t, kind == "machine");
+  for (const Pu& p : topo.pus)
+    if (!topo.allowed(p.os_index)) topo.disallowed_cpus.push_back(p.os_index);
+  std::sort(topo.disallowed_cpus.begin(), topo.disallowed_cpus.end());
+  BitmapPtr offline(hwloc_bitmap_dup(hwloc_topology_get_complete_cpuset(t)));
+  hwloc_bitmap_andnot(offline.get(), offline.get(), hwloc_topology_get_topology_cpuset(t));
+  if (hwloc_bitmap_weight(offline.get()) > 0) topo.offline_cpus = to_vector(offline.get());
   return topo;
 }
 
@@ -200,13 +382,23 @@ bool Topology::allowed(int os_index) const {
 
 Topology load_topology(const std::string& synthetic) {
   auto topo = load(synthetic);
-  return build(topo.get(), synthetic);
+  if (synthetic.empty()) return build(topo.get(), "machine", "this machine");
+  return build(topo.get(), "synthetic", synthetic);
+}
+
+Topology load_topology_file(const std::string& path) {
+  auto topo = load_xml(path);
+  Topology out = build(topo.get(), "file", path);
+  if (out.allowed_cpus.empty())
+    bad_file(path, "allows no CPU (all " + std::to_string(out.pus.size()) +
+                       " CPUs are disallowed: " + cpu_list_str(out.disallowed_cpus) + ")");
+  return out;
 }
 
 std::vector<int> process_allowed_cpus() {
   Machine& m = machine();
   std::lock_guard<std::mutex> lock(m.mu);
-  return allowed_of(m.topo.get(), false);
+  return allowed_of(m.topo.get(), true);
 }
 
 std::string cpu_list_str(const std::vector<int>& cpus) {

@@ -1,15 +1,20 @@
 // Machine topology from hwloc: sockets (packages), NUMA nodes, physical
 // cores, logical CPUs with their SMT siblings, caches, and the CPUs this
 // process may use. A topology can also be synthetic (an hwloc synthetic
-// description), so that planning code is tested for big servers anywhere.
+// description) or read from an hwloc XML file (`lstopo --of xml` on another
+// machine), so that planning code is tested for big servers anywhere and a
+// machine one does not have is planned as it is. All three go through one
+// path: hwloc loads them, build() reads the model out.
 //
 // CPU numbers are always OS indices (what taskset, sched_setaffinity and
 // /proc call CPU numbers). For synthetic topologies hwloc numbers PUs in
-// logical order.
+// logical order; a file keeps the machine's numbering (SMT siblings far
+// apart, packages interleaved).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ppb {
@@ -20,6 +25,7 @@ struct Pu {
   int package = 0;  // index into Topology::packages
   int numa = -1;    // OS index of its NUMA node, -1 when unknown
   std::vector<int> siblings;  // OS indices of the other PUs of its core
+  int kind = -1;    // index into Topology::cpu_kinds, -1 when hwloc knows none
 };
 
 struct Core {
@@ -27,6 +33,8 @@ struct Core {
   int package = 0;        // index into Topology::packages
   int numa = -1;          // OS index of its NUMA node, -1 when unknown
   std::vector<int> pus;   // OS indices of its PUs, in logical order
+  int kind = -1;          // index into Topology::cpu_kinds, -1 when none
+  int l3 = -1;            // index into Topology::l3_domains, -1 when none
 };
 
 struct Package {
@@ -35,11 +43,26 @@ struct Package {
   std::vector<int> pus;     // OS indices
 };
 
+// A NUMA node. Each PU belongs to one node (its home: the node with the
+// fewest CPUs among those local to it, then the lowest OS index); a node that
+// is no PU's home (CXL memory, KNL's MCDRAM, a node with no CPUs) is
+// memory-only: it holds no threads.
 struct NumaNode {
   int os_index = 0;
   int package = -1;         // the package holding all its PUs, -1 if it spans packages
-  std::vector<int> pus;     // OS indices
+  std::vector<int> pus;     // OS indices of the PUs whose home it is
+  std::vector<int> local_pus;  // OS indices of the PUs hwloc says it is local to
+  bool memory_only = false;
+  std::string subtype;      // hwloc's subtype ("MCDRAM", "GPUMemory", ...), often empty
   uint64_t memory = 0;      // local memory in bytes (0 when unknown)
+};
+
+// One kind of CPU (hwloc's CPU kinds: P and E cores of a hybrid CPU).
+struct CpuKind {
+  int index = 0;            // hwloc's order: least to most powerful
+  int efficiency = -1;      // hwloc's efficiency rank (-1: unknown); higher is faster
+  std::vector<int> pus;     // OS indices
+  std::vector<std::pair<std::string, std::string>> infos;  // FrequencyMaxMHz, CoreType, ...
 };
 
 struct Cache {
@@ -62,15 +85,20 @@ struct CacheInstance {
 };
 
 struct Topology {
-  std::string source;       // "this machine" or the synthetic description
-  bool synthetic = false;
+  std::string source;       // "this machine", the synthetic description or the file's path
+  std::string kind = "machine";  // "machine", "synthetic" or "file"
+  bool synthetic = false;   // kind == "synthetic"
   std::vector<Package> packages;
   std::vector<NumaNode> numa_nodes;
   std::vector<Core> cores;  // logical order
   std::vector<Pu> pus;      // logical order
   std::vector<Cache> caches;
   std::vector<CacheInstance> cache_instances;  // every instance, level by level
+  std::vector<std::vector<int>> l3_domains;  // the PUs (OS indices) of each L3 instance
+  std::vector<CpuKind> cpu_kinds;  // hwloc's order (least powerful first); empty: one kind
   std::vector<int> allowed_cpus;  // sorted OS indices this process may use
+  std::vector<int> disallowed_cpus;  // PUs in the topology not allowed (cgroup, binding)
+  std::vector<int> offline_cpus;  // CPUs the machine has but that are offline
 
   const Pu& pu(int os_index) const;  // throws std::out_of_range
   bool allowed(int os_index) const;
@@ -81,6 +109,15 @@ struct Topology {
 // For this machine, allowed_cpus is the process's CPU binding (taskset)
 // intersected with the CPUs its cgroup allows; for a synthetic one, all PUs.
 Topology load_topology(const std::string& synthetic = "");
+
+// The topology an hwloc XML file describes (hwloc 2.x's `lstopo --of xml`;
+// 1.x exports as far as this hwloc reads them). allowed_cpus is the file's
+// allowed cpuset (the cgroup of the process that wrote it); disallowed CPUs
+// stay in the model. std::invalid_argument naming the file for a file that
+// cannot be read, is over kMaxTopologyFileBytes, is not XML, is XML hwloc
+// rejects (with hwloc's message), has no PU or no allowed PU.
+constexpr long kMaxTopologyFileBytes = 64L << 20;
+Topology load_topology_file(const std::string& path);
 
 // The CPUs this process may use now (OS indices, sorted); cheap after the
 // first call, which loads this machine's topology once.
