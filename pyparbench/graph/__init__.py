@@ -5,6 +5,7 @@
 * :mod:`~pyparbench.graph.ir` — :class:`Graph`;
 * :mod:`~pyparbench.graph.analysis` — FLOPs, bytes, depth, widths, work / span;
 * :mod:`~pyparbench.graph.builder` — :class:`GraphBuilder`;
+* :mod:`~pyparbench.graph.onnx_import` — :func:`from_onnx`, a user's ONNX file as a Graph;
 * :mod:`~pyparbench.graph.passes` — the optimisation passes run at compile time.
 
 A graph is compiled into a native plan by :func:`pyparbench.executor.compile_graph`.
@@ -14,7 +15,8 @@ from pyparbench.graph._jsonable import jsonable
 from pyparbench.graph.analysis import EXACT_WIDTH_LIMIT, NodeStats
 from pyparbench.graph.builder import GraphBuilder
 from pyparbench.graph.ir import Graph
-from pyparbench.graph.node import Node, Params, ParamSpec
+from pyparbench.graph.node import ArrayParams, Node, Params, ParamSpec
+from pyparbench.graph.onnx_import import from_onnx
 from pyparbench.graph.opdefs import (
     DTYPE_BYTES,
     ELTWISE_FLOPS,
@@ -34,11 +36,13 @@ __all__ = [
     "NATIVE_ATTRS",
     "OPS",
     "PASS_ATTRS",
+    "ArrayParams",
     "Graph",
     "GraphBuilder",
     "Node",
     "NodeStats",
     "ParamSpec",
     "Params",
+    "from_onnx",
     "jsonable",
 ]
