@@ -315,7 +315,7 @@ class _Importer:
             tt = vi.type.tensor_type
             if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
                 self.inferred_shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
-        nodes = list(self.g.node)
+        nodes = _erf_gelu(list(self.g.node), self.values)
         for n in nodes:
             for i in n.input:
                 if i:
@@ -569,6 +569,79 @@ class _Importer:
             if t is not None and t not in (0, _F32):
                 dt = onnx.TensorProto.DataType.Name(t).lower()
                 raise _Unsupported(f"output {o!r} is {dt} (compute dtype must be float32)")
+
+
+def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value]
+              ) -> list[onnx.NodeProto]:
+    """The exact GELU exporters write as x * 0.5 * (1 + erf(x / sqrt 2)) (any
+    order of the two products, x / sqrt 2 or x * (1 / sqrt 2)) as one Gelu node."""
+    consts: dict[str, float] = {}
+    for k, v in inits.items():
+        if isinstance(v, np.ndarray) and v.size == 1 and v.dtype.kind == "f":
+            consts[k] = float(v.reshape(-1)[0])
+    for n in nodes:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            v = numpy_helper.to_array(n.attribute[0].t)
+            if v.size == 1 and v.dtype.kind == "f":
+                consts[n.output[0]] = float(v.reshape(-1)[0])
+    readers: dict[str, list[int]] = {}
+    for k, n in enumerate(nodes):
+        for i in n.input:
+            readers.setdefault(i, []).append(k)
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output}
+
+    def only_reader(value: str, op: str) -> int | None:
+        r = readers.get(value, [])
+        return r[0] if len(r) == 1 and nodes[r[0]].op_type == op else None
+
+    def split(n: onnx.NodeProto) -> tuple[str, float] | None:
+        """(the value, the constant) of a binary node with one scalar constant."""
+        a, b = n.input[0], n.input[1]
+        if b in consts:
+            return a, consts[b]
+        if a in consts and n.op_type != "Div":
+            return b, consts[a]
+        return None
+
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type != "Erf" or n.input[0] not in producer:
+            continue
+        d = nodes[producer[n.input[0]]]
+        sc = split(d) if d.op_type in ("Div", "Mul") else None
+        if sc is None:
+            continue
+        x, c = sc
+        if not math.isclose(c if d.op_type == "Div" else 1.0 / c, math.sqrt(2.0), rel_tol=1e-4):
+            continue
+        add = only_reader(n.output[0], "Add")
+        if add is None or (split(nodes[add]) or ("", 0.0))[1] != 1.0:
+            continue
+        m1 = only_reader(nodes[add].output[0], "Mul")
+        if m1 is None:
+            continue
+        other = [i for i in nodes[m1].input if i != nodes[add].output[0]]
+        chain = [producer[n.input[0]], k, add, m1]
+        if other == [x]:  # x * (1 + erf), then * 0.5
+            m2 = only_reader(nodes[m1].output[0], "Mul")
+            if m2 is None or (split(nodes[m2]) or ("", 0.0))[1] != 0.5:
+                continue
+            chain.append(m2)
+        elif other and other[0] in producer and nodes[producer[other[0]]].op_type == "Mul" \
+                and split(nodes[producer[other[0]]]) == (x, 0.5) \
+                and len(readers.get(other[0], [])) == 1:  # (x * 0.5) * (1 + erf)
+            chain.insert(0, producer[other[0]])
+        else:
+            continue
+        if any(len(readers.get(nodes[j].output[0], [])) != 1 for j in chain[:-1]
+               if j != producer[n.input[0]]) or len(readers.get(d.output[0], [])) != 1:
+            continue
+        last = nodes[chain[-1]]
+        new[chain[-1]] = helper.make_node("Gelu", [x], [last.output[0]],
+                                          name=n.name or last.name)
+        drop.update(chain[:-1])
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
 
 
 def _block(c: Array, i: int, j: int) -> Array:
