@@ -247,6 +247,25 @@ def test_global_pooling(op: str) -> None:
     check(m)
 
 
+@pytest.mark.parametrize("half_first", [False, True])
+def test_erf_gelu_is_one_gelu(half_first: bool) -> None:
+    """x * 0.5 * (1 + erf(x / sqrt 2)) in either order of the products."""
+    nodes = [helper.make_node("Mul", ["x", "inv_sqrt2"], ["d"]),
+             helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["one", "e"], ["a"])]
+    if half_first:
+        nodes += [helper.make_node("Mul", ["x", "half"], ["h"]),
+                  helper.make_node("Mul", ["h", "a"], ["y"])]
+    else:
+        nodes += [helper.make_node("Mul", ["x", "a"], ["m"]),
+                  helper.make_node("Mul", ["m", "half"], ["y"])]
+    m = _model(nodes, [_vi("x", [2, 3, 4])], [_vi("y", None)],
+               [_init("inv_sqrt2", np.array(2 ** -0.5, np.float32)),
+                _init("one", np.array(1.0, np.float32)), _init("half", np.array(0.5, np.float32))])
+    assert from_onnx(m).op_counts() == {"eltwise": 1, "input": 1}
+    check(m)
+
+
 def test_batch_and_layer_norm() -> None:
     rng = np.random.default_rng(5)
     m = _model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["t"],

@@ -11,12 +11,13 @@
 A graph is compiled into a native plan by :func:`pyparbench.executor.compile_graph`.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from pyparbench.graph._jsonable import jsonable
 from pyparbench.graph.analysis import EXACT_WIDTH_LIMIT, NodeStats
 from pyparbench.graph.builder import GraphBuilder
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.node import ArrayParams, Node, Params, ParamSpec
-from pyparbench.graph.onnx_import import from_onnx
 from pyparbench.graph.opdefs import (
     DTYPE_BYTES,
     ELTWISE_FLOPS,
@@ -26,6 +27,18 @@ from pyparbench.graph.opdefs import (
     OPS,
     PASS_ATTRS,
 )
+
+if TYPE_CHECKING:
+    from pyparbench.graph.onnx_import import from_onnx
+else:
+    def __getattr__(name: str) -> Any:
+        # onnx takes seconds to import: only a file's import pays for it,
+        # not every process that builds or runs a graph.
+        if name == "from_onnx":
+            from pyparbench.graph.onnx_import import from_onnx
+
+            return from_onnx
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DTYPE_BYTES",

@@ -315,7 +315,7 @@ class _Importer:
             tt = vi.type.tensor_type
             if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
                 self.inferred_shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
-        nodes = _erf_gelu(list(self.g.node), self.values)
+        nodes = _erf_gelu(list(self.g.node), self.values, {o.name for o in self.g.output})
         for n in nodes:
             for i in n.input:
                 if i:
@@ -477,7 +477,8 @@ class _Importer:
             return False
         if not n.input or any(isinstance(v, int) for v in ins):
             return False
-        feeds = {i: v for i, v in zip(n.input, ins, strict=True) if i and v is not None}
+        feeds = {i: v for i, v in zip(n.input, ins, strict=True)
+                 if i and isinstance(v, np.ndarray)}
         if len(feeds) != len([i for i in n.input if i]):
             return False
         try:
@@ -571,14 +572,14 @@ class _Importer:
                 raise _Unsupported(f"output {o!r} is {dt} (compute dtype must be float32)")
 
 
-def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value]
-              ) -> list[onnx.NodeProto]:
+def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
+              outputs: set[str]) -> list[onnx.NodeProto]:
     """The exact GELU exporters write as x * 0.5 * (1 + erf(x / sqrt 2)) (any
     order of the two products, x / sqrt 2 or x * (1 / sqrt 2)) as one Gelu node."""
     consts: dict[str, float] = {}
-    for k, v in inits.items():
-        if isinstance(v, np.ndarray) and v.size == 1 and v.dtype.kind == "f":
-            consts[k] = float(v.reshape(-1)[0])
+    for key, val in inits.items():
+        if isinstance(val, np.ndarray) and val.size == 1 and val.dtype.kind == "f":
+            consts[key] = float(val.reshape(-1)[0])
     for n in nodes:
         if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
             v = numpy_helper.to_array(n.attribute[0].t)
@@ -591,7 +592,8 @@ def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value]
     producer = {o: k for k, n in enumerate(nodes) for o in n.output}
 
     def only_reader(value: str, op: str) -> int | None:
-        r = readers.get(value, [])
+        """The one node reading ``value`` (no graph output), if it is an ``op``."""
+        r = [] if value in outputs else readers.get(value, [])
         return r[0] if len(r) == 1 and nodes[r[0]].op_type == op else None
 
     def split(n: onnx.NodeProto) -> tuple[str, float] | None:
@@ -622,7 +624,7 @@ def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value]
         if m1 is None:
             continue
         other = [i for i in nodes[m1].input if i != nodes[add].output[0]]
-        chain = [producer[n.input[0]], k, add, m1]
+        chain: list[int] = [producer[n.input[0]], k, add, m1]
         if other == [x]:  # x * (1 + erf), then * 0.5
             m2 = only_reader(nodes[m1].output[0], "Mul")
             if m2 is None or (split(nodes[m2]) or ("", 0.0))[1] != 0.5:
@@ -634,8 +636,8 @@ def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value]
             chain.insert(0, producer[other[0]])
         else:
             continue
-        if any(len(readers.get(nodes[j].output[0], [])) != 1 for j in chain[:-1]
-               if j != producer[n.input[0]]) or len(readers.get(d.output[0], [])) != 1:
+        if any(len(readers.get(nodes[j].output[0], [])) != 1 or nodes[j].output[0] in outputs
+               for j in chain[:-1]):
             continue
         last = nodes[chain[-1]]
         new[chain[-1]] = helper.make_node("Gelu", [x], [last.output[0]],
