@@ -544,6 +544,16 @@ def test_missing_external_data(tmp_path: Path) -> None:
         from_onnx(path)
 
 
+def test_hostile_constant_is_refused_not_folded() -> None:
+    """A ConstantOfShape of 10^15 elements is listed, never allocated."""
+    m = _model([helper.make_node("ConstantOfShape", ["shape"], ["c"], name="/huge"),
+                helper.make_node("Add", ["x", "c"], ["y"])],
+               [_vi("x", [1, 1])], [_vi("y", None)],
+               [_init("shape", np.array([10 ** 5, 10 ** 10], np.int64))])
+    with pytest.raises(ValueError, match=r"ConstantOfShape x1 \(node '/huge': a constant of"):
+        from_onnx(m)
+
+
 def test_bad_arguments() -> None:
     m = _conv_model(np.random.default_rng(9))
     with pytest.raises(ValueError, match="batch must be an int >= 1"):

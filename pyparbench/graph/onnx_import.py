@@ -88,6 +88,8 @@ _POISON = _Poison()
 # The batch norm that computes x * scale + shift: its eps (the native kernel
 # takes eps > 0) and var = 1 - eps are exact in float32 and sum to 1.
 _AFFINE_EPS = 2.0 ** -20
+# The most elements one folded constant may have.
+_MAX_FOLD_ELEMENTS = 1 << 26
 Value = int | Array | _Poison  # a node id, a constant, or poison
 
 
@@ -481,6 +483,7 @@ class _Importer:
                  if i and isinstance(v, np.ndarray)}
         if len(feeds) != len([i for i in n.input if i]):
             return False
+        self._fold_size_check(n, feeds)
         try:
             outs = _run_node(n, feeds, self.opset)
         except Exception as e:
@@ -493,6 +496,27 @@ class _Importer:
                                        "be float32)")
                 self.values[o] = arr
         return True
+
+    def _fold_size_check(self, n: onnx.NodeProto, feeds: Mapping[str, Array]) -> None:
+        """Refuse to fold a constant larger than a file could mean (a hostile
+        ConstantOfShape / Expand / Tile / Range would exhaust memory)."""
+        size: float = 0
+        want = self.elem_shape(n.output[0]) if n.output else None
+        if want is not None:
+            size = math.prod(want)
+        elif n.op_type == "ConstantOfShape":
+            size = float(np.prod(np.asarray(feeds[n.input[0]], np.float64)))
+        elif n.op_type in ("Expand", "Tile", "Range"):
+            vals = [np.asarray(v, np.float64) for v in feeds.values()]
+            if n.op_type == "Range" and all(v.size == 1 for v in vals):
+                start, limit, delta = (float(v.reshape(-1)[0]) for v in vals)
+                size = abs((limit - start) / delta) if delta else math.inf
+            else:  # the product of the sizes and the shape / repeats values
+                size = float(np.prod([float(v.size) for v in vals])) * float(
+                    np.prod(np.abs(vals[-1]))) if vals else 0.0
+        if not size <= _MAX_FOLD_ELEMENTS:
+            raise _Unsupported(f"a constant of {size:.3g} elements (at most "
+                               f"{_MAX_FOLD_ELEMENTS} are folded)")
 
     # ---------------------------------------------------------- helpers
 
