@@ -118,6 +118,22 @@ def test_conv(kw: dict[str, Any]) -> None:
     check(m, batch=2)
 
 
+@pytest.mark.parametrize("as_input", [True, False])
+def test_zero_pad_folds_into_conv(as_input: bool) -> None:
+    rng = np.random.default_rng(10)
+    pads = np.array([0, 0, 1, 0, 0, 0, 2, 1], np.int64)
+    pad = (helper.make_node("Pad", ["x", "pads"], ["p"]) if as_input
+           else helper.make_node("Pad", ["x"], ["p"], pads=[int(v) for v in pads]))
+    m = _model([pad, helper.make_node("Conv", ["p", "w"], ["y"], pads=[1, 0, 0, 1],
+                                      strides=[2, 2])],
+               [_vi("x", [2, 3, 9, 8])], [_vi("y", None)],
+               [_init("w", _rand(rng, 4, 3, 3, 3))] + ([_init("pads", pads)] if as_input else []),
+               opset=17 if as_input else 10)
+    g = from_onnx(m)
+    assert g.op_counts() == {"conv2d": 1, "input": 1}
+    check(m)
+
+
 def test_conv1d() -> None:
     rng = np.random.default_rng(1)
     m = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 2], strides=[2])],

@@ -20,7 +20,7 @@ is rewritten.
 
 What maps (everything else is refused, see below): Conv (2-D, groups
 incl. depthwise, dilation, asymmetric pads, auto_pad; 1-D as a 2-D one of
-width 1), Gemm (alpha, beta, transA / transB) and MatMul with a constant
+width 1; a zero Pad of H and W before it folded into its pads), Gemm (alpha, beta, transA / transB) and MatMul with a constant
 weight (``linear``, a following bias Add folded in), MatMul of two values
 (2-D, batched, equal batch dims), Add / Sub / Mul / Div by a constant (a
 per-channel affine: a ``batch_norm`` with mean 0, var 1, eps 0 over a view
@@ -317,7 +317,9 @@ class _Importer:
             tt = vi.type.tensor_type
             if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
                 self.inferred_shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
-        nodes = _erf_gelu(list(self.g.node), self.values, {o.name for o in self.g.output})
+        outputs = {o.name for o in self.g.output}
+        nodes = _pad_into_conv(_erf_gelu(list(self.g.node), self.values, outputs),
+                               self.values, outputs)
         for n in nodes:
             for i in n.input:
                 if i:
@@ -667,6 +669,55 @@ def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
         new[chain[-1]] = helper.make_node("Gelu", [x], [last.output[0]],
                                           name=n.name or last.name)
         drop.update(chain[:-1])
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
+
+
+def _pad_into_conv(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
+                   outputs: set[str]) -> list[onnx.NodeProto]:
+    """A zero Pad of H and W read only by a Conv (as TensorFlow exports write
+    'same' padding) folded into the Conv's pads."""
+    consts: dict[str, Array] = {k: v for k, v in inits.items() if isinstance(v, np.ndarray)}
+    for n in nodes:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    readers: dict[str, list[int]] = {}
+    for k, n in enumerate(nodes):
+        for i in n.input:
+            readers.setdefault(i, []).append(k)
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type != "Pad" or n.output[0] in outputs:
+            continue
+        r = readers.get(n.output[0], [])
+        if len(r) != 1 or nodes[r[0]].op_type != "Conv" or nodes[r[0]].input[0] != n.output[0]:
+            continue
+        a = _attrs(n)
+        if _s(a.get("mode", "constant")) != "constant":
+            continue
+        if len(n.input) > 1:
+            pv = consts.get(n.input[1])
+            value = consts.get(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+            if pv is None or (len(n.input) > 2 and n.input[2] and value is None) \
+                    or len(n.input) > 3 and n.input[3]:
+                continue
+        else:
+            pv, value = np.asarray(a.get("pads", [])), np.asarray(a.get("value", 0.0))
+        pads = [int(p) for p in np.asarray(pv).reshape(-1)]
+        if value is not None and float(np.asarray(value).reshape(-1)[0]) != 0.0:
+            continue
+        if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0:
+            continue
+        conv = nodes[r[0]]
+        ca = _attrs(conv)
+        if _s(ca.get("auto_pad", "NOTSET")) not in ("NOTSET", ""):
+            continue
+        cp = list(ca.get("pads", [0, 0, 0, 0]))
+        merged = [cp[0] + pads[2], cp[1] + pads[3], cp[2] + pads[6], cp[3] + pads[7]]
+        attrs = {**ca, "pads": merged}
+        new[r[0]] = helper.make_node("Conv", [n.input[0], *conv.input[1:]], list(conv.output),
+                                     name=conv.name, **attrs)
+        drop.add(k)
     return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
 
 
