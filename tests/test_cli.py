@@ -113,3 +113,43 @@ def test_run_a_small_suite_then_resume(tmp_path: Path) -> None:
 def test_run_rejects_an_unknown_model(tmp_path: Path) -> None:
     out = cli("run", "--models", "alexnet", "-o", str(tmp_path / "r"))
     assert out.returncode == 2 and "unknown model(s) ['alexnet']" in out.stderr
+
+
+def test_models_describe_a_file_and_a_model(tmp_path: Path) -> None:
+    import numpy as np
+    import pytest
+
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc", "fb"], ["y"], transB=1)]
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal((4, 8)).astype(np.float32), "fc"),
+             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "fb")]
+    g = helper.make_graph(nodes, "small", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, ["N", 3, 16, 16])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, ["N", 4])], inits)
+    path = tmp_path / "small.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+                     .SerializeToString())
+    out = cli("models", "--describe", str(path), "--batch", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["model"] == "small" and d["batch"] == 2 and d["heavy_ops"] == 2
+    assert d["params"] == 8 * 27 + 4 * 8 + 4 and d["depth"] == 2 and d["avg_width"] == 1.0
+    assert len(d["sha256"]) == 64 and d["inputs"] == {"x": [2, 3, 16, 16]}
+    out = cli("models", "--describe", str(path))
+    assert out.returncode == 0 and "avg width" in out.stdout, out.stderr
+    out = cli("models", "--describe", "resnet50", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["params"] == 25_636_712
+    out = cli("models", "--describe", str(tmp_path / "nope.onnx"))
+    assert out.returncode == 2 and "neither a model" in out.stderr
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    out = cli("models", "--describe", str(bad))
+    assert out.returncode == 2 and "bad.onnx" in out.stderr and out.stderr.count("\n") == 1

@@ -299,7 +299,7 @@ def _b() -> tuple[GraphBuilder, int]:
     (lambda b, x: b.conv2d(x, 4, 3, stride=0), "stride"),
     (lambda b, x: b.linear(x, 4), r"2-D or 3-D, got \(2, 3, 8, 8\)"),
     (lambda b, x: b.add(x, b.input("y", (2, 3, 8, 2))), r"\(2, 3, 8, 2\) does not broadcast"),
-    (lambda b, x: b.mul(x, b.input("y", (2, 3, 8, 1))), "equal shapes"),
+    (lambda b, x: b.mul(x, b.input("y", (2, 3, 8, 2))), r"\(2, 3, 8, 2\) does not broadcast"),
     (lambda b, x: b.concat([x, b.input("y", (2, 3, 4, 8))], axis=1), "equal other dims"),
     (lambda b, x: b.concat([x], axis=4), "out of range"),
     (lambda b, x: b.pool2d(x, "max", 2, padding=2), "padding <= kernel/2"),

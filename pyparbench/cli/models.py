@@ -1,4 +1,6 @@
-"""``pyparbench models``: every registered model with its size and graph metrics."""
+"""``pyparbench models``: every registered model with its size and graph
+metrics; ``models --describe FILE`` (or a model's name) describes one graph,
+a user's ONNX file imported as :func:`pyparbench.graph.from_onnx` makes it."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Any
 
 from pyparbench.cli._common import positive_int, print_json
 
-__all__ = ["add_command", "model_rows"]
+__all__ = ["add_command", "describe", "model_rows"]
 
 
 def model_rows(batch: int | None = None) -> list[dict[str, Any]]:
@@ -40,6 +42,65 @@ def model_rows(batch: int | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+def describe(model: str, batch: int | None = None) -> dict[str, Any]:
+    """The graph of ``model`` (a built-in model's name, or an ONNX file's
+    path) described: nodes, FLOPs, parameters, heavy ops, depth, average and
+    largest width (the study's tuner's input), op counts, and for a file its
+    name and content hash.
+
+    Raises
+    ------
+    ValueError
+        Neither a model's name nor a file, or a file that does not import.
+    """
+    from pathlib import Path
+
+    from pyparbench.models import MODELS
+
+    if model in MODELS:
+        graph = MODELS[model].build(batch)
+        source: dict[str, Any] = {"kind": MODELS[model].kind, "family": MODELS[model].family}
+    elif Path(model).is_file():
+        from pyparbench.graph import from_onnx
+
+        graph = from_onnx(model, batch=batch)
+        source = {"file": str(model), "sha256": graph.meta["sha256"]}
+    else:
+        raise ValueError(f"--describe: {model!r} is neither a model ({', '.join(MODELS)}) "
+                         "nor a file")
+    s = graph.summary()
+    return {"model": graph.name, **source, "batch": s["meta"].get("batch"),
+            "nodes": s["nodes"], "gflops": s["gflops"], "flops": s["flops"],
+            "params": s["params"], "heavy_ops": s["heavy_ops"], "depth": s["depth"],
+            "avg_width": s["avg_width"], "max_width": s["max_width"],
+            "work_span": s["work_span"], "bytes_moved": s["bytes_moved"],
+            "inputs": s["inputs"], "outputs": s["outputs"], "op_counts": s["op_counts"]}
+
+
+def _print_description(d: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"pyparbench models --describe {d['model']}", show_header=False,
+                  caption="heavy ops: conv2d, linear, matmul, embedding_bag; "
+                          "avg width = heavy ops / depth of the heavy-op graph")
+    table.add_column("", style="bold", no_wrap=True)
+    table.add_column("")
+    rows = []
+    if "file" in d:
+        rows += [("file", d["file"]), ("sha256", d["sha256"])]
+    rows += [("batch", str(d["batch"])), ("nodes", str(d["nodes"])),
+             ("GFLOPs", f"{d['gflops']:.4f}"), ("params", f"{d['params']:,}"),
+             ("heavy ops", str(d["heavy_ops"])), ("depth", str(d["depth"])),
+             ("avg width", f"{d['avg_width']:.2f}"), ("max width", str(d["max_width"])),
+             ("inputs", ", ".join(f"{k} {tuple(v)}" for k, v in d["inputs"].items())),
+             ("outputs", ", ".join(f"{k} {tuple(v)}" for k, v in d["outputs"].items())),
+             ("ops", ", ".join(f"{k} {v}" for k, v in d["op_counts"].items()))]
+    for k, v in rows:
+        table.add_row(k, v)
+    Console().print(table)
+
+
 def _print_table(rows: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -58,6 +119,13 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
+    if args.describe is not None:
+        d = describe(args.describe, args.batch)
+        if args.json:
+            print_json(d)
+        else:
+            _print_description(d)
+        return 0
     rows = model_rows(args.batch)
     if args.json:
         print_json(rows)
@@ -67,7 +135,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``models [--batch N] [--json]`` to the ``pyparbench`` subcommands.
+    """Add ``models [--batch N] [--json] [--describe FILE|MODEL]`` to the
+    ``pyparbench`` subcommands.
 
     ``subparsers`` is what ``ArgumentParser.add_subparsers()`` returned; the
     command's handler is set as ``func`` and returns the exit status.
@@ -76,5 +145,8 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         "models", help="every model: batch, GFLOPs, parameters, heavy ops, depth, width")
     p.add_argument("--batch", type=positive_int("--batch"), default=None,
                    help="batch size for every model (default: each model's own)")
-    p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--describe", metavar="FILE|MODEL", default=None,
+                   help="describe one graph: an ONNX file (imported with its own weights) or "
+                        "a model's name: nodes, FLOPs, parameters, heavy ops, depth, width")
     p.set_defaults(func=_cmd_models)

@@ -8,10 +8,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from pyparbench._checks import int_tuple, padding4
 from pyparbench.graph.ir import Graph
-from pyparbench.graph.node import Node, Params, ParamSpec, Shape
+from pyparbench.graph.node import ArrayParams, Node, Params, ParamSpec, Shape
 from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS
 
 __all__ = ["GraphBuilder", "pool_output_size", "rebuild"]
@@ -104,6 +105,24 @@ class GraphBuilder:
         self._nodes.append(Node(nid, op, tuple(int(i) for i in inputs), attrs,
                                 Params(params or {}, self.seed, nid), shape, dtype, full))
         return nid
+
+    def set_weights(self, x: int, arrays: Mapping[str, npt.ArrayLike]) -> None:
+        """Give node ``x`` these parameter arrays (a model file's own weights)
+        in place of its seeded random ones: the same names and shapes as the
+        node's parameters, each converted to float32.
+
+        Raises
+        ------
+        ValueError
+            A name the node lacks or misses, or a shape other than the node's.
+        """
+        node = self._node(x)
+        want = node.params.shapes
+        have = {k: tuple(int(d) for d in np.shape(v)) for k, v in arrays.items()}
+        if have != want:
+            raise ValueError(f"{node.op} {node.name!r} takes parameters {want}, got {have}")
+        self._nodes[node.id] = Node(node.id, node.op, node.inputs, node.attrs,
+                                    ArrayParams(arrays), node.shape, node.dtype, node.name)
 
     def build(self, outputs: int | Sequence[int], meta: Mapping[str, Any] | None = None) -> Graph:
         """The graph of every node made so far, with these outputs."""
@@ -222,10 +241,11 @@ class GraphBuilder:
         return self._add("add", (a, b), {"relu": relu}, sa, name)
 
     def mul(self, a: int, b: int, *, name: str | None = None) -> int:
-        """a * b element-wise, same shapes."""
+        """a * b element-wise; b has a's rank and each of its dims is a's or 1
+        (a squeeze-excite gate, (N, C, 1, 1), scaling (N, C, H, W))."""
         sa, sb = self._f32(a, "mul"), self._f32(b, "mul")
-        if sa != sb:
-            raise ValueError(f"mul needs equal shapes, got {sa} and {sb}")
+        if len(sa) != len(sb) or any(q not in (p, 1) for p, q in zip(sa, sb, strict=True)):
+            raise ValueError(f"mul: second input {sb} does not broadcast to the first {sa}")
         return self._add("mul", (a, b), {}, sa, name)
 
     def concat(self, xs: Sequence[int], *, axis: int = 1, name: str | None = None) -> int:

@@ -20,7 +20,7 @@ index inputs of ``embedding_bag``):
                           indices (batch, bag_size) -> (batch, dim)
 ``eltwise``               [kind relu|relu6|sigmoid|tanh|gelu]; gelu is the exact (erf) one
 ``add``                   [relu] a + b; b has a's rank and broadcasts where its size is 1
-``mul``                   a * b, same shapes
+``mul``                   a * b; b has a's rank and broadcasts where its size is 1
 ``concat``                [axis] one or more inputs
 ``pool2d``                [kind max|avg, kernel, stride, padding (t, b, l, r), ceil_mode,
                           count_include_pad] PyTorch's output-size and divisor rules

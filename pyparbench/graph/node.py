@@ -24,7 +24,7 @@ from pyparbench.graph._jsonable import jsonable
 from pyparbench.graph.opdefs import HEAVY_OPS
 from pyparbench.memory import aligned_copy, aligned_empty
 
-__all__ = ["F32Array", "Node", "ParamSpec", "Params", "Shape"]
+__all__ = ["ArrayParams", "F32Array", "Node", "ParamSpec", "Params", "Shape"]
 
 Shape = tuple[int, ...]
 F32Array = npt.NDArray[np.float32]
@@ -110,6 +110,23 @@ class Params(Mapping[str, F32Array]):
 
     def __repr__(self) -> str:
         return f"Params({self.shapes})"
+
+
+class ArrayParams(Params):
+    """Parameters given as arrays (a model file's own weights), not drawn at
+    random: copied once to float32 on 64-byte boundaries, read-only like any
+    Params. The specs keep each array's shape (their initialiser fields are
+    unused)."""
+
+    def __init__(self, arrays: Mapping[str, npt.ArrayLike]) -> None:
+        made: dict[str, F32Array] = {}
+        for k, v in arrays.items():
+            a = aligned_copy(np.asarray(v, dtype=np.float32))
+            a.flags.writeable = False
+            made[k] = a
+        super().__init__({k: ParamSpec(tuple(int(d) for d in a.shape), "normal", 0.0, 0.0)
+                          for k, a in made.items()}, 0, 0)
+        self._made = made
 
 
 # --------------------------------------------------------------------- nodes

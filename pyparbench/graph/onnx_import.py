@@ -1,0 +1,1205 @@
+"""A user's ONNX file as a :class:`~pyparbench.graph.ir.Graph`, with the file's own weights.
+
+:func:`from_onnx` reads the file, fixes every input shape (a symbolic batch
+dimension takes ``batch``), folds the shape arithmetic, and maps each
+remaining ONNX node onto the IR's ops (:mod:`pyparbench.graph.opdefs`), so
+that the native executor, the numpy reference and every graph pass run the
+file's network as they run a built one.
+
+Shape arithmetic is folded with onnx's own machinery: ``onnx.shape_inference``
+checks the file and types its values, and ``onnx.reference.ReferenceEvaluator``
+evaluates, one node at a time, every node whose inputs are all constants
+(Shape of a value whose shape is fixed counts as a constant). The reference
+evaluator is chosen over onnxscript's optimizer or onnxsim because it ships
+with ``onnx`` itself (no further dependency, no native build), it implements
+every standard op at every opset with the standard's own semantics (so a
+folded ``Where`` / ``Range`` / ``Expand`` means what the exporter meant), and
+evaluating node by node keeps the folding exact and bounded: only values the
+importer would otherwise reject are computed, and nothing else of the file
+is rewritten.
+
+What maps (everything else is refused, see below): Conv (2-D, groups
+incl. depthwise, dilation, asymmetric pads, auto_pad; 1-D as a 2-D one of
+width 1; a zero Pad of H and W before it folded into its pads), Gemm (alpha, beta, transA / transB) and MatMul with a constant
+weight (``linear``, a following bias Add folded in), MatMul of two values
+(2-D, batched, equal batch dims), Add / Sub / Mul / Div by a constant (a
+per-channel affine: a ``batch_norm`` with mean 0, var 1, eps 0 over a view
+of the tensor), Add / Sub / Mul of two values broadcasting one way, Relu,
+Sigmoid, Tanh, Gelu (exact), Clip as ReLU / ReLU6, HardSigmoid and
+HardSwish (affine, ReLU6, affine), MaxPool / AveragePool (2-D, pads,
+ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool,
+ReduceMean over (H, W), BatchNormalization (inference), LayerNormalization
+(last axis), Softmax (any axis), Concat, Reshape / Flatten / Squeeze /
+Unsqueeze (views), Transpose, Gather of rows of a constant table by an int64
+graph input (``embedding_bag`` of bags of one; the input is fed as
+``(numel, 1)`` indices, its file shape kept in ``graph.meta``), Identity,
+Dropout and Cast to float32 (removed).
+
+A file that does not map fully is refused with ONE ValueError before
+anything is built for it to run, listing every unsupported op type with its
+count and first node. A file that is not ONNX, truncated, larger than
+``max_bytes``, missing its external data, or computing in a dtype other
+than float32 is refused with one line naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+from onnx.reference import ReferenceEvaluator
+
+from pyparbench.graph.builder import GraphBuilder
+from pyparbench.graph.ir import Graph
+
+__all__ = ["DEFAULT_MAX_BYTES", "from_onnx"]
+
+# Largest file (with its external data) the importer reads: 4 GiB.
+DEFAULT_MAX_BYTES = 4 << 30
+
+Array = npt.NDArray[Any]
+_F32 = onnx.TensorProto.FLOAT
+_INT_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
+# Ops a constant may flow through without making any float computation of
+# the network (folded at import whatever their dtype).
+_NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
+                               "RandomUniformLike", "Multinomial", "Bernoulli"})
+
+
+class _Unsupported(Exception):
+    """A node of a supported op type that this file uses in a way the IR lacks."""
+
+
+@dataclass(frozen=True)
+class _Poison:
+    """The value of a node that could not be mapped (its readers are skipped)."""
+
+
+_POISON = _Poison()
+# The batch norm that computes x * scale + shift: its eps (the native kernel
+# takes eps > 0) and var = 1 - eps are exact in float32 and sum to 1.
+_AFFINE_EPS = 2.0 ** -20
+# The most elements one folded constant may have.
+_MAX_FOLD_ELEMENTS = 1 << 26
+Value = int | Array | _Poison  # a node id, a constant, or poison
+
+
+def _bad(source: str, why: str) -> ValueError:
+    return ValueError(f"{source}: {why}")
+
+
+# ------------------------------------------------------------------ loading
+
+
+def _load(model: str | os.PathLike[str] | onnx.ModelProto, max_bytes: int
+          ) -> tuple[onnx.ModelProto, str, str]:
+    """The model with its external data, a name for messages, its content hash."""
+    if isinstance(model, onnx.ModelProto):
+        data = model.SerializeToString()
+        if len(data) > max_bytes:
+            raise _bad("model", f"{len(data)} bytes is more than max_bytes={max_bytes}")
+        return model, "model", hashlib.sha256(data).hexdigest()
+    path = Path(os.fspath(model))
+    src = f"ONNX file {str(path)!r}"
+    if not path.is_file():
+        raise _bad(src, "no such file")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise _bad(src, f"{size} bytes is more than max_bytes={max_bytes}")
+    data = path.read_bytes()
+    if not data:
+        raise _bad(src, "the file is empty: not an ONNX model")
+    try:
+        proto = onnx.load_model_from_string(data)
+    except Exception as e:  # protobuf's DecodeError and the like
+        raise _bad(src, f"not an ONNX model, or a truncated one ({type(e).__name__})") from None
+    if not proto.graph.node and not proto.graph.output or not proto.opset_import:
+        raise _bad(src, "not an ONNX model (no graph, outputs or opset), or a truncated one")
+    external = [t for t in _all_tensors(proto.graph)
+                if t.data_location == onnx.TensorProto.EXTERNAL]
+    if external:
+        total = size
+        for t in external:
+            info = {e.key: e.value for e in t.external_data}
+            loc = path.parent / info.get("location", "")
+            if not info.get("location") or not loc.is_file():
+                raise _bad(src, f"external data of tensor {t.name!r} is missing "
+                           f"({str(loc)!r} not found)")
+            total += int(info.get("length", loc.stat().st_size))
+            if total > max_bytes:
+                raise _bad(src, f"with its external data more than max_bytes={max_bytes} "
+                           "bytes")
+        try:
+            onnx.external_data_helper.load_external_data_for_model(proto, str(path.parent))
+        except Exception as e:
+            raise _bad(src, f"external data cannot be read: {e}") from None
+    return proto, src, hashlib.sha256(data).hexdigest()
+
+
+def _all_tensors(g: onnx.GraphProto) -> list[onnx.TensorProto]:
+    out = list(g.initializer)
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                out.append(a.t)
+            elif a.type == onnx.AttributeProto.GRAPH:
+                out.extend(_all_tensors(a.g))
+    return out
+
+
+def _check(proto: onnx.ModelProto, src: str) -> None:
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise _bad(src, f"not a valid ONNX model, or a truncated one: {first}") from None
+
+
+# ------------------------------------------------------------------ the import
+
+
+def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | None = None,
+              name: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> Graph:
+    """The ONNX model ``model`` (a path or a ModelProto) as a Graph with its own weights.
+
+    Parameters
+    ----------
+    model
+        A path to an ``.onnx`` file (external data beside it), or a ModelProto.
+    batch
+        The batch size of every input whose first dimension is symbolic
+        (default 1); an input whose first dimension is fixed must have
+        this batch when one is given.
+    name
+        The graph's name (default: the file's stem, or the model's graph name).
+    max_bytes
+        The largest file (with its external data) read.
+
+    Returns
+    -------
+    Graph
+        Its ``meta`` holds ``batch``, ``family`` "onnx", ``source`` (the file
+        name), ``sha256`` (of the file's bytes), ``opset`` and
+        ``onnx_input_shapes`` (each input's shape in the file, with the batch
+        set: a Gather's int64 indices are fed to the graph as ``(numel, 1)``).
+
+    Raises
+    ------
+    ValueError
+        One line for a file that is not ONNX, truncated, too large, missing
+        its external data, or computing in another dtype than float32; for a
+        batch that contradicts a fixed one; and one listing every op the IR
+        cannot run (type, count, first node), before anything is built.
+    """
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
+                              or batch < 1):
+        raise ValueError(f"batch must be an int >= 1, got {batch!r}")
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"max_bytes must be an int >= 1, got {max_bytes!r}")
+    proto, src, digest = _load(model, max_bytes)
+    _check(proto, src)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 7:
+        raise _bad(src, f"opset {opset} is older than the oldest supported (7)")
+    if name is None:
+        name = (Path(os.fspath(model)).stem if not isinstance(model, onnx.ModelProto)
+                else proto.graph.name or "onnx_model")
+    imp = _Importer(proto, src, batch, name, opset)
+    graph = imp.run()
+    graph.meta.update({"source": Path(os.fspath(model)).name
+                       if not isinstance(model, onnx.ModelProto) else "model",
+                       "sha256": digest})
+    return graph
+
+
+class _Importer:
+    def __init__(self, proto: onnx.ModelProto, src: str, batch: int | None, name: str,
+                 opset: int) -> None:
+        self.proto = proto
+        self.src = src
+        self.opset = opset
+        self.want_batch = batch
+        self.g = proto.graph
+        self.b = GraphBuilder(name)
+        self.values: dict[str, Value] = {}
+        self.problems: list[tuple[str, str, str]] = []  # (op type, node name, reason)
+        self.consumers: dict[str, int] = {}
+        self.absorbed: set[int] = set()  # ONNX node indexes folded into an earlier one
+        self.input_shapes: dict[str, tuple[int, ...]] = {}
+        self.input_dtypes: dict[str, str] = {}
+        self.index_inputs: dict[str, int] = {}  # int64 input -> its (numel, 1) node
+        self.float_inputs: dict[str, int] = {}
+        self.used_names: set[str] = set()
+        self.batch = batch or 1
+
+    # ---------------------------------------------------------- set-up
+
+    def _inputs(self) -> None:
+        inits = {t.name for t in self.g.initializer}
+        for t in self.g.initializer:
+            if t.data_type not in (_F32, *_INT_TYPES, onnx.TensorProto.BOOL):
+                dt = onnx.TensorProto.DataType.Name(t.data_type).lower()
+                raise _bad(self.src, f"initializer {t.name!r} is {dt}: only float32 models "
+                           "are supported (compute dtype must be float32)")
+            self.values[t.name] = numpy_helper.to_array(t)
+        fixed_batch: int | None = None
+        for vi in self.g.input:
+            if vi.name in inits:
+                continue
+            tt = vi.type.tensor_type
+            if not vi.type.HasField("tensor_type"):
+                raise _bad(self.src, f"input {vi.name!r} is not a tensor")
+            if tt.elem_type == _F32:
+                dtype = "float32"
+            elif tt.elem_type in _INT_TYPES:
+                dtype = "int64"
+            else:
+                dt = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
+                raise _bad(self.src, f"input {vi.name!r} is {dt}: only float32 models (with "
+                           "int64 indices) are supported (compute dtype must be float32)")
+            if not tt.HasField("shape"):
+                raise _bad(self.src, f"input {vi.name!r} has no shape")
+            dims: list[int] = []
+            for ax, d in enumerate(tt.shape.dim):
+                if d.HasField("dim_value") and d.dim_value > 0:
+                    if ax == 0:
+                        if self.want_batch is not None and d.dim_value != self.want_batch:
+                            raise _bad(self.src, f"input {vi.name!r} has a fixed batch of "
+                                       f"{d.dim_value}, not the batch={self.want_batch} asked "
+                                       "for")
+                        fixed_batch = d.dim_value
+                    dims.append(int(d.dim_value))
+                elif ax == 0:
+                    dims.append(self.batch)
+                else:
+                    sym = d.dim_param or "?"
+                    raise _bad(self.src, f"input {vi.name!r} has a symbolic dimension {sym!r} "
+                               f"at axis {ax}: only the batch (axis 0) may be symbolic")
+            self.input_shapes[vi.name] = tuple(dims)
+            self.input_dtypes[vi.name] = dtype
+        if self.want_batch is None and fixed_batch is not None:
+            self.batch = fixed_batch
+
+    def _fixed_model(self) -> onnx.ModelProto:
+        """The model with every input's shape fixed, shape-inferred."""
+        m = onnx.ModelProto()
+        m.CopyFrom(self.proto)
+        for vi in m.graph.input:
+            if vi.name in self.input_shapes:
+                shape = vi.type.tensor_type.shape
+                for d, v in zip(shape.dim, self.input_shapes[vi.name], strict=True):
+                    d.Clear()
+                    d.dim_value = v
+        try:
+            return shape_inference.infer_shapes(m, check_type=False, strict_mode=False,
+                                                data_prop=True)
+        except Exception as e:
+            raise _bad(self.src, f"shape inference fails: {str(e).splitlines()[0]}") from None
+
+    # ---------------------------------------------------------- main loop
+
+    def run(self) -> Graph:
+        self._inputs()
+        inferred = self._fixed_model()
+        infos = (*inferred.graph.value_info, *inferred.graph.output)
+        self.elem_types = {vi.name: vi.type.tensor_type.elem_type for vi in infos}
+        self.inferred_shapes: dict[str, tuple[int, ...]] = {}
+        for vi in infos:
+            tt = vi.type.tensor_type
+            if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+                self.inferred_shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+        outputs = {o.name for o in self.g.output}
+        nodes = _pad_into_conv(_erf_gelu(list(self.g.node), self.values, outputs),
+                               self.values, outputs)
+        for n in nodes:
+            for i in n.input:
+                if i:
+                    self.consumers[i] = self.consumers.get(i, 0) + 1
+        self.producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+        self.nodes = nodes
+        live = self._live(nodes)
+        self.output_names = {o.name for o in self.g.output}
+        for k, n in enumerate(nodes):
+            if k not in live or k in self.absorbed:
+                continue
+            self._node(k, n)
+        outs: list[int] = []
+        for o in self.g.output:
+            v = self._value(o.name)
+            if isinstance(v, _Poison):
+                continue
+            if not isinstance(v, int):
+                self.problems.append(("(output)", o.name, "a constant graph output"))
+                continue
+            if self.b.shape(v) and self.b._nodes[v].dtype != "float32":
+                self.problems.append(("(output)", o.name, "an int64 graph output"))
+                continue
+            outs.append(v)
+        if self.problems:
+            raise ValueError(self._problem_text())
+        meta = {"batch": self.batch, "family": "onnx", "opset": self.opset,
+                "onnx_input_shapes": {k: list(v) for k, v in self.input_shapes.items()
+                                      if k in self.float_inputs or k in self.index_inputs}}
+        return self.b.build(outs, meta)
+
+    def _problem_text(self) -> str:
+        counts: dict[str, list[Any]] = {}
+        for op, node, why in self.problems:
+            c = counts.setdefault(op, [0, node, why])
+            c[0] += 1
+        parts = []
+        for op, (k, node, why) in counts.items():
+            parts.append(f"{op} x{k} (node {node!r}{': ' + why if why else ''})")
+        return f"{self.src}: unsupported ONNX ops: " + ", ".join(parts)
+
+    def _live(self, nodes: Sequence[onnx.NodeProto]) -> set[int]:
+        live: set[int] = set()
+        stack = [o.name for o in self.g.output]
+        seen: set[str] = set()
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            k = self.producer.get(v)
+            if k is not None and k not in live:
+                live.add(k)
+                stack.extend(i for i in nodes[k].input if i)
+        return live
+
+    def _value(self, name: str) -> Value:
+        if name in self.values:
+            return self.values[name]
+        if name in self.input_shapes:
+            if self.input_dtypes[name] == "float32":
+                nid = self.b.input(name, self.input_shapes[name])
+                self.float_inputs[name] = nid
+                self.values[name] = nid
+                return nid
+            raise _Unsupported(f"int64 input {name!r} is read other than as Gather indices "
+                               "of a constant table")
+        raise _Unsupported(f"value {name!r} is not produced by any node")
+
+    def _node(self, k: int, n: onnx.NodeProto) -> None:
+        label = n.name or (n.output[0] if n.output else f"node_{k}")
+        try:
+            ins: list[Value | None] = []
+            for i in n.input:
+                if not i:
+                    ins.append(None)
+                elif n.op_type == "Gather" and i == n.input[1] and i in self.input_shapes \
+                        and self.input_dtypes[i] == "int64":
+                    ins.append(None)  # handled by the Gather mapping
+                else:
+                    ins.append(self._value(i))
+        except _Unsupported as e:
+            self.problems.append((n.op_type, label, str(e)))
+            self._poison(n)
+            return
+        if any(isinstance(v, _Poison) for v in ins):
+            if n.op_type not in _MAPPINGS and n.op_type != "Constant":
+                self.problems.append((n.op_type, label, ""))
+            self._poison(n)
+            return
+        try:
+            if n.domain not in ("", "ai.onnx"):
+                raise _Unsupported(f"domain {n.domain!r}")
+            if self._fold(n, ins):
+                return
+            fn = _MAPPINGS.get(n.op_type)
+            if fn is None:
+                self.problems.append((n.op_type, label, ""))
+                self._poison(n)
+                return
+            self.float_dtype_check(n)
+            self._name = self._node_name(n, label)
+            outs = fn(self, k, n, ins, _attrs(n))
+        except _Unsupported as e:
+            self.problems.append((n.op_type, label, str(e)))
+            self._poison(n)
+            return
+        except ValueError as e:
+            self.problems.append((n.op_type, label, str(e)))
+            self._poison(n)
+            return
+        for o, v in zip(n.output, outs, strict=False):
+            if o:
+                self.values[o] = v
+
+    def _node_name(self, n: onnx.NodeProto, label: str) -> str:
+        return self._node_name_for(n.output[0] if n.output else "", label)
+
+    def _node_name_for(self, output: str, label: str) -> str:
+        """A fresh node name: the output's when it is a graph output, else ``label``."""
+        base = output if output in self.output_names else label
+        name, i = base, 1
+        while name in self.used_names or name in self.input_shapes:
+            i += 1
+            name = f"{base}_{i}"
+        self.used_names.add(name)
+        return name
+
+    def _fresh(self, suffix: str) -> str:
+        name, i = f"{self._name}/{suffix}", 1
+        while name in self.used_names or name in self.input_shapes:
+            i += 1
+            name = f"{self._name}/{suffix}_{i}"
+        self.used_names.add(name)
+        return name
+
+    def _poison(self, n: onnx.NodeProto) -> None:
+        for o in n.output:
+            if o:
+                self.values[o] = _POISON
+
+    # ---------------------------------------------------------- folding
+
+    def _fold(self, n: onnx.NodeProto, ins: Sequence[Value | None]) -> bool:
+        """Evaluate ``n`` now when its inputs are constants (or it reads only shapes)."""
+        if n.op_type == "Constant":
+            (out,) = _run_node(n, {}, self.opset)
+            self.values[n.output[0]] = out
+            return True
+        if n.op_type in ("Shape", "Size") and isinstance(ins[0], int):
+            shape = np.array(self.b.shape(ins[0]), np.int64)
+            if n.op_type == "Size":
+                self.values[n.output[0]] = np.array(int(np.prod(shape)), np.int64)
+            else:
+                a = _attrs(n)
+                self.values[n.output[0]] = shape[a.get("start", 0):a.get("end", len(shape))]
+            return True
+        if n.op_type in _NONDETERMINISTIC:
+            return False
+        if not n.input or any(isinstance(v, int) for v in ins):
+            return False
+        feeds = {i: v for i, v in zip(n.input, ins, strict=True)
+                 if i and isinstance(v, np.ndarray)}
+        if len(feeds) != len([i for i in n.input if i]):
+            return False
+        self._fold_size_check(n, feeds)
+        try:
+            outs = _run_node(n, feeds, self.opset)
+        except Exception as e:
+            raise _Unsupported(f"cannot fold constants: {str(e).splitlines()[0]}") from None
+        for o, v in zip(n.output, outs, strict=False):
+            if o:
+                arr = np.asarray(v)
+                if arr.dtype == np.float64 or arr.dtype == np.float16:
+                    raise _Unsupported(f"a constant of dtype {arr.dtype} (compute dtype must "
+                                       "be float32)")
+                self.values[o] = arr
+        return True
+
+    def _fold_size_check(self, n: onnx.NodeProto, feeds: Mapping[str, Array]) -> None:
+        """Refuse to fold a constant larger than a file could mean (a hostile
+        ConstantOfShape / Expand / Tile / Range would exhaust memory)."""
+        size: float = 0
+        want = self.elem_shape(n.output[0]) if n.output else None
+        if want is not None:
+            size = math.prod(want)
+        elif n.op_type == "ConstantOfShape":
+            size = float(np.prod(np.asarray(feeds[n.input[0]], np.float64)))
+        elif n.op_type in ("Expand", "Tile", "Range"):
+            vals = [np.asarray(v, np.float64) for v in feeds.values()]
+            if n.op_type == "Range" and all(v.size == 1 for v in vals):
+                start, limit, delta = (float(v.reshape(-1)[0]) for v in vals)
+                size = abs((limit - start) / delta) if delta else math.inf
+            else:  # the product of the sizes and the shape / repeats values
+                size = float(np.prod([float(v.size) for v in vals])) * float(
+                    np.prod(np.abs(vals[-1]))) if vals else 0.0
+        if not size <= _MAX_FOLD_ELEMENTS:
+            raise _Unsupported(f"a constant of {size:.3g} elements (at most "
+                               f"{_MAX_FOLD_ELEMENTS} are folded)")
+
+    # ---------------------------------------------------------- helpers
+
+    def node_of(self, v: Value | None, what: str) -> int:
+        if isinstance(v, int):
+            return v
+        raise _Unsupported(f"{what} is a constant (a constant input needs a node the IR "
+                           "lacks)")
+
+    def const_of(self, v: Value | None, what: str) -> Array:
+        if isinstance(v, np.ndarray):
+            return v
+        raise _Unsupported(f"{what} must be a constant")
+
+    def shape(self, x: int) -> tuple[int, ...]:
+        return self.b.shape(x)
+
+    def reshape(self, x: int, shape: Sequence[int], final: bool = False) -> int:
+        shape = tuple(int(d) for d in shape)
+        if self.shape(x) == shape and not final:
+            return x
+        return self.b.reshape(x, shape, name=self._name if final else self._fresh("reshape"))
+
+    def affine(self, x: int, scale: Array | None, shift: Array | None, final: bool = True
+               ) -> int:
+        """x * scale + shift with constants broadcast into x's shape: a batch
+        norm (mean 0, var + eps = 1) over a view whose axis 1 holds the span of
+        axes the constants vary along."""
+        s = self.shape(x)
+        r = len(s)
+        consts = [np.asarray(c, np.float64) for c in (scale, shift) if c is not None]
+        try:
+            cshape = np.broadcast_shapes(*(c.shape for c in consts))
+            if len(cshape) > r or np.broadcast_shapes(cshape, s) != s:
+                raise ValueError
+        except ValueError:
+            raise _Unsupported(f"a constant of shape {cshape if consts else ()} does not "
+                               f"broadcast into {s}") from None
+        full = (1,) * (r - len(cshape)) + tuple(cshape)
+        varying = [i for i, d in enumerate(full) if d != 1]
+        if varying:
+            i, j = varying[0], varying[-1]
+        else:
+            i = j = 1 if r >= 2 else 0
+        block = s[i:j + 1]
+        before, inner, after = math.prod(s[:i]), math.prod(block), math.prod(s[j + 1:])
+
+        def expand(c: Array | None, fill: float) -> Array:
+            if c is None:
+                return np.full(inner, fill)
+            c = np.asarray(c, np.float64).reshape((1,) * (r - c.ndim) + c.shape)
+            return np.broadcast_to(_block(c, i, j), block).reshape(inner)
+
+        view = (before, inner) if after == 1 else (before, inner, after)
+        y = self.reshape(x, view)
+        bn = self.b.batch_norm(y, eps=_AFFINE_EPS, scale=scale is not None,
+                               name=self._name if view == s and final else self._fresh("affine"))
+        # var + eps is exactly 1 in float32: y = x * scale + shift.
+        arrays = {"mean": np.zeros(inner), "var": np.full(inner, 1.0 - _AFFINE_EPS),
+                  "shift": expand(shift, 0.0)}
+        if scale is not None:
+            arrays["scale"] = expand(scale, 1.0)
+        self.b.set_weights(bn, arrays)
+        if view == s:
+            return bn
+        return self.reshape(bn, s, final=final)
+
+    def elem_shape(self, name: str) -> tuple[int, ...] | None:
+        """The value's shape from ONNX's shape inference, when fully known."""
+        return self.inferred_shapes.get(name)
+
+    def float_dtype_check(self, n: onnx.NodeProto) -> None:
+        for o in n.output:
+            t = self.elem_types.get(o)
+            if t is not None and t not in (0, _F32):
+                dt = onnx.TensorProto.DataType.Name(t).lower()
+                raise _Unsupported(f"output {o!r} is {dt} (compute dtype must be float32)")
+
+
+def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
+              outputs: set[str]) -> list[onnx.NodeProto]:
+    """The exact GELU exporters write as x * 0.5 * (1 + erf(x / sqrt 2)) (any
+    order of the two products, x / sqrt 2 or x * (1 / sqrt 2)) as one Gelu node."""
+    consts: dict[str, float] = {}
+    for key, val in inits.items():
+        if isinstance(val, np.ndarray) and val.size == 1 and val.dtype.kind == "f":
+            consts[key] = float(val.reshape(-1)[0])
+    for n in nodes:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            v = numpy_helper.to_array(n.attribute[0].t)
+            if v.size == 1 and v.dtype.kind == "f":
+                consts[n.output[0]] = float(v.reshape(-1)[0])
+    readers: dict[str, list[int]] = {}
+    for k, n in enumerate(nodes):
+        for i in n.input:
+            readers.setdefault(i, []).append(k)
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output}
+
+    def only_reader(value: str, op: str) -> int | None:
+        """The one node reading ``value`` (no graph output), if it is an ``op``."""
+        r = [] if value in outputs else readers.get(value, [])
+        return r[0] if len(r) == 1 and nodes[r[0]].op_type == op else None
+
+    def split(n: onnx.NodeProto) -> tuple[str, float] | None:
+        """(the value, the constant) of a binary node with one scalar constant."""
+        a, b = n.input[0], n.input[1]
+        if b in consts:
+            return a, consts[b]
+        if a in consts and n.op_type != "Div":
+            return b, consts[a]
+        return None
+
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type != "Erf" or n.input[0] not in producer:
+            continue
+        d = nodes[producer[n.input[0]]]
+        sc = split(d) if d.op_type in ("Div", "Mul") else None
+        if sc is None:
+            continue
+        x, c = sc
+        if not math.isclose(c if d.op_type == "Div" else 1.0 / c, math.sqrt(2.0), rel_tol=1e-4):
+            continue
+        add = only_reader(n.output[0], "Add")
+        if add is None or (split(nodes[add]) or ("", 0.0))[1] != 1.0:
+            continue
+        m1 = only_reader(nodes[add].output[0], "Mul")
+        if m1 is None:
+            continue
+        other = [i for i in nodes[m1].input if i != nodes[add].output[0]]
+        chain: list[int] = [producer[n.input[0]], k, add, m1]
+        if other == [x]:  # x * (1 + erf), then * 0.5
+            m2 = only_reader(nodes[m1].output[0], "Mul")
+            if m2 is None or (split(nodes[m2]) or ("", 0.0))[1] != 0.5:
+                continue
+            chain.append(m2)
+        elif other and other[0] in producer and nodes[producer[other[0]]].op_type == "Mul" \
+                and split(nodes[producer[other[0]]]) == (x, 0.5) \
+                and len(readers.get(other[0], [])) == 1:  # (x * 0.5) * (1 + erf)
+            chain.insert(0, producer[other[0]])
+        else:
+            continue
+        if any(len(readers.get(nodes[j].output[0], [])) != 1 or nodes[j].output[0] in outputs
+               for j in chain[:-1]):
+            continue
+        last = nodes[chain[-1]]
+        new[chain[-1]] = helper.make_node("Gelu", [x], [last.output[0]],
+                                          name=n.name or last.name)
+        drop.update(chain[:-1])
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
+
+
+def _pad_into_conv(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
+                   outputs: set[str]) -> list[onnx.NodeProto]:
+    """A zero Pad of H and W read only by a Conv (as TensorFlow exports write
+    'same' padding) folded into the Conv's pads."""
+    consts: dict[str, Array] = {k: v for k, v in inits.items() if isinstance(v, np.ndarray)}
+    for n in nodes:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    readers: dict[str, list[int]] = {}
+    for k, n in enumerate(nodes):
+        for i in n.input:
+            readers.setdefault(i, []).append(k)
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type != "Pad" or n.output[0] in outputs:
+            continue
+        r = readers.get(n.output[0], [])
+        if len(r) != 1 or nodes[r[0]].op_type != "Conv" or nodes[r[0]].input[0] != n.output[0]:
+            continue
+        a = _attrs(n)
+        if _s(a.get("mode", "constant")) != "constant":
+            continue
+        if len(n.input) > 1:
+            pv = consts.get(n.input[1])
+            value = consts.get(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+            if pv is None or (len(n.input) > 2 and n.input[2] and value is None) \
+                    or len(n.input) > 3 and n.input[3]:
+                continue
+        else:
+            pv, value = np.asarray(a.get("pads", [])), np.asarray(a.get("value", 0.0))
+        pads = [int(p) for p in np.asarray(pv).reshape(-1)]
+        if value is not None and float(np.asarray(value).reshape(-1)[0]) != 0.0:
+            continue
+        if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0:
+            continue
+        conv = nodes[r[0]]
+        ca = _attrs(conv)
+        if _s(ca.get("auto_pad", "NOTSET")) not in ("NOTSET", ""):
+            continue
+        cp = list(ca.get("pads", [0, 0, 0, 0]))
+        merged = [cp[0] + pads[2], cp[1] + pads[3], cp[2] + pads[6], cp[3] + pads[7]]
+        attrs = {**ca, "pads": merged}
+        new[r[0]] = helper.make_node("Conv", [n.input[0], *conv.input[1:]], list(conv.output),
+                                     name=conv.name, **attrs)
+        drop.add(k)
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
+
+
+def _block(c: Array, i: int, j: int) -> Array:
+    """The constant's axes i..j (its others have size 1)."""
+    idx = tuple(slice(None) if i <= a <= j else 0 for a in range(c.ndim))
+    return c[idx]
+
+
+def _attrs(n: onnx.NodeProto) -> dict[str, Any]:
+    return {a.name: helper.get_attribute_value(a) for a in n.attribute}
+
+
+def _run_node(n: onnx.NodeProto, feeds: Mapping[str, Array], opset: int) -> list[Array]:
+    ev = ReferenceEvaluator(n, opsets={"": opset})
+    return [np.asarray(v) for v in ev.run(None, dict(feeds))]
+
+
+# ------------------------------------------------------------------ mappings
+
+Mapping_ = Callable[[_Importer, int, onnx.NodeProto, list[Value | None], dict[str, Any]],
+                    list[Value]]
+
+
+def _conv_pads(auto_pad: str, size: Sequence[int], k: Sequence[int], s: Sequence[int],
+               d: Sequence[int], pads: Sequence[int]) -> list[tuple[int, int]]:
+    nd = len(size)
+    if auto_pad in ("", "NOTSET"):
+        p = list(pads) or [0] * (2 * nd)
+        return [(p[a], p[a + nd]) for a in range(nd)]
+    if auto_pad == "VALID":
+        return [(0, 0)] * nd
+    out = []
+    for a in range(nd):
+        o = -(-size[a] // s[a])
+        total = max(0, (o - 1) * s[a] + (k[a] - 1) * d[a] + 1 - size[a])
+        lo = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        out.append((lo, total - lo))
+    return out
+
+
+def _conv(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+          a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], "Conv's input")
+    w = im.const_of(ins[1], "Conv's weight")
+    bias = im.const_of(ins[2], "Conv's bias") if len(ins) > 2 and ins[2] is not None else None
+    xs = im.shape(x)
+    if w.ndim == 3 and len(xs) == 3:  # 1-D: a 2-D conv of width 1
+        x4 = im.reshape(x, (*xs, 1))
+        w4 = w[..., None]
+        a = dict(a)
+        for key in ("strides", "dilations"):
+            if key in a:
+                a[key] = [*a[key], 1]
+        if "pads" in a:
+            a["pads"] = [a["pads"][0], 0, a["pads"][1], 0]
+        if "kernel_shape" in a:
+            a["kernel_shape"] = [*a["kernel_shape"], 1]
+        y = _conv2d(im, x4, w4, bias, a, final=False)
+        return [im.reshape(y, im.shape(y)[:3], final=True)]
+    if w.ndim != 4 or len(xs) != 4:
+        raise _Unsupported(f"a {w.ndim - 2}-D convolution (only 1-D and 2-D map)")
+    return [_conv2d(im, x, w, bias, a, final=True)]
+
+
+def _conv2d(im: _Importer, x: int, w: Array, bias: Array | None, a: dict[str, Any],
+            final: bool) -> int:
+    xs = im.shape(x)
+    k = tuple(int(d) for d in w.shape[2:])
+    s = tuple(a.get("strides", [1, 1]))
+    d = tuple(a.get("dilations", [1, 1]))
+    pads = _conv_pads(_s(a.get("auto_pad", "NOTSET")), xs[2:], k, s, d, a.get("pads", []))
+    pad = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
+    y = im.b.conv2d(x, int(w.shape[0]), k, stride=s, padding=pad, dilation=d,
+                    groups=int(a.get("group", 1)), bias=bias is not None,
+                    name=im._name if final else im._fresh("conv"))
+    arrays = {"weight": w}
+    if bias is not None:
+        arrays["bias"] = bias
+    im.b.set_weights(y, arrays)
+    return y
+
+
+def _s(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _bias_after(im: _Importer, n: onnx.NodeProto, out_features: int
+                ) -> tuple[Array | None, str | None]:
+    """The constant bias of an Add that is the sole reader of ``n``'s output
+    and adds along its last axis, and that Add's output, marked absorbed
+    (its output becomes the linear's)."""
+    out = n.output[0]
+    if im.consumers.get(out) != 1 or out in im.output_names:
+        return None, None
+    k = next((j for j, m in enumerate(im.nodes) if out in m.input), None)
+    if k is None or im.nodes[k].op_type != "Add":
+        return None, None
+    m = im.nodes[k]
+    other = m.input[1] if m.input[0] == out else m.input[0]
+    c = im.values.get(other)
+    if not isinstance(c, np.ndarray) or c.dtype != np.float32 or c.size != out_features \
+            or c.shape[-1:] != (out_features,):
+        return None, None
+    im.absorbed.add(k)
+    return c.reshape(out_features), m.output[0]
+
+
+def _linear(im: _Importer, x: int, weight: Array, n: onnx.NodeProto) -> int:
+    """x · weightᵀ (+ a following Add's bias) over the last axis of any rank
+    >= 2 (views around it)."""
+    xs = im.shape(x)
+    if len(xs) < 2:
+        raise _Unsupported(f"a matrix product of a {len(xs)}-D input")
+    bias, alias = _bias_after(im, n, int(weight.shape[0]))
+    if alias is not None and alias in im.output_names:
+        im.used_names.discard(im._name)
+        im._name = im._node_name_for(alias, alias)
+    final = len(xs) in (2, 3)
+    x2 = x if final else im.reshape(x, (math.prod(xs[:-1]), xs[-1]))
+    y = im.b.linear(x2, int(weight.shape[0]), bias=bias is not None,
+                    name=im._name if final else im._fresh("linear"))
+    arrays = {"weight": weight}
+    if bias is not None:
+        arrays["bias"] = bias
+    im.b.set_weights(y, arrays)
+    if not final:
+        y = im.reshape(y, (*xs[:-1], int(weight.shape[0])), final=True)
+    if alias is not None:
+        im.values[alias] = y
+    return y
+
+
+def _gemm(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+          a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], "Gemm's A")
+    bmat = im.const_of(ins[1], "Gemm's B")
+    alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    if a.get("transA", 0):
+        x = im.b.transpose(x, (1, 0), name=im._fresh("transpose"))
+    w = ((bmat.T if a.get("transB", 0) else bmat) * np.float64(alpha)).T
+    c = ins[2] if len(ins) > 2 else None
+    if c is None or beta == 0:
+        return [_linear(im, x, w, n)]
+    cc = im.const_of(c, "Gemm's C") * np.float64(beta)
+    full = np.broadcast_to(cc, (im.shape(x)[0], w.shape[0]))
+    if not np.all(full == full[:1]):
+        raise _Unsupported("a C that differs between rows")
+    bias = full[0]
+    y = im.b.linear(x, int(w.shape[0]), bias=True, name=im._name)
+    im.b.set_weights(y, {"weight": w, "bias": bias})
+    return [y]
+
+
+def _matmul(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+            a: dict[str, Any]) -> list[Value]:
+    if isinstance(ins[1], np.ndarray):
+        w = ins[1]
+        if w.ndim != 2:
+            raise _Unsupported(f"a constant right operand of {w.ndim} dims")
+        x = im.node_of(ins[0], "MatMul's A")
+        return [_linear(im, x, np.ascontiguousarray(w.T), n)]
+    x, y = im.node_of(ins[0], "MatMul's A"), im.node_of(ins[1], "MatMul's B")
+    sa, sb = im.shape(x), im.shape(y)
+    if len(sa) < 2 or len(sb) < 2:
+        raise _Unsupported("a matrix product of 1-D operands")
+    if len(sa) != len(sb) or sa[:-2] != sb[:-2]:
+        raise _Unsupported(f"batch dims that broadcast ({sa} by {sb})")
+    if len(sa) <= 3:
+        return [im.b.matmul(x, y, name=im._name)]
+    bt = math.prod(sa[:-2])
+    x3 = im.reshape(x, (bt, *sa[-2:]))
+    y3 = im.reshape(y, (bt, *sb[-2:]))
+    z = im.b.matmul(x3, y3, name=im._fresh("matmul"))
+    return [im.reshape(z, (*sa[:-1], sb[-1]), final=True)]
+
+
+def _binary(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+            a: dict[str, Any]) -> list[Value]:
+    op = n.op_type
+    p, q = ins[0], ins[1]
+    if isinstance(p, np.ndarray) and isinstance(q, int):
+        if op == "Add":
+            return [im.affine(q, None, p)]
+        if op == "Mul":
+            return [im.affine(q, p, None)]
+        if op == "Sub":
+            return [im.affine(q, -np.ones(1), p)]
+        raise _Unsupported("a constant divided by a value (a reciprocal kernel is needed)")
+    if isinstance(p, int) and isinstance(q, np.ndarray):
+        c = q.astype(np.float64)
+        if op == "Add":
+            return [im.affine(p, None, c)]
+        if op == "Sub":
+            return [im.affine(p, None, -c)]
+        if op == "Mul":
+            return [im.affine(p, c, None)]
+        return [im.affine(p, 1.0 / c, None)]
+    x, y = im.node_of(p, f"{op}'s A"), im.node_of(q, f"{op}'s B")
+    if op == "Div":
+        raise _Unsupported("a division of two values (a division kernel is needed)")
+    if op == "Sub":
+        y = im.affine(y, -np.ones(1), None, final=False)
+    sx, sy = im.shape(x), im.shape(y)
+    try:
+        out = np.broadcast_shapes(sx, sy)
+    except ValueError:
+        raise _Unsupported(f"shapes {sx} and {sy} do not broadcast") from None
+    if out != sx:
+        if out != sy:
+            raise _Unsupported(f"shapes {sx} and {sy} broadcast both ways (an expand is "
+                               "needed)")
+        x, y, sx, sy = y, x, sy, sx
+    if len(sy) < len(sx):
+        y = im.reshape(y, (1,) * (len(sx) - len(sy)) + sy)
+    if op == "Mul":
+        return [im.b.mul(x, y, name=im._name)]
+    return [im.b.add(x, y, name=im._name)]
+
+
+def _eltwise(kind: str) -> Mapping_:
+    def f(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+          a: dict[str, Any]) -> list[Value]:
+        if kind == "gelu" and _s(a.get("approximate", "none")) != "none":
+            raise _Unsupported("the tanh approximation (a kernel is needed)")
+        return [im.b.eltwise(im.node_of(ins[0], n.op_type), kind, name=im._name)]
+    return f
+
+
+def _clip(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+          a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], "Clip's input")
+    lo = a.get("min", -np.inf)
+    hi = a.get("max", np.inf)
+    if len(ins) > 1 and ins[1] is not None:
+        lo = float(im.const_of(ins[1], "Clip's min"))
+    if len(ins) > 2 and ins[2] is not None:
+        hi = float(im.const_of(ins[2], "Clip's max"))
+    if lo == 0 and hi == 6:
+        return [im.b.eltwise(x, "relu6", name=im._name)]
+    if lo == 0 and hi == np.inf:
+        return [im.b.eltwise(x, "relu", name=im._name)]
+    raise _Unsupported(f"Clip to [{lo}, {hi}] (only ReLU and ReLU6 map; a clip kernel is "
+                       "needed)")
+
+
+def _hard_sigmoid_of(im: _Importer, x: int, alpha: float, beta: float, final: bool) -> int:
+    """max(0, min(1, alpha x + beta)) = relu6(6 alpha x + 6 beta) / 6."""
+    t = im.affine(x, np.array([6.0 * alpha]), np.array([6.0 * beta]), final=False)
+    r = im.b.eltwise(t, "relu6", name=im._fresh("relu6"))
+    return im.affine(r, np.array([1.0 / 6.0]), None, final=final)
+
+
+def _hard_sigmoid(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+                  a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], "HardSigmoid's input")
+    return [_hard_sigmoid_of(im, x, float(a.get("alpha", 0.2)), float(a.get("beta", 0.5)),
+                             True)]
+
+
+def _hard_swish(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+                a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], "HardSwish's input")
+    gate = _hard_sigmoid_of(im, x, 1.0 / 6.0, 0.5, False)
+    return [im.b.mul(x, gate, name=im._name)]
+
+
+def _pool(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+          a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], f"{n.op_type}'s input")
+    if len(n.output) > 1 and n.output[1]:
+        raise _Unsupported("the indices output")
+    xs = im.shape(x)
+    ks = tuple(a.get("kernel_shape", []))
+    if len(xs) != 4 or len(ks) != 2:
+        raise _Unsupported(f"a {len(ks)}-D pooling (only 2-D maps)")
+    if any(d != 1 for d in a.get("dilations", [1, 1])):
+        raise _Unsupported("dilated pooling (a kernel is needed)")
+    s = tuple(a.get("strides", [1, 1]))
+    pads = _conv_pads(_s(a.get("auto_pad", "NOTSET")), xs[2:], ks, s, (1, 1),
+                      a.get("pads", []))
+    pad = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
+    kind = "max" if n.op_type == "MaxPool" else "avg"
+    ceil = bool(a.get("ceil_mode", 0))
+    y = im.b.pool2d(x, kind, ks, stride=s, padding=pad, ceil_mode=ceil,
+                    count_include_pad=bool(a.get("count_include_pad", 0)), name=im._name)
+    want = im.elem_shape(n.output[0])
+    if want is not None and want != im.shape(y):
+        raise _Unsupported(f"output shape {im.shape(y)} differs from ONNX's {want} "
+                           "(ceil_mode rule)")
+    return [y]
+
+
+def _global_pool(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+                 a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], f"{n.op_type}'s input")
+    xs = im.shape(x)
+    if len(xs) != 4:
+        raise _Unsupported(f"a {len(xs) - 2}-D global pooling (only 2-D maps)")
+    if n.op_type == "GlobalMaxPool":
+        return [im.b.pool2d(x, "max", xs[2:], stride=1, name=im._name)]
+    y = im.b.global_avg_pool(x, name=im._fresh("gap"))
+    return [im.reshape(y, (*xs[:2], 1, 1), final=True)]
+
+
+def _reduce_mean(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+                 a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], "ReduceMean's input")
+    xs = im.shape(x)
+    axes = a.get("axes")
+    if len(ins) > 1 and ins[1] is not None:
+        axes = [int(v) for v in im.const_of(ins[1], "ReduceMean's axes").reshape(-1)]
+    if axes is None:
+        raise _Unsupported("a mean over every axis")
+    ax = sorted(int(v) % len(xs) for v in axes)
+    if len(xs) != 4 or ax != [2, 3]:
+        raise _Unsupported(f"a mean over axes {ax} of {xs} (only (H, W) of NCHW maps)")
+    y = im.b.global_avg_pool(x, name=im._fresh("gap"))
+    keep = int(a.get("keepdims", 1))
+    return [im.reshape(y, (*xs[:2], 1, 1) if keep else xs[:2], final=True)]
+
+
+def _batch_norm(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+                a: dict[str, Any]) -> list[Value]:
+    if a.get("training_mode", 0) or (len(n.output) > 1 and any(n.output[1:])):
+        raise _Unsupported("training mode")
+    x = im.node_of(ins[0], "BatchNormalization's input")
+    sc, sh, mean, var = (im.const_of(v, "BatchNormalization's statistics") for v in ins[1:5])
+    y = im.b.batch_norm(x, eps=float(a.get("epsilon", 1e-5)), name=im._name)
+    im.b.set_weights(y, {"mean": mean, "var": var, "scale": sc, "shift": sh})
+    return [y]
+
+
+def _layer_norm(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+                a: dict[str, Any]) -> list[Value]:
+    if len(n.output) > 1 and any(n.output[1:]):
+        raise _Unsupported("the mean / inverse std outputs")
+    x = im.node_of(ins[0], "LayerNormalization's input")
+    xs = im.shape(x)
+    if int(a.get("axis", -1)) % len(xs) != len(xs) - 1:
+        raise _Unsupported("normalisation over more than the last axis (a kernel is needed)")
+    d = xs[-1]
+    scale = np.broadcast_to(im.const_of(ins[1], "LayerNormalization's scale"), (d,))
+    shift = (np.broadcast_to(im.const_of(ins[2], "LayerNormalization's bias"), (d,))
+             if len(ins) > 2 and ins[2] is not None else np.zeros(d, np.float32))
+    y = im.b.layer_norm(x, eps=float(a.get("epsilon", 1e-5)), name=im._name)
+    im.b.set_weights(y, {"scale": scale, "shift": shift})
+    return [y]
+
+
+def _softmax(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+             a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], "Softmax's input")
+    xs = im.shape(x)
+    default = -1 if im.opset >= 13 else 1
+    ax = int(a.get("axis", default)) % len(xs)
+    if im.opset >= 13 or ax == len(xs) - 1:
+        return [im.b.softmax(x, axis=ax, name=im._name)]
+    # Before opset 13: softmax of the input flattened to 2-D at the axis.
+    x2 = im.reshape(x, (math.prod(xs[:ax]), math.prod(xs[ax:])))
+    y = im.b.softmax(x2, axis=1, name=im._fresh("softmax"))
+    return [im.reshape(y, xs, final=True)]
+
+
+def _concat(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+            a: dict[str, Any]) -> list[Value]:
+    xs = [im.node_of(v, "a Concat input") for v in ins if v is not None]
+    rank = len(im.shape(xs[0]))
+    return [im.b.concat(xs, axis=int(a["axis"]) % rank, name=im._name)]
+
+
+def _view(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+          a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], f"{n.op_type}'s input")
+    want = im.elem_shape(n.output[0])
+    xs = im.shape(x)
+    if n.op_type == "Reshape":
+        shape = [int(v) for v in im.const_of(ins[1], "Reshape's shape").reshape(-1)]
+        if not a.get("allowzero", 0):
+            shape = [xs[i] if d == 0 else d for i, d in enumerate(shape)]
+        out: tuple[int, ...] = tuple(shape)
+        if -1 in out:
+            rest = -math.prod(out)
+            out = tuple(math.prod(xs) // rest if d == -1 else d for d in out)
+    elif n.op_type == "Flatten":
+        ax = int(a.get("axis", 1)) % (len(xs) + 1) if xs else 0
+        out = (math.prod(xs[:ax]), math.prod(xs[ax:]))
+    else:
+        axes = a.get("axes")
+        if len(ins) > 1 and ins[1] is not None:
+            axes = [int(v) for v in im.const_of(ins[1], "the axes").reshape(-1)]
+        if n.op_type == "Squeeze":
+            drop = ({int(v) % len(xs) for v in axes} if axes is not None
+                    else {i for i, d in enumerate(xs) if d == 1})
+            out = tuple(d for i, d in enumerate(xs) if i not in drop)
+        else:
+            r = len(xs) + len(axes or [])
+            add = {int(v) % r for v in axes or []}
+            it = iter(xs)
+            out = tuple(1 if i in add else next(it) for i in range(r))
+    if want is not None and want != out:
+        raise _Unsupported(f"output shape {out} differs from ONNX's {want}")
+    if not out:
+        raise _Unsupported("a 0-D result")
+    return [im.b.reshape(x, out, name=im._name)]
+
+
+def _transpose(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+               a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], "Transpose's input")
+    r = len(im.shape(x))
+    perm = a.get("perm", list(range(r))[::-1])
+    return [im.b.transpose(x, [int(p) % r for p in perm], name=im._name)]
+
+
+def _gather(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+            a: dict[str, Any]) -> list[Value]:
+    idx_name = n.input[1]
+    table = ins[0]
+    if not (isinstance(table, np.ndarray) and table.ndim == 2 and table.dtype == np.float32
+            and int(a.get("axis", 0)) == 0 and idx_name in im.input_shapes
+            and im.input_dtypes[idx_name] == "int64"):
+        raise _Unsupported("only rows of a constant 2-D float table by an int64 graph input "
+                           "map (embedding lookups)")
+    shape = im.input_shapes[idx_name]
+    numel = math.prod(shape)
+    if idx_name not in im.index_inputs:
+        im.index_inputs[idx_name] = im.b.input(idx_name, (numel, 1), "int64")
+    e = im.b.embedding_bag(im.index_inputs[idx_name], int(table.shape[0]), int(table.shape[1]),
+                           mode="sum", name=im._fresh("embedding") if shape != (numel,)
+                           else im._name)
+    im.b.set_weights(e, {"table": table})
+    if shape == (numel,):
+        return [e]
+    return [im.reshape(e, (*shape, int(table.shape[1])), final=True)]
+
+
+def _identity(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+              a: dict[str, Any]) -> list[Value]:
+    if n.op_type == "Cast" and int(a["to"]) != _F32:
+        raise _Unsupported(f"a cast of a computed value to "
+                           f"{onnx.TensorProto.DataType.Name(int(a['to'])).lower()} (compute "
+                           "dtype must be float32)")
+    if n.op_type == "Dropout" and len(n.output) > 1 and n.output[1]:
+        raise _Unsupported("the mask output")
+    x = im.node_of(ins[0], f"{n.op_type}'s input")
+    if n.output[0] in im.output_names:  # the output keeps its name
+        return [im.b.reshape(x, im.shape(x), name=im._name)]
+    return [x]
+
+
+_MAPPINGS: dict[str, Mapping_] = {
+    "Conv": _conv,
+    "Gemm": _gemm,
+    "MatMul": _matmul,
+    "Add": _binary,
+    "Sub": _binary,
+    "Mul": _binary,
+    "Div": _binary,
+    "Relu": _eltwise("relu"),
+    "Sigmoid": _eltwise("sigmoid"),
+    "Tanh": _eltwise("tanh"),
+    "Gelu": _eltwise("gelu"),
+    "Clip": _clip,
+    "HardSigmoid": _hard_sigmoid,
+    "HardSwish": _hard_swish,
+    "MaxPool": _pool,
+    "AveragePool": _pool,
+    "GlobalAveragePool": _global_pool,
+    "GlobalMaxPool": _global_pool,
+    "ReduceMean": _reduce_mean,
+    "BatchNormalization": _batch_norm,
+    "LayerNormalization": _layer_norm,
+    "Softmax": _softmax,
+    "Concat": _concat,
+    "Reshape": _view,
+    "Flatten": _view,
+    "Squeeze": _view,
+    "Unsqueeze": _view,
+    "Transpose": _transpose,
+    "Gather": _gather,
+    "Identity": _identity,
+    "Dropout": _identity,
+    "Cast": _identity,
+}
