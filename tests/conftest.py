@@ -3,7 +3,10 @@ Helpers and references are in ``_support``."""
 
 from __future__ import annotations
 
+import shutil
 import zlib
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +23,26 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(params=THREAD_COUNTS, ids=lambda t: f"t{t}")
 def threads(request: pytest.FixtureRequest) -> int:
     return int(request.param)
+
+
+@pytest.fixture(scope="session")
+def seed_peak(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], Path]:
+    """Put this machine's ceilings into a results folder before a main job
+    runs there, so that the job reads them as cached instead of measuring
+    them again: measured once per test session (quick), as the job itself
+    would, then copied. Returns the function that seeds a folder."""
+    from pyparbench.harness.folder import load_or_measure
+    from pyparbench.machine.peak import peak_cache_path
+
+    measured = tmp_path_factory.mktemp("ceilings")
+    load_or_measure(measured, quick=True)
+    source = peak_cache_path(measured)
+
+    def seed(folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copy(source, folder / source.name))
+
+    return seed
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 import subprocess
 import sys
 from pathlib import Path
@@ -95,8 +96,10 @@ def test_out_of_range_options_and_bad_outputs_are_refused_before_any_work(
     assert "{avx512,avx2,generic}" in cli("peak", "--help").stdout
 
 
-def test_run_a_small_suite_then_resume(tmp_path: Path) -> None:
+def test_run_a_small_suite_then_resume(tmp_path: Path,
+                                       seed_peak: Callable[[Path], Path]) -> None:
     out_dir = tmp_path / "results"
+    seed_peak(out_dir)
     args = ("run", "--models", "mlp-512", "--batches", "2", "--repeats", "1", "--no-operators",
             "-o", str(out_dir))
     out = cli(*args)

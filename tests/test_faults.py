@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -233,9 +233,11 @@ def test_a_full_tmpfs(tiny_tmpfs: Path) -> None:
     assert "No space left on device" in _fill(path, 0).stdout
 
 
-def test_cli_reports_a_full_disk_in_one_line(tmp_path: Path) -> None:
+def test_cli_reports_a_full_disk_in_one_line(tmp_path: Path,
+                                             seed_peak: Callable[[Path], Path]) -> None:
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full")
+    seed_peak(tmp_path)
     out = tmp_path / "results.jsonl"
     out.symlink_to("/dev/full")
     proc = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "run", "--models",

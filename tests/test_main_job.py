@@ -7,6 +7,7 @@ on the smallest suite, so that a part of it can be replaced by one that fails.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,12 @@ SUITE = ("run", "--quick", "--models", "mlp-512", "--batches", "1", "--repeats",
          "--no-operators")
 
 
+@pytest.fixture
+def ceilings_cached(seed_peak: Callable[[Path], Path], tmp_path: Path) -> None:
+    """The jobs here run into ``tmp_path / "r"``: their ceilings are cached there."""
+    seed_peak(tmp_path / "r")
+
+
 def run_main_job(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     try:
         code = main([*SUITE, *args])
@@ -25,6 +32,7 @@ def run_main_job(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, s
     return code, capsys.readouterr().out
 
 
+@pytest.mark.usefixtures("ceilings_cached")
 def test_the_main_job_survives_a_failing_recommender(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
@@ -54,6 +62,7 @@ def test_the_main_job_survives_a_failing_recommender(
     assert code == 1 and len(again) == len(records)
 
 
+@pytest.mark.usefixtures("ceilings_cached")
 def test_missing_frameworks_are_named_with_the_extra_to_install(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
@@ -66,6 +75,7 @@ def test_missing_frameworks_are_named_with_the_extra_to_install(
         " ".join(out.split()), line
 
 
+@pytest.mark.usefixtures("ceilings_cached")
 def test_a_run_keeps_its_plan_with_estimated_and_measured_seconds(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out_dir = tmp_path / "r"
