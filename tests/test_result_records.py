@@ -156,3 +156,51 @@ def test_one_jsonl_reader_skips_what_is_not_an_object_and_keeps_the_rest(
     assert read_jsonl(path, 1 << 20).warning() is None
     with pytest.raises(ResultFileError, match="byte limit"):
         read_jsonl(path, 5)
+
+
+def test_an_operator_record_reads_back_to_the_line_it_was() -> None:
+    # OpResult.to_dict writes the line the main job writes (as annotate
+    # places each point): read back, it is the same record and the same line.
+    import json
+
+    from pyparbench.harness.operators import OpShape, OpTask, annotate
+    from pyparbench.machine.peak import Ceiling
+    from pyparbench.resultfiles import OpResult, ResultFileError
+    from pyparbench.settings import Settings
+    from pyparbench.timing import summarize
+
+    class Roof:
+        def ceiling(self, op: str, flops: float, nbytes: float, s: float,
+                    threads: int) -> Ceiling:
+            return Ceiling(flops / nbytes, flops / s / 1e9, nbytes / s / 1e9, "compute",
+                           100.0, "GFLOP/s", 12.5)
+
+    shape = OpShape("gemm", "gemm 1x2x3", "src", {"m": 1, "n": 2, "k": 3}, "quick")
+    ns = [1000.0, 1200.0, 1100.0]
+    tasks: list[tuple[OpTask, dict[str, Any]]] = [(OpTask("scaling", (1, 2), shape, repeats=3),
+              {"points": [{"threads": t, "cpus": list(range(t)), "ns": ns,
+                           "summary": summarize(ns).as_dict(), "flops": 12, "bytes": 24}
+                          for t in (1, 2)]}),
+             (OpTask("nodes", (4,), model="mlp", batch=8),
+              {"settings": Settings(intra_op=4).as_dict(), "threads": 4,
+               "nodes": [{"id": 3, "name": "fc", "op": "linear", "flops": 100, "bytes": 40,
+                          "shape": [8, 16], "ns": [100, 120], "median_ns": 110.0}],
+               "graph_ns": summarize([500.0, 600.0]).as_dict()})]
+    for task, out in tasks:
+        base = {"key": task.key, "task": task.as_dict(), "started": 1.5, "schema": 1,
+                "machine": {"host": "h"}, "peak_id": "0123456789ab", "status": "ok"}
+        roof: Any = Roof()
+        placed = annotate(OpResult.from_dict({**base, **out}, placed=False), roof)
+        line = json.dumps(placed.to_dict())
+        assert OpResult.from_dict(json.loads(line)) == placed
+        assert "roofline" in line and json.loads(line)["task"] == task.as_dict()
+        with pytest.raises(ResultFileError, match="roofline"):
+            OpResult.from_dict({**base, **out}, "operators.jsonl:1")
+    failed = {"key": "k", "task": {"kind": "nodes", "threads": [1], "repeats": 5},
+              "status": "timeout",
+              "error": "ran past 600 s", "machine": {}}
+    assert OpResult.from_dict(failed).to_dict() == {**failed, "started": 0.0, "schema": 1}
+    with pytest.raises(ResultFileError, match=r"x:1: points\[0\].flops"):
+        OpResult.from_dict({**failed, "task": tasks[0][0].as_dict(), "status": "ok",
+                            "points": [{"threads": 1, "summary": summarize(ns).as_dict(),
+                                        "flops": "many", "bytes": 1}]}, "x:1")

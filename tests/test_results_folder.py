@@ -150,7 +150,7 @@ def test_merged_shards_equal_the_suite_run_as_one_shard(runs: dict[str, Path],
     # Each operator's % of peak is of the ceilings of the CPU set that measured it.
     own = read_folder(runs["shard-0"]).op_records
     assert [p["roofline"] for r in ops_got for p in r.get("points", [])] == \
-        [p["roofline"] for r in own for p in r.get("points", [])]
+        [p.roofline.as_dict() for r in own for p in r.points or () if p.roofline is not None]
     info = json.loads((tmp_path / "all" / "merge.json").read_text())
     assert info["records"] == len(want) and info["peaks"] == [p[5:-5] for p in peaks]
     # Merging again into the merge's own folder replaces it.

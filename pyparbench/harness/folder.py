@@ -37,12 +37,8 @@ from pyparbench.resultfiles import (
     read_result,
     read_text,
 )
-from pyparbench.resultfiles.measurements import (
-    PEAK_FILE,
-    check_operator_record,
-    conditions,
-    read_peak_file,
-)
+from pyparbench.resultfiles.measurements import PEAK_FILE, conditions, read_peak_file
+from pyparbench.resultfiles.op_result import OpResult
 from pyparbench.resultfiles.values import get_int, get_string, is_number, json_type
 
 if TYPE_CHECKING:
@@ -106,6 +102,10 @@ def read_checked(path: Path, check: Callable[[str, dict[str, Any]], None], max_b
     if warning is not None:
         warnings.append(warning)
     return read.records
+
+
+def _no_check(where: str, r: dict[str, Any]) -> None:
+    """Records read typed afterwards (their reader checks them)."""
 
 
 def check_results_record(where: str, r: dict[str, Any]) -> None:
@@ -229,29 +229,24 @@ def read_summary_conditions(folder: Path, warnings: list[str],
     return conditions(value.get("conditions") if isinstance(value, dict) else None)
 
 
-def on_own_peaks(op_records: list[dict[str, Any]], peaks: dict[str, Peak]
-                 ) -> tuple[list[dict[str, Any]], list[str]]:
+def on_own_peaks(op_records: list[OpResult], peaks: dict[str, Peak]
+                 ) -> tuple[list[OpResult], list[str]]:
     """Operator records placed on the roofline of their own host's ceilings
-    (new dicts); where the folder lacks that host's peak file, the record
+    (new records); where the folder lacks that host's peak file, the record
     keeps the roofline it was stored with, and a warning says so."""
     from pyparbench.harness.operators import annotate
 
-    out: list[dict[str, Any]] = []
+    out: list[OpResult] = []
     lacking: set[str] = set()
     for r in op_records:
-        peak = peaks.get(str(r.get("peak_id")))
-        if r.get("status") != "ok":
+        peak = peaks.get(str(r.peak_id))
+        if not r.ok:
             out.append(r)
         elif peak is None:
-            lacking.add(str(r.get("peak_id")))
+            lacking.add(str(r.peak_id))
             out.append(r)
         else:
-            # Copies: annotate writes into the points and nodes.
-            copy: dict[str, Any] = dict(r)
-            for k in ("points", "nodes"):
-                if k in r:
-                    copy[k] = [dict(x) for x in r[k]]
-            out.append(annotate(copy, peak))
+            out.append(annotate(r, peak))
     warnings = [f"no peak file for machine {i}: its operator records keep the '% of peak' "
                 "they were stored with" for i in sorted(lacking)]
     return out, warnings
@@ -263,7 +258,7 @@ class ResultsFolder:
 
     path: Path
     records: list[Result]
-    op_records: list[dict[str, Any]]
+    op_records: list[OpResult]
     peaks: dict[str, Peak]
     conditions: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -299,8 +294,8 @@ def read_folder(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Resu
     records = [read_result(where, r) for where, r in read_checked(results, _check_key,
                                                                     max_bytes, warnings)]
     ops = folder / OPERATORS_FILE
-    op_records = ([r for _, r in read_checked(ops, check_operator_record, max_bytes,
-                                              warnings)]
+    op_records = ([OpResult.from_dict(r, where)
+                   for where, r in read_checked(ops, _no_check, max_bytes, warnings)]
                   if ops.is_file() else [])
     peaks = read_peaks(folder, max_bytes)
     op_records, lacking = on_own_peaks(op_records, peaks)

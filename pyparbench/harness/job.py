@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from pyparbench.harness.suite import Ceilings, SuitePlan
     from pyparbench.threading.topology import Topology
     from pyparbench.machine.peak import Peak
-    from pyparbench.resultfiles import Result
+    from pyparbench.resultfiles import OpResult, Result
     from pyparbench.settings import Settings
 
 __all__ = ["DEFAULT_OUTPUT", "OPERATORS_FILE", "PLAN_FILE", "RECOMMENDATIONS_FILE",
@@ -154,12 +154,11 @@ def _recommend(level: Level, ui: ConsoleUI, *, calibrate: bool, path: Path, resu
 
 
 def _run_plan(plan: SuitePlan, out: Path, results: Path, peak: Peak, options: JobOptions,
-              ui: ConsoleUI) -> tuple[list[Result], list[dict[str, Any]]]:
+              ui: ConsoleUI) -> tuple[list[Result], list[OpResult]]:
     """Run every configuration and operator task of the plan under one
     progress bar; the plan, with the seconds each item took, goes to
     ``plan.json`` (estimates against what they measure)."""
     from pyparbench.harness.operators import run_op_tasks
-    from pyparbench.harness.resumable import record_status
     from pyparbench.harness.runner import run_configs
     from pyparbench.harness.store import ResultStore
 
@@ -169,14 +168,14 @@ def _run_plan(plan: SuitePlan, out: Path, results: Path, peak: Peak, options: Jo
     last = [time.perf_counter()]
     with ui.progress(plan.estimate_s, len(plan.configs) + len(plan.tasks)) as step:
 
-        def on_result(item: Any, record: Result | dict[str, Any] | None) -> None:
+        def on_result(item: Any, record: Result | OpResult | None) -> None:
             now = time.perf_counter()
             if record is not None:
                 measured[item.key] = now - last[0]
             last[0] = now
             what = getattr(item, "what", None) or item.label
             step(weights[item.key], what,
-                 "done before" if record is None else record_status(record))
+                 "done before" if record is None else record.status)
 
         try:
             records = list(run_configs(plan.configs, ResultStore(results),
@@ -383,7 +382,6 @@ def run_main_job(options: JobOptions, ui: ConsoleUI | None = None) -> int:
     OSError
         The results folder cannot be made or written.
     """
-    from pyparbench.harness.resumable import record_status
     from pyparbench.harness.runner import Config, record_failures
     from pyparbench.harness.folder import write_graphs
     from pyparbench.harness.shards import apply_shard, resolve_shard
@@ -453,8 +451,8 @@ def run_main_job(options: JobOptions, ui: ConsoleUI | None = None) -> int:
     summary, page = write_report(out, records, op_records, peak, conditions,
                                  peaks=_hosts_peaks(out, peak, ui), graphs=plan.graphs)
     ui.summary(summary)
-    done_records: list[Result | dict[str, Any]] = [*records, *op_records]
-    failed = sum(1 for r in done_records if record_status(r) in ("error", "timeout"))
+    done_records: list[Result | OpResult] = [*records, *op_records]
+    failed = sum(1 for r in done_records if r.status in ("error", "timeout"))
     ui.say(f"{len(records)} results in {results}, summary in {out / 'summary.json'}; "
            f"{time.perf_counter() - started:.0f} s", wrap=False)
     ui.say(f"report: {page}", style="bold", wrap=False)

@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,41 +37,15 @@ from pyparbench.harness.levels import levels_upto
 from pyparbench.harness.resumable import run_resumable
 from pyparbench.harness.store import ResultStore
 from pyparbench.machine.fingerprint import fingerprint_id, machine_fingerprint
-from pyparbench.resultfiles.schema import SCHEMA
+from pyparbench.resultfiles.op_result import OpResult, OpShape, OpTask
 from pyparbench.settings import Settings
 
 if TYPE_CHECKING:
     from pyparbench.graph import Graph
     from pyparbench.machine.peak import Peak
 
-__all__ = ["SELECTION", "OpShape", "OpTask", "check_task_record", "measure_nodes",
+__all__ = ["SELECTION", "OpResult", "OpShape", "OpTask", "annotate", "check_task_record", "measure_nodes",
            "measure_scaling", "run_op_task", "run_op_tasks", "shape_graph", "standard_shapes"]
-
-
-@dataclass(frozen=True)
-class OpShape:
-    """One standard operator shape and where it comes from.
-
-    ``kind`` "gemm" (``m, n, k``: C (m x n) = A (m x k) B (k x n)), "conv"
-    (``n, c, h, w, out_channels, kh, kw, stride_h, stride_w, pad_t, pad_b,
-    pad_l, pad_r, groups``) or "embedding" (``rows, dim, batch, bag``: batch
-    bags of bag rows each). ``level``: the smallest suite level that
-    measures it ("quick", "default" or "full").
-    """
-
-    kind: str
-    name: str
-    source: str
-    params: Mapping[str, int] = field(hash=False)
-    level: str = "default"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "source": self.source,
-                "params": dict(self.params), "level": self.level}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> OpShape:
-        return cls(d["kind"], d["name"], d["source"], dict(d["params"]), d.get("level", "default"))
 
 
 # Which entries of the published lists (pyparbench.shapes) the main job
@@ -170,48 +144,6 @@ def shape_graph(shape: OpShape) -> Graph:
     return b.build(y)
 
 
-@dataclass(frozen=True)
-class OpTask:
-    """One operator measurement to make (see the module docstring).
-
-    ``scaling``: ``shape`` at each of ``threads``; ``nodes``: the heavy
-    nodes of ``model`` at ``batch``, on ``threads[0]`` threads.
-    """
-
-    kind: str
-    threads: tuple[int, ...]
-    shape: OpShape | None = None
-    model: str = ""
-    batch: int = 0
-    repeats: int = 5
-
-    @property
-    def key(self) -> str:
-        """Stable identity, used to skip finished tasks on resume."""
-        return json.dumps(self.as_dict(), sort_keys=True)
-
-    @property
-    def label(self) -> str:
-        if self.kind == "scaling" and self.shape is not None:
-            return f"{self.shape.name} at 1..{max(self.threads)} threads"
-        return f"{self.model} b{self.batch} per-node trace"
-
-    def as_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": self.kind, "threads": list(self.threads),
-                             "repeats": self.repeats}
-        if self.shape is not None:
-            d["shape"] = self.shape.as_dict()
-        if self.model:
-            d["model"], d["batch"] = self.model, self.batch
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> OpTask:
-        shape = OpShape.from_dict(d["shape"]) if "shape" in d else None
-        return cls(d["kind"], tuple(int(t) for t in d["threads"]), shape,
-                   d.get("model", ""), int(d.get("batch", 0)), int(d.get("repeats", 5)))
-
-
 def _repeats_for(one_ns: float, target_s: float, lo: int, hi: int) -> int:
     """Timed runs that take about ``target_s`` in all, within [lo, hi]."""
     return int(min(hi, max(lo, target_s * 1e9 / max(one_ns, 1.0))))
@@ -306,42 +238,45 @@ def measure_nodes(model: str, batch: int, threads: int, *, repeats: int = 5) -> 
             "graph_ns": summarize(totals).as_dict()}
 
 
-def annotate(record: dict[str, Any], peak: Peak) -> dict[str, Any]:
-    """Put every point of a finished task record on the roofline (in place)."""
-    for p in record.get("points", []):
-        p["roofline"] = peak.ceiling(_op_of(record["task"]), p["flops"], p["bytes"],
-                                     p["summary"]["median"] / 1e9, p["threads"]).as_dict()
-    for n in record.get("nodes", []):
-        n["roofline"] = peak.ceiling(n["op"], n["flops"], n["bytes"], n["median_ns"] / 1e9,
-                                     record["threads"]).as_dict()
-    return record
-
-
-def _op_of(task: Mapping[str, Any]) -> str:
-    kind = task["shape"]["kind"]
-    return {"gemm": "linear", "conv": "conv2d", "embedding": "embedding_bag"}[kind]
+def annotate(record: OpResult, peak: Peak) -> OpResult:
+    """The record of a finished task with every point and node placed on
+    ``peak``'s roofline (a new record; one not ``ok`` is returned as it is)."""
+    if not record.ok:
+        return record
+    points = record.points
+    if points is not None and record.task.shape is not None:
+        op = record.task.shape.op
+        points = tuple(replace(p, roofline=peak.ceiling(op, p.flops, p.bytes,
+                                                        p.summary.median / 1e9, p.threads))
+                       for p in points)
+    nodes = record.nodes
+    if nodes is not None and record.threads is not None:
+        threads = record.threads
+        nodes = tuple(replace(n, roofline=peak.ceiling(n.op, n.flops, n.bytes,
+                                                       n.median_ns / 1e9, threads))
+                      for n in nodes)
+    return replace(record, points=points, nodes=nodes)
 
 
 def run_op_task(task: OpTask, peak: Peak, *, timeout: float = 600.0,
-                machine: dict[str, Any] | None = None) -> dict[str, Any]:
+                machine: dict[str, Any] | None = None) -> OpResult:
     """Run one task in a fresh Python process; its record, on the roofline
     (``status`` "ok") or with what went wrong (``status`` "error" or
     "timeout", as :func:`pyparbench.child_process.call` types it)."""
-    started = time.time()
-    base = {"key": task.key, "task": task.as_dict(), "started": started, "schema": SCHEMA,
-            "machine": machine if machine is not None else machine_fingerprint(),
-            "peak_id": fingerprint_id(peak.fingerprint)}
+    base = OpResult(task.key, task, "error", time.time(),
+                    machine if machine is not None else machine_fingerprint(),
+                    fingerprint_id(peak.fingerprint))
     try:
         out = child_process.call("pyparbench.harness.operators", task.as_dict(), cpus=None,
                                  env=child_process.child_env(Settings()), timeout=timeout)
     except child_process.ChildFailed as e:
-        return {**base, "status": e.status, "error": e.error}
+        return replace(base, status=e.status, error=e.error)
     try:
-        return annotate({**base, "status": "ok", **out}, peak)
-    except (KeyError, TypeError, ValueError) as e:
-        return {**base, "status": "error",
-                "error": f"the result lacks {e}" if isinstance(e, KeyError)
-                else f"the result does not read: {e}"}
+        measured = OpResult.from_dict({**base.to_dict(), "status": "ok", **out},
+                                      "the task's answer", placed=False)
+        return annotate(measured, peak)
+    except (TypeError, ValueError) as e:
+        return replace(base, error=f"the result does not read: {e}")
 
 
 def check_task_record(where: str, record: dict[str, Any]) -> None:
@@ -352,8 +287,8 @@ def check_task_record(where: str, record: dict[str, Any]) -> None:
 
 def run_op_tasks(tasks: Iterable[OpTask], store: ResultStore, peak: Peak, *,
                  resume: bool = True, retry_failed: bool = False, timeout: float = 600.0,
-                 on_result: Callable[[OpTask, dict[str, Any] | None], None] | None = None
-                 ) -> Iterator[dict[str, Any]]:
+                 on_result: Callable[[OpTask, OpResult | None], None] | None = None
+                 ) -> Iterator[OpResult]:
     """Run every task not in ``store`` yet (see
     :func:`~pyparbench.harness.resumable.run_resumable`), each in a fresh
     process; yields the records.
@@ -361,15 +296,12 @@ def run_op_tasks(tasks: Iterable[OpTask], store: ResultStore, peak: Peak, *,
     Raises
     ------
     ValueError
-        On resume, when the store holds another machine's or schema's records.
+        On resume, when the store holds another machine's or schema's
+        records, or a record that does not read (:meth:`OpResult.from_dict`).
     """
-    def read(where: str, record: dict[str, Any]) -> dict[str, Any]:
-        check_task_record(where, record)
-        return record
-
     return run_resumable(
         tasks, store, lambda t, m: run_op_task(t, peak, timeout=timeout, machine=m),
-        read, resume=resume, retry_failed=retry_failed, on_result=on_result)
+        lambda where, r: OpResult.from_dict(r, where), resume=resume, retry_failed=retry_failed, on_result=on_result)
 
 
 def _child_main() -> int:

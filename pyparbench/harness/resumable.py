@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
-from pyparbench.harness.store import ResultStore
+from pyparbench.harness.store import ResultStore, StoredRecord
 from pyparbench.machine.fingerprint import machine_fingerprint
-from pyparbench.resultfiles import Result
 
-__all__ = ["Keyed", "record_status", "run_resumable"]
+__all__ = ["Keyed", "StoredRecord", "record_status", "run_resumable"]
 
 
 class Keyed(Protocol):
@@ -26,13 +25,13 @@ class Keyed(Protocol):
 
 
 Item = TypeVar("Item", bound=Keyed)
-# A configuration's typed result, or an operator task's record.
-Record = TypeVar("Record", Result, dict[str, Any])
+# A configuration's typed result (Result), or an operator task's (OpResult).
+Record = TypeVar("Record", bound=StoredRecord)
 
 
-def record_status(record: Result | dict[str, Any]) -> str:
+def record_status(record: StoredRecord) -> str:
     """A configuration's result's status, or an operator task record's."""
-    return record.status if isinstance(record, Result) else str(record.get("status"))
+    return record.status
 
 
 def run_resumable(items: Iterable[Item], store: ResultStore,

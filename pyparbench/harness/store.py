@@ -1,8 +1,8 @@
 """The store that keeps the main job's records as they are made.
 
 A :class:`ResultStore` is an append-only JSONL file with one record
-(:class:`pyparbench.resultfiles.Result`, or an operator task's record) per
-line, written and synced as each configuration finishes, so an
+(:class:`pyparbench.resultfiles.Result`, or an operator task's
+:class:`pyparbench.resultfiles.OpResult`) per line, written and synced as each configuration finishes, so an
 interrupted or crashed sweep loses no finished result. Resuming into a store
 checks that its records are of this schema and of this machine: a file of
 another machine's results is refused, not trusted.
@@ -16,19 +16,34 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pyparbench.machine.fingerprint import resume_conflicts
 from pyparbench.resultfiles import DEFAULT_MAX_BYTES, read_jsonl
-from pyparbench.resultfiles.schema import SCHEMA, STATUSES, Result
+from pyparbench.resultfiles.schema import SCHEMA, STATUSES
 from pyparbench.resultfiles.values import show
 
-__all__ = ["ResultStore"]
+__all__ = ["ResultStore", "StoredRecord"]
 
 R = TypeVar("R")
 
 # Bad lines of one file named in its warning; the rest are counted.
 _WARNINGS = 5
+
+
+class StoredRecord(Protocol):
+    """A typed record a store keeps (a configuration's
+    :class:`~pyparbench.resultfiles.Result`, an operator task's
+    :class:`~pyparbench.resultfiles.OpResult`): the key it is stored and
+    resumed under, how it ended, and its line."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 class ResultStore:
@@ -117,7 +132,7 @@ class ResultStore:
             out.append((r["key"], read(where, r)))
         return out
 
-    def append(self, record: Result | Mapping[str, Any]) -> None:
+    def append(self, record: StoredRecord | Mapping[str, Any]) -> None:
         """Add one record as a line of its own, written through to the disk.
 
         Raises
@@ -127,7 +142,7 @@ class ResultStore:
             the message names the file; every whole line before stays
             readable, and a later append starts a fresh line.
         """
-        data = record.to_dict() if isinstance(record, Result) else dict(record)
+        data = dict(record) if isinstance(record, Mapping) else record.to_dict()
         line = (json.dumps(data) + "\n").encode()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from pyparbench.report.summary import summarize_run
 
 if TYPE_CHECKING:
     from pyparbench.machine.peak import Peak
-    from pyparbench.resultfiles import Result
+    from pyparbench.resultfiles import OpResult, Result
 
 __all__ = ["REPORT_FILE", "SUMMARY_FILE", "summarize_run", "write_report"]
 
@@ -23,7 +23,7 @@ REPORT_FILE = "report.html"
 
 
 def write_report(directory: str | Path, records: Sequence[Result],
-                 op_records: Sequence[Mapping[str, Any]] = (), peak: Peak | None = None,
+                 op_records: Sequence[OpResult] = (), peak: Peak | None = None,
                  conditions: Mapping[str, Any] | None = None, *,
                  peaks: Mapping[str, Peak] | None = None,
                  graphs: Mapping[tuple[str, int], Mapping[str, Any]] | None = None

@@ -3,8 +3,9 @@
 Input: the model configurations' results (typed
 :class:`pyparbench.resultfiles.Result` records, as the runner makes them or
 as :func:`pyparbench.resultfiles.read_result` reads ``results.jsonl`` back),
-the operator records of ``operators.jsonl``
-(:mod:`pyparbench.harness.operators`) and the machine's ceilings
+the operator records of ``operators.jsonl`` (typed
+:class:`pyparbench.resultfiles.OpResult` records,
+:mod:`pyparbench.harness.operators`) and the machine's ceilings
 (:class:`pyparbench.machine.peak.Peak`).
 
 Output (``SCHEMA`` 1), every latency in ms with the JSONL median in ns
@@ -91,7 +92,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyparbench.names import PRESETS
-from pyparbench.resultfiles import Result
+from pyparbench.resultfiles import OpResult, Result
 from pyparbench.settings import Settings
 from pyparbench.stats import (
     MergedSetting,
@@ -303,28 +304,36 @@ def _framework_overhead(native: Sequence[Result],
     return out
 
 
-def _scaling(rec: Mapping[str, Any]) -> dict[str, Any]:
-    shape = rec["task"]["shape"]
+def _scaling(rec: OpResult) -> dict[str, Any]:
+    shape = rec.task.shape
+    assert shape is not None and rec.points  # an ok scaling record has both
     points = []
-    for p in rec["points"]:
-        roof = p["roofline"]
-        points.append({"threads": p["threads"], "median_ns": p["summary"]["median"],
-                       "median_ms": p["summary"]["median"] / 1e6, "flops": p["flops"],
-                       "bytes": p["bytes"], **roof})
+    for p in rec.points:
+        roof = p.roofline.as_dict() if p.roofline is not None else {}
+        points.append({"threads": p.threads, "median_ns": p.summary.median,
+                       "median_ms": p.summary.median / 1e6, "flops": p.flops,
+                       "bytes": p.bytes, **roof})
     first, last = points[0], points[-1]
-    return {"name": shape["name"], "kind": shape["kind"], "source": shape["source"],
-            "params": shape["params"], "points": points,
+    return {"name": shape.name, "kind": shape.kind, "source": shape.source,
+            "params": dict(shape.params), "points": points,
             "speedup_at_max": first["median_ns"] / last["median_ns"],
             "max_threads": last["threads"]}
 
 
-def _roofline(rec: Mapping[str, Any]) -> dict[str, Any]:
-    task = rec["task"]
-    nodes = [{"id": n["id"], "name": n["name"], "op": n["op"], "shape": n.get("shape"),
-              "median_ms": n["median_ns"] / 1e6, "flops": n["flops"], "bytes": n["bytes"],
-              **n["roofline"]} for n in rec["nodes"]]
-    return {"model": task["model"], "batch": task["batch"], "threads": rec["threads"],
-            "graph_ms": rec["graph_ns"]["median"] / 1e6, "nodes": nodes}
+def _roofline(rec: OpResult) -> dict[str, Any]:
+    assert rec.graph_ns is not None  # an ok nodes record has its graph's time
+    nodes = [{"id": n.id, "name": n.name, "op": n.op,
+              "shape": None if n.shape is None else list(n.shape),
+              "median_ms": n.median_ns / 1e6, "flops": n.flops, "bytes": n.bytes,
+              **(n.roofline.as_dict() if n.roofline is not None else {})}
+             for n in rec.nodes or ()]
+    return {"model": rec.task.model, "batch": rec.task.batch, "threads": rec.threads,
+            "graph_ms": rec.graph_ns.median / 1e6, "nodes": nodes}
+
+
+def _op_failure(r: OpResult) -> dict[str, Any]:
+    return {"model": r.name, "batch": r.task.batch if r.task.model else None,
+            "setting": r.kind, "status": r.status, "error": r.error or ""}
 
 
 def busy_note(busy: float, cpus: int) -> str | None:
@@ -338,14 +347,14 @@ def busy_note(busy: float, cpus: int) -> str | None:
             "multi-threaded settings suffer most")
 
 
-def _hosts(records: Sequence[Result], op_records: Sequence[Mapping[str, Any]],
+def _hosts(records: Sequence[Result], op_records: Sequence[OpResult],
            peaks: Mapping[str, Peak]) -> list[dict[str, Any]]:
     """Each machine (host and its allowed CPUs) the records were measured on."""
     from pyparbench.machine.fingerprint import fingerprint_id
 
     hosts: dict[str, dict[str, Any]] = {}
     machines: list[tuple[str, Any]] = [("configs", r.machine) for r in records]
-    machines += [("operator_tasks", r.get("machine")) for r in op_records]
+    machines += [("operator_tasks", r.machine) for r in op_records]
     for count, m in machines:
         if isinstance(m, Mapping) and m:
             fid = fingerprint_id(m)
@@ -370,7 +379,7 @@ def _hosts(records: Sequence[Result], op_records: Sequence[Mapping[str, Any]],
 
 
 def summarize_run(records: Sequence[Result],
-                  op_records: Sequence[Mapping[str, Any]] = (),
+                  op_records: Sequence[OpResult] = (),
                   peak: Peak | None = None, *,
                   fingerprint: Mapping[str, Any] | None = None,
                   conditions: Mapping[str, Any] | None = None,
@@ -395,7 +404,7 @@ def summarize_run(records: Sequence[Result],
     machine["fingerprint_id"] = fingerprint_id(machine)
     not_ok = [r for r in records if not r.ok]
     skipped = sum(1 for r in not_ok if r.status == "skipped")
-    ok_ops = [r for r in op_records if r.get("status") == "ok"]
+    ok_ops = [r for r in op_records if r.ok]
     spread = run_spread(native)
     return {
         "schema": SCHEMA,
@@ -411,17 +420,14 @@ def summarize_run(records: Sequence[Result],
                    "failed": len(not_ok) - skipped, "skipped": skipped,
                    "operator_tasks": len(op_records),
                    "operator_failed": len(op_records) - len(ok_ops)},
-        "failures": [_failure(r) for r in not_ok] + [
-            {"model": r["task"].get("model") or r["task"].get("shape", {}).get("name"),
-             "batch": r["task"].get("batch"), "setting": r["task"]["kind"],
-             "status": r.get("status", "error"), "error": r.get("error", "")}
-            for r in op_records if r.get("status") != "ok"],
+        "failures": [_failure(r) for r in not_ok]
+                    + [_op_failure(r) for r in op_records if not r.ok],
         "spread": None if spread is None else spread.as_dict(),
         "models": [_model_entry(m, b, rs, spread, (graphs or {}).get((m, b)))
                    for (m, b), rs in groups.items()],
         "framework_overhead": _framework_overhead([r for r in native if r.ok], framework),
         "operators": {
-            "scaling": [_scaling(r) for r in ok_ops if r["task"]["kind"] == "scaling"],
-            "roofline": [_roofline(r) for r in ok_ops if r["task"]["kind"] == "nodes"],
+            "scaling": [_scaling(r) for r in ok_ops if r.kind == "scaling"],
+            "roofline": [_roofline(r) for r in ok_ops if r.kind == "nodes"],
         },
     }

@@ -23,7 +23,9 @@ The package: ``values`` (safe reading, value checks, ``ResultFileError``),
 ``ResultSet``), ``schema`` (the main job's typed record ``Result`` with its
 ``RunConfig`` and timing ``Summary``, its statuses and schema version, and
 the checks of a record read back), ``records`` (our JSONL records and
-summaries), ``measurements`` (operator records, peak files, conditions),
+summaries), ``op_result`` (the operator tasks' typed record ``OpResult``
+with its ``OpTask``, ``OpShape``, ``OpPoint`` and ``OpNode``),
+``measurements`` (peak files, conditions, and the operator record's check),
 ``pytest_benchmark``. What is computed from the rows (how much a setting's
 processes differ, ratios, regrets) is :mod:`pyparbench.stats`'s; the names
 it took from here (``ProcessSpread``, ``RatioEstimate``, ``estimate_ratio``,
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pyparbench.resultfiles.fingerprint import fingerprint_fields
+from pyparbench.resultfiles.op_result import OpResult
 from pyparbench.resultfiles.pytest_benchmark import read_pytest_benchmark
 from pyparbench.resultfiles.records import (
     add_summary,
@@ -71,6 +74,7 @@ from pyparbench.resultfiles.values import (
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "JsonlRead",
+    "OpResult",
     "ProcessSpread",
     "RatioEstimate",
     "Result",

@@ -9,11 +9,12 @@ import math
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "MAX_COUNT",
+    "MAX_MEASURE",
     "MAX_NS",
     "JsonlRead",
     "ResultFileError",
@@ -22,8 +23,10 @@ __all__ = [
     "durations",
     "first_line_is_object",
     "get_int",
+    "get_number",
     "get_object",
     "get_string",
+    "get_text",
     "int_ok",
     "is_number",
     "is_plain",
@@ -48,6 +51,10 @@ DEFAULT_MAX_BYTES = 256 << 20
 
 # Timings beyond these are not measurements but corrupt or hostile values.
 MAX_NS = 1e15  # about 11.6 days per run
+
+
+# FLOPs, bytes, GFLOP/s, GB/s beyond this are not measurements.
+MAX_MEASURE = 1e18
 
 
 MAX_COUNT = 1 << 20  # batches, threads, repeats, samples per row: generous upper bounds
@@ -301,6 +308,26 @@ def get_string(where: str, d: dict[str, Any], key: str, name: str | None = None)
     v = d.get(key)
     if not isinstance(v, str) or not v or len(v) > 4096:
         raise ResultFileError(where, f"{name or key} must be a non-empty string, got {show(v)}")
+    return v
+
+
+def get_number(where: str, d: dict[str, Any], key: str, name: str, *,
+               positive: bool) -> float:
+    """``d[key]``, which must be a finite number (``positive``: above 0, else
+    0 or more) within any measurement's range (FLOPs, bytes, GFLOP/s, GB/s);
+    returned as written (an int stays an int)."""
+    v: Any = d.get(key)
+    if not is_number(v) or not (0 < v if positive else 0 <= v) or v > MAX_MEASURE:
+        raise ResultFileError(where, f"{name} must be a {'positive' if positive else 'finite'} "
+                                     f"number, got {show(v)}")
+    return cast(float, v)
+
+
+def get_text(where: str, d: dict[str, Any], key: str, name: str) -> str:
+    """``d[key]``, which must be a string (empty too) of at most 4096 characters."""
+    v = d.get(key)
+    if not isinstance(v, str) or len(v) > 4096:
+        raise ResultFileError(where, f"{name} must be a string, got {show(v)}")
     return v
 
 
