@@ -332,9 +332,9 @@ def test_framework_overhead_is_paired_with_the_native_run() -> None:
         return _result(f"{framework}", RunConfig("mlp-512", 1, Settings(intra_op=2),
                                                  framework=framework), ms * 1e6)
 
-    summary = summarize_run([rec(None, 2.0), rec("pytorch", 3.0)], fingerprint={"host": "h"})
+    summary = summarize_run([rec(None, 2.0), rec("torch", 3.0)], fingerprint={"host": "h"})
     (o,) = summary["framework_overhead"]
-    assert (o["framework"], o["native_ms"], o["framework_ms"]) == ("pytorch", 2.0, 3.0)
+    assert (o["framework"], o["native_ms"], o["framework_ms"]) == ("torch", 2.0, 3.0)
     assert o["overhead_ms"] == pytest.approx(1.0)
     assert o["overhead_pct"] == pytest.approx(100 / 3)
     # The framework run is not one of the native settings compared.
