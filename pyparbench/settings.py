@@ -51,7 +51,6 @@ from pyparbench.names import (
     SCHEDULERS,
     graph_opt_passes,
 )
-from pyparbench.threading.placement import place
 
 if TYPE_CHECKING:
     from pyparbench.graph import Graph
@@ -189,6 +188,10 @@ def team_cpus(settings: Settings, topo: Topology) -> tuple[int, ...]:
     placement would give it, since that is where a team is most likely to
     land. A setting that does not fit (more threads than cores): a compact
     team of as many cores as the process may use, up to ``intra_op``."""
+    # Imported here: placement loads the native core, which a framework's
+    # child (it reads Settings) must never load next to its framework.
+    from pyparbench.threading.placement import place
+
     affinity = "compact" if settings.affinity == "none" else settings.affinity
     try:
         first = place(topo, affinity, settings.instances * settings.inter_op,

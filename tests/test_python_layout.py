@@ -9,6 +9,8 @@ modules together; a circle through one is only hidden until it runs).
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,3 +221,16 @@ def test_the_circle_finder_sees_late_imports(tmp_path: Path, source: dict[str, s
     monkeypatch.setattr(sys.modules[__name__], "MODULES", modules)
     graph = {m: {t for t, _ in imports(m) if t != m} for m in modules}
     assert _cycles(graph) == [circle]
+
+
+def test_a_framework_child_imports_no_native_core() -> None:
+    """A framework's child process builds graphs and reads settings but must
+    never load the native core (its OpenMP beside the framework's): the
+    modules it imports keep the core's imports inside the functions that
+    need it."""
+    code = ("import sys, pyparbench.frameworks.child, pyparbench.graph.passes, "
+            "pyparbench.settings; "
+            "print(sorted(m for m in sys.modules if m.startswith('pyparbench._core')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYPARBENCH_NO_CORE": "1"}, check=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout

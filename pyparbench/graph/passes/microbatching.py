@@ -8,14 +8,15 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.node import Node, Params
 from pyparbench.graph.opdefs import DTYPE_BYTES
 from pyparbench.graph.passes.rewrite import Emitter
-from pyparbench.threading.cache_share import team_cache_bytes
-from pyparbench.threading.topology import Topology, topology
+
+if TYPE_CHECKING:
+    from pyparbench.threading.topology import Topology
 
 __all__ = ["BUDGET_SHARE", "MAX_MICRO_BATCHES", "MicroBatchPlan", "cache_budget_bytes", "microbatch",
            "microbatch_plan", "split_batch"]
@@ -193,6 +194,11 @@ def cache_budget_bytes(topo: Topology | None = None, cpus: Sequence[int] | None 
     (:func:`~pyparbench.threading.cache_share.team_cache_bytes`) on
     ``topo`` (default: this machine) and the team's ``cpus`` (default: every
     CPU this process may use)."""
+    # Imported here: the topology loads the native core, which a framework's
+    # child process (that builds graphs but runs them in its framework) must
+    # never load next to the framework's own OpenMP.
+    from pyparbench.threading.cache_share import team_cache_bytes
+
     if topo is None:
         return _this_machine_budget(None if cpus is None else tuple(cpus))
     return int(team_cache_bytes(topo, cpus) * BUDGET_SHARE)
@@ -200,4 +206,7 @@ def cache_budget_bytes(topo: Topology | None = None, cpus: Sequence[int] | None 
 
 @functools.lru_cache(maxsize=256)
 def _this_machine_budget(cpus: tuple[int, ...] | None) -> int:
+    from pyparbench.threading.cache_share import team_cache_bytes
+    from pyparbench.threading.topology import topology
+
     return int(team_cache_bytes(topology(), cpus) * BUDGET_SHARE)
