@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -54,6 +56,7 @@ def test_trace_with_a_preset(tmp_path: Path) -> None:
     assert "tftuner sync 1x" in out.stdout
 
 
+@pytest.mark.slow
 def test_bad_arguments_are_reported_without_a_traceback() -> None:
     for args, msg in ((("trace", "alexnet"), "unknown model 'alexnet'"),
                       (("trace", "mlp-512", "--affinity", "0,x"), "--affinity must be"),
@@ -66,6 +69,7 @@ def test_bad_arguments_are_reported_without_a_traceback() -> None:
         assert msg in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_out_of_range_options_and_bad_outputs_are_refused_before_any_work(
         tmp_path: Path) -> None:
     a_file = tmp_path / "a-file"
@@ -96,6 +100,7 @@ def test_out_of_range_options_and_bad_outputs_are_refused_before_any_work(
     assert "{avx512,avx2,generic}" in cli("peak", "--help").stdout
 
 
+@pytest.mark.slow
 def test_run_a_small_suite_then_resume(tmp_path: Path,
                                        seed_peak: Callable[[Path], Path]) -> None:
     out_dir = tmp_path / "results"

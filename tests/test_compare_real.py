@@ -27,6 +27,10 @@ import pytest
 
 from pyparbench.compare import smallest_p_at_least, u_test
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("scipy.stats")
 
 SUITE = ("--quick", "--models", "dlrm-kaggle", "--batches", "1", "--no-operators",

@@ -29,6 +29,10 @@ from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
 from pyparbench.threading import Pool, serial_work
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 F32 = npt.NDArray[np.float32]
 
 # Python threads per test, and how often each repeats its work: enough for

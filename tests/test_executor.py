@@ -71,6 +71,7 @@ def assert_matches(got: dict[str, np.ndarray], want: dict[str, Any]) -> None:
 PINNED = Settings(scheduler="async", inter_op=2, affinity="compact")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pinned", [
     pytest.param(False, id="settings"), pytest.param(True, marks=needs_cores(2), id="pinned")])
 @pytest.mark.parametrize("name", sorted(models.MODELS))
@@ -85,6 +86,7 @@ def test_every_model_matches_the_reference_under_every_setting(name: str, pinned
             raise AssertionError(f"{s.label()}: {e}") from None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(models.MODELS))
 def test_every_model_at_batch_one_in_framework_mode(name: str) -> None:
     # Batch 1: ops are cut along channels or features instead of the batch.

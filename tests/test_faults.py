@@ -25,6 +25,10 @@ from pyparbench.harness.store import ResultStore
 from pyparbench.harness.runner import TEST_FAULT_ENV, Config, run_config, run_configs
 from pyparbench.settings import Settings
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 # A tiny configuration: a fresh process runs it in about a second.
 FAST = {"model": "mlp-512", "batch": 1, "repeats": 1, "warmup": 0}
 TRIALS = int(os.environ.get("PPB_KILL_TRIALS", "4"))

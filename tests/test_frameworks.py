@@ -48,6 +48,10 @@ from pyparbench.settings import Settings
 
 from _support import physical_cores
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

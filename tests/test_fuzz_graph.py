@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,6 +26,10 @@ from pyparbench.executor import compile_graph
 from pyparbench.graph import Graph, GraphBuilder, Params, ParamSpec
 from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
+
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
 
 RTOL = 2e-4  # fp32 kernels through a few layers against float64
 

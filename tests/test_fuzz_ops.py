@@ -39,6 +39,10 @@ from pyparbench import DnnlError, ops
 from pyparbench.settings import Settings
 from pyparbench.threading import Pool
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 F32 = npt.NDArray[np.float32]
 
 THREADS = st.sampled_from([None, 1, 2, 3])

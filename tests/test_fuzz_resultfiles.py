@@ -29,6 +29,10 @@ from pyparbench.report.summary import summarize_run
 from pyparbench.harness.store import ResultStore
 from pyparbench.harness.runner import check_config_record
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 DATA = Path(__file__).parent / "data" / "compare"
 
 def _with_schema(text: str) -> str:

@@ -32,7 +32,8 @@ BOUND = 4 << 20
 OP_CALLS = 10_000
 GRAPH_RUNS = 1_000
 
-pytestmark = pytest.mark.skipif(not STATM.exists(), reason="needs /proc/self/statm")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not STATM.exists(), reason="needs /proc/self/statm")]
 
 
 def resident() -> int:

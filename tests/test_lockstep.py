@@ -19,6 +19,10 @@ from pyparbench.frameworks.child import HOOK_ENV
 from pyparbench.frameworks.lockstep import median_interval, running_threads, wait_until_idle
 from pyparbench.settings import Settings
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 FAST = ModelRef("mlp-512", 1, kwargs={"layers": 1})
 ONE = Settings(intra_op=1)
 # Skipped without onnx and onnxruntime, and marked so that CI runs them again

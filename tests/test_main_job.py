@@ -32,6 +32,7 @@ def run_main_job(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, s
     return code, capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("ceilings_cached")
 def test_the_main_job_survives_a_failing_recommender(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -62,6 +63,7 @@ def test_the_main_job_survives_a_failing_recommender(
     assert code == 1 and len(again) == len(records)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("ceilings_cached")
 def test_missing_frameworks_are_named_with_the_extra_to_install(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -75,6 +77,7 @@ def test_missing_frameworks_are_named_with_the_extra_to_install(
         " ".join(out.split()), line
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("ceilings_cached")
 def test_a_run_keeps_its_plan_with_estimated_and_measured_seconds(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

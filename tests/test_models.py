@@ -170,6 +170,7 @@ SMALL = {"dlrm": {"max_rows": 300}, "dlrm-kaggle": {"max_rows": 300},
          "transformer": {"seq_len": 16}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MODELS))
 def test_reference_forward_runs(name: str) -> None:
     spec = MODELS[name]

@@ -24,6 +24,10 @@ from pyparbench.machine.peak import (
     thread_counts,
 )
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 
 def _peak_json(*args: str) -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "peak", "--json", "--quick",

@@ -39,6 +39,10 @@ from pyparbench.recommender.costmodel import (
 )
 from pyparbench.settings import Settings
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 EIGHT = "package:1 core:8 pu:1"
 
 

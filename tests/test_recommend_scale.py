@@ -26,6 +26,10 @@ from pyparbench.recommender.costmodel import ALIAS_OPS, WaitCosts, op_key
 from pyparbench.settings import allowed_cores
 from pyparbench.harness.levels import DEFAULT_MODELS
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 # The module (pyparbench.threading's `topology` attribute is the function).
 topology_mod = importlib.import_module("pyparbench.threading.topology")
 

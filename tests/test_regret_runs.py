@@ -13,6 +13,10 @@ from typing import Any
 
 import pytest
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 
 def _regret_runs() -> ModuleType:
     path = Path(__file__).resolve().parents[1] / "bench" / "regret_runs.py"

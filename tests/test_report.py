@@ -221,6 +221,7 @@ def _check_run_folder(out: Path) -> dict[str, Any]:
     return summary
 
 
+@pytest.mark.slow
 def test_quick_run_from_the_repository_root(tmp_path: Path,
                                            seed_peak: Callable[[Path], Path]) -> None:
     # The source folder is right there, and must not shadow the installed package.
@@ -238,6 +239,7 @@ def test_quick_run_from_the_repository_root(tmp_path: Path,
     assert "mlp-512" in proc.stdout and "xtuner" in proc.stdout
 
 
+@pytest.mark.slow
 def test_quick_run_from_another_folder_with_a_relative_path_then_resume(tmp_path: Path
                                                                        ) -> None:
     proc = _run(tmp_path, *TINY, "-o", "rel")

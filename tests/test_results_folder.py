@@ -28,6 +28,10 @@ from pyparbench.harness.merge import MergeError, merge
 from pyparbench.machine import fingerprint as machine_fingerprint_module
 from pyparbench.machine.fingerprint import fingerprint_id
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 SUITE = ["--quick", "--models", "mlp-512", "--batches", "1", "--repeats", "1",
          "--no-frameworks"]
 CPUS = sorted(os.sched_getaffinity(0))

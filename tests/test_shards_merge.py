@@ -26,6 +26,10 @@ from pyparbench.harness.shards import (
     shard_from_env,
 )
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 
 def fake_suite(n: int = 23) -> list[Config]:
     """n distinct configurations (the list order is what shards split)."""

@@ -30,6 +30,10 @@ from pyparbench.machine.fingerprint import machine_fingerprint
 from pyparbench.resultfiles import read_result
 from pyparbench.settings import Settings
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def no_fault(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:

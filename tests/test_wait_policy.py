@@ -26,6 +26,10 @@ from pyparbench.recommender.costmodel import WaitCosts, wait_key, wait_policy
 from pyparbench.recommender.verify import MIN_ROUNDS, Verified
 from pyparbench.settings import INTEL_SPINCOUNT, Settings, preset
 
+# Slow (real runs in processes of their own, or many inputs): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 TWO = Resources(cores=2, logical=2)
 SYNC2 = Settings(intra_op=2, affinity="compact")
 
