@@ -212,6 +212,8 @@ def instance_cpus(settings: Settings, topo: Topology) -> tuple[tuple[int, ...], 
     ValueError
         The setting does not fit ``topo`` (more threads than CPUs to pin).
     """
+    from pyparbench.threading.placement import place  # see team_cpus
+
     affinity = "compact" if settings.affinity == "none" else settings.affinity
     placement = place(topo, affinity, settings.instances * settings.inter_op, settings.intra_op,
                       smt=settings.smt, group=settings.inter_op)
