@@ -123,6 +123,7 @@ def test_run_rejects_an_unknown_model(tmp_path: Path) -> None:
     assert out.returncode == 2 and "unknown model(s) ['alexnet']" in out.stderr
 
 
+@pytest.mark.slow
 def test_models_describe_a_file_and_a_model(tmp_path: Path) -> None:
     import numpy as np
     import pytest

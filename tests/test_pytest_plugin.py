@@ -11,6 +11,10 @@ import pytest
 
 from _support import physical_cores
 
+# Slow (each test runs pytest in a process of its own): left out of the
+# quick run, `pytest -m "not slow and not slurm"`.
+pytestmark = pytest.mark.slow
+
 pytest_plugins = ["pytester"]
 pytest.importorskip("pytest_benchmark")
 
