@@ -24,6 +24,9 @@ from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
 
+# Also run in the emulated arm64 job (.ci/aarch64).
+pytestmark = pytest.mark.aarch64
+
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 

@@ -15,6 +15,9 @@ from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
 
+# Also run in the emulated arm64 job (.ci/aarch64).
+pytestmark = pytest.mark.aarch64
+
 # Small inputs keep the float64 reference quick; structure is unchanged.
 SMALL = {"googlenet": {"image_size": 64}, "inception-v2": {"image_size": 64},
          "inception-v3": {"image_size": 75}, "resnet50": {"image_size": 64},

@@ -44,6 +44,9 @@ from _support import (
 from pyparbench import ops
 from pyparbench._checks import padding4, pair
 
+# Also run in the emulated arm64 job (.ci/aarch64).
+pytestmark = pytest.mark.aarch64
+
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 

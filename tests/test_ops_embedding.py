@@ -8,6 +8,9 @@ from _support import THREAD_COUNTS, assert_close, poisoned, rand, ref_embedding_
 
 import pyparbench as ppb
 
+# Also run in the emulated arm64 job (.ci/aarch64).
+pytestmark = pytest.mark.aarch64
+
 # Sums of up to ~100 fp32 rows of O(1) values.
 RTOL = 1e-5
 

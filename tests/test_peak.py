@@ -81,6 +81,7 @@ def test_the_isa_matches_the_cpu_flags() -> None:
     assert ("avx2" in isas) == ({"avx2", "fma"} <= flags)
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("isa", native.isas())
 def test_fma_work_is_counted_from_the_kernel_shape(isa: str) -> None:
     k = native.fma_kernel(isa)
@@ -89,6 +90,7 @@ def test_fma_work_is_counted_from_the_kernel_shape(isa: str) -> None:
     assert len(ns) == 2 and np.all(ns > 0)
 
 
+@pytest.mark.aarch64
 def test_triad_and_gather_count_bytes_as_documented() -> None:
     ns, nbytes = native.time_triad(1, 1 << 16, repeats=2)
     assert nbytes == 3 * 4 * (1 << 16) and np.all(ns > 0)
@@ -97,6 +99,7 @@ def test_triad_and_gather_count_bytes_as_documented() -> None:
     assert nbytes == 40 * (16 * 4 + 8) + 10 * 16 * 4 and np.all(ns > 0)
 
 
+@pytest.mark.aarch64
 def test_bad_arguments_raise_value_errors() -> None:
     with pytest.raises(ValueError, match="isa 'sse9' is not one this CPU runs"):
         native.fma_kernel("sse9")

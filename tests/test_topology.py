@@ -12,6 +12,9 @@ import pytest
 import pyparbench as ppb
 from pyparbench.threading import topology, topology_dict
 
+# Also run in the emulated arm64 job (.ci/aarch64).
+pytestmark = pytest.mark.aarch64
+
 ALLOWED = sorted(os.sched_getaffinity(0))
 
 
