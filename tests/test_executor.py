@@ -15,8 +15,6 @@ from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
 
-# Also run in the emulated arm64 job (.ci/aarch64).
-pytestmark = pytest.mark.aarch64
 
 # Small inputs keep the float64 reference quick; structure is unchanged.
 SMALL = {"googlenet": {"image_size": 64}, "inception-v2": {"image_size": 64},
@@ -49,6 +47,15 @@ SETTINGS = [
 # fp32 kernels against a float64 reference, through up to ~100 layers.
 RTOL = 2e-4
 
+# The models the emulated arm64 job (.ci/aarch64) runs: an MLP, embeddings,
+# attention; the CNNs take minutes each under emulation.
+AARCH64_MODELS = {"mlp-512", "dlrm", "ncf", "transformer"}
+
+
+def model_names() -> list[Any]:
+    return [pytest.param(n, marks=pytest.mark.aarch64) if n in AARCH64_MODELS else n
+            for n in sorted(models.MODELS)]
+
 
 @lru_cache(maxsize=None)
 def model(name: str, batch: int = 2) -> tuple[Graph, dict[str, np.ndarray]]:
@@ -68,7 +75,7 @@ def assert_matches(got: dict[str, np.ndarray], want: dict[str, Any]) -> None:
         assert err <= RTOL, f"output {k}: relative error {err:.3g}"
 
 
-@pytest.mark.parametrize("name", sorted(models.MODELS))
+@pytest.mark.parametrize("name", model_names())
 def test_every_model_matches_the_reference_under_every_setting(name: str) -> None:
     g, want = model(name)
     cg = compile_graph(g)
@@ -80,7 +87,7 @@ def test_every_model_matches_the_reference_under_every_setting(name: str) -> Non
             raise AssertionError(f"{s.label()}: {e}") from None
 
 
-@pytest.mark.parametrize("name", sorted(models.MODELS))
+@pytest.mark.parametrize("name", model_names())
 def test_every_model_at_batch_one_in_framework_mode(name: str) -> None:
     # Batch 1: ops are cut along channels or features instead of the batch.
     g, want = model(name, 1)
@@ -96,6 +103,7 @@ def test_every_model_at_batch_one_in_framework_mode(name: str) -> None:
             raise AssertionError(f"{s.label()}: {e}") from None
 
 
+@pytest.mark.aarch64
 def test_repeated_async_runs_agree() -> None:
     g, want = model("googlenet")
     cg = compile_graph(g)
@@ -120,6 +128,7 @@ def _overlaps(events: list[Any]) -> int:
     return n
 
 
+@pytest.mark.aarch64
 def test_trace_shows_branches_overlapping_only_under_async() -> None:
     g, _ = model("googlenet")
     cg = compile_graph(g)
@@ -140,6 +149,7 @@ def test_trace_shows_branches_overlapping_only_under_async() -> None:
     assert all(e.end_ns >= e.start_ns >= 0 for e in heavy)
 
 
+@pytest.mark.aarch64
 def test_chrome_trace_json(tmp_path: Any) -> None:
     g, _ = model("squeezenet")
     cg = compile_graph(g)
@@ -202,6 +212,7 @@ def test_instances_split_the_batch() -> None:
 # ------------------------------------------------------------------ bad input
 
 
+@pytest.mark.aarch64
 def test_bad_settings_and_models() -> None:
     with pytest.raises(ValueError, match="inter_op must be >= 1, got 0"):
         Settings(scheduler="async", inter_op=0)
@@ -219,6 +230,7 @@ def test_bad_settings_and_models() -> None:
         run_model("mlp-512", 4, Settings(instances=3))
 
 
+@pytest.mark.aarch64
 def test_bad_inputs() -> None:
     g, _ = model("mlp-512")
     cg = compile_graph(g)
@@ -229,6 +241,7 @@ def test_bad_inputs() -> None:
         cg.set_inputs({name: np.zeros(3)})
 
 
+@pytest.mark.aarch64
 def test_native_settings_are_checked() -> None:
     from pyparbench._core import graph as _g
 
@@ -266,6 +279,7 @@ def test_framework_mode_cuts_batch_one_ops_by_feature(name: str) -> None:
         assert all(blocks[i] == 2 for i in glue)
 
 
+@pytest.mark.aarch64
 def test_a_pinned_run_leaves_no_pinning_behind() -> None:
     import os
 
