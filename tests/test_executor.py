@@ -47,8 +47,9 @@ SETTINGS = [
 # fp32 kernels against a float64 reference, through up to ~100 layers.
 RTOL = 2e-4
 
-# The model the emulated arm64 job (.ci/aarch64) runs under every setting:
-# the MLP takes ~10 s there, the others minutes each.
+# The model the emulated arm64 job (.ci/aarch64) runs under every setting
+# (and its tests there use no other): the MLP takes ~10 s there, the others
+# minutes each.
 AARCH64_MODELS = {"mlp-512"}
 
 
@@ -103,7 +104,6 @@ def test_every_model_at_batch_one_in_framework_mode(name: str) -> None:
             raise AssertionError(f"{s.label()}: {e}") from None
 
 
-@pytest.mark.aarch64
 def test_repeated_async_runs_agree() -> None:
     g, want = model("googlenet")
     cg = compile_graph(g)
@@ -128,7 +128,6 @@ def _overlaps(events: list[Any]) -> int:
     return n
 
 
-@pytest.mark.aarch64
 def test_trace_shows_branches_overlapping_only_under_async() -> None:
     g, _ = model("googlenet")
     cg = compile_graph(g)
@@ -149,7 +148,6 @@ def test_trace_shows_branches_overlapping_only_under_async() -> None:
     assert all(e.end_ns >= e.start_ns >= 0 for e in heavy)
 
 
-@pytest.mark.aarch64
 def test_chrome_trace_json(tmp_path: Any) -> None:
     g, _ = model("squeezenet")
     cg = compile_graph(g)
@@ -179,6 +177,7 @@ def test_framework_mode_cuts_ops_into_blocks() -> None:
             assert computing and all(blocks[i] == want for i in computing), (opt, s.label())
 
 
+@pytest.mark.aarch64
 def test_audit_of_a_pinned_async_run() -> None:
     g, _ = model("mlp-512")
     r = compile_graph(g).run(Settings(scheduler="async", inter_op=2, affinity="compact"),
@@ -200,6 +199,7 @@ def test_per_socket_placement_groups_branches() -> None:
     assert groups[left + 2] == groups[left]  # the branch's next node follows it
 
 
+@pytest.mark.aarch64
 def test_instances_split_the_batch() -> None:
     r = run_model("mlp-512", 4, Settings(instances=2, affinity="compact"), repeats=3, warmup=1)
     assert len(r.ns) == 3 and len(r.per_instance) == 2
