@@ -96,7 +96,6 @@ def dry_run(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]
     return dict(json.loads(out.out))
 
 
-@pytest.mark.aarch64
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_a_dry_run_plans_any_machine(capsys: pytest.CaptureFixture[str], topology: str) -> None:
     from pyparbench.threading.topology import topology as load
