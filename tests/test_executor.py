@@ -47,6 +47,16 @@ SETTINGS = [
 # fp32 kernels against a float64 reference, through up to ~100 layers.
 RTOL = 2e-4
 
+# The model the emulated arm64 job (.ci/aarch64) runs under every setting
+# (and its tests there use no other): the MLP takes ~10 s there, the others
+# minutes each.
+AARCH64_MODELS = {"mlp-512"}
+
+
+def model_names() -> list[Any]:
+    return [pytest.param(n, marks=pytest.mark.aarch64) if n in AARCH64_MODELS else n
+            for n in sorted(models.MODELS)]
+
 
 @lru_cache(maxsize=None)
 def model(name: str, batch: int = 2) -> tuple[Graph, dict[str, np.ndarray]]:
@@ -74,7 +84,7 @@ PINNED = Settings(scheduler="async", inter_op=2, affinity="compact")
 @pytest.mark.slow
 @pytest.mark.parametrize("pinned", [
     pytest.param(False, id="settings"), pytest.param(True, marks=needs_cores(2), id="pinned")])
-@pytest.mark.parametrize("name", sorted(models.MODELS))
+@pytest.mark.parametrize("name", model_names())
 def test_every_model_matches_the_reference_under_every_setting(name: str, pinned: bool) -> None:
     g, want = model(name)
     cg = compile_graph(g)
@@ -87,7 +97,7 @@ def test_every_model_matches_the_reference_under_every_setting(name: str, pinned
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(models.MODELS))
+@pytest.mark.parametrize("name", model_names())
 def test_every_model_at_batch_one_in_framework_mode(name: str) -> None:
     # Batch 1: ops are cut along channels or features instead of the batch.
     g, want = model(name, 1)
@@ -176,6 +186,7 @@ def test_framework_mode_cuts_ops_into_blocks() -> None:
             assert computing and all(blocks[i] == want for i in computing), (opt, s.label())
 
 
+@pytest.mark.aarch64
 @needs_cores(2)
 def test_audit_of_a_pinned_async_run() -> None:
     g, _ = model("mlp-512")
@@ -201,6 +212,7 @@ def test_per_socket_placement_groups_branches() -> None:
     assert groups[left + 2] == groups[left]  # the branch's next node follows it
 
 
+@pytest.mark.aarch64
 @needs_cores(2)
 def test_instances_split_the_batch() -> None:
     r = run_model("mlp-512", 4, Settings(instances=2, affinity="compact"), repeats=3, warmup=1)
@@ -214,6 +226,7 @@ def test_instances_split_the_batch() -> None:
 # ------------------------------------------------------------------ bad input
 
 
+@pytest.mark.aarch64
 def test_bad_settings_and_models() -> None:
     with pytest.raises(ValueError, match="inter_op must be >= 1, got 0"):
         Settings(scheduler="async", inter_op=0)
@@ -231,6 +244,7 @@ def test_bad_settings_and_models() -> None:
         run_model("mlp-512", 4, Settings(instances=3))
 
 
+@pytest.mark.aarch64
 def test_bad_inputs() -> None:
     g, _ = model("mlp-512")
     cg = compile_graph(g)
@@ -241,6 +255,7 @@ def test_bad_inputs() -> None:
         cg.set_inputs({name: np.zeros(3)})
 
 
+@pytest.mark.aarch64
 def test_native_settings_are_checked() -> None:
     from pyparbench._core import graph as _g
 
@@ -278,6 +293,7 @@ def test_framework_mode_cuts_batch_one_ops_by_feature(name: str) -> None:
         assert all(blocks[i] == 2 for i in glue)
 
 
+@pytest.mark.aarch64
 @needs_cores(2)
 def test_a_pinned_run_leaves_no_pinning_behind() -> None:
     import os

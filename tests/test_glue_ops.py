@@ -44,6 +44,7 @@ from _support import (
 from pyparbench import ops
 from pyparbench._checks import padding4, pair
 
+
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 
@@ -105,6 +106,7 @@ def shape_msg(name: str, got: Sequence[int], want: Sequence[int]) -> str:
 # to reach the vectorised main loops, their tails and a split across threads.
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("shape", [(7,), (3, 5), (1, 4, 1, 9), (2, 3, 5, 7), (2, 1, 3, 1, 5),
                                    (5, 1031)])
 def test_relu(threads: int, rng: np.random.Generator, shape: tuple[int, ...]) -> None:
@@ -131,6 +133,7 @@ ADD_SHAPES = [
 ]
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("relu", [False, True], ids=["plain", "relu"])
 @pytest.mark.parametrize(("a_shape", "b_shape"), ADD_SHAPES)
 def test_add(threads: int, rng: np.random.Generator, a_shape: tuple[int, ...],
@@ -158,6 +161,7 @@ CONCAT_CASES = [
 ]
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize(("shapes", "axis"), CONCAT_CASES)
 def test_concat(threads: int, rng: np.random.Generator, shapes: list[tuple[int, ...]],
                 axis: int) -> None:
@@ -258,6 +262,24 @@ def test_pool2d_channels_last(threads: int, rng: np.random.Generator,
     assert_close(out, want, RTOL_EXACT if kind == "max" else RTOL)
 
 
+@pytest.mark.aarch64
+@pytest.mark.parametrize(("kind", "count_include_pad"), POOL_MODES,
+                         ids=["max", "avg-incl", "avg-excl"])
+@pytest.mark.parametrize(("shape", "kernel", "stride", "padding"), POOL_CASES)
+def test_pool2d_channels_last_own_kernel(rng: np.random.Generator,
+                                         shape: tuple[int, int, int, int],
+                                         kernel: int | tuple[int, int],
+                                         stride: int | tuple[int, int] | None,
+                                         padding: ops.Padding, kind: str,
+                                         count_include_pad: bool) -> None:
+    """A share of the cases above for the emulated arm64 job: pyparbench's
+    own channels-last kernel (the build this CPU runs), 43 channels, ceil
+    mode, two threads."""
+    test_pool2d_channels_last(2, rng, shape, kernel, stride, padding, kind, count_include_pad,
+                              True, 43, "direct")
+
+
+@pytest.mark.aarch64
 @pytest.mark.parametrize(("kind", "count_include_pad", "nhwc", "impl"),
                          [("max", True, True, "direct"), ("avg", False, True, "direct"),
                           ("avg", True, True, "onednn"), ("max", True, False, "onednn"),
@@ -270,6 +292,7 @@ def test_pool2d_auto_impl(kind: str, count_include_pad: bool, nhwc: bool, impl: 
     assert pool.impl == impl
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("shape", [(2, 3, 7, 9), (1, 1, 1, 1), (3, 5, 1, 8), (1, 4, 6, 1),
                                    (2, 37, 11, 13)])
 def test_global_avg_pool2d(threads: int, rng: np.random.Generator,
@@ -279,6 +302,7 @@ def test_global_avg_pool2d(threads: int, rng: np.random.Generator,
                    ref_global_avg_pool(x), RTOL, in_place=False)
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("eps", [1e-5, 0.3])  # a large eps shows it is really used
 @pytest.mark.parametrize("shape", [(5, 7), (1, 1), (9, 1), (3, 7, 5, 9), (2, 1, 1, 3),
                                    (2, 37, 11, 13)])
@@ -305,6 +329,7 @@ SOFTMAX_CASES = [
 ]
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize(("shape", "axis"), SOFTMAX_CASES)
 def test_softmax(threads: int, rng: np.random.Generator, shape: tuple[int, ...],
                  axis: int) -> None:
@@ -313,12 +338,14 @@ def test_softmax(threads: int, rng: np.random.Generator, shape: tuple[int, ...],
                    ref_softmax(x, axis), RTOL, in_place=True)
 
 
+@pytest.mark.aarch64
 def test_softmax_is_stable_for_large_inputs(threads: int, rng: np.random.Generator) -> None:
     # exp(±300) over- or underflows fp32: only the max-subtracted form stays finite.
     x = (rand(rng, 3, 33) * 300).astype(np.float32)
     assert_close(ops.softmax(x, axis=1, threads=threads), ref_softmax(x, 1), RTOL)
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("eps", [1e-5, 0.3])
 @pytest.mark.parametrize("shape", [(7, 33), (1, 5), (3, 5, 17), (2, 1, 9), (4, 1),
                                    (3, 5, 129)])
@@ -331,6 +358,7 @@ def test_layer_norm(threads: int, rng: np.random.Generator, shape: tuple[int, ..
                    x, ref_layer_norm(x, scale, shift, eps), RTOL, in_place=True)
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("relu", [False, True], ids=["plain", "relu"])
 @pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
 @pytest.mark.parametrize(("m", "k", "n"), [(7, 37, 5), (1, 129, 13), (33, 3, 1), (1, 1, 1),
@@ -349,6 +377,7 @@ def test_linear(threads: int, rng: np.random.Generator, m: int, k: int, n: int, 
     pytest.param(np.asfortranarray, id="fortran"),
     pytest.param(lambda a: a.tolist(), id="list"),
 ])
+@pytest.mark.aarch64
 def test_functions_convert_their_inputs(rng: np.random.Generator,
                                         convert: Callable[[F32], Any]) -> None:
     # Unlike prepared kernels, the functions take any real array-like.

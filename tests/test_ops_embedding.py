@@ -8,6 +8,7 @@ from _support import THREAD_COUNTS, assert_close, poisoned, rand, ref_embedding_
 
 import pyparbench as ppb
 
+
 # Sums of up to ~100 fp32 rows of O(1) values.
 RTOL = 1e-5
 
@@ -24,6 +25,7 @@ def random_bags(rng: np.random.Generator, rows: int, bags: int, max_len: int,
     return indices, offsets
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("dim", [1, 3, 16, 32, 64, 100, 128, 130])
 @pytest.mark.parametrize("mode", ["sum", "mean"])
 def test_offsets_form(dim: int, mode: str, threads: int, rng: np.random.Generator) -> None:
@@ -34,6 +36,7 @@ def test_offsets_form(dim: int, mode: str, threads: int, rng: np.random.Generato
     assert (got[::5] == 0).all()  # empty bags give zeros
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("dim", [16, 7])
 @pytest.mark.parametrize("mode", ["sum", "mean"])
 def test_fixed_bag_size(dim: int, mode: str, threads: int, rng: np.random.Generator) -> None:
@@ -43,6 +46,7 @@ def test_fixed_bag_size(dim: int, mode: str, threads: int, rng: np.random.Genera
     assert_close(got, ref_embedding_bag(table, idx, None, mode, None), RTOL)
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("fixed", [False, True])
 def test_per_sample_weights(fixed: bool, threads: int, rng: np.random.Generator) -> None:
     table = rand(rng, 40, 64)
@@ -55,6 +59,7 @@ def test_per_sample_weights(fixed: bool, threads: int, rng: np.random.Generator)
     assert_close(got, ref_embedding_bag(table, idx, off, "sum", w), RTOL)
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_index_dtypes(dtype: type, rng: np.random.Generator) -> None:
     table = rand(rng, 20, 32)
@@ -64,6 +69,7 @@ def test_index_dtypes(dtype: type, rng: np.random.Generator) -> None:
     assert_close(got, ref_embedding_bag(table, idx, off, "mean", None), RTOL)
 
 
+@pytest.mark.aarch64
 def test_function_converts_what_the_kernel_does_not_take(rng: np.random.Generator) -> None:
     """Arguments in the kernel's form take a direct path; every other form
     (float64 or strided table, Python lists, other index dtypes, offsets of
@@ -102,6 +108,7 @@ def test_all_bags_empty_and_no_bags(rng: np.random.Generator) -> None:
     assert none.shape == (0, 8)
 
 
+@pytest.mark.aarch64
 def test_out_is_fully_written(threads: int, rng: np.random.Generator) -> None:
     table = rand(rng, 100, 64)
     idx, off = random_bags(rng, 100, 50, 10, empty_every=7)
@@ -121,6 +128,7 @@ def test_matches_torch_when_installed(rng: np.random.Generator) -> None:
                                    rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.aarch64
 def test_prepared_kernel(rng: np.random.Generator) -> None:
     k = ppb.ops.EmbeddingBag(1000, 64, threads=THREAD_COUNTS[-1])
     assert (k.rows, k.dim, k.mode, k.threads) == (1000, 64, "sum", THREAD_COUNTS[-1])
@@ -190,6 +198,7 @@ def test_large_uneven_bags(dim: int, dtype: type, mode: str, threads: int,
     assert (got[::7] == 0).all()
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("dim", [16, 64, 128])
 def test_large_fixed_bags_unaligned(dim: int, threads: int, rng: np.random.Generator) -> None:
     table = unaligned(rand(rng, 5000, dim))
@@ -198,6 +207,7 @@ def test_large_fixed_bags_unaligned(dim: int, threads: int, rng: np.random.Gener
     assert_close(got, ref_embedding_bag(table, idx, None, "mean", None), RTOL)
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("dim", [16, 32, 64, 128])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_every_offset_of_the_table_in_a_line(dim: int, weighted: bool,
@@ -220,6 +230,7 @@ def test_every_offset_of_the_table_in_a_line(dim: int, weighted: bool,
                                             "mean", None), RTOL)
 
 
+@pytest.mark.aarch64
 def test_skewed_bags(threads: int, rng: np.random.Generator) -> None:
     """One bag holds most lookups: several threads' shares fall inside it."""
     lengths = np.array([3, 0, 6000, 1, 0, 2, 500, 0], np.int64)
@@ -234,6 +245,7 @@ def test_skewed_bags(threads: int, rng: np.random.Generator) -> None:
 # ------------------------------------------------------------------ bad input
 
 
+@pytest.mark.aarch64
 @pytest.mark.parametrize("bad,pos", [(-1, 3), (10, 0), (2**40, 7)])
 def test_index_out_of_range_names_index_and_position(bad: int, pos: int, threads: int,
                                                      rng: np.random.Generator) -> None:
@@ -257,6 +269,7 @@ def test_bad_index_in_a_large_run(dtype: type, where: str, threads: int,
         ppb.ops.embedding_bag(rand(rng, 300, 32), idx, threads=threads)
 
 
+@pytest.mark.aarch64
 def test_int32_index_out_of_range(rng: np.random.Generator) -> None:
     idx = np.array([[1, 2], [3, -5]], np.int32)
     with pytest.raises(IndexError, match="index -5 at position 3"):
@@ -268,11 +281,13 @@ def test_int32_index_out_of_range(rng: np.random.Generator) -> None:
     ([0, 5, 3], r"non-decreasing: offsets\[2\] = 3 < offsets\[1\] = 5"),
     ([0, 2, 9], r"offsets\[2\] = 9 is past the end of indices \(6 indices\)"),
 ])
+@pytest.mark.aarch64
 def test_bad_offsets(offsets: list[int], match: str, rng: np.random.Generator) -> None:
     with pytest.raises(ValueError, match=match):
         ppb.ops.embedding_bag(rand(rng, 10, 4), np.arange(6), np.array(offsets))
 
 
+@pytest.mark.aarch64
 def test_bad_arguments(rng: np.random.Generator) -> None:
     table = rand(rng, 10, 4)
     with pytest.raises(ValueError, match="offsets are required when indices is 1-D"):

@@ -85,9 +85,10 @@ def test_the_isa_matches_the_cpu_flags() -> None:
     assert ("avx2" in isas) == ({"avx2", "fma"} <= flags)
 
 
-# Every ISA the FMA kernel is built for: those this CPU does not run
-# (native.isas(), from its flags) are skipped, naming the ISA.
-@pytest.mark.parametrize("isa", ["avx512", "avx2", "generic"])
+# Every ISA the FMA kernel is built for anywhere: those this CPU does not run
+# (native.isas(), from its features) are skipped, naming the ISA.
+@pytest.mark.aarch64
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "neon", "generic"])
 def test_fma_work_is_counted_from_the_kernel_shape(isa: str) -> None:
     if isa not in native.isas():
         pytest.skip(f"this CPU does not run the {isa} FMA kernel (it runs "
@@ -98,6 +99,7 @@ def test_fma_work_is_counted_from_the_kernel_shape(isa: str) -> None:
     assert len(ns) == 2 and np.all(ns > 0)
 
 
+@pytest.mark.aarch64
 def test_triad_and_gather_count_bytes_as_documented() -> None:
     ns, nbytes = native.time_triad(1, 1 << 16, repeats=2)
     assert nbytes == 3 * 4 * (1 << 16) and np.all(ns > 0)
@@ -106,6 +108,7 @@ def test_triad_and_gather_count_bytes_as_documented() -> None:
     assert nbytes == 40 * (16 * 4 + 8) + 10 * 16 * 4 and np.all(ns > 0)
 
 
+@pytest.mark.aarch64
 def test_bad_arguments_raise_value_errors() -> None:
     with pytest.raises(ValueError, match="isa 'sse9' is not one this CPU runs"):
         native.fma_kernel("sse9")

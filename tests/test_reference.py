@@ -13,6 +13,9 @@ import pytest
 from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.reference import assert_near, reference_forward
 
+# Also run in the emulated arm64 job (.ci/aarch64).
+pytestmark = pytest.mark.aarch64
+
 Build = Callable[[GraphBuilder, dict[str, int]], int]
 
 

@@ -17,6 +17,9 @@ import pytest
 
 import pyparbench as ppb
 
+# Also run in the emulated arm64 job (.ci/aarch64).
+pytestmark = pytest.mark.aarch64
+
 
 def test_info_reports_onednn_openmp_and_cpus() -> None:
     d = ppb.info()

@@ -12,6 +12,9 @@ import pytest
 import pyparbench as ppb
 from pyparbench.threading import topology, topology_dict
 
+# Also run in the emulated arm64 job (.ci/aarch64).
+pytestmark = pytest.mark.aarch64
+
 ALLOWED = sorted(os.sched_getaffinity(0))
 
 
@@ -89,6 +92,8 @@ def test_bad_synthetic_types() -> None:
 
 
 @pytest.mark.skipif(len(ALLOWED) < 2, reason="needs 2 CPUs")
+@pytest.mark.skipif(os.environ.get("PPB_TEST_EMULATED") == "1",
+                    reason="under user-mode emulation hwloc does not see the binding")
 def test_taskset_is_respected() -> None:
     """A process bound to one CPU before import sees only that CPU as allowed."""
     cpu = ALLOWED[-1]

@@ -1,7 +1,12 @@
 // Default threads and build information (topology: register_threading.cpp).
 #include "bindings/pybind.hpp"
+#include "pyparbench/core/cpu_features.hpp"
 #include "pyparbench/core/threads.hpp"
 #include "pyparbench/info/runtime_info.hpp"
+#include "pyparbench/ops/direct_kernels.hpp"
+#include "pyparbench/ops/embedding_bag_kernel.hpp"
+#include "pyparbench/ops/pool_nhwc.hpp"
+#include "pyparbench/timing/peak.hpp"
 
 namespace ppb::bind {
 
@@ -25,6 +30,27 @@ void register_runtime(py::module_& m) {
     d["compiler"] = r.compiler;
     return d;
   });
+  m.def(
+      "cpu_features",
+      [] {
+        const CpuFeatures& f = cpu_features();
+        py::dict d;
+        d["arch"] = f.arch;
+        d["flags"] = f.flags();
+        d["sve_vector_bits"] = f.sve_vector_bits;
+        d["tiers"] = x86_kernel_tiers();
+        py::dict k;
+        k["direct"] = std::string(direct_kernels().isa);
+        k["embedding_bag"] = std::string(bag_kernel_isa());
+        k["pool_nhwc"] = std::string(pool_nhwc_isa());
+        k["peak"] = peak_isas().front();
+        d["kernels"] = k;
+        return d;
+      },
+      "What the running CPU has (core/cpu_features.hpp): its architecture, the "
+      "flags that are set, the SVE vector length in bits (0: none), the x86 kernel "
+      "tiers it runs (widest first, then generic), and the build each per-ISA "
+      "kernel family runs.");
 }
 
 }  // namespace ppb::bind

@@ -153,6 +153,23 @@ inline void append_eltwise(dnnl::post_ops& ops, algorithm alg, float alpha, floa
 inline void append_sum(dnnl::post_ops& ops) { ops.append_sum(1.0f); }
 
 // Name of the ISA oneDNN dispatches to. The enum grew between versions.
+#if defined(__aarch64__)
+// On aarch64 oneDNN (2.x and 3.x alike) returns its own ISA values through
+// the x86 enum (src/cpu/aarch64/cpu_isa_traits.hpp: asimd 0x1, SVE at
+// 128 / 256 / 384 bits 0x3 / 0x7 / 0xf, at 512 bits its mask 0x1f or its
+// public value 0x27), so the x86 names would be wrong there.
+inline std::string isa_name(dnnl::cpu_isa isa) {
+  switch (static_cast<unsigned>(isa)) {
+    case 0x1: return "asimd";
+    case 0x3: return "sve_128";
+    case 0x7: return "sve_256";
+    case 0xf: return "sve_384";
+    case 0x1f:
+    case 0x27: return "sve_512";
+    default: return "isa_" + std::to_string(static_cast<unsigned>(isa));
+  }
+}
+#else
 inline std::string isa_name(dnnl::cpu_isa isa) {
   using I = dnnl::cpu_isa;
   switch (isa) {
@@ -175,6 +192,7 @@ inline std::string isa_name(dnnl::cpu_isa isa) {
     default: return "isa_" + std::to_string(static_cast<int>(isa));
   }
 }
+#endif
 
 inline const char* status_name(dnnl_status_t s) {
   switch (s) {

@@ -21,7 +21,13 @@ def _print_info(data: dict[str, Any]) -> None:
     table.add_column("what", style="bold")
     table.add_column("value")
     d, o, c = data["onednn"], data["openmp"], data["cpus"]
+    cpu = data["cpu"]
+    vector = f", SVE {cpu['sve_vector_bits']}-bit" if cpu["sve_vector_bits"] else ""
     rows = [
+        ("CPU", cpu["model"] or "unknown"),
+        ("architecture", f"{cpu['arch']}{vector}"),
+        ("CPU features", " ".join(cpu["flags"]) or "none asked"),
+        ("pyparbench kernels", ", ".join(f"{k} {v}" for k, v in cpu["kernels"].items())),
         ("oneDNN", f"{d['version']} (API v{d['api_major']}, {d['hash']})"),
         ("oneDNN CPU runtime", d["cpu_runtime"]),
         ("oneDNN ISA", d["isa"]),

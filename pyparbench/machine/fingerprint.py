@@ -1,7 +1,7 @@
 """The machine fingerprint a result carries, and the fields that identify a machine.
 
-* :func:`machine_fingerprint` takes it (host, CPU model, CPUs and topology,
-  oneDNN, OpenMP, governor, versions).
+* :func:`machine_fingerprint` takes it (host, CPU architecture, model and
+  features, CPUs and topology, oneDNN, OpenMP, governor, versions).
 * :data:`IDENTITY` lists the fields that make two machines different ones,
   each with why it matters and which of the two questions it answers:
 * :func:`resume_conflicts`: may results stored in a folder be resumed on
@@ -50,6 +50,8 @@ IDENTITY: tuple[IdentityField, ...] = (
     IdentityField("host", "host", "the nodes of one kind are one machine: a folder is "
                   "resumed on another (a failed shard re-run elsewhere; each record keeps "
                   "its host), and compared and merged across them", False, False),
+    IdentityField("arch", "CPU architecture", "the instruction set every kernel is built "
+                  "for (x86_64, aarch64)", True, True),
     IdentityField("cpu_model", "CPU model", "the cores: their pipes, caches and clocks",
                   True, True),
     IdentityField("onednn.isa", "ISA oneDNN dispatches to", "which kernels run (AVX-512, "
@@ -101,20 +103,14 @@ def machine_fingerprint() -> dict[str, Any]:
     from pyparbench.machine.info import info
 
     d = info()
-    cpu_model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     governor = ""
     gov = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     if gov.exists():
         governor = gov.read_text().strip()
-    return {"host": platform.node(), "cpu_model": cpu_model, "governor": governor,
-            "onednn": d["onednn"], "openmp": d["openmp"], "cpus": d["cpus"],
+    cpu = d["cpu"]
+    return {"host": platform.node(), "arch": cpu["arch"], "cpu_model": cpu["model"],
+            "cpu_features": {"flags": cpu["flags"], "sve_vector_bits": cpu["sve_vector_bits"]},
+            "governor": governor, "onednn": d["onednn"], "openmp": d["openmp"], "cpus": d["cpus"],
             "pyparbench": d["pyparbench"], "python": d["python"]}
 
 

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from pyparbench._core import runtime as _rt
+from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.settings import allowed_layout
 from pyparbench.threading.topology import topology, topology_dict
 
@@ -33,6 +34,7 @@ def info() -> dict[str, Any]:
             "max_threads": rt["openmp_max_threads"],
             "num_procs": rt["openmp_num_procs"],
         },
+        "cpu": cpu_features(),
         "cpus": {
             "logical": len(topo.pus),
             "physical_cores": len(topo.cores),

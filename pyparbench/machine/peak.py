@@ -34,6 +34,7 @@ fingerprint in a results folder, so the main job measures once.
 from __future__ import annotations
 
 import json
+import platform
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -49,15 +50,21 @@ __all__ = [
     "PeakPoint",
     "assumed_clock",
     "compact_cpus",
+    "fma_pipes",
     "measure_peak",
     "peak_cache_path",
     "thread_counts",
 ]
 
 # FMA pipes per core assumed for the theoretical peak (Intel since Haswell,
-# AMD since Zen 4 at 256 bits, Zen 5 at 512); the generic kernel's step is a
-# multiply and an add, one pipe each.
-FMA_PIPES = {"avx512": 2, "avx2": 2, "generic": 1}
+# AMD since Zen 4 at 256 bits, Zen 5 at 512; aarch64: two 128-bit NEON pipes,
+# as Neoverse N1 / N2 / N3, A64FX and AmpereOne have, unless NEON_FMA_PIPES
+# names the core); the generic kernel's step is a multiply and an add, one
+# pipe each.
+FMA_PIPES = {"avx512": 2, "avx2": 2, "neon": 2, "generic": 1}
+# aarch64 cores with four 128-bit FMA pipes (cpu_features.ARM_PARTS names).
+NEON_FMA_PIPES = {"Neoverse V1": 4, "Neoverse V2": 4, "Neoverse V3": 4,
+                  "M1 Firestorm": 4, "M2 Avalanche": 4}
 # Threads on CPUs of their own reach about N times one thread's FMA rate; below
 # this many times at N >= 2 they share FMA units (SMT siblings of one core, or
 # a host placing the vCPUs on them for a while): measured again after a pause.
@@ -300,6 +307,7 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
         ISA this CPU does not run.
     """
     from pyparbench._core import peak as _p
+    from pyparbench.machine.cpu_features import cpu_model_name
     from pyparbench.machine.fingerprint import machine_fingerprint
     from pyparbench.settings import allowed_cores
     from pyparbench.threading.topology import topology
@@ -358,7 +366,7 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
         points.append((t, cpus, fma_best, fma_med, triad_best, triad_med, gather_best,
                        gather_med))
     clock = assumed_clock(measured_mhz)
-    pipes = FMA_PIPES[kernel["isa"]]
+    pipes = fma_pipes(kernel["isa"], cpu_model_name(arch=platform.machine()))
     per_core = clock.mhz * 1e-3 * pipes * kernel["lanes"] * 2
     return Peak(
         isa=kernel["isa"], lanes=int(kernel["lanes"]), fused=bool(kernel["fused"]),
@@ -370,6 +378,16 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
         gather_dim=GATHER_DIM, gather_bag=GATHER_BAG, llc_bytes=int(llc),
         fingerprint=machine_fingerprint(), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         seconds=time.perf_counter() - started, fma_warning=_shared_fma_warning(shared))
+
+
+def fma_pipes(isa: str, model: str) -> int:
+    """FMA pipes per core the theoretical peak assumes for the FMA kernel of
+    ``isa`` on a CPU named ``model`` (:func:`~pyparbench.machine.cpu_features.cpu_model_name`)."""
+    if isa == "neon":
+        for core, pipes in NEON_FMA_PIPES.items():
+            if model.endswith(core):
+                return pipes
+    return FMA_PIPES[isa]
 
 
 def _shared_fma_warning(found: Sequence[str]) -> str:

@@ -21,6 +21,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A spin-wait hint to the core: x86's PAUSE, aarch64's YIELD, else nothing.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 double since(Clock::time_point t0) {
   return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
 }
@@ -230,7 +239,7 @@ class AsyncRun {
     const auto until = Clock::now() + kSpin;
     while (queued_.load(std::memory_order_acquire) == 0 &&
            !stopping_.load(std::memory_order_relaxed) && Clock::now() < until)
-      __builtin_ia32_pause();
+      cpu_relax();
   }
 
   void finish(int node) {

@@ -79,6 +79,7 @@ struct DirectKernels {
 };
 
 const DirectKernels& direct_kernels_generic();
+// x86 builds only (the per-ISA files are compiled where their ISA exists).
 const DirectKernels& direct_kernels_avx2();
 const DirectKernels& direct_kernels_avx512();
 

@@ -1,5 +1,7 @@
 #include "pyparbench/ops/direct_kernels.hpp"
 
+#include "pyparbench/core/cpu_features.hpp"
+
 #include <atomic>
 #include <stdexcept>
 
@@ -7,18 +9,19 @@ namespace ppb {
 
 namespace {
 
-bool runs_avx512() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("fma");
+// The kernels of one tier; null for a tier this build has none of (the x86
+// tiers outside x86 builds).
+const DirectKernels* kernels_of(const std::string& isa) {
+#if PPB_ARCH_X86
+  if (isa == "avx512") return &direct_kernels_avx512();
+  if (isa == "avx2") return &direct_kernels_avx2();
+#endif
+  if (isa == "generic") return &direct_kernels_generic();
+  return nullptr;
 }
 
-bool runs_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-
 const DirectKernels& widest() {
-  static const DirectKernels& k = runs_avx512() ? direct_kernels_avx512()
-                                  : runs_avx2() ? direct_kernels_avx2()
-                                                : direct_kernels_generic();
+  static const DirectKernels& k = *kernels_of(direct_isas().front());
   return k;
 }
 
@@ -40,13 +43,7 @@ DirectEltwise parse_direct_eltwise(const std::string& kind) {
                               "'; expected relu, relu6, sigmoid, tanh, gelu or gelu_tanh");
 }
 
-std::vector<std::string> direct_isas() {
-  std::vector<std::string> out;
-  if (runs_avx512()) out.push_back("avx512");
-  if (runs_avx2()) out.push_back("avx2");
-  out.push_back("generic");
-  return out;
-}
+std::vector<std::string> direct_isas() { return x86_kernel_tiers(); }
 
 const DirectKernels& direct_kernels() {
   const DirectKernels* k = chosen().load(std::memory_order_acquire);
@@ -58,15 +55,12 @@ void set_direct_isa(const std::string& isa) {
     chosen().store(nullptr, std::memory_order_release);
     return;
   }
-  const DirectKernels* k = isa == "avx512"  ? &direct_kernels_avx512()
-                           : isa == "avx2"  ? &direct_kernels_avx2()
-                           : isa == "generic" ? &direct_kernels_generic()
-                                              : nullptr;
-  if (!k)
+  const bool known = isa == "avx512" || isa == "avx2" || isa == "generic";
+  if (!known)
     throw std::invalid_argument("unknown ISA '" + isa + "'; expected avx512, avx2, generic or auto");
   for (const auto& name : direct_isas())
     if (name == isa) {
-      chosen().store(k, std::memory_order_release);
+      chosen().store(kernels_of(isa), std::memory_order_release);
       return;
     }
   throw std::invalid_argument("this CPU does not run the " + isa + " direct kernels (it runs " +

@@ -24,6 +24,7 @@ struct BagArgs {
 // are skipped; the caller then reports the first one).
 using BagKernel = bool (*)(const BagArgs&);
 bool bag_kernel_generic(const BagArgs& a);
+// x86 builds only (the per-ISA files are compiled where their ISA exists).
 bool bag_kernel_avx2(const BagArgs& a);
 bool bag_kernel_avx512(const BagArgs& a);
 

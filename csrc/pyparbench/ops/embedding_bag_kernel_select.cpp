@@ -1,13 +1,18 @@
 #include "pyparbench/ops/embedding_bag_kernel.hpp"
 
+#include "pyparbench/core/cpu_features.hpp"
+
+#include <string>
+
 namespace ppb {
 
 BagKernel select_bag_kernel() {
   static const BagKernel k = [] {
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-      return &bag_kernel_avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &bag_kernel_avx2;
+#if PPB_ARCH_X86
+    const std::string widest = x86_kernel_tiers().front();
+    if (widest == "avx512") return &bag_kernel_avx512;
+    if (widest == "avx2") return &bag_kernel_avx2;
+#endif
     return &bag_kernel_generic;
   }();
   return k;
@@ -15,7 +20,11 @@ BagKernel select_bag_kernel() {
 
 const char* bag_kernel_isa() {
   const BagKernel k = select_bag_kernel();
-  return k == &bag_kernel_avx512 ? "avx512" : k == &bag_kernel_avx2 ? "avx2" : "generic";
+#if PPB_ARCH_X86
+  if (k == &bag_kernel_avx512) return "avx512";
+  if (k == &bag_kernel_avx2) return "avx2";
+#endif
+  return k == &bag_kernel_generic ? "generic" : "?";
 }
 
 }  // namespace ppb

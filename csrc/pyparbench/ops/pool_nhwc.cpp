@@ -1,6 +1,9 @@
 #include "pyparbench/ops/pool_nhwc.hpp"
 
+#include "pyparbench/core/cpu_features.hpp"
+
 #include <algorithm>
+#include <string>
 #include <vector>
 
 // The vector helpers below are inlined into the per-ISA clones; GCC's note
@@ -100,25 +103,59 @@ PPB_INLINE void pool_row_of(const Pool2dConfig& cfg, const PoolNhwcShape& s, con
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void pool_row(
-    const Pool2dConfig& cfg, const PoolNhwcShape& s, const float* image, int64_t i, float* cols,
-    float* out) {
-  if (cfg.kind == "max")
-    pool_row_of<true>(cfg, s, image, i, cols, out);
-  else
-    pool_row_of<false>(cfg, s, image, i, cols, out);
+// One build of the row per kernel tier, chosen once from the CPU's features
+// (core/cpu_features.hpp): x86 builds have an AVX-512F and an AVX2 build
+// beside the baseline one; elsewhere the baseline build is the only one
+// (aarch64: NEON).
+#define PPB_POOL_ROW(name)                                                                \
+  void name(const Pool2dConfig& cfg, const PoolNhwcShape& s, const float* image, int64_t i, \
+            float* cols, float* out) {                                                    \
+    if (cfg.kind == "max")                                                                \
+      pool_row_of<true>(cfg, s, image, i, cols, out);                                     \
+    else                                                                                  \
+      pool_row_of<false>(cfg, s, image, i, cols, out);                                    \
+  }
+
+PPB_POOL_ROW(pool_row_generic)
+#if PPB_ARCH_X86
+__attribute__((target("avx512f"))) PPB_POOL_ROW(pool_row_avx512)
+__attribute__((target("avx2"))) PPB_POOL_ROW(pool_row_avx2)
+#endif
+
+using PoolRow = void (*)(const Pool2dConfig&, const PoolNhwcShape&, const float*, int64_t,
+                         float*, float*);
+
+// The widest tier with a row build: "avx512", "avx2" or "generic".
+const std::string& pool_row_tier() {
+  static const std::string tier = x86_kernel_tiers().front();
+  return tier;
+}
+
+PoolRow pool_row_for_this_cpu() {
+  static const PoolRow row = [] {
+#if PPB_ARCH_X86
+    if (pool_row_tier() == "avx512") return &pool_row_avx512;
+    if (pool_row_tier() == "avx2") return &pool_row_avx2;
+#endif
+    return &pool_row_generic;
+  }();
+  return row;
 }
 
 }  // namespace
 
+const char* pool_nhwc_isa() { return pool_row_tier().c_str(); }
+
 void pool_nhwc_serial(const Pool2dConfig& cfg, const PoolNhwcShape& s, const float* x, float* y,
                       float* cols) {
+  const PoolRow pool_row = pool_row_for_this_cpu();
   for (int64_t r = 0; r < s.n * s.oh; ++r)
     pool_row(cfg, s, x + r / s.oh * s.h * s.w * s.c, r % s.oh, cols, y + r * s.ow * s.c);
 }
 
 void pool_nhwc(const Pool2dConfig& cfg, const PoolNhwcShape& s, const float* x, float* y) {
   const int64_t rows = s.n * s.oh;
+  const PoolRow pool_row = pool_row_for_this_cpu();
 #pragma omp parallel
   {
     std::vector<float> cols(static_cast<size_t>(s.w * s.c));  // one folded row per thread

@@ -31,4 +31,7 @@ void pool_nhwc(const Pool2dConfig& cfg, const PoolNhwcShape& s, const float* x, 
 void pool_nhwc_serial(const Pool2dConfig& cfg, const PoolNhwcShape& s, const float* x, float* y,
                       float* cols);
 
+// The build of the row loop this CPU runs: "avx512", "avx2" or "generic".
+const char* pool_nhwc_isa();
+
 }  // namespace ppb

@@ -2,6 +2,7 @@
 
 #include "pyparbench/core/aligned_array.hpp"
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/core/cpu_features.hpp"
 #include "pyparbench/core/limits.hpp"
 #include "pyparbench/timing/peak_kernels.hpp"
 
@@ -27,18 +28,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool cpu_has_avx512() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-}
-
-bool cpu_has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-
 PeakKernels kernels_for(const std::string& isa) {
   const std::vector<std::string> have = peak_isas();
   const std::string name = isa.empty() ? have.front() : isa;
-  if (name == "avx512" && cpu_has_avx512()) return peak_kernels_avx512();
-  if (name == "avx2" && cpu_has_avx2()) return peak_kernels_avx2();
+  const bool runs = std::find(have.begin(), have.end(), name) != have.end();
+#if PPB_ARCH_X86
+  if (runs && name == "avx512") return peak_kernels_avx512();
+  if (runs && name == "avx2") return peak_kernels_avx2();
+#endif
+#if PPB_ARCH_AARCH64
+  if (runs && name == "neon") return peak_kernels_neon();
+#endif
   if (name == "generic") return peak_kernels_generic();
   std::string valid;
   for (const auto& h : have) valid += (valid.empty() ? "" : ", ") + h;
@@ -140,11 +140,14 @@ inline uint64_t mix(uint64_t x) {
 }  // namespace
 
 std::vector<std::string> peak_isas() {
+#if PPB_ARCH_AARCH64
   std::vector<std::string> out;
-  if (cpu_has_avx512()) out.push_back("avx512");
-  if (cpu_has_avx2()) out.push_back("avx2");
+  if (cpu_features().neon_tier()) out.push_back("neon");
   out.push_back("generic");
   return out;
+#else
+  return x86_kernel_tiers();
+#endif
 }
 
 FmaKernelInfo fma_kernel_info(const std::string& isa) {
@@ -240,7 +243,7 @@ PeakTiming time_gather(int threads, int64_t rows, int64_t dim, int64_t bags, int
 double measure_clock_mhz(int64_t cycles, int rounds) {
   require_at_least("cycles", cycles, 64);
   require_at_least("rounds", rounds, 1);
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
   const int64_t blocks = cycles / 64;
   std::vector<double> readings;
   for (int r = 0; r < rounds; ++r) {
@@ -253,7 +256,12 @@ double measure_clock_mhz(int64_t cycles, int rounds) {
       // addend is a register, not an immediate: cores that fold small
       // immediates into the rename stage retire such a chain at two or
       // more adds a cycle, which read as twice the clock.
+#if defined(__x86_64__)
       asm volatile(".rept 64\n\taddq %1, %0\n\t.endr" : "+r"(x) : "r"(one));
+#elif defined(__aarch64__)
+      // The same chain in A64: each add waits for the previous one.
+      asm volatile(".rept 64\n\tadd %0, %0, %1\n\t.endr" : "+r"(x) : "r"(one));
+#endif
     const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
     if (x != static_cast<uint64_t>(blocks) * 64)
       throw std::runtime_error("the clock chain miscounted");

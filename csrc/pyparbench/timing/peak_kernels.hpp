@@ -1,5 +1,6 @@
 // Inner loops of the machine-ceiling measurements (`pyparbench peak`),
-// compiled once per ISA (generic, AVX2, AVX-512) and picked at run time, as
+// compiled once per ISA (generic; AVX2 and AVX-512 in x86 builds, NEON in
+// aarch64 builds) and picked at run time, as
 // the embedding-bag kernel is. Each loop runs on one thread; peak.cpp spreads
 // them over an OpenMP team and times the team.
 #pragma once
@@ -9,7 +10,7 @@
 namespace ppb {
 
 struct PeakKernels {
-  const char* isa;  // "avx512", "avx2" or "generic"
+  const char* isa;  // "avx512", "avx2", "neon" or "generic"
   int lanes;        // float lanes of one vector register
   bool fused;       // one fused multiply-add per step (generic: a multiply, then an add)
   int chains;       // independent accumulators per thread (enough to cover the latency)
@@ -25,7 +26,10 @@ struct PeakKernels {
 };
 
 PeakKernels peak_kernels_generic();
+// x86 builds only.
 PeakKernels peak_kernels_avx2();
 PeakKernels peak_kernels_avx512();
+// aarch64 builds only.
+PeakKernels peak_kernels_neon();
 
 }  // namespace ppb
