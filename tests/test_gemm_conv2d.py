@@ -122,8 +122,9 @@ def test_lowered_graph_matches_reference_under_onednn_avx2(intra_op: int) -> Non
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_gemm_conv2d as t; "
             f"assert t.check_lowering({intra_op}).startswith('jit:avx2')")
     env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2"}
-    done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    # -P: the checkout's own pyparbench/ (no compiled core) never shadows the install.
+    done = subprocess.run([sys.executable, "-P", "-c", code, str(Path(__file__).parent)],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
 
 

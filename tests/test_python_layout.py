@@ -231,6 +231,6 @@ def test_a_framework_child_imports_no_native_core() -> None:
     code = ("import sys, pyparbench.frameworks.child, pyparbench.graph.passes, "
             "pyparbench.settings; "
             "print(sorted(m for m in sys.modules if m.startswith('pyparbench._core')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYPARBENCH_NO_CORE": "1"}, check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout

@@ -44,7 +44,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pyparbench", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-P", "-m", "pyparbench", *args], capture_output=True,
                           text=True, timeout=300)
 
 
