@@ -42,18 +42,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 # Imports that close a circle but are allowed, each with its reason:
 # (importing module, imported module) -> why.
-ALLOWED: dict[tuple[str, str], str] = {
-    # The statistics moved from resultfiles to stats; their old import paths
-    # (documented, and used by other people's code) re-export them. Nothing
-    # in the package imports these paths.
-    ("pyparbench.resultfiles.spread", "pyparbench.stats.spread"):
-        "resultfiles.spread is the old path of stats.spread, kept as a re-export",
-    ("pyparbench.resultfiles.processes", "pyparbench.stats.processes"):
-        "resultfiles.processes is the old path of stats.processes, kept as a re-export",
-    ("pyparbench.resultfiles", "pyparbench.stats.spread"):
-        "resultfiles' __getattr__ hands out the names that moved to stats.spread, "
-        "imported when first asked for (at the top it would close a circle)",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def module_name(path: Path) -> str:

@@ -1,6 +1,6 @@
 """pyparbench.stats: the one paired ratio and everything that reads in pairs
 (regret, the summary's speed-ups, confirmation, the recommender's
-verification, lockstep runs), and the old import paths of the moved names.
+verification, lockstep runs).
 Records are made by hand; nothing is timed."""
 
 from __future__ import annotations
@@ -134,19 +134,7 @@ def test_lockstep_reads_steps_in_pairs() -> None:
     assert (r.low, r.high) == (pytest.approx(1.0), pytest.approx(2.0))
 
 
-def test_the_old_import_paths_still_work() -> None:
-    import pyparbench.resultfiles as rf
-    import pyparbench.stats as st
+def test_lockstep_keeps_its_interval_name() -> None:
     from pyparbench.frameworks.lockstep import median_interval as lockstep_interval
-    from pyparbench.resultfiles import processes as old_processes
-    from pyparbench.resultfiles import spread as old_spread
 
-    for name in ("ProcessSpread", "RatioEstimate", "estimate_ratio", "pooled_spread"):
-        assert getattr(rf, name) is getattr(st, name)
-    for name in old_spread.__all__:
-        assert getattr(old_spread, name) is getattr(st, name)
-    for name in old_processes.__all__:
-        assert getattr(old_processes, name) is getattr(st, name)
     assert lockstep_interval is median_interval
-    with pytest.raises(AttributeError):
-        rf.no_such_name  # noqa: B018

@@ -75,8 +75,6 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "JsonlRead",
     "OpResult",
-    "ProcessSpread",
-    "RatioEstimate",
     "Result",
     "ResultFileError",
     "RunConfig",
@@ -85,14 +83,12 @@ __all__ = [
     "ResultSet",
     "Row",
     "check_record",
-    "estimate_ratio",
     "fingerprint_fields",
     "load",
     "loads",
     "parse_json",
     "parse_jsonl",
     "parse_size",
-    "pooled_spread",
     "printable",
     "read_bytes",
     "read_jsonl",
@@ -100,21 +96,6 @@ __all__ = [
     "read_text",
     "resolve",
 ]
-
-
-# Names that moved to pyparbench.stats, still importable from here.
-_MOVED = ("ProcessSpread", "RatioEstimate", "estimate_ratio", "pooled_spread")
-
-
-def __getattr__(name: str) -> Any:
-    """The names that moved to :mod:`pyparbench.stats.spread`, imported when
-    first asked for (pyparbench.stats reads this package's records: an
-    import at the top would be a circle)."""
-    if name in _MOVED:
-        from pyparbench.stats import spread
-
-        return getattr(spread, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resolve(path: str | Path) -> tuple[Path, Path | None]:
