@@ -205,17 +205,21 @@ def epyc_nps4(path: Path, l3s: int = 8, cores_per_l3: int = 8) -> Path:
     return write(root, path)
 
 
-def hybrid_desktop(path: Path, p_cores: int = 8, e_cores: int = 8) -> Path:
+def hybrid_desktop(path: Path, p_cores: int = 8, e_cores: int = 8,
+                   e_infos: dict[str, str] | None = None,
+                   p_infos: dict[str, str] | None = None) -> Path:
     """One package: ``p_cores`` 2-way SMT P cores (CPUs 0 ..), then
-    ``e_cores`` E cores without SMT, with hwloc CPU kinds."""
+    ``e_cores`` E cores without SMT, with hwloc CPU kinds (their infos as
+    hwloc's Linux backend gives them, or ``e_infos`` / ``p_infos``)."""
     root = lstopo_xml(f"package:1 l3:1(size=31457280) core:{p_cores + e_cores} pu:2")
     remove_smt(root, range(p_cores, p_cores + e_cores))
     renumber(root, lambda p, c, t: 2 * c + t if c < p_cores else p_cores + c)
     fix_sets(root)
     p = list(range(2 * p_cores))
     e = list(range(2 * p_cores, 2 * p_cores + e_cores))
-    add_cpu_kinds(root, [(e, 0, {"CoreType": "IntelAtom", "FrequencyMaxMHz": "3900"}),
-                         (p, 1, {"CoreType": "IntelCore", "FrequencyMaxMHz": "5400"})])
+    add_cpu_kinds(root, [
+        (e, 0, {"CoreType": "IntelAtom", "FrequencyMaxMHz": "3900"} if e_infos is None else e_infos),
+        (p, 1, {"CoreType": "IntelCore", "FrequencyMaxMHz": "5400"} if p_infos is None else p_infos)])
     return write(root, path)
 
 

@@ -383,3 +383,88 @@ def test_file_topology_is_not_this_machine(files: dict[str, Path]) -> None:
     full = team_cache_bytes(t, t.l3_domains[0], under_hypervisor=False)
     assert team_cache_bytes(t, t.l3_domains[0]) == full
     assert os.fspath(files["epyc-nps4"]) == t.source
+
+
+def test_speed_of_a_cpu_kind(tmp_path: Path) -> None:
+    from pyparbench.threading.topology import kind_speed
+
+    t = topology(tx.hybrid_desktop(tmp_path / "freq.xml"))
+    assert kind_speed(t, 1) == (1.0, "the most powerful kind")
+    speed, source = kind_speed(t, 0) or (0.0, "")
+    assert speed == pytest.approx(3900 / 5400) and "FrequencyMaxMHz 3900 / 5400" in source
+    # The kernel's capacity, where both kinds have one, before the clocks.
+    cap = topology(tx.hybrid_desktop(
+        tmp_path / "cap.xml", e_infos={"FrequencyMaxMHz": "3900", "LinuxCapacity": "410"},
+        p_infos={"FrequencyMaxMHz": "5400", "LinuxCapacity": "1024"}))
+    assert kind_speed(cap, 0) == (pytest.approx(410 / 1024),
+                                  "the kernel's capacity, LinuxCapacity 410 / 1024")
+    bare = topology(tx.hybrid_desktop(tmp_path / "bare.xml", e_infos={}, p_infos={}))
+    assert kind_speed(bare, 0) is None
+    assert kind_speed(topology(synthetic="package:1 core:4 pu:1"), 0) is None
+
+
+def test_a_slower_kind_is_predicted_at_its_speed(tmp_path: Path) -> None:
+    from pyparbench.recommender.costmodel import AnalyticCostModel
+    from pyparbench.recommender.search import kind_cpus, on_kind, predict
+    from pyparbench.recommender.simulate import Resources
+
+    t = topology(tx.hybrid_desktop(
+        tmp_path / "cap.xml", e_infos={"LinuxCapacity": "512"}, p_infos={"LinuxCapacity": "1024"}))
+    p_res, e_res = Resources.from_topology(t), Resources.from_topology(t, 0)
+    assert (p_res.cores, p_res.logical, p_res.kind, p_res.speed) == (8, 16, None, 1.0)
+    assert (e_res.cores, e_res.logical, e_res.kind, e_res.speed) == (8, 8, 0, 0.5)
+    assert kind_cpus(t, 0, smt=False) == list(range(16, 24))
+    assert kind_cpus(t, 1, smt=False) == list(range(0, 16, 2))  # one CPU per P core first
+    assert kind_cpus(t, 1, smt=True) == list(range(0, 16, 2)) + list(range(1, 16, 2))
+    g = build("mlp-512", 1)
+    model = AnalyticCostModel()
+    for threads in (1, 4):
+        s = Settings(intra_op=threads, affinity="compact")
+        e = on_kind(s, t, 0)
+        assert e.affinity == (tuple(range(16, 16 + threads)),)
+        fast = predict(g, s, model, p_res).latency_ns
+        slow = predict(g, e, model, e_res).latency_ns
+        # Op times at half speed; the executor's dispatch is not scaled.
+        assert 1.9 * fast < slow <= 2.0 * fast * (1 + 1e-9)
+    with pytest.raises(ValueError, match="needs 9 CPUs; CPU kind 0 has 8"):
+        on_kind(Settings(intra_op=9, affinity="compact"), t, 0)
+    bare = topology(tx.hybrid_desktop(tmp_path / "bare.xml", e_infos={}, p_infos={}))
+    with pytest.raises(ValueError, match="its speed is not known"):
+        Resources.from_topology(bare, 0)
+
+
+def _on_kind(t: Topology, cpus: Sequence[Sequence[int]], kind: int) -> bool:
+    return {c for pool in cpus for c in pool} <= set(t.cpu_kinds[kind].pus)
+
+
+def test_slower_cores_are_candidates_of_their_own(tmp_path: Path) -> None:
+    # A laptop: 2 P cores, 8 E cores at 0.72 of their speed. Eight E cores
+    # outrun two P cores on a convolution network's batch of 8.
+    laptop = tx.hybrid_desktop(tmp_path / "laptop.xml", p_cores=2, e_cores=8)
+    t = topology(laptop)
+    rec = recommend(build("resnet50", 8), topology=str(laptop), calibrate=False, verify=0,
+                    objective="throughput")
+    assert _on_kind(t, rec.cpus, 0) and not isinstance(rec.settings.affinity, str)
+    check_cpus(t, rec.cpus, smt=rec.settings.smt)
+    hybrid = next(r for r in rec.reasons if r.startswith("hybrid CPU"))
+    assert "E cores (CPUs 4-11, up to 3900 MHz) are candidates of their own, predicted at " \
+           "0.72 of a P core's speed" in hybrid and "the chosen setting runs on them" in hybrid
+    # Both kinds were predicted; the P-core candidates keep compact placement.
+    assert any(p.settings.affinity == "compact" for p in rec.candidates)
+    assert any(_on_kind(t, p.settings.affinity, 0) for p in rec.candidates
+               if not isinstance(p.settings.affinity, str))
+    # A desktop of 8 P and 8 E cores: the P cores win, the E cores' best is named.
+    desk = tx.hybrid_desktop(tmp_path / "desk.xml")
+    rec = recommend(build("resnet50", 8), topology=str(desk), calibrate=False, verify=0)
+    assert _on_kind(topology(desk), rec.cpus, 1)
+    hybrid = next(r for r in rec.reasons if r.startswith("hybrid CPU"))
+    assert "their best, sync 1x8 library/onednn/openmp explicit, is predicted at" in hybrid
+    # No speed in the file: the E cores are left out, and the reason says why.
+    bare = tx.hybrid_desktop(tmp_path / "bare.xml", p_cores=2, e_cores=8, e_infos={},
+                             p_infos={})
+    rec = recommend(build("resnet50", 8), topology=str(bare), calibrate=False, verify=0,
+                    objective="throughput")
+    assert _on_kind(topology(bare), rec.cpus, 1)
+    assert all(isinstance(p.settings.affinity, str) for p in rec.candidates)
+    assert any("left to other work: the topology gives no speed for them" in r
+               for r in rec.reasons)

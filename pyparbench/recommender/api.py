@@ -17,14 +17,15 @@ from pyparbench.recommender.search import (
     batch_of,
     candidates,
     instance_graphs,
+    on_kind,
     predict_run,
 )
 from pyparbench.recommender.selection import choose, verified
 from pyparbench.recommender.simulate import Resources
 from pyparbench.recommender.types import OBJECTIVES, Prediction, Recommendation
 from pyparbench.recommender.verify import TOP as VERIFY_TOP
-from pyparbench.settings import instance_cpus, preset
-from pyparbench.threading.topology import Topology
+from pyparbench.settings import Settings, instance_cpus, preset
+from pyparbench.threading.topology import Topology, fastest_kind, kind_speed
 
 __all__ = ["recommend"]
 
@@ -89,10 +90,15 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
         raise ValueError(f"verify must be an int >= 0, got {verify!r}")
     topo, where = topology_of(topology)
     res = Resources.from_topology(topo)
+    # A hybrid machine's slower CPU kinds of known speed: candidates of their own.
+    slower = [Resources.from_topology(topo, k) for k in slower_kinds(topo)]
     batch = batch_of(graph)
 
     # The graph each instance count runs, and the cost model of them all.
     per_instance = instance_graphs(graph, res, objective, instances)
+    for r in slower:
+        for k, g in instance_graphs(graph, r, objective, instances).items():
+            per_instance.setdefault(k, g)
     choice = choose_model(per_instance, res, topo, model=model, calibrate=calibrate,
                           libraries=libraries, recalibrate=recalibrate, cache_dir=cache_dir)
     cost = choice.model
@@ -100,10 +106,10 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
 
     # Every candidate predicted; the best chosen, then verified by measuring.
     executed = Executed(res)
-    preds = [predict_run(executed(per_instance[s.instances], s), s, cost, res,
+    preds = [predict_run(executed(per_instance[s.instances], s), s, cost, r,
                          batch=batch_of(per_instance[s.instances]))
-             for s in candidates(graph, cost, res, instances=sorted(per_instance),
-                                 allow_smt=allow_smt)]
+             for r in (res, *slower)
+             for s in kind_candidates(graph, cost, r, sorted(per_instance), allow_smt)]
     best = choose(preds, objective)
     preset_settings = {name: preset(name, topo, graph) for name in PRESETS}
     verified_reason = ""
@@ -121,11 +127,45 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
     presets = {name: predict_run(executed(graph, ps), ps, cost, res, batch=batch)
                for name, ps in preset_settings.items()}
     reasons = explain(graph, per_instance, best, preds, presets, model=cost,
-                      why_model=choice.why, resources=res, objective=objective,
+                      why_model=choice.why, resources=resources_of(chosen, res, slower),
+                      objective=objective,
                       executed=executed, verified=verified_reason)
-    reasons += topology_reasons(topo, res, preset_settings["intel"])
+    reasons += topology_reasons(topo, res, preset_settings["intel"], slower, preds, best,
+                                objective)
     return Recommendation(graph=graph.name, batch=batch, topology=where, settings=chosen,
                           objective=objective, predicted=best, presets=presets,
                           reasons=tuple(reasons), model=cost.kind,
                           model_description=cost.describe(), candidates=tuple(preds),
                           calibration=calibration, cpus=instance_cpus(chosen, topo))
+
+
+def slower_kinds(topo: Topology) -> list[int]:
+    """The CPU kinds other than the most powerful whose speed the topology
+    gives and of which this process may use a CPU."""
+    fast = fastest_kind(topo)
+    allowed = set(topo.allowed_cpus)
+    return [k.index for k in topo.cpu_kinds
+            if fast is not None and k.index != fast and kind_speed(topo, k.index) is not None
+            and allowed & set(k.pus)]
+
+
+def resources_of(settings: Settings, fastest: Resources,
+                 slower: Sequence[Resources]) -> Resources:
+    """The resources ``settings`` runs on: a slower CPU kind's where it is
+    pinned to that kind's CPUs alone, else the most powerful kind's."""
+    if not isinstance(settings.affinity, str) and fastest.topology is not None:
+        cpus = {c for pool in settings.affinity for c in pool}
+        for r in slower:
+            if r.kind is not None and cpus <= set(fastest.topology.cpu_kinds[r.kind].pus):
+                return r
+    return fastest
+
+
+def kind_candidates(graph: Graph, cost: CostModel, resources: Resources,
+                    instance_counts: Sequence[int], allow_smt: bool) -> list[Settings]:
+    """:func:`candidates` on ``resources``; on a slower CPU kind, each pinned
+    to that kind's CPUs."""
+    found = candidates(graph, cost, resources, instances=instance_counts, allow_smt=allow_smt)
+    if resources.kind is None or resources.topology is None:
+        return found
+    return [on_kind(s, resources.topology, resources.kind) for s in found]

@@ -16,7 +16,7 @@ from pyparbench.recommender.types import Prediction, format_ns, format_value
 from pyparbench.recommender.waitpolicy import spin_only
 from pyparbench.settings import Settings
 from pyparbench.threading.cpulist import cpu_str
-from pyparbench.threading.topology import Topology
+from pyparbench.threading.topology import Topology, fastest_kind, kind_name, kind_speed
 
 __all__ = ["explain", "topology_reasons"]
 
@@ -252,27 +252,17 @@ def _wait_reasons(best: Prediction, preds: Sequence[Prediction],
     return out
 
 
-def topology_reasons(topo: Topology, resources: Resources, intel: Settings) -> list[str]:
-    """Lines on what the machine's shape means for the setting: CPU kinds,
-    NUMA domains per socket (and what Intel's preset means under them),
-    memory-only NUMA nodes, disallowed CPUs."""
-    from pyparbench.threading.topology import fastest_kind, kind_name
-
+def topology_reasons(topo: Topology, resources: Resources, intel: Settings,
+                     slower: Sequence[Resources] = (), preds: Sequence[Prediction] = (),
+                     chosen: Prediction | None = None, objective: str = "latency"
+                     ) -> list[str]:
+    """Lines on what the machine's shape means for the setting: CPU kinds
+    (and the best candidate on each slower kind of known speed, ``slower``,
+    among ``preds``), NUMA domains per socket (and what Intel's preset
+    means under them), memory-only NUMA nodes, disallowed CPUs."""
     lines: list[str] = []
-    fast = fastest_kind(topo)
-    if fast is not None:
-        k = topo.cpu_kinds[fast]
-        others = [o for o in topo.cpu_kinds if o.index != fast]
-        freq = k.infos.get("FrequencyMaxMHz")
-        lines.append(
-            f"hybrid CPU: every candidate's teams run on the {kind_name(topo, fast)} cores "
-            f"(CPUs {cpu_str(k.pus)}{f', up to {freq} MHz' if freq else ''}), one CPU kind "
-            f"per team: a team spanning kinds runs at its slowest core's pace; "
-            + "; ".join(f"the {kind_name(topo, o.index)} cores (CPUs {cpu_str(o.pus)}"
-                        + (f", up to {o.infos['FrequencyMaxMHz']} MHz"
-                           if "FrequencyMaxMHz" in o.infos else "")
-                        + ") are left to other work: with no measured speed of their own "
-                          "they are not predicted as candidates" for o in others))
+    if fastest_kind(topo) is not None:
+        lines.append(_kinds_line(topo, slower, preds, chosen, objective))
     per = resources.numa_per_socket
     if per > 1:
         lines.append(
@@ -292,3 +282,44 @@ def topology_reasons(topo: Topology, resources: Resources, intel: Settings) -> l
                      f"({'in the file' if topo.kind == 'file' else 'to this process'}): "
                      f"never used")
     return lines
+
+
+def _kinds_line(topo: Topology, slower: Sequence[Resources], preds: Sequence[Prediction],
+                chosen: Prediction | None, objective: str) -> str:
+    fast = fastest_kind(topo)
+    assert fast is not None
+
+    def cores(kind: int) -> str:
+        k = topo.cpu_kinds[kind]
+        freq = k.infos.get("FrequencyMaxMHz")
+        return (f"the {kind_name(topo, kind)} cores (CPUs {cpu_str(k.pus)}"
+                f"{f', up to {freq} MHz' if freq else ''})")
+
+    parts = [f"hybrid CPU: one CPU kind per team (a team spanning kinds runs at its slowest "
+             f"core's pace), {cores(fast)} first"]
+    for r in slower:
+        assert r.kind is not None
+        pus = set(topo.cpu_kinds[r.kind].pus)
+
+        def on_these(s: Settings, pus: set[int] = pus) -> bool:
+            return not isinstance(s.affinity, str) and {
+                c for cpus in s.affinity for c in cpus} <= pus
+        speed = kind_speed(topo, r.kind)
+        assert speed is not None
+        line = (f"{cores(r.kind)} are candidates of their own, predicted at {speed[0]:.2f} of a "
+                f"{kind_name(topo, fast)} core's speed ({speed[1]})")
+        top = best_of(preds, objective, on_these)
+        if chosen is not None and on_these(chosen.settings):
+            line += ": the chosen setting runs on them"
+        elif top is not None and chosen is not None:
+            line += (f": their best, {top.settings.label()}, is predicted at "
+                     f"{format_value(top, objective)} against "
+                     f"{format_value(chosen, objective)} for the chosen")
+        parts.append(line)
+    known = {r.kind for r in slower}
+    for k in topo.cpu_kinds:
+        if k.index != fast and k.index not in known:
+            parts.append(f"{cores(k.index)} are left to other work: the topology gives no "
+                         f"speed for them (no LinuxCapacity or FrequencyMaxMHz), so they are "
+                         f"not predicted as candidates")
+    return "; ".join(parts)

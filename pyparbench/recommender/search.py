@@ -11,7 +11,10 @@ oversubscribes the cores or uses SMT siblings (unless ``allow_smt``);
 threads are pinned compactly. When the cost model has measured the OpenMP
 wait policies, each candidate whose ops run on OpenMP teams of more than
 one thread is also tried under each of them
-(:func:`~pyparbench.recommender.waitpolicy.wait_variants`).
+(:func:`~pyparbench.recommender.waitpolicy.wait_variants`). On a hybrid
+machine whose slower CPU kinds have a known speed, the candidates are also
+made on each such kind alone (:func:`on_kind`: pinned to its CPUs, predicted
+at its speed).
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from pyparbench.recommender.simulate import Resources, simulate
 from pyparbench.recommender.types import Prediction
 from pyparbench.recommender.waitpolicy import wait_variants
 from pyparbench.settings import Settings
+from pyparbench.threading.topology import Topology
 
 __all__ = ["Executed", "batch_of", "candidates", "graph_at", "instance_graphs",
-           "instance_operators", "predict", "predict_run"]
+           "instance_operators", "kind_cpus", "on_kind", "predict", "predict_run"]
 
 
 def batch_of(graph: Graph) -> int:
@@ -121,6 +125,26 @@ def candidates(graph: Graph, model: CostModel, resources: Resources, *,
     if model.wait is not None:
         out += [v for s in list(out) for v in wait_variants(s, model.wait.policies)]
     return out
+
+
+def kind_cpus(topo: Topology, kind: int, smt: bool) -> list[int]:
+    """The allowed CPUs of CPU kind ``kind`` in compact order: one per core
+    first, core by core, then (with ``smt``) the cores' SMT siblings."""
+    mine = set(topo.allowed_cpus) & set(topo.cpu_kinds[kind].pus)
+    per_core = [[p for p in c.pus if p in mine] for c in topo.cores]
+    rounds = max((len(c) for c in per_core), default=0) if smt else 1
+    return [c[r] for r in range(rounds) for c in per_core if r < len(c)]
+
+
+def on_kind(settings: Settings, topo: Topology, kind: int) -> Settings:
+    """``settings`` pinned to the CPUs of CPU kind ``kind`` alone, compactly:
+    one CPU list per pool (instances x inter_op pools of intra_op threads)."""
+    cpus = kind_cpus(topo, kind, settings.smt)
+    pools, t = settings.instances * settings.inter_op, settings.intra_op
+    if pools * t > len(cpus):
+        raise ValueError(f"{settings.label()} needs {pools * t} CPUs; CPU kind {kind} has "
+                         f"{len(cpus)} allowed")
+    return settings.with_(affinity=[cpus[p * t:(p + 1) * t] for p in range(pools)])
 
 
 class Executed:

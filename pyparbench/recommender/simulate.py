@@ -68,12 +68,18 @@ class Resources:
     sockets: int = 1
     topology: Topology | None = field(default=None, compare=False, repr=False)
     numa_domains: int = 0  # NUMA domains holding CPUs (0: one per socket)
+    # On a hybrid machine: the CPU kind the teams run on (None: the most
+    # powerful one) and its cores' speed relative to that kind's.
+    kind: int | None = None
+    speed: float = 1.0
 
     def __post_init__(self) -> None:
         if self.cores < 1 or self.logical < self.cores or self.sockets < 1:
             raise ValueError(f"resources need 1 <= cores <= logical and sockets >= 1, got "
                              f"cores={self.cores}, logical={self.logical}, "
                              f"sockets={self.sockets}")
+        if not 0.0 < self.speed <= 1.0:
+            raise ValueError(f"a CPU kind's relative speed must be in (0, 1], got {self.speed}")
 
     @property
     def cores_per_socket(self) -> int:
@@ -89,15 +95,25 @@ class Resources:
         return self.logical > self.cores
 
     @classmethod
-    def from_topology(cls, topo: Topology) -> Resources:
-        """What this process may use of ``topo``; on a hybrid machine, of its
-        most powerful CPU kind (P cores): a team on one kind, where compact
-        placement puts it first."""
-        from pyparbench.threading.topology import fastest_kind
+    def from_topology(cls, topo: Topology, kind: int | None = None) -> Resources:
+        """What this process may use of ``topo``; on a hybrid machine, of one
+        CPU kind: by default the most powerful (P cores), a team on one kind,
+        where compact placement puts it first; ``kind`` another, at its speed
+        (:func:`~pyparbench.threading.topology.kind_speed`, which must be
+        known)."""
+        from pyparbench.threading.topology import fastest_kind, kind_speed
 
         cores = allowed_cores(topo)
         logical = len(topo.allowed_cpus)
-        kind = fastest_kind(topo)
+        fast = fastest_kind(topo)
+        speed = 1.0
+        if kind is not None and kind != fast:
+            known = kind_speed(topo, kind)
+            if known is None:
+                raise ValueError(f"CPU kind {kind} of {topo.source}: its speed is not known "
+                                 f"(no LinuxCapacity or FrequencyMaxMHz in the topology)")
+            speed = known[0]
+        kind = fast if kind is None else kind
         if kind is not None:
             mine = set(topo.allowed_cpus) & set(topo.cpu_kinds[kind].pus)
             if mine:
@@ -105,7 +121,8 @@ class Resources:
                 logical = len(mine)
         return cls(cores=max(1, cores), logical=max(cores, logical),
                    sockets=allowed_sockets(topo), topology=topo,
-                   numa_domains=numa_domains(topo))
+                   numa_domains=numa_domains(topo),
+                   kind=kind if kind != fast else None, speed=speed)
 
 
 @dataclass(frozen=True)
@@ -217,7 +234,7 @@ def simulate(graph: Graph, settings: Settings, model: CostModel,
             continue
         base = model.op_ns(graph, node, t_query, settings.operator, settings.library,
                            settings.pool)
-        own[node.id] = base * stretch / smt_gain + penalty
+        own[node.id] = base * stretch / smt_gain / res.speed + penalty
         threads_of[node.id] = t
         pcorun[node.id] = ex.corun_memory if model.memory_bound(graph, node) else ex.corun_compute
     # What the wait policy adds to each region, from the gap before it.
@@ -234,7 +251,8 @@ def simulate(graph: Graph, settings: Settings, model: CostModel,
         for node in graph.nodes:
             if own[node.id] > 0:
                 alone[node.id] = model.op_ns(graph, node, 1, settings.operator,
-                                             settings.library, settings.pool) + penalty
+                                             settings.library, settings.pool
+                                             ) / res.speed + penalty
     last_end = [0.0] * workers
     factor = (model.instance_factor(graph, settings.instances)
               if settings.instances > 1 else None)

@@ -28,7 +28,8 @@ from pyparbench.threading.cpulist import cpu_str
 
 Topology = _t.Topology
 
-__all__ = ["Topology", "describe", "fastest_kind", "is_topology_file", "kind_name", "topology", "topology_dict"]
+__all__ = ["Topology", "describe", "fastest_kind", "is_topology_file", "kind_name", "kind_speed",
+           "topology", "topology_dict"]
 
 
 def is_topology_file(spec: str | os.PathLike[str]) -> bool:
@@ -104,6 +105,39 @@ def fastest_kind(topo: Topology) -> int | None:
     if len(topo.cpu_kinds) < 2:
         return None
     return max(topo.cpu_kinds, key=lambda k: (k.efficiency, k.index)).index
+
+
+def _info_number(infos: dict[str, str], name: str) -> float | None:
+    try:
+        v = float(infos[name])
+    except (KeyError, ValueError):
+        return None
+    return v if v > 0 else None
+
+
+def kind_speed(topo: Topology, kind: int) -> tuple[float, str] | None:
+    """How fast a core of CPU kind ``kind`` runs an op, relative to one of
+    the most powerful kind (1.0 for that kind), and where the figure comes
+    from; None where the topology does not tell.
+
+    From the Linux kernel's capacity of each kind (hwloc's ``LinuxCapacity``:
+    the scheduler's measure of a core's compute, per clock and clock
+    together, as the platform describes it) where both kinds have one, else
+    from their top clocks (``FrequencyMaxMHz``: the same work per clock
+    assumed, which flatters a core of narrower issue, an E core's, so this
+    is the optimistic bound)."""
+    fast = fastest_kind(topo)
+    if fast is None or kind < 0 or kind >= len(topo.cpu_kinds):
+        return None
+    if kind == fast:
+        return 1.0, "the most powerful kind"
+    mine, best = topo.cpu_kinds[kind].infos, topo.cpu_kinds[fast].infos
+    for name, what in (("LinuxCapacity", "the kernel's capacity"),
+                       ("FrequencyMaxMHz", "top clocks")):
+        a, b = _info_number(mine, name), _info_number(best, name)
+        if a is not None and b is not None:
+            return min(1.0, a / b), f"{what}, {name} {mine[name]} / {best[name]}"
+    return None
 
 
 def kind_name(topo: Topology, kind: int) -> str:
