@@ -468,3 +468,22 @@ def test_slower_cores_are_candidates_of_their_own(tmp_path: Path) -> None:
     assert all(isinstance(p.settings.affinity, str) for p in rec.candidates)
     assert any("left to other work: the topology gives no speed for them" in r
                for r in rec.reasons)
+
+
+def test_an_hwloc_1x_file(tmp_path: Path) -> None:
+    # hwloc 1.x's format (what its lstopo wrote, and what hwloc 2 writes with
+    # `--export-xml-flags v1`): NUMA nodes are parents of "Socket" objects.
+    assert tx.LSTOPO is not None
+    out = subprocess.run([tx.LSTOPO, "--input", "package:2 [numa] l3:1 core:4 pu:2",
+                          "--export-xml-flags", "v1", "--of", "xml", "-"], check=True,
+                         capture_output=True, text=True).stdout
+    assert 'type="Socket"' in out and "hwloc2.dtd" not in out
+    f = tmp_path / "v1.xml"
+    f.write_text(out)
+    t = topology(f)
+    assert t.kind == "file" and len(t.packages) == 2 and len(t.cores) == 8
+    assert [sorted(n.pus) for n in t.numa_nodes] == [list(range(8)), list(range(8, 16))]
+    assert len(t.l3_domains) == 2
+    rec = recommend(build("resnet50", 8), topology=str(f), calibrate=False, verify=0)
+    check_cpus(t, rec.cpus, smt=rec.settings.smt)
+    numa_fits(t, rec.cpus, smt=rec.settings.smt)
