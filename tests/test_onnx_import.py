@@ -5,6 +5,7 @@ listing unsupported ops, and every bad file refused with one clear line."""
 from __future__ import annotations
 
 import io
+import math
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -316,6 +317,65 @@ def test_views_transpose_concat() -> None:
     ], [_vi("x", [2, 3, 4, 5])], [_vi("y", None)],
         [_init("ax", np.array([-1], np.int64))])
     check(m)
+
+
+@pytest.mark.parametrize("shape, axis, sizes, opset", [
+    ((1, 8, 5, 5), 1, None, 13),       # batch 1, channels: views of rows
+    ((2, 8, 5, 5), 1, [2, 6], 13),     # batch 2: between transposes
+    ((2, 8, 5, 6), -1, [1, 2, 3], 13),
+    ((3, 4, 6), 2, None, 18),          # opset 18: num_outputs
+])
+def test_split(shape: tuple[int, ...], axis: int, sizes: list[int] | None, opset: int) -> None:
+    parts = len(sizes) if sizes else 2
+    outs = [f"y{i}" for i in range(parts)]
+    ins = ["x", "sizes"] if sizes else ["x"]
+    attrs: dict[str, Any] = {"axis": axis}
+    if sizes is None and opset >= 18:
+        attrs["num_outputs"] = parts
+    # Each part goes on through a node of its own, as a network uses it.
+    nodes = [helper.make_node("Split", ins, outs, **attrs)] + [
+        helper.make_node("Relu" if i % 2 else "Sigmoid", [o], [f"z{i}"])
+        for i, o in enumerate(outs)]
+    inits = [_init("sizes", np.array(sizes, np.int64))] if sizes else []
+    m = _model(nodes, [_vi("x", list(shape))], [_vi(f"z{i}", None) for i in range(parts)],
+               inits, opset=opset)
+    check(m)
+    ops = [n.op for n in from_onnx(m).nodes]
+    assert ops.count("slice") == parts
+    # Where every axis before the split one has size 1, the parts are views.
+    assert ("transpose" in ops) == (math.prod(shape[:axis % len(shape)]) > 1)
+
+
+@pytest.mark.parametrize("starts, ends, axes, steps", [
+    ([0], [3], [1], None),             # channels 0-2 of batch 2: transposes
+    ([1], [-1], [-1], [1]),            # last axis, a negative end
+    ([0, 2], [2, 100], [0, 2], None),  # every row (no cut), then H from 2 to the end
+    ([1], [2], [0], None),             # one row of the batch: a view
+])
+def test_slice(starts: list[int], ends: list[int], axes: list[int],
+               steps: list[int] | None) -> None:
+    extra = [_init("st", np.array(steps, np.int64))] if steps else []
+    m = _model([helper.make_node("Slice", ["x", "s", "e", "a"] + (["st"] if steps else []),
+                                 ["t"]),
+                helper.make_node("Relu", ["t"], ["y"])],
+               [_vi("x", [2, 4, 5, 6])], [_vi("y", None)],
+               [_init("s", np.array(starts, np.int64)), _init("e", np.array(ends, np.int64)),
+                _init("a", np.array(axes, np.int64)), *extra])
+    check(m)
+
+
+@pytest.mark.parametrize("starts, ends, axes, steps, why", [
+    ([0], [4], [1], [2], "a step of 2 on axis 1"),
+    ([0, 1], [2, 3], [1, 2], [1, 1], "a slice on 2 axes"),
+])
+def test_slices_that_do_not_map(starts: list[int], ends: list[int], axes: list[int],
+                                steps: list[int], why: str) -> None:
+    m = _model([helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"], name="/cut")],
+               [_vi("x", [2, 4, 5, 6])], [_vi("y", None)],
+               [_init("s", np.array(starts, np.int64)), _init("e", np.array(ends, np.int64)),
+                _init("a", np.array(axes, np.int64)), _init("st", np.array(steps, np.int64))])
+    with pytest.raises(ValueError, match=rf"Slice x1 \(node '/cut': {why}"):
+        from_onnx(m)
 
 
 def test_shape_arithmetic_is_folded() -> None:

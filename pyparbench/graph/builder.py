@@ -347,6 +347,18 @@ class GraphBuilder:
             raise ValueError(f"cannot reshape {xs} ({total} elements) to {tuple(want)}")
         return self._add("reshape", (x,), {"shape": tuple(want)}, tuple(want), name)
 
+    def slice(self, x: int, start: int, rows: int, *, after: Sequence[int] = (),
+              name: str | None = None) -> int:
+        """Rows ``start .. start + rows - 1`` of ``x`` along its first axis (a
+        view: the native plan points into ``x``'s buffer); ``after``: nodes it
+        only runs after."""
+        xs = self._f32(x, "slice")
+        if rows < 1 or start < 0 or start + rows > xs[0]:
+            raise ValueError(f"slice rows [{start}, {start + rows}) are not within the "
+                             f"{xs[0]} rows of {xs}")
+        return self._add("slice", (x, *after), {"start": int(start)}, (int(rows), *xs[1:]),
+                         name)
+
     def transpose(self, x: int, perm: Sequence[int], *, name: str | None = None) -> int:
         xs = self._f32(x, "transpose")
         p = tuple(int(i) for i in perm)
@@ -414,6 +426,8 @@ def _replay(b: GraphBuilder, node: Node) -> int:
         return b.transpose(ins[0], a["perm"], name=name)
     if node.op == "tril_flatten":
         return b.tril_flatten(ins[0], name=name)
+    if node.op == "slice":
+        return b.slice(ins[0], a["start"], node.shape[0], after=ins[1:], name=name)
     raise ValueError(f"unknown op {node.op!r}")
 
 

@@ -30,7 +30,9 @@ HardSwish (affine, ReLU6, affine), MaxPool / AveragePool (2-D, pads,
 ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool,
 ReduceMean over (H, W), BatchNormalization (inference), LayerNormalization
 (last axis), Softmax (any axis), Concat, Reshape / Flatten / Squeeze /
-Unsqueeze (views), Transpose, Gather of rows of a constant table by an int64
+Unsqueeze (views), Transpose, Split and Slice along one axis with step 1
+(a view of rows where the axes before it have size 1, else between two
+transposes), Gather of rows of a constant table by an int64
 graph input (``embedding_bag`` of bags of one; the input is fed as
 ``(numel, 1)`` indices, its file shape kept in ``graph.meta``), Identity,
 Dropout and Cast to float32 (removed).
@@ -1125,6 +1127,75 @@ def _view(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     return [im.b.reshape(x, out, name=im._name)]
 
 
+def _part(im: _Importer, x: int, axis: int, start: int, length: int, name: str) -> int:
+    """Elements ``start .. start + length - 1`` of ``x`` along ``axis``: a
+    view (reshape, rows, reshape) where every axis before it has size 1, else
+    moved to the front by a transpose, taken as rows, and moved back."""
+    xs = im.shape(x)
+    out = (*xs[:axis], length, *xs[axis + 1:])
+    if start == 0 and length == xs[axis]:
+        return im.b.reshape(x, out, name=name)
+    if math.prod(xs[:axis]) == 1:
+        rows = im.b.slice(im.reshape(x, xs[axis:]), start, length, name=im._fresh("rows"))
+        return im.b.reshape(rows, out, name=name)
+    perm = [axis, *(i for i in range(len(xs)) if i != axis)]
+    front = im.b.transpose(x, perm, name=im._fresh("to_front"))
+    rows = im.b.slice(front, start, length, name=im._fresh("rows"))
+    return im.b.transpose(rows, [perm.index(i) for i in range(len(xs))], name=name)
+
+
+def _split(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+           a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], "Split's input")
+    xs = im.shape(x)
+    axis = int(a.get("axis", 0)) % len(xs)
+    if len(ins) > 1 and ins[1] is not None:
+        sizes = [int(v) for v in im.const_of(ins[1], "Split's sizes").reshape(-1)]
+    elif "split" in a:
+        sizes = [int(v) for v in a["split"]]
+    else:
+        parts = int(a.get("num_outputs", len(n.output)))
+        each = -(-xs[axis] // parts)
+        sizes = [min(each, xs[axis] - i * each) for i in range(parts)]
+    if len(sizes) != len(n.output) or sum(sizes) != xs[axis] or min(sizes) < 1:
+        raise _Unsupported(f"sizes {sizes} do not split axis {axis} of {xs} into "
+                           f"{len(n.output)} parts")
+    out: list[Value] = []
+    start = 0
+    for i, (o, size) in enumerate(zip(n.output, sizes, strict=True)):
+        out.append(_part(im, x, axis, start, size, im._node_name_for(o, f"{im._name}/{i}")))
+        start += size
+    return out
+
+
+def _slice(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+           a: dict[str, Any]) -> list[Value]:
+    x = im.node_of(ins[0], "Slice's input")
+    xs = im.shape(x)
+    starts, ends = (im.const_of(v, f"Slice's {w}").reshape(-1).tolist()
+                    for v, w in ((ins[1], "starts"), (ins[2], "ends")))
+    axes = (im.const_of(ins[3], "Slice's axes").reshape(-1).tolist()
+            if len(ins) > 3 and ins[3] is not None else list(range(len(starts))))
+    steps = (im.const_of(ins[4], "Slice's steps").reshape(-1).tolist()
+             if len(ins) > 4 and ins[4] is not None else [1] * len(starts))
+    cut: list[tuple[int, int, int]] = []
+    for s0, e0, ax0, st in zip(starts, ends, axes, steps, strict=True):
+        ax = int(ax0) % len(xs)
+        begin, end, step = slice(int(s0), int(e0), int(st)).indices(xs[ax])
+        if step != 1:
+            raise _Unsupported(f"a step of {st} on axis {ax} (only step 1 maps)")
+        if (begin, end) != (0, xs[ax]):
+            cut.append((ax, begin, end - begin))
+    if len(cut) > 1:
+        raise _Unsupported(f"a slice on {len(cut)} axes (one maps)")
+    if not cut:
+        return [im.reshape(x, xs, final=True)]
+    ax, begin, length = cut[0]
+    if length < 1:
+        raise _Unsupported("an empty slice")
+    return [_part(im, x, ax, begin, length, im._name)]
+
+
 def _transpose(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
                a: dict[str, Any]) -> list[Value]:
     x = im.node_of(ins[0], "Transpose's input")
@@ -1198,6 +1269,8 @@ _MAPPINGS: dict[str, Mapping_] = {
     "Squeeze": _view,
     "Unsqueeze": _view,
     "Transpose": _transpose,
+    "Split": _split,
+    "Slice": _slice,
     "Gather": _gather,
     "Identity": _identity,
     "Dropout": _identity,
