@@ -378,6 +378,34 @@ def test_slices_that_do_not_map(starts: list[int], ends: list[int], axes: list[i
         from_onnx(m)
 
 
+@pytest.mark.parametrize("shape, axis, idx", [
+    ((2, 5, 4), 1, np.array(0)),                       # x[:, 0] (a class token)
+    ((2, 5, 4), -2, np.array([-3, -2])),               # negative indices in a row
+    ((1, 6, 1, 1), 0, np.arange(6).reshape(1, 6, 1, 1)),  # as_strided of a flat view
+])
+def test_gather_of_a_value_by_a_range(shape: tuple[int, ...], axis: int,
+                                      idx: np.ndarray) -> None:
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"])]
+    src = "s"
+    if idx.ndim == 4:  # the exporter flattens first
+        nodes.append(helper.make_node("Reshape", ["s", "flat"], ["f"]))
+        src = "f"
+    nodes += [helper.make_node("Gather", [src, "i"], ["g"], axis=axis),
+              helper.make_node("Relu", ["g"], ["y"])]
+    inits = [_init("i", idx.astype(np.int64))]
+    if idx.ndim == 4:
+        inits.append(_init("flat", np.array([-1], np.int64)))
+    check(_model(nodes, [_vi("x", list(shape))], [_vi("y", None)], inits))
+
+
+def test_gather_of_a_value_out_of_order_is_refused() -> None:
+    m = _model([helper.make_node("Sigmoid", ["x"], ["s"]),
+                helper.make_node("Gather", ["s", "i"], ["y"], axis=1, name="/pick")],
+               [_vi("x", [2, 5])], [_vi("y", None)], [_init("i", np.array([2, 0], np.int64))])
+    with pytest.raises(ValueError, match=r"Gather x1 \(node '/pick': indices that do not run"):
+        from_onnx(m)
+
+
 def test_shape_arithmetic_is_folded() -> None:
     """Reshape to (batch, -1) computed from Shape / Gather / Unsqueeze / Concat /
     ConstantOfShape / Equal / Where / Cast / Range, as exporters write it."""

@@ -32,7 +32,9 @@ ReduceMean over (H, W), BatchNormalization (inference), LayerNormalization
 (last axis), Softmax (any axis), Concat, Reshape / Flatten / Squeeze /
 Unsqueeze (views), Transpose, Split and Slice along one axis with step 1
 (a view of rows where the axes before it have size 1, else between two
-transposes), Gather of rows of a constant table by an int64
+transposes), Gather of a value by constant indices that run in a row
+(``x[:, 0]``, an exporter's ``as_strided``: the same part), Gather of rows
+of a constant table by an int64
 graph input (``embedding_bag`` of bags of one; the input is fed as
 ``(numel, 1)`` indices, its file shape kept in ``graph.meta``), Identity,
 Dropout and Cast to float32 (removed).
@@ -1208,6 +1210,8 @@ def _gather(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
             a: dict[str, Any]) -> list[Value]:
     idx_name = n.input[1]
     table = ins[0]
+    if isinstance(table, int) and isinstance(ins[1], np.ndarray):
+        return [_gather_range(im, table, ins[1], int(a.get("axis", 0)))]
     if not (isinstance(table, np.ndarray) and table.ndim == 2 and table.dtype == np.float32
             and int(a.get("axis", 0)) == 0 and idx_name in im.input_shapes
             and im.input_dtypes[idx_name] == "int64"):
@@ -1224,6 +1228,24 @@ def _gather(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     if shape == (numel,):
         return [e]
     return [im.reshape(e, (*shape, int(table.shape[1])), final=True)]
+
+
+def _gather_range(im: _Importer, x: int, idx: Array, axis: int) -> int:
+    """Gather of a value by constant indices that run in a row (``x[:, 0]``,
+    an exporter's ``as_strided``): a part of ``x`` along ``axis``, reshaped."""
+    xs = im.shape(x)
+    axis %= len(xs)
+    flat = np.asarray(idx, dtype=np.int64).reshape(-1)
+    if flat.size == 0 or np.any((flat < -xs[axis]) | (flat >= xs[axis])):
+        raise _Unsupported(f"indices out of range for axis {axis} of {xs}")
+    flat = flat % xs[axis]
+    if np.any(np.diff(flat) != 1):
+        raise _Unsupported("indices that do not run in a row (a general gather of a value)")
+    out = (*xs[:axis], *idx.shape, *xs[axis + 1:])
+    if not out:
+        raise _Unsupported("a 0-D result")
+    part = _part(im, x, axis, int(flat[0]), int(flat.size), im._fresh("part"))
+    return im.reshape(part, out, final=True)
 
 
 def _identity(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
