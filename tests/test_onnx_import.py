@@ -635,6 +635,27 @@ def test_bad_files(tmp_path: Path) -> None:
         assert "\n" not in str(e.value), what
 
 
+def test_non_finite_weights_are_refused() -> None:
+    rng = np.random.default_rng(0)
+    m = _conv_model(rng)
+    w = numpy_helper.to_array(m.graph.initializer[0]).copy()
+    w[0, 0, 0, :2] = (np.nan, np.inf)
+    m.graph.initializer[0].CopyFrom(_init("w", w))
+    with pytest.raises(ValueError, match=r"initializer 'w' has 2 NaN or infinite value\(s\) "
+                                         r"of 1728"):
+        from_onnx(m)
+
+
+def test_geometry_beyond_any_network_is_refused_before_shape_inference() -> None:
+    # onnx's shape inference aborts the process on this one (found by fuzzing).
+    m = _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2],
+                                 dilations=[1 << 40, 3], name="/pool")],
+               [_vi("x", [1, 3, 8, 8])], [_vi("y", [1, 3, 7, 7])])
+    with pytest.raises(ValueError, match=r"node '/pool' \(MaxPool\) has dilations "
+                                         r"\[1099511627776, 3\]: beyond 16777216"):
+        from_onnx(m)
+
+
 def test_missing_external_data(tmp_path: Path) -> None:
     rng = np.random.default_rng(8)
     m = _conv_model(rng)

@@ -160,12 +160,28 @@ def _all_tensors(g: onnx.GraphProto) -> list[onnx.TensorProto]:
     return out
 
 
+# Attributes that onnx's shape inference does arithmetic on; a value beyond
+# this bound is no real network's, and onnx's C++ aborts the process on some
+# (a MaxPool dilation of 2**40 fails an assertion in std::clamp).
+_GEOMETRY_ATTRS = frozenset({"kernel_shape", "strides", "dilations", "pads", "group",
+                             "output_padding", "output_shape"})
+_GEOMETRY_BOUND = 1 << 24
+
+
 def _check(proto: onnx.ModelProto, src: str) -> None:
     try:
         onnx.checker.check_model(proto)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise _bad(src, f"not a valid ONNX model, or a truncated one: {first}") from None
+    for n in proto.graph.node:
+        for a in n.attribute:
+            if a.name not in _GEOMETRY_ATTRS:
+                continue
+            values = [a.i] if a.type == onnx.AttributeProto.INT else list(a.ints)
+            if any(abs(v) > _GEOMETRY_BOUND for v in values):
+                raise _bad(src, f"node {n.name or n.op_type!r} ({n.op_type}) has {a.name} "
+                           f"{values}: beyond {_GEOMETRY_BOUND} (not a real network's)")
 
 
 # ------------------------------------------------------------------ the import
@@ -200,7 +216,8 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | N
     ------
     ValueError
         One line for a file that is not ONNX, truncated, too large, missing
-        its external data, or computing in another dtype than float32; for a
+        its external data, computing in another dtype than float32, or with
+        NaN or infinite weights; for a
         batch that contradicts a fixed one; and one listing every op the IR
         cannot run (type, count, first node), before anything is built.
     """
@@ -254,7 +271,13 @@ class _Importer:
                 dt = onnx.TensorProto.DataType.Name(t.data_type).lower()
                 raise _bad(self.src, f"initializer {t.name!r} is {dt}: only float32 models "
                            "are supported (compute dtype must be float32)")
-            self.values[t.name] = numpy_helper.to_array(t)
+            arr = numpy_helper.to_array(t)
+            if t.data_type == _F32 and not np.isfinite(arr).all():
+                bad = int(arr.size - np.isfinite(arr).sum())
+                raise _bad(self.src, f"initializer {t.name!r} has {bad} NaN or infinite "
+                           f"value(s) of {arr.size}: a broken weight (and NaN timing is "
+                           "not the model's)")
+            self.values[t.name] = arr
         fixed_batch: int | None = None
         for vi in self.g.input:
             if vi.name in inits:
@@ -433,6 +456,12 @@ class _Importer:
             return
         except ValueError as e:
             self.problems.append((n.op_type, label, str(e)))
+            self._poison(n)
+            return
+        except (IndexError, KeyError, TypeError, ArithmeticError) as e:
+            # A malformed node (an attribute of the wrong length or type, an
+            # input missing) that no check above names: refused as it is.
+            self.problems.append((n.op_type, label, f"malformed ({type(e).__name__}: {e})"))
             self._poison(n)
             return
         for o, v in zip(n.output, outs, strict=False):
@@ -746,9 +775,19 @@ Mapping_ = Callable[[_Importer, int, onnx.NodeProto, list[Value | None], dict[st
                     list[Value]]
 
 
+def _spatial(a: dict[str, Any], name: str, nd: int, default: int) -> tuple[int, ...]:
+    """A per-spatial-axis attribute (strides, dilations), ``nd`` values."""
+    v = tuple(int(x) for x in a.get(name, [default] * nd))
+    if len(v) != nd:
+        raise _Unsupported(f"{name} {list(v)} for {nd} spatial axes")
+    return v
+
+
 def _conv_pads(auto_pad: str, size: Sequence[int], k: Sequence[int], s: Sequence[int],
                d: Sequence[int], pads: Sequence[int]) -> list[tuple[int, int]]:
     nd = len(size)
+    if pads and len(pads) != 2 * nd:
+        raise _Unsupported(f"pads {list(pads)} for {nd} spatial axes (2 x {nd} values)")
     if auto_pad in ("", "NOTSET"):
         p = list(pads) or [0] * (2 * nd)
         return [(p[a], p[a + nd]) for a in range(nd)]
@@ -791,8 +830,8 @@ def _conv2d(im: _Importer, x: int, w: Array, bias: Array | None, a: dict[str, An
             final: bool) -> int:
     xs = im.shape(x)
     k = tuple(int(d) for d in w.shape[2:])
-    s = tuple(a.get("strides", [1, 1]))
-    d = tuple(a.get("dilations", [1, 1]))
+    s = _spatial(a, "strides", 2, 1)
+    d = _spatial(a, "dilations", 2, 1)
     pads = _conv_pads(_s(a.get("auto_pad", "NOTSET")), xs[2:], k, s, d, a.get("pads", []))
     pad = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
     y = im.b.conv2d(x, int(w.shape[0]), k, stride=s, padding=pad, dilation=d,
@@ -998,9 +1037,9 @@ def _pool(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     ks = tuple(a.get("kernel_shape", []))
     if len(xs) != 4 or len(ks) != 2:
         raise _Unsupported(f"a {len(ks)}-D pooling (only 2-D maps)")
-    if any(d != 1 for d in a.get("dilations", [1, 1])):
+    if any(d != 1 for d in _spatial(a, "dilations", 2, 1)):
         raise _Unsupported("dilated pooling (a kernel is needed)")
-    s = tuple(a.get("strides", [1, 1]))
+    s = _spatial(a, "strides", 2, 1)
     pads = _conv_pads(_s(a.get("auto_pad", "NOTSET")), xs[2:], ks, s, (1, 1),
                       a.get("pads", []))
     pad = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
