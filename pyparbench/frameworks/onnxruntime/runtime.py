@@ -1,4 +1,9 @@
-"""A graph's ONNX model (:mod:`.translate`) run by ONNX Runtime's CPU provider."""
+"""A graph's ONNX model (:mod:`.translate`) run by ONNX Runtime's CPU provider.
+
+A graph imported from a user's file (``meta["onnx_file"]``, see
+:mod:`pyparbench.models.files`) runs as that file, unchanged: the model the
+user serves, not a translation of what the importer made of it.
+"""
 
 from __future__ import annotations
 
@@ -30,14 +35,24 @@ class OrtModel:
         self.graph = graph
         versions = probe(ort)  # NoCommonVersion: one line, before any work
         self._dir = tempfile.TemporaryDirectory(prefix="ppb-onnx-")
-        built = build_onnx(graph, self._dir.name, versions)
-        self._model: str | bytes = built if isinstance(built, str) else built.SerializeToString()
+        source = graph.meta.get("onnx_file")
+        # The file's own shapes: a Gather's indices are fed to the graph as (numel, 1).
+        shapes: dict[str, Any] = dict(graph.meta.get("onnx_input_shapes", {})) if source else {}
+        self._model: str | bytes
+        if source:
+            self._model = str(source)
+        else:
+            built = build_onnx(graph, self._dir.name, versions)
+            self._model = built if isinstance(built, str) else built.SerializeToString()
         so = session_options(ort, knobs)
         self.session = ort.InferenceSession(self._model, so, providers=["CPUExecutionProvider"])
         self.info: dict[str, Any] = {"session_options": reported_options(so),
                                      **versions.as_dict()}
-        self._feeds = {graph.nodes[i].name: np.ascontiguousarray(inputs[graph.nodes[i].name])
-                       for i in graph.inputs}
+        if source:
+            self.info["onnx_file"] = str(source)
+        names = [graph.nodes[i].name for i in graph.inputs]
+        self._feeds = {n: np.ascontiguousarray(inputs[n]).reshape(shapes.get(n, inputs[n].shape))
+                       for n in names}
         self._out_names = [o.name for o in self.session.get_outputs()]
 
     def step(self) -> None:
@@ -48,6 +63,8 @@ class OrtModel:
 
     def outputs(self) -> dict[str, Array]:
         outs = self.session.run(self._out_names, self._feeds)
+        if self.graph.meta.get("onnx_file"):  # the file's outputs, by their names
+            return {n: np.asarray(v) for n, v in zip(self._out_names, outs, strict=True)}
         return {self.graph.nodes[o].name: np.asarray(v)
                 for o, v in zip(self.graph.outputs, outs, strict=True)}
 
