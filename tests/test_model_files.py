@@ -202,6 +202,11 @@ def test_overhead_of_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     # ONNX Runtime ran the user's file, and agrees with the executor on the same inputs.
     assert ort["info"]["onnx_file"] == str(path.resolve())
     assert 0 <= ort["output_error"] <= 1e-4 and ort["overhead_ratio"] > 0
+    # Its profile charged to the graph's op types, by the file's node names
+    # (its own layout changes to reorder): nothing left as "other".
+    charged = {k["op"] for k in ort["kernels"]}
+    assert {"conv2d", "linear", "global_avg_pool"} <= charged and "other" not in charged, \
+        ort["kernels"]
     # The table says it too.
     code, out, _ = _main(capsys, "overhead", str(path), "--repeats", "2", "--warmup", "0",
                          "--profile", "0", "--no-dispatch", "--framework", "torch",

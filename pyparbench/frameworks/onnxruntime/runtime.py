@@ -16,7 +16,7 @@ import numpy as np
 
 from pyparbench.frameworks._common import Array, Profile, python_loop
 from pyparbench.frameworks.onnxruntime.knobs import reported_options, session_options
-from pyparbench.frameworks.onnxruntime.profile import read_profile
+from pyparbench.frameworks.onnxruntime.profile import file_ops, read_profile
 from pyparbench.frameworks.onnxruntime.translate import build_onnx
 from pyparbench.frameworks.onnxruntime.versions import probe
 from pyparbench.graph import Graph
@@ -77,7 +77,18 @@ class OrtModel:
             sess = ort.InferenceSession(self._model, so, providers=["CPUExecutionProvider"])
             for _ in range(iterations + 1):
                 sess.run(self._out_names, self._feeds)
-            return read_profile(sess.end_profiling(), self.graph)
+            return read_profile(sess.end_profiling(), self.graph, self._file_nodes())
+
+    def _file_nodes(self) -> dict[str, str] | None:
+        """A user's file: its node names' graph op types (None: a translated graph)."""
+        source = self.graph.meta.get("onnx_file")
+        if not source:
+            return None
+        import onnx
+
+        proto = onnx.load(str(source), load_external_data=False)
+        return file_ops([(n.name, n.op_type, list(n.output)) for n in proto.graph.node],
+                        self.graph)
 
 
 def prepare(ort: Any, graph: Graph, inputs: Mapping[str, Array], knobs: Mapping[str, Any]
