@@ -16,10 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from pyparbench.cli import main
 from pyparbench.frameworks.spec import NO_MODULE
@@ -159,6 +158,19 @@ def test_a_bad_file_is_one_line_and_exit_2_before_anything_runs(
         code, out, err = _main(capsys, *command, path, *extra)
         assert code == 2 and why in err and len(err.strip().splitlines()) == 1, err
         assert not out_dir.exists()  # nothing ran, nothing was written
+
+
+def test_run_refuses_a_batch_the_file_cannot_take_before_anything_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = onnx.load_model_from_string(export_residual(tmp_path / "my.onnx").read_bytes())
+    for vi in (*model.graph.input, *model.graph.output):
+        vi.type.tensor_type.shape.dim[0].dim_value = 1  # a fixed batch of 1
+    onnx.save(model, str(tmp_path / "fixed.onnx"))
+    out_dir = tmp_path / "out"
+    code, _, err = _main(capsys, "run", "--quick", "--models", str(tmp_path / "fixed.onnx"),
+                         "--batches", "1", "2", "-o", str(out_dir))
+    assert code == 2 and "has a fixed batch of 1, not the batch=2" in err, err
+    assert len(err.strip().splitlines()) == 1 and not out_dir.exists()
 
 
 # ------------------------------------------------------------------ the commands

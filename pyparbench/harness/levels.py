@@ -144,6 +144,10 @@ def resolve_level(name: str, *, models: Sequence[str] | None = None,
     bad = [b for b in sizes if isinstance(b, bool) or not isinstance(b, int) or b < 1]
     if bad:
         raise ValueError(f"batch sizes must be integers >= 1, got {bad[0]!r}")
+    for m in chosen:
+        if files.is_file_key(m):
+            for b in sizes:  # a fixed batch dimension that differs: refused now, not mid-run
+                files.load(m, b)
     reps = REPEATS[name] if repeats is None else repeats
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {reps!r}")
