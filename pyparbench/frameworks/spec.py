@@ -5,7 +5,9 @@ the process boundary:
 
 * a model reference, ``{"kind": "model", "model": "resnet50", "batch": 1,
   "seed": 0, "kwargs": {"image_size": 64}}`` (:class:`ModelRef`), built with
-  :func:`pyparbench.models.build`;
+  :func:`pyparbench.models.build`; a user's ONNX file is a model named
+  ``my.onnx@<sha256[:12]>``, which the child loads by the path its
+  environment maps that name to (:mod:`pyparbench.models.files`);
 * any :class:`~pyparbench.graph.Graph`, serialised node by node with its
   parameters' shapes, initialisers and seed (:func:`graph_to_spec`); the
   child remakes every parameter array bit for bit, since each one comes from
