@@ -286,3 +286,20 @@ def test_run_a_file_then_a_changed_file_is_not_resumed(
     assert not matched["new"]["rows"]
     assert all(old in k for k in matched["new"]["only_in_baseline"])
     assert all(new in k for k in matched["new"]["only_in_other"])
+
+
+def test_output_error_reads_what_children_send() -> None:
+    import numpy as np
+
+    from pyparbench.frameworks.child import encode
+    from pyparbench.frameworks.overhead import output_error
+
+    want = np.linspace(-2.0, 4.0, 12, dtype=np.float32).reshape(3, 4)
+    got = want.copy()
+    got[1, 2] += 0.004
+    assert output_error({"y": encode(got)}, {"y": encode(want)}) == pytest.approx(
+        0.004 / 4.0, rel=1e-3)
+    with pytest.raises(ValueError, match="no output in common"):
+        output_error({"y": encode(got)}, {"z": encode(want)})
+    with pytest.raises(ValueError, match="native shape"):
+        output_error({"y": encode(got)}, {"y": encode(want.reshape(4, 3))})
