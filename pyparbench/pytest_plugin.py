@@ -12,6 +12,12 @@ loaded with ``-p pyparbench.pytest_plugin``. It gives:
   kernel in its C++ loop (``kernel.timeit``) and records each run's time
   in the test's pytest-benchmark statistics, so no Python call overhead is
   in the figures; returns the per-run nanoseconds;
+* ``ppb_model(model, batch=1, settings=None, rounds=20, warmup=3)``: a
+  model, built-in by name or a user's ONNX file by path, compiled once and
+  timed whole under ``settings`` (default: one thread), each run recorded
+  as ``ppb_bench`` records a kernel's, the model's name (an ONNX file's:
+  ``my.onnx@<sha256[:12]>``) in ``extra_info["model"]``; returns the
+  per-run nanoseconds;
 * ``ppb_pinned(*kernels)``: a ``with`` scope that pins the kernels' OpenMP
   team (compact placement over physical cores by default) and audits it:
   on leaving, the threads that ran are checked against the request, and a
@@ -56,7 +62,8 @@ if TYPE_CHECKING:
 
     from pyparbench.threading.audit import AuditReport
 
-__all__ = ["KernelBench", "PinnedTeam", "fingerprint", "pinned", "thread_counts"]
+__all__ = ["KernelBench", "ModelBench", "ModelKernel", "PinnedTeam", "fingerprint", "pinned",
+           "thread_counts"]
 
 MARKER = "ppb_threads"
 
@@ -248,6 +255,70 @@ def ppb_bench(request: pytest.FixtureRequest) -> KernelBench:
     except pytest.FixtureLookupError:
         pytest.skip("ppb_bench needs pytest-benchmark (pip install pytest-benchmark)")
     return KernelBench(benchmark)
+
+
+class ModelKernel:
+    """A model compiled once under some settings, timed the way
+    ``ppb_bench`` times a kernel: ``timeit(repeats=, warmup=)`` runs it whole."""
+
+    def __init__(self, model: str, batch: int = 1, settings: Any = None) -> None:
+        from pyparbench.executor import compile_graph
+        from pyparbench.models import build, resolve
+        from pyparbench.settings import Settings
+
+        self.name = resolve(model)  # a file: refused here when it does not import
+        self.graph = build(self.name, batch)
+        self.settings = settings if settings is not None else Settings()
+        if self.settings.instances != 1:
+            raise ValueError(f"instances={self.settings.instances}: ppb_model runs one copy "
+                             "of the model")
+        self.flops = float(self.graph.flops)
+        self._cg = compile_graph(self.graph)
+        self._cg.set_inputs(self.graph.random_inputs())
+
+    @property
+    def threads(self) -> int:
+        return int(self.settings.inter_op * self.settings.intra_op)
+
+    def timeit(self, *args: Any, repeats: int, warmup: int) -> npt.NDArray[np.float64]:
+        import numpy as np
+
+        rec = self._cg.run(self.settings, repeats=repeats, warmup=warmup)
+        return np.asarray(rec.ns, dtype=np.float64)
+
+
+class ModelBench:
+    """``ppb_model``: time a whole model (a name or an ONNX file) into pytest-benchmark."""
+
+    def __init__(self, benchmark: Any) -> None:
+        self._bench = KernelBench(benchmark)
+
+    def __call__(self, model: str, batch: int = 1, settings: Any = None, *, rounds: int = 20,
+                 warmup: int = 3) -> npt.NDArray[np.float64]:
+        """Compile ``model`` at ``batch`` and record ``rounds`` runs of it
+        under ``settings``; returns the per-run nanoseconds.
+
+        Raises
+        ------
+        ValueError
+            An unknown model, an ONNX file that does not import, bad counts.
+        """
+        kernel = ModelKernel(model, batch, settings)
+        ns = self._bench(kernel, rounds=rounds, warmup=warmup)
+        self._bench.benchmark.extra_info.update(
+            {"model": kernel.name, "batch": batch, "settings": kernel.settings.label(),
+             "timer": "CompiledGraph.run (whole model, per run)"})
+        return ns
+
+
+@pytest.fixture
+def ppb_model(request: pytest.FixtureRequest) -> ModelBench:
+    """Time a whole model: ``ppb_model("./my.onnx", batch=8, settings=...)``."""
+    try:
+        benchmark = request.getfixturevalue("benchmark")
+    except pytest.FixtureLookupError:
+        pytest.skip("ppb_model needs pytest-benchmark (pip install pytest-benchmark)")
+    return ModelBench(benchmark)
 
 
 # -- pinning, checked by the audit ----------------------------------------------------

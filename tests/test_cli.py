@@ -149,7 +149,8 @@ def test_models_describe_a_file_and_a_model(tmp_path: Path) -> None:
     out = cli("models", "--describe", str(path), "--batch", "2", "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
-    assert d["model"] == "small" and d["batch"] == 2 and d["heavy_ops"] == 2
+    assert d["model"] == f"small.onnx@{d['sha256'][:12]}" and d["batch"] == 2
+    assert d["heavy_ops"] == 2
     assert d["params"] == 8 * 27 + 4 * 8 + 4 and d["depth"] == 2 and d["avg_width"] == 1.0
     assert len(d["sha256"]) == 64 and d["inputs"] == {"x": [2, 3, 16, 16]}
     out = cli("models", "--describe", str(path))

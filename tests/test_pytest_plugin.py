@@ -125,6 +125,46 @@ def test_kernel_times_reach_the_saved_json_with_the_fingerprint(pytester: pytest
     assert gemm["extra_info"]["threads"] == 1
 
 
+def test_a_model_file_is_timed_whole_under_its_name(pytester: pytest.Pytester) -> None:
+    # A small CNN written with onnx.helper: the user's file, benchmarked by path.
+    pytester.makepyfile(test_it='''
+        import hashlib
+        import numpy as np, onnx
+        from onnx import TensorProto, helper, numpy_helper
+        from pyparbench.settings import Settings
+
+        def test_file(ppb_model, tmp_path):
+            rng = np.random.default_rng(0)
+            nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                     helper.make_node("Relu", ["c"], ["r"]),
+                     helper.make_node("GlobalAveragePool", ["r"], ["y"])]
+            w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+            g = helper.make_graph(
+                nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 1, 1])], [w])
+            path = tmp_path / "my.onnx"
+            onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+            ns = ppb_model(str(path), batch=2, settings=Settings(intra_op=1), rounds=5)
+            assert ns.shape == (5,) and (ns > 0).all()
+            (tmp_path.parent / "name.txt").write_text(
+                "my.onnx@" + hashlib.sha256(path.read_bytes()).hexdigest()[:12])
+
+        def test_bad_file(ppb_model, tmp_path):
+            import pytest
+            with pytest.raises(ValueError, match="no such file"):
+                ppb_model(str(tmp_path / "missing.onnx"))
+    ''')
+    res = _run(pytester, "--benchmark-json=out.json", f"--basetemp={pytester.path / 'tmp'}")
+    res.assert_outcomes(passed=2)
+    saved = json.loads((pytester.path / "out.json").read_text())
+    bench = next(b for b in saved["benchmarks"] if b["name"] == "test_file")
+    assert bench["stats"]["rounds"] == 5
+    extra = bench["extra_info"]
+    name = (pytester.path / "tmp" / "name.txt").read_text()
+    assert extra["model"] == name and extra["batch"] == 2 and extra["threads"] == 1
+    assert extra["gflop"] > 0 and extra["timer"].startswith("CompiledGraph.run")
+
+
 def test_a_second_measurement_in_one_test_is_refused(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(fake=FAKE_KERNEL)
     pytester.makepyfile(test_it='''

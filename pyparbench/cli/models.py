@@ -62,8 +62,10 @@ def describe(model: str, batch: int | None = None) -> dict[str, Any]:
         source: dict[str, Any] = {"kind": MODELS[model].kind, "family": MODELS[model].family}
     elif Path(model).is_file():
         from pyparbench.graph import from_onnx
+        from pyparbench.models.files import file_name
 
-        graph = from_onnx(model, batch=batch)
+        # Named as runs, records and reports name it: file name and content hash.
+        graph = from_onnx(model, batch=batch, name=file_name(model))
         source = {"file": str(model), "sha256": graph.meta["sha256"]}
     else:
         raise ValueError(f"--describe: {model!r} is neither a model ({', '.join(MODELS)}) "

@@ -12,13 +12,19 @@ and tanh in turn), graph passes off, (t(401) - t(1)) / 400, natively with its
 kernel's and the executor's shares. ``--scaling`` adds each heavy op's latency
 at 1..N threads.
 
+MODEL may be an ONNX file: ONNX Runtime then runs the file itself (not a
+translation of the imported graph), its outputs checked against the
+executor's on the same inputs; TensorFlow and PyTorch are not applicable (no
+original module to run).
+
 JSON (``--json``): ``model``, ``batch``, ``settings``, ``machine``,
 ``graph``; ``native`` {``latency``, ``kernel_sum_ns`` (the graph as built,
 before the passes, each node an isolated kernel), ``executed_kernel_sum_ns``
 (the executed graph's plan kernels, each alone), ``outside_kernels_ns``,
 ``per_op``, ``audit``};
 ``frameworks`` [{``framework``, ``mode``, ``status``, ``latency``,
-``overhead_ns``, ``overhead_ratio``, ``kernel_ns``, ``outside_kernels_ns``,
+``overhead_ns``, ``overhead_ratio``, ``output_error`` (an ONNX file: max
+|native - framework| / max |framework| over the outputs), ``kernel_ns``, ``outside_kernels_ns``,
 ``outside_share``, ``per_op``, ``reported``, ``not_applicable``,
 ``proc_audit`` | ``error``}]; ``dispatch`` {``nodes``, ``threads``,
 ``by_threads`` {T: {``native``, ``frameworks``}}: microseconds per node};
@@ -44,6 +50,7 @@ from pyparbench.cli._common import (
     settings_from_args,
 )
 from pyparbench.frameworks import mapping
+from pyparbench.frameworks.spec import NO_MODULE
 
 __all__ = ["add_command"]
 
@@ -108,9 +115,14 @@ def _print(result: dict[str, Any]) -> None:
     for f in result["frameworks"]:
         name = f"{f['framework']} ({f['mode']})"
         na = "; ".join(f"{n['knob']}={n['value']}: {n['reason']}"
-                       for n in f.get("not_applicable", []))
+                       for n in f.get("not_applicable", [])
+                       if f["status"] != "not_applicable")
         if na:
             notes.append(f"{name} not applicable: {na}")
+        if f["status"] == "not_applicable":  # TensorFlow or PyTorch on an ONNX file
+            t.add_row(name, "not applicable", "", "", "", "")
+            notes.append(f"{name} {NO_MODULE}")
+            continue
         if f["status"] != "ok":
             t.add_row(name, "error", "", "", "", "")
             continue
@@ -118,6 +130,9 @@ def _print(result: dict[str, Any]) -> None:
         threads = {k: v for k, v in {**rep, **rep.get("session_options", {})}.items()
                    if ("thread" in k or "synchronous" in k) and not isinstance(v, dict)}
         reports.append(f"{name} reports " + ", ".join(f"{k}={v}" for k, v in threads.items()))
+        if f.get("output_error") is not None:  # an ONNX file, run by ONNX Runtime as it is
+            reports.append(f"{name} ran the file itself; outputs: max |native - {name}| / "
+                           f"max |{name}| = {f['output_error']:.2e}")
         share = f.get("outside_share")
         ratio = f.get("overhead_ratio")
         t.add_row(name, _lat(f["latency"]), "-" if ratio is None else f"{ratio:.2f}x",
@@ -173,7 +188,7 @@ def _print(result: dict[str, Any]) -> None:
         for e in sc["errors"]:
             console.print(f"[red]error:[/red] {e}")
     errors = ([native["error"]] if native["status"] != "ok" else []) + [
-        f["error"] for f in result["frameworks"] if f["status"] != "ok"]
+        f["error"] for f in result["frameworks"] if f["status"] not in ("ok", "not_applicable")]
     for e in errors:
         console.print(f"[red]error:[/red] {e}")
 
@@ -214,8 +229,9 @@ def _print_dispatch(console: Any, disp: dict[str, Any]) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from pyparbench.frameworks.overhead import measure_overhead
-    from pyparbench.models import build
+    from pyparbench.models import build, resolve
 
+    args.model = resolve(args.model)  # an ONNX file: its name, checked before anything runs
     frameworks = "all" if not args.framework or "all" in args.framework else args.framework
     modes: dict[str, list[str]] = {}
     for fw, ms in args.mode or []:
@@ -239,8 +255,9 @@ def _run(args: argparse.Namespace) -> int:
         print_json(result)
     else:
         _print(result)
-    failed = result["native"]["status"] != "ok" or all(
-        f["status"] != "ok" for f in result["frameworks"])
+    ran = [f for f in result["frameworks"] if f["status"] != "not_applicable"]
+    failed = result["native"]["status"] != "ok" or bool(ran) and all(
+        f["status"] != "ok" for f in ran)
     return 1 if failed else 0
 
 
@@ -251,7 +268,7 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "overhead", help="a model in TensorFlow, PyTorch, ONNX Runtime vs the native executor",
         description=doc + (mapping.__doc__ or "").split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="a model name (see `pyparbench models`)")
+    p.add_argument("model", help="a model name (see `pyparbench models`) or an ONNX file")
     p.add_argument("--batch", type=positive_int("--batch"), default=1,
                    help="batch size (default 1)")
     p.add_argument("--framework", action="append",

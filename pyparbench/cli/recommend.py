@@ -19,11 +19,11 @@ __all__ = ["add_command"]
 
 
 def _cmd_recommend(args: argparse.Namespace) -> int:
-    from pyparbench.models import build
+    from pyparbench.models import build, resolve
     from pyparbench.recommender import recommend
 
     libraries = tuple(x for x in args.libraries.split(",") if x)
-    rec = recommend(build(args.model, args.batch), topology=args.topology,
+    rec = recommend(build(resolve(args.model), args.batch), topology=args.topology,
                     objective=args.objective, calibrate=not args.no_calibrate,
                     allow_smt=args.smt, libraries=libraries, recalibrate=args.recalibrate,
                     verify=0 if args.no_verify else 3)
@@ -38,7 +38,7 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p = sub.add_parser("recommend", help="recommend a model's thread setting, with reasons",
                        description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="a model name (see `pyparbench models`)")
+    p.add_argument("model", help="a model name (see `pyparbench models`) or an ONNX file")
     p.add_argument("--batch", type=positive_int("--batch"), default=None,
                    help="batch size (default: the model's)")
     p.add_argument("--objective", choices=("latency", "throughput"), default="latency",

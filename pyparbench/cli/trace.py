@@ -19,9 +19,10 @@ __all__ = ["add_command"]
 
 def _cmd_trace(args: argparse.Namespace) -> int:
     from pyparbench.executor import compile_graph
-    from pyparbench.models import build
+    from pyparbench.models import build, resolve
 
     output_file(args.output, "-o")  # before the run, not after it
+    args.model = resolve(args.model)  # an ONNX file: its name, checked before the run
     graph = build(args.model, args.batch)
     settings = settings_from_args(args, graph)
     record = compile_graph(graph).run(settings, repeats=args.repeats, warmup=args.warmup,
@@ -45,7 +46,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("trace", help="run a model and write its per-node Chrome trace JSON",
                        description=__doc__)
-    p.add_argument("model", help="a model name (see `pyparbench models`)")
+    p.add_argument("model", help="a model name (see `pyparbench models`) or an ONNX file")
     p.add_argument("--batch", type=positive_int("--batch"), default=None,
                    help="batch size (default: the model's)")
     p.add_argument("-o", "--output", default="trace.json", help="output file (trace.json)")

@@ -28,7 +28,7 @@ from pyparbench.frameworks.mapping import (
     check_mode,
     map_settings,
 )
-from pyparbench.frameworks.spec import GraphLike, describe, to_spec
+from pyparbench.frameworks.spec import GraphLike, describe, not_applicable, to_spec
 from pyparbench import child_process
 from pyparbench.child_process import ChildFailed, child_cpus
 from pyparbench.settings import Settings
@@ -209,8 +209,9 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
     Returns
     -------
     dict
-        ``status`` "ok", "error" or "timeout" (it ran past ``timeout`` and
-        was killed); ``config`` (framework, mode, settings, graphs, the
+        ``status`` "ok", "error", "timeout" (it ran past ``timeout`` and
+        was killed) or "not_applicable" (TensorFlow or PyTorch on an ONNX
+        file: nothing started, ``error`` says why); ``config`` (framework, mode, settings, graphs, the
         framework's side of the settings and its environment);
         ``not_applicable``; on success the child's answer (``reported``
         thread settings, ``jobs``), else ``error``, a message naming the
@@ -222,6 +223,10 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
         An unknown framework or mode; a Job with bad counts.
     """
     plan = plan_child(framework, jobs, settings, mode, python=python)
+    why = next((w for j in plan.request["jobs"] if (w := not_applicable(framework, j["graph"]))),
+               None)
+    if why is not None:  # nothing to start: status "not_applicable", why as the error
+        return {**plan.base, "status": "not_applicable", "error": f"{plan.label}: {why}"}
     return child_record(plan, lambda: child_process.call(
         CHILD_MODULE, plan.request, cpus=plan.cpus, env=plan.env, timeout=timeout,
         python=plan.python))

@@ -46,7 +46,7 @@ from pyparbench.graph import Graph, GraphBuilder, Node
 from pyparbench.settings import Settings
 
 __all__ = ["DISPATCH_NODES", "DISPATCH_OPS", "dispatch_cost", "dispatch_graph", "entries",
-           "heavy_op_graphs", "measure_dispatch", "measure_overhead", "operator_scaling"]
+           "heavy_op_graphs", "measure_dispatch", "measure_overhead", "operator_scaling", "output_error"]
 
 DISPATCH_NODES = 400
 DISPATCH_OPS = ("relu", "tanh")
@@ -108,6 +108,36 @@ def _per_op(kernels: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]
         slot["ns"] += float(k["ns"])
         slot["calls"] += float(k["calls"])
     return out
+
+
+def output_error(native: Mapping[str, Any], framework: Mapping[str, Any]) -> float:
+    """How far the native outputs are from a framework's on the same inputs
+    (each as a child encodes it): max |native - framework| / max |framework|
+    over every output the two share.
+
+    Raises
+    ------
+    ValueError
+        No output in common, or one of different shapes.
+    """
+    import numpy as np
+
+    from pyparbench.frameworks.child import decode
+
+    common = sorted(set(native) & set(framework))
+    if not common:
+        raise ValueError(f"no output in common: native {sorted(native)}, "
+                         f"framework {sorted(framework)}")
+    worst = 0.0
+    for name in common:
+        got = np.asarray(decode(native[name]), np.float64)
+        want = np.asarray(decode(framework[name]), np.float64)
+        if got.shape != want.shape:
+            raise ValueError(f"output {name!r}: native shape {got.shape}, framework's "
+                             f"{want.shape}")
+        scale = max(float(np.abs(want).max(initial=0.0)), 1e-30)
+        worst = max(worst, float(np.abs(got - want).max(initial=0.0)) / scale)
+    return worst
 
 
 def _native_section(res: Mapping[str, Any]) -> dict[str, Any]:
@@ -352,6 +382,9 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
     spec = ref.to_spec()
     graph = build_graph(spec)  # checks the model and batch here, weights made lazily
     say = progress or (lambda _: None)
+    # An ONNX file: ONNX Runtime runs the file itself, so its outputs are
+    # checked against the executor's on the same inputs.
+    agree = bool(graph.meta.get("onnx_file"))
 
     def jobs(native: bool) -> list[Job]:
         # Natively the kernel sum twice: the graph as built (isolated
@@ -359,7 +392,8 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
         # call a repeat: a model's nodes are not tiny).
         return [Job(spec, repeats=repeats, warmup=warmup, profile=profile,
                     kernel_repeats=kernel_repeats if native else 0,
-                    inline_repeats=kernel_repeats if native else 0, inline_inner=1)]
+                    inline_repeats=kernel_repeats if native else 0, inline_inner=1,
+                    outputs=agree)]
 
     load_before = os.getloadavg()  # other work on the machine skews every figure
     say(f"native: {model} batch {batch}, {settings.label()}")
@@ -370,6 +404,9 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
         say(f"{fw} ({mode})")
         res = run_child(fw, jobs(False), settings, mode, timeout=timeout)
         sections.append(_framework_section(fw, mode, res, native))
+        if agree and sections[-1]["status"] == "ok" and native["status"] == "ok":
+            sections[-1]["output_error"] = output_error(nres["jobs"][0]["outputs"],
+                                                        res["jobs"][0]["outputs"])
     result: dict[str, Any] = {
         "model": model, "batch": batch, "model_kwargs": dict(model_kwargs or {}), "seed": seed,
         "graph": {"nodes": len(graph.nodes), "heavy_ops": graph.heavy_ops,

@@ -5,7 +5,9 @@ the process boundary:
 
 * a model reference, ``{"kind": "model", "model": "resnet50", "batch": 1,
   "seed": 0, "kwargs": {"image_size": 64}}`` (:class:`ModelRef`), built with
-  :func:`pyparbench.models.build`;
+  :func:`pyparbench.models.build`; a user's ONNX file is a model named
+  ``my.onnx@<sha256[:12]>``, which the child loads by the path its
+  environment maps that name to (:mod:`pyparbench.models.files`);
 * any :class:`~pyparbench.graph.Graph`, serialised node by node with its
   parameters' shapes, initialisers and seed (:func:`graph_to_spec`); the
   child remakes every parameter array bit for bit, since each one comes from
@@ -21,8 +23,14 @@ from typing import Any
 from pyparbench.graph import Graph, Node, Params, ParamSpec
 from pyparbench.graph._jsonable import jsonable
 
-__all__ = ["GraphLike", "ModelRef", "build_graph", "describe", "graph_to_spec", "spec_batch",
-           "to_spec"]
+__all__ = ["NO_MODULE", "GraphLike", "ModelRef", "build_graph", "describe", "graph_to_spec",
+           "not_applicable", "spec_batch", "to_spec"]
+
+# Why TensorFlow and PyTorch do not run an ONNX file: their graph is
+# translated from the module the file was exported from, which the file is not.
+NO_MODULE = "not applicable: a file (no original module)"
+# The frameworks that run a translation of the graph (ONNX Runtime runs a file as it is).
+_TRANSLATED = ("tensorflow", "torch")
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,17 @@ def describe(spec: Mapping[str, Any]) -> str:
         return f"{spec['model']} batch {spec['batch']}{extra}"
     nodes = spec.get("nodes", [])
     return f"graph {spec.get('name', '?')} ({len(nodes)} nodes)"
+
+
+def not_applicable(framework: str, spec: Mapping[str, Any]) -> str | None:
+    """Why ``framework`` cannot run ``spec`` (:data:`NO_MODULE` for a model
+    that is an ONNX file in TensorFlow or PyTorch), or None."""
+    from pyparbench.models.files import is_file_key
+
+    if framework in _TRANSLATED and spec.get("kind") == "model" \
+            and is_file_key(str(spec.get("model", ""))):
+        return NO_MODULE
+    return None
 
 
 def spec_batch(spec: Mapping[str, Any]) -> int:

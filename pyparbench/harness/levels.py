@@ -121,17 +121,22 @@ def resolve_level(name: str, *, models: Sequence[str] | None = None,
     Raises
     ------
     ValueError
-        An unknown level or model, no models or batches, a batch or repeat
-        count below 1, negative confirmation rounds.
+        An unknown level or model, an ONNX file that does not import, no
+        models or batches, a batch or repeat count below 1, negative
+        confirmation rounds.
     """
-    from pyparbench.models import MODELS
+    from pyparbench.models import MODELS, files, resolve
 
     levels_upto(name)
     chosen = tuple(models) if models is not None else (
         tuple(MODELS) if name == "full" else DEFAULT_MODELS)
-    unknown = [m for m in chosen if m not in MODELS]
+    unknown = [m for m in chosen if m not in MODELS and not files.looks_like_file(m)
+               and not files.is_file_key(m)]
     if unknown:
-        raise ValueError(f"unknown model(s) {unknown}; valid names: {', '.join(MODELS)}")
+        raise ValueError(f"unknown model(s) {unknown}; valid names: {', '.join(MODELS)}, "
+                         "or an ONNX file's path")
+    # A file becomes its name (file name and content hash), checked before anything runs.
+    chosen = tuple(dict.fromkeys(resolve(m) for m in chosen))
     sizes = tuple(batches) if batches is not None else BATCHES[name]
     for what, values in (("models", chosen), ("batches", sizes)):
         if not values:
@@ -139,6 +144,10 @@ def resolve_level(name: str, *, models: Sequence[str] | None = None,
     bad = [b for b in sizes if isinstance(b, bool) or not isinstance(b, int) or b < 1]
     if bad:
         raise ValueError(f"batch sizes must be integers >= 1, got {bad[0]!r}")
+    for m in chosen:
+        if files.is_file_key(m):
+            for b in sizes:  # a fixed batch dimension that differs: refused now, not mid-run
+                files.load(m, b)
     reps = REPEATS[name] if repeats is None else repeats
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {reps!r}")

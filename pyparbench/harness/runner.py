@@ -77,12 +77,15 @@ def _run_framework_config(config: Config, started: float, machine: dict[str, Any
     settings say; the framework's reported threads and the knobs it has no
     counterpart for go into ``resolved``."""
     from pyparbench.frameworks import ModelRef, run_framework
+    from pyparbench.frameworks.spec import NO_MODULE
     from pyparbench.timing import summarize
 
     assert config.framework is not None
     res = run_framework(ModelRef(config.model, config.batch), config.framework,
                         config.settings, mode=config.mode, repeats=config.repeats,
                         warmup=config.warmup, timeout=timeout)
+    if res.get("status") == "not_applicable":  # TensorFlow or PyTorch on an ONNX file
+        return Result(config.key, config, "skipped", started, machine, error=NO_MODULE)
     if res.get("status") != "ok":  # "timeout" as a native child's, else "error"
         return Result(config.key, config, str(res.get("status", "error")), started, machine,
                       error=str(res.get("error", "no result")))

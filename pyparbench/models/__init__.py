@@ -3,7 +3,9 @@
 ``build(name, batch)`` returns the :class:`~pyparbench.graph.Graph` of a
 registered model; ``MODELS`` describes each one. Weights are seeded random;
 shapes and structure follow the reference architecture named in each
-module's docstring.
+module's docstring. A user's ONNX file is a model too: :func:`resolve` takes
+its path and returns its name (``my.onnx@<sha256[:12]>``,
+:mod:`pyparbench.models.files`), which ``build`` then loads.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ __all__ = [
     "inception_v3",
     "mobilenet_v2",
     "ncf",
+    "resolve",
     "resnet50",
     "resnext50_32x4d",
     "squeezenet1_0",
@@ -103,13 +106,38 @@ _SPECS = [
 MODELS: dict[str, ModelSpec] = {s.name: s for s in _SPECS}
 
 
+def resolve(model: str) -> str:
+    """The model name of ``model``: a key of ``MODELS`` as it is, an ONNX
+    file's path as the file's name (``my.onnx@<sha256[:12]>``, registered
+    for this process and its children, the file imported once to check it).
+
+    Raises
+    ------
+    ValueError
+        Neither a model's name nor a file; a file that does not import (one
+        line; unsupported ops listed in one error).
+    """
+    from pyparbench.models import files
+
+    if model in MODELS:
+        return model
+    if files.looks_like_file(model):
+        return files.register(model)
+    if files.is_file_key(model):
+        files.file_path(model)  # registered (by a parent): usable as it is
+        return model
+    raise ValueError(f"unknown model {model!r}; valid names: {', '.join(MODELS)}, "
+                     "or an ONNX file's path")
+
+
 def build(name: str, batch: int | None = None, **kw: Any) -> Graph:
     """The graph of registered model ``name``.
 
     Parameters
     ----------
     name
-        A key of ``MODELS``.
+        A key of ``MODELS``, or an ONNX file's model name from :func:`resolve`
+        (or its path).
     batch
         Batch size (>= 1); None: the model's default.
     **kw
@@ -122,5 +150,10 @@ def build(name: str, batch: int | None = None, **kw: Any) -> Graph:
     """
     spec = MODELS.get(name)
     if spec is None:
+        from pyparbench.models import files
+
+        if files.is_file_key(name) or files.looks_like_file(name):
+            key = name if files.is_file_key(name) else files.register(name, check=False)
+            return files.load(key, batch, **kw)
         raise ValueError(f"unknown model {name!r}; valid names: {', '.join(MODELS)}")
     return spec.build(batch, **kw)

@@ -51,11 +51,14 @@ def graph_at(graph: Graph, batch: int) -> Graph | None:
     name = graph.meta.get("model")
     if not isinstance(name, str):
         return None
-    from pyparbench.models import MODELS, build
+    from pyparbench.models import MODELS, build, files
 
-    if name not in MODELS:
+    if name not in MODELS and not files.is_file_key(name):
         return None
-    other = build(name, batch)
+    try:
+        other = build(name, batch)
+    except ValueError:  # an ONNX file whose batch dimension is fixed
+        return None
     if [n.name for n in other] != [n.name for n in graph]:
         return None
     return other

@@ -10,6 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.report.summary import regret_unsure
 
 __all__ = ["MAX_WIDTH", "overhead_table", "print_summary", "summary_renderable",
@@ -146,9 +147,14 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
         parts.append(Text(f"{len(failures)} configuration(s) failed, e.g. {f['model']} "
                           f"b{f['batch']} {f['setting']}: {last}; the rest are reported "
                           "(report.html lists them all)", style="yellow"))
-    skipped = summary["counts"].get("skipped", 0)
+    # TensorFlow and PyTorch on an ONNX file are skipped too, for another reason.
+    no_module = sum(1 for f in summary.get("failures") or []
+                    if f["status"] == "skipped" and f.get("error") == NO_MODULE)
+    skipped = summary["counts"].get("skipped", 0) - no_module
     if skipped:
         parts.append(Text(f"{skipped} setting(s) skipped: this machine cannot hold them"))
+    if no_module:
+        parts.append(Text(f"{no_module} framework run(s) of ONNX files {NO_MODULE}"))
     if report:
         parts.append(Text(f"report: {report}", style="bold"))
     return Group(*parts)

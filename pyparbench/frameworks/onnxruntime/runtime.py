@@ -1,4 +1,9 @@
-"""A graph's ONNX model (:mod:`.translate`) run by ONNX Runtime's CPU provider."""
+"""A graph's ONNX model (:mod:`.translate`) run by ONNX Runtime's CPU provider.
+
+A graph imported from a user's file (``meta["onnx_file"]``, see
+:mod:`pyparbench.models.files`) runs as that file, unchanged: the model the
+user serves, not a translation of what the importer made of it.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import numpy as np
 
 from pyparbench.frameworks._common import Array, Profile, python_loop
 from pyparbench.frameworks.onnxruntime.knobs import reported_options, session_options
-from pyparbench.frameworks.onnxruntime.profile import read_profile
+from pyparbench.frameworks.onnxruntime.profile import file_ops, read_profile
 from pyparbench.frameworks.onnxruntime.translate import build_onnx
 from pyparbench.frameworks.onnxruntime.versions import probe
 from pyparbench.graph import Graph
@@ -30,14 +35,24 @@ class OrtModel:
         self.graph = graph
         versions = probe(ort)  # NoCommonVersion: one line, before any work
         self._dir = tempfile.TemporaryDirectory(prefix="ppb-onnx-")
-        built = build_onnx(graph, self._dir.name, versions)
-        self._model: str | bytes = built if isinstance(built, str) else built.SerializeToString()
+        source = graph.meta.get("onnx_file")
+        # The file's own shapes: a Gather's indices are fed to the graph as (numel, 1).
+        shapes: dict[str, Any] = dict(graph.meta.get("onnx_input_shapes", {})) if source else {}
+        self._model: str | bytes
+        if source:
+            self._model = str(source)
+        else:
+            built = build_onnx(graph, self._dir.name, versions)
+            self._model = built if isinstance(built, str) else built.SerializeToString()
         so = session_options(ort, knobs)
         self.session = ort.InferenceSession(self._model, so, providers=["CPUExecutionProvider"])
         self.info: dict[str, Any] = {"session_options": reported_options(so),
                                      **versions.as_dict()}
-        self._feeds = {graph.nodes[i].name: np.ascontiguousarray(inputs[graph.nodes[i].name])
-                       for i in graph.inputs}
+        if source:
+            self.info["onnx_file"] = str(source)
+        names = [graph.nodes[i].name for i in graph.inputs]
+        self._feeds = {n: np.ascontiguousarray(inputs[n]).reshape(shapes.get(n, inputs[n].shape))
+                       for n in names}
         self._out_names = [o.name for o in self.session.get_outputs()]
 
     def step(self) -> None:
@@ -48,6 +63,8 @@ class OrtModel:
 
     def outputs(self) -> dict[str, Array]:
         outs = self.session.run(self._out_names, self._feeds)
+        if self.graph.meta.get("onnx_file"):  # the file's outputs, by their names
+            return {n: np.asarray(v) for n, v in zip(self._out_names, outs, strict=True)}
         return {self.graph.nodes[o].name: np.asarray(v)
                 for o, v in zip(self.graph.outputs, outs, strict=True)}
 
@@ -60,7 +77,18 @@ class OrtModel:
             sess = ort.InferenceSession(self._model, so, providers=["CPUExecutionProvider"])
             for _ in range(iterations + 1):
                 sess.run(self._out_names, self._feeds)
-            return read_profile(sess.end_profiling(), self.graph)
+            return read_profile(sess.end_profiling(), self.graph, self._file_nodes())
+
+    def _file_nodes(self) -> dict[str, str] | None:
+        """A user's file: its node names' graph op types (None: a translated graph)."""
+        source = self.graph.meta.get("onnx_file")
+        if not source:
+            return None
+        import onnx
+
+        proto = onnx.load(str(source), load_external_data=False)
+        return file_ops([(n.name, n.op_type, list(n.output)) for n in proto.graph.node],
+                        self.graph)
 
 
 def prepare(ort: Any, graph: Graph, inputs: Mapping[str, Array], knobs: Mapping[str, Any]

@@ -1,0 +1,150 @@
+"""A user's ONNX file taken wherever a model name is: its name, its path, its graph.
+
+A file is named ``<file name>@<sha256[:12]>`` (``my.onnx@3f2a9c01b7de``): the
+name records, plans, the report and ``compare`` carry. The content hash in
+the name means that a changed file is a different model: a resumed run
+never reuses the old file's results, and ``compare`` matches rows of the
+same bytes only.
+
+The name alone does not say where the file is, so :func:`register` keeps
+name -> absolute path in this process and in its environment
+(:data:`FILES_ENV`, JSON), which every child process inherits: a child
+loads the file by path, and refuses it when its bytes no longer hash to
+the name (the file changed after the run was planned).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyparbench.graph import Graph
+
+__all__ = ["FILES_ENV", "file_name", "file_path", "is_file_key", "looks_like_file",
+           "load", "register"]
+
+# name -> absolute path of every file registered by this process or a parent.
+FILES_ENV = "PYPARBENCH_MODEL_FILES"
+_HASH_LEN = 12
+
+
+def looks_like_file(token: str) -> bool:
+    """Whether ``token`` names a file rather than a built-in model: it ends
+    in ``.onnx``, has a path separator, or is an existing file."""
+    return token.endswith(".onnx") or os.sep in token or Path(token).is_file()
+
+
+def is_file_key(name: str) -> bool:
+    """Whether ``name`` is a file's model name (``<file>@<12 hex digits>``)."""
+    stem, at, digest = name.rpartition("@")
+    return bool(stem and at and len(digest) == _HASH_LEN
+                and all(c in "0123456789abcdef" for c in digest))
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_name(path: str | os.PathLike[str]) -> str:
+    """The model name of the file at ``path``: ``<file name>@<sha256[:12]>``.
+
+    Raises
+    ------
+    ValueError
+        No such file.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"ONNX file {str(path)!r}: no such file")
+    return f"{p.name}@{_digest(p)[:_HASH_LEN]}"
+
+
+def _registry() -> dict[str, str]:
+    raw = os.environ.get(FILES_ENV, "")
+    if not raw:
+        return {}
+    try:
+        got = json.loads(raw)
+    except ValueError:
+        raise ValueError(f"{FILES_ENV} is not JSON: {raw[:200]!r}") from None
+    if not isinstance(got, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                            for k, v in got.items()):
+        raise ValueError(f"{FILES_ENV} must map model names to paths, got {raw[:200]!r}")
+    return got
+
+
+def register(path: str | os.PathLike[str], *, check: bool = True) -> str:
+    """The model name of the ONNX file at ``path``, registered so that this
+    process and its children find the file by that name.
+
+    ``check``: import the file once (at its own batch, or 1 where symbolic)
+    so that a file that is not ONNX, or has ops the importer cannot map, is
+    refused here, before anything runs.
+
+    Raises
+    ------
+    ValueError
+        No such file; with ``check``, a file that does not import (one line,
+        or one error listing every unsupported op).
+    """
+    name = file_name(path)
+    if check:
+        from pyparbench.graph import from_onnx
+
+        from_onnx(path)
+    files = _registry()
+    files[name] = str(Path(path).resolve())
+    os.environ[FILES_ENV] = json.dumps(files)
+    return name
+
+
+def file_path(name: str) -> Path:
+    """Where the registered file of model name ``name`` is.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not registered in this process or a parent.
+    """
+    path = _registry().get(name)
+    if path is None:
+        raise ValueError(f"model {name!r} is an ONNX file's name, but no file of that name "
+                         f"was given to this run (pass the file's path instead)")
+    return Path(path)
+
+
+def load(name: str, batch: int | None = None, **kw: Any) -> Graph:
+    """The graph of registered file ``name`` at ``batch``, named ``name``.
+
+    ``seed`` is accepted and ignored (a file's weights are its own); no
+    other keyword argument is.
+
+    Raises
+    ------
+    ValueError
+        An unregistered name, another keyword argument, a file whose bytes
+        no longer hash to ``name`` (it changed after the run was planned),
+        or a file that does not import at ``batch``.
+    """
+    from pyparbench.graph import from_onnx
+
+    kw.pop("seed", None)
+    if kw:
+        raise ValueError(f"model {name!r} is an ONNX file: builder options "
+                         f"{', '.join(sorted(kw))} do not apply")
+    path = file_path(name)
+    graph = from_onnx(path, batch=batch, name=name)
+    if not name.endswith("@" + str(graph.meta["sha256"])[:_HASH_LEN]):
+        raise ValueError(f"ONNX file {str(path)!r} changed since it was named {name!r} "
+                         "(its content hash differs): run it again to measure the new file")
+    # ONNX Runtime runs the file itself, not a translation of the graph.
+    graph.meta.update({"model": name, "onnx_file": str(path)})
+    return graph
