@@ -455,3 +455,23 @@ def test_a_session_onnx_runtime_refuses_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"ONNX Runtime refused the session options "
                                          r"\(intra_op_num_threads=2, .*affinities"):
         open_session(ort, str(tmp_path / "m.onnx"), so, knobs)
+
+
+def test_a_refused_knob_comes_back_from_a_framework_run_in_one_line(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pyparbench.frameworks import ModelRef, run_framework
+    from pyparbench.frameworks.child import HOOK_ENV
+
+    # A stand-in for torch whose thread setter refuses the count, as a
+    # framework does past its limit; the child applies the knobs the same way.
+    (tmp_path / "refusing_torch.py").write_text(
+        "def set_num_threads(n):\n"
+        "    raise RuntimeError(f'at most 1 thread on this build, got {n}')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
+    monkeypatch.setenv(HOOK_ENV, "import=refusing_torch@torch")
+    res = run_framework(ModelRef("mlp-512", 1, kwargs={"layers": 1}), "torch",
+                        Settings(intra_op=2), timeout=120)
+    assert res["status"] == "error"
+    assert res["error"].endswith("PyTorch refused torch.set_num_threads(2): at most 1 thread "
+                                 "on this build, got 2")
+    assert "\n" not in res["error"]

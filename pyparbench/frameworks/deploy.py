@@ -29,7 +29,6 @@ from pyparbench.frameworks.mapping import (
     map_settings,
 )
 from pyparbench.settings import Settings
-from pyparbench.threading.cpulist import cpu_str
 
 if TYPE_CHECKING:
     from pyparbench.threading.topology import Topology
@@ -63,6 +62,10 @@ class Instance:
     def launch(self, program: str = PROGRAM) -> str:
         """``numactl --physcpubind=... --membind=N program`` (several NUMA
         nodes), else ``taskset -c ... program``."""
+        # Imported here: pyparbench.threading loads the native core, which
+        # a framework's child (it imports this package) must never load.
+        from pyparbench.threading.cpulist import cpu_str
+
         if self.nodes:
             return (f"numactl --physcpubind={cpu_str(self.cpus)} "
                     f"--membind={','.join(map(str, self.nodes))} {program}")
