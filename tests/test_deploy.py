@@ -140,20 +140,15 @@ def run_as_emitted(dep: Deployment, framework: str, folder: Path) -> list[dict[s
     instance starting the emitted code and the read-back; one result per
     instance, in instance order (matched by the CPUs each was given)."""
     bin_dir = _python_shim(folder)
-    blocks = [dep.targets[framework].code(i.index) for i in dep.instances]
     emitted = dep.python(framework)
-    # One program for all instances: each runs its own block of the emitted
-    # code, chosen by the CPUs its launch line gave it.
-    if len(set(map(tuple, blocks))) == 1:
-        assert emitted == "\n".join(blocks[0]) + "\n"
-        serve = emitted
-    else:
-        for block in blocks:
-            assert "\n".join(block) in emitted
-        cases = "".join(f"if _cpus == {sorted(i.cpus)!r}:\n"
-                        + "".join(f"    {line}\n" for line in b)
-                        for i, b in zip(dep.instances, blocks))
-        serve = cases
+    compile(emitted, "<emitted>", "exec")
+    # One program for all instances: where the emitted code has a block per
+    # instance, each runs its own, chosen by the CPUs its launch line gave.
+    head, *blocks = re.split(r"^# instance \d+ \(.*\)$", emitted, flags=re.M)
+    assert len(blocks) in (0, len(dep.instances))
+    serve = head + "".join(f"if _cpus == {sorted(i.cpus)!r}:\n"
+                           + "".join(f"    {line}\n" for line in b.strip().splitlines())
+                           for i, b in zip(dep.instances, blocks))
     (folder / "serve.py").write_text(PROLOGUE + serve + WORK[framework] + READBACK)
     if framework == "onnxruntime":
         _matmul_model(folder / "model.onnx")
@@ -193,6 +188,8 @@ TWO = Settings(intra_op=2, affinity="compact", omp_wait=20000)
 PER_CPU = Settings(instances=2, affinity="compact")
 LOCAL = pytest.mark.skipif(len(ALLOWED) < 2 or len(HERE.cores) < 2,
                            reason="needs two cores this process may use")
+# Framework processes started and run (seconds each): with the slow tests.
+SLOW = pytest.mark.slow
 
 
 def here(settings: Settings, framework: str) -> Deployment:
@@ -200,6 +197,7 @@ def here(settings: Settings, framework: str) -> Deployment:
                       targets=(framework,))
 
 
+@SLOW
 @LOCAL
 @needs("torch")
 @pytest.mark.parametrize("settings", [TWO, PER_CPU], ids=["1x2", "2-instances"])
@@ -224,6 +222,7 @@ def test_torch_takes_the_emitted_setting(settings: Settings, tmp_path: Path) -> 
         assert sorted(c for w in omp for c in w["allowed"]) == sorted(dep.instances[0].cpus)
 
 
+@SLOW
 @LOCAL
 @needs("onnxruntime")
 @needs("onnx")
@@ -247,6 +246,7 @@ def test_onnxruntime_takes_the_emitted_setting(settings: Settings, tmp_path: Pat
     check_cpus(dep, results)
 
 
+@SLOW
 @LOCAL
 @needs("tensorflow")
 def test_tensorflow_takes_the_emitted_setting(tmp_path: Path) -> None:
@@ -287,6 +287,7 @@ int main(void) {
 """
 
 
+@SLOW
 @LOCAL
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is missing")
 def test_an_openmp_program_takes_the_emitted_environment(tmp_path: Path) -> None:
@@ -457,6 +458,7 @@ def test_a_session_onnx_runtime_refuses_is_named(tmp_path: Path) -> None:
         open_session(ort, str(tmp_path / "m.onnx"), so, knobs)
 
 
+@SLOW
 def test_a_refused_knob_comes_back_from_a_framework_run_in_one_line(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from pyparbench.frameworks import ModelRef, run_framework

@@ -120,9 +120,7 @@ class Target:
         lines: list[str] = []
         env = self.configs[i].env
         if env:
-            what = "the OpenMP library is loaded" if self.name == OPENMP else \
-                f"{self.name} is imported"
-            lines += ["import os", f"os.environ.update({env!r})  # before {what}"]
+            lines += ["import os", f"os.environ.update({env!r})  # before {_loaded(self.name)}"]
         return lines + self.knob_code(i)
 
 
@@ -165,18 +163,26 @@ class Deployment:
         return "\n".join(lines) + "\n"
 
     def python(self, name: str) -> str:
-        """The code for the top of the served program, before the framework
-        is imported; one block per instance where the instances differ."""
+        """The code for the top of the served program: the environment every
+        instance shares, set before the framework is imported (what differs
+        per instance its launch line sets), then the framework's calls; one
+        block of calls per instance where they differ."""
         t = self._target(name)
-        blocks = [t.code(i.index) for i in self.instances]
+        shared = t.shared_env()
+        own = sorted({k for i in self.instances for k in t.env(i.index) if k not in shared})
+        head: list[str] = []
+        if shared:
+            head += ["import os", f"os.environ.update({shared!r})  # before {_loaded(name)}"]
+        if own:
+            head.append(f"# {', '.join(own)}: each instance's own, set by its launch line "
+                        "(--emit shell)")
+        blocks = [t.knob_code(i.index) for i in self.instances]
         if all(b == blocks[0] for b in blocks):
-            return "\n".join(blocks[0]) + "\n"
-        out = []
+            return "\n".join(head + blocks[0]) + "\n"
+        out = list(head)
         for inst, block in zip(self.instances, blocks):
-            out.append(f"# instance {inst.index} ({inst.launch(self.program)})")
-            out += block
-            out.append("")
-        return "\n".join(out)
+            out += ["", f"# instance {inst.index} ({inst.launch(self.program)})", *block]
+        return "\n".join(out) + "\n"
 
     def _instances_text(self) -> str:
         n = len(self.instances)
@@ -232,6 +238,10 @@ class Deployment:
                 lines.append(f"    cannot take {n.knob}={n.value}: {n.reason}"
                              + (f"; instead: {n.instead}" if n.instead else ""))
         return "\n".join(lines)
+
+
+def _loaded(name: str) -> str:
+    return "the OpenMP library is loaded" if name == OPENMP else f"{name} is imported"
 
 
 def _numa_nodes(topo: Topology, cpus: Sequence[int]) -> tuple[int, ...]:
