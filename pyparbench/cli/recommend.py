@@ -6,14 +6,26 @@ model was used, which branches of the graph can run at once, where its ops
 stop scaling, and what the runners-up lose. On this machine op times are
 measured once and cached (a few seconds per model); ``--no-calibrate``, or a
 ``--topology`` bigger than this machine, uses the analytic model instead.
+
+It then writes the setting as each framework takes it (``--for`` one of
+them): per instance the launch line (its CPUs, its NUMA memory), and per
+framework the environment and code, with what the framework cannot take
+and the closest setting it takes instead; ``--emit shell|python`` prints
+only the part to paste.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING
 
 from pyparbench import names
 from pyparbench.cli._common import positive_int, print_json
+
+if TYPE_CHECKING:
+    from pyparbench.frameworks.deploy import Deployment
+    from pyparbench.recommender import Recommendation
 
 __all__ = ["add_command"]
 
@@ -22,16 +34,44 @@ def _cmd_recommend(args: argparse.Namespace) -> int:
     from pyparbench.models import build, resolve
     from pyparbench.recommender import recommend
 
+    if args.emit and not args.framework:
+        # argparse's own error (usage, exit 2), before any work.
+        args.parser.error("--emit needs --for FRAMEWORK (one of "
+                          f"{', '.join(_targets())})")
     libraries = tuple(x for x in args.libraries.split(",") if x)
     rec = recommend(build(resolve(args.model), args.batch), topology=args.topology,
                     objective=args.objective, calibrate=not args.no_calibrate,
                     allow_smt=args.smt, libraries=libraries, recalibrate=args.recalibrate,
                     verify=0 if args.no_verify else 3)
-    if args.json:
-        print_json(rec.as_dict())
+    dep = _deployment(rec, args)
+    if args.emit == "shell":
+        sys.stdout.write(dep.shell(args.framework))
+    elif args.emit == "python":
+        sys.stdout.write(dep.python(args.framework))
+    elif args.json:
+        print_json({**rec.as_dict(), "deploy": dep.as_dict()})
     else:
         print(rec.format())
+        print(dep.format())
     return 0
+
+
+def _targets() -> tuple[str, ...]:
+    from pyparbench.frameworks.deploy import TARGETS
+
+    return TARGETS
+
+
+def _deployment(rec: Recommendation, args: argparse.Namespace) -> Deployment:
+    """The recommended setting as each framework takes it, on the topology
+    it was recommended for."""
+    from pyparbench.frameworks.deploy import deployment
+    from pyparbench.threading.topology import topology
+
+    targets = (args.framework,) if args.framework else _targets()
+    return deployment(rec.settings, rec.cpus, topology(args.topology),
+                      batch=rec.predicted.instance_batch, targets=targets,
+                      program=args.program)
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,5 +99,14 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--libraries", default="onednn", metavar="LIST",
                    help=f"math libraries to calibrate and try, comma-separated "
                         f"({', '.join(names.LIBRARIES)}; default onednn)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.set_defaults(func=_cmd_recommend)
+    p.add_argument("--for", dest="framework", choices=_targets(), default=None,
+                   help="the framework the setting is written for (default: all of them)")
+    p.add_argument("--program", default="python serve.py", metavar="COMMAND",
+                   help="what each instance's launch line starts (default: python serve.py)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print JSON instead of text")
+    out.add_argument("--emit", choices=("shell", "python"), default=None,
+                     help="print only what to paste for the --for framework: the start "
+                          "script (environment and launch lines) or the code for the top of "
+                          "the program")
+    p.set_defaults(func=_cmd_recommend, parser=p)

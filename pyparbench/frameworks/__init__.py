@@ -23,8 +23,11 @@ in the result as not applicable.
   (:func:`measure_dispatch`, at one thread and at all).
 * :func:`operator_scaling` — the model's heavy ops at 1..N threads,
   natively and in each framework.
+* :func:`deployment` — a setting as each framework takes it: launch lines,
+  environment, code (``recommend --for/--emit``).
 """
 
+from pyparbench.frameworks.deploy import Deployment, deployment
 from pyparbench.frameworks.launch import (
     TARGETS,
     FrameworkError,
@@ -59,6 +62,7 @@ __all__ = [
     "MODES",
     "TARGETS",
     "Contender",
+    "Deployment",
     "FrameworkConfig",
     "FrameworkError",
     "Job",
@@ -67,6 +71,7 @@ __all__ = [
     "NotApplicable",
     "PairedRatio",
     "build_graph",
+    "deployment",
     "dispatch_graph",
     "framework_outputs",
     "graph_to_spec",

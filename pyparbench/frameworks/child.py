@@ -192,7 +192,11 @@ def main() -> int:
                           "error": f"cannot import {module}: {type(e).__name__}: {e}"}))
         return 0
     import_s = time.perf_counter() - t0
-    reported = _configure(framework, fw, req["knobs"])
+    try:
+        reported = _configure(framework, fw, req["knobs"])
+    except ValueError as e:  # the framework refused a knob's value: named, one line
+        print(json.dumps({"status": "error", "stage": "configure", "error": str(e)}))
+        return 0
     jobs = []
     for job in req["jobs"]:
         try:

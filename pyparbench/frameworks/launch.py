@@ -143,7 +143,9 @@ def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = 
     else:
         mode = check_mode(framework, mode)
         cfg = map_settings(framework, settings, mode, cpus)
-        knobs, extra = cfg.knobs, cfg.env
+        knobs, extra = cfg.knobs, dict(cfg.env)
+        if framework == "tensorflow":
+            extra["TF_CPP_MIN_LOG_LEVEL"] = "2"  # the child's stderr: errors only
         mapping = cfg.as_dict()
         not_applicable = mapping["not_applicable"]
     config = {"framework": framework, "mode": mode, "settings": settings.as_dict(),

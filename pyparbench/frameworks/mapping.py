@@ -38,8 +38,16 @@ Modes (the ways each framework's users run a model): TensorFlow ``function``
 eval and inference mode) or ``compile`` (``torch.compile``, inductor); ONNX
 Runtime ``all``, ``extended``, ``basic`` or ``disabled`` (the graph
 optimisation level). A requested value with no counterpart is recorded in
-the result's ``not_applicable`` list with the reason, never dropped
-silently.
+the result's ``not_applicable`` list with the reason and the closest
+setting the framework takes (``instead``), never dropped silently.
+
+A plain OpenMP program (``"openmp"``, for deployment: pyparbench runs none)
+takes the environment: OMP_NUM_THREADS (``inter_op,intra_op`` with
+OMP_MAX_ACTIVE_LEVELS=2 for nested teams), OMP_PLACES with OMP_PROC_BIND
+(``close``; ``spread,close`` nested) when pinned, OMP_WAIT_POLICY or
+GOMP_SPINCOUNT (and KMP_BLOCKTIME in ms for the Intel / LLVM runtime).
+PyTorch's environment also carries OMP_NUM_THREADS = intra_op, the count
+it starts with.
 """
 
 from __future__ import annotations
@@ -51,8 +59,12 @@ from typing import Any
 from pyparbench.names import DEFAULT_MODES, FRAMEWORKS, MODES, check_framework, check_mode
 from pyparbench.settings import Settings
 
-__all__ = ["DEFAULT_MODES", "FRAMEWORKS", "MODES", "FrameworkConfig", "NotApplicable",
+__all__ = ["DEFAULT_MODES", "FRAMEWORKS", "MODES", "OPENMP", "FrameworkConfig", "NotApplicable",
            "check_framework", "check_mode", "map_settings"]
+
+# A plain OpenMP program: not a framework pyparbench runs, but one a setting
+# is deployed to (its environment).
+OPENMP = "openmp"
 
 
 
@@ -63,6 +75,7 @@ class NotApplicable:
     knob: str
     value: Any
     reason: str
+    instead: str = ""  # the closest setting the framework takes, as it takes it
 
 
 @dataclass
@@ -90,16 +103,18 @@ def _common(cfg: FrameworkConfig) -> None:
     if s.instances != 1:
         cfg.not_applicable.append(NotApplicable(
             "instances", s.instances, "the framework runs one copy of the model on all the "
-            "threads; data-parallel copies are pyparbench's executor (run_model)"))
+            "threads; data-parallel copies are pyparbench's executor (run_model)",
+            f"{s.instances} processes, each on its own CPUs (one launch line per instance)"))
     if s.placement != "shared":
         cfg.not_applicable.append(NotApplicable(
             "placement", s.placement, "no framework here places parallel branches on core "
-            "groups; branches share every thread the child may use"))
+            "groups; branches share every thread the child may use",
+            "shared: every branch on the process's CPUs"))
     if s.graph_opt != "full":
         cfg.not_applicable.append(NotApplicable(
             "graph_opt", s.graph_opt, "a framework optimises the graph its own way, as its "
             "mode says (Grappler in TensorFlow, freezing in TorchScript, inductor, ONNX "
-            "Runtime's optimisation level)"))
+            "Runtime's optimisation level)", "the framework's own optimisation"))
     if cfg.cpus is not None:
         cfg.knobs["cpu_mask"] = list(cfg.cpus)
 
@@ -115,7 +130,7 @@ def _tensorflow(cfg: FrameworkConfig) -> None:
     })
     if s.library == "blas":
         na.append(NotApplicable("library", "blas", "TensorFlow's CPU kernels are oneDNN or "
-                                "Eigen; its default (oneDNN) is used"))
+                                "Eigen; its default (oneDNN) is used", "TF_ENABLE_ONEDNN_OPTS=1"))
         onednn = True
     else:
         onednn = s.library == "onednn"
@@ -124,14 +139,22 @@ def _tensorflow(cfg: FrameworkConfig) -> None:
     if (s.operator == "library") != onednn:
         na.append(NotApplicable(
             "operator", s.operator, "TensorFlow ties the operator mode to the library: "
-            f"{'oneDNN threads each op itself' if onednn else 'Eigen splits each op on the intra-op pool'}"))
+            f"{'oneDNN threads each op itself' if onednn else 'Eigen splits each op on the intra-op pool'}",
+            f"operator={'library' if onednn else 'framework'}"))
     if s.pool != "eigen":
         na.append(NotApplicable("pool", s.pool, "TensorFlow always runs its own Eigen "
-                                "non-blocking thread pools"))
+                                "non-blocking thread pools", "Eigen's pool of "
+                                f"intra_op_parallelism_threads={s.intra_op}"))
     if s.omp_wait is not None:
         na.append(NotApplicable("omp_wait", s.omp_wait, "TensorFlow's oneDNN runs on "
-                                "TensorFlow's thread pool, not OpenMP"))
-    cfg.env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+                                "TensorFlow's thread pool, not OpenMP: OMP_WAIT_POLICY, "
+                                "GOMP_SPINCOUNT and KMP_BLOCKTIME set none of its threads",
+                                "none (Eigen's pool spins briefly, then sleeps)"))
+    if cfg.cpus is not None:
+        # The pools' threads bind to no CPU; the process mask confines them.
+        na.append(NotApplicable("affinity", _affinity_name(s), "TensorFlow binds no pool "
+                                "thread to a CPU",
+                                "the process confined to its CPUs (the launch line)"))
 
 
 def _torch(cfg: FrameworkConfig) -> None:
@@ -145,19 +168,26 @@ def _torch(cfg: FrameworkConfig) -> None:
     if s.scheduler == "async" and cfg.mode != "script":
         na.append(NotApplicable(
             "scheduler", "async", f"torch {cfg.mode} mode runs ops in program order; "
-            "parallel branches (torch.jit.fork) need the script mode"))
+            "parallel branches (torch.jit.fork) need the script mode",
+            "TorchScript with torch.jit.fork on each parallel branch (the inter-op pool "
+            "runs them)"))
     if s.library == "eigen":
         na.append(NotApplicable("library", "eigen", "PyTorch has no Eigen kernels; its "
-                                "default (oneDNN convolutions, MKL matrix products) is used"))
+                                "default (oneDNN convolutions, MKL matrix products) is used",
+                                "torch.backends.mkldnn.enabled = True"))
         cfg.knobs["mkldnn"] = True
     else:
         cfg.knobs["mkldnn"] = s.library == "onednn"
     if s.operator != "library":
         na.append(NotApplicable("operator", s.operator, "PyTorch threads each op inside "
-                                "its kernel (OpenMP); it never cuts an op into tasks"))
+                                "its kernel (OpenMP); it never cuts an op into tasks",
+                                f"operator=library on {s.intra_op} OpenMP threads"))
     if s.pool != "openmp":
         na.append(NotApplicable("pool", s.pool, "PyTorch's intra-op threads are an OpenMP "
-                                "team"))
+                                "team (the pool library is fixed when PyTorch is built)",
+                                f"an OpenMP team of {s.intra_op} (OMP_NUM_THREADS)"))
+    # The intra-op count PyTorch (and MKL, oneDNN) start with, before set_num_threads.
+    cfg.env["OMP_NUM_THREADS"] = str(s.intra_op)
     cfg.env.update(omp_wait_env(s.omp_wait))
     if cfg.mode == "compile":
         # Inductor's generated kernels then show in the profiler by name.
@@ -166,6 +196,11 @@ def _torch(cfg: FrameworkConfig) -> None:
         # One OpenMP team: each thread on its own CPU, as the native executor pins.
         cfg.env["GOMP_CPU_AFFINITY"] = " ".join(str(c) for c in cfg.cpus[:s.intra_op])
         cfg.knobs["gomp_cpu_affinity"] = cfg.env["GOMP_CPU_AFFINITY"]
+    elif cfg.cpus is not None:
+        na.append(NotApplicable("affinity", _affinity_name(s), "each inter-op worker "
+                                "starts its own OpenMP team, and one GOMP_CPU_AFFINITY list "
+                                "would bind every team to the same CPUs",
+                                "the process confined to its CPUs (the launch line)"))
 
 
 def _onnxruntime(cfg: FrameworkConfig) -> None:
@@ -179,25 +214,68 @@ def _onnxruntime(cfg: FrameworkConfig) -> None:
         "graph_optimization_level": level,
     })
     na.append(NotApplicable("library", s.library, "ONNX Runtime's CPU provider always runs "
-                            "its MLAS kernels"))
+                            "its MLAS kernels", "MLAS"))
     if s.operator != "framework":
         na.append(NotApplicable("operator", s.operator, "ONNX Runtime's kernels always "
-                                "split their work on its intra-op pool"))
+                                "split their work on its intra-op pool",
+                                f"operator=framework on intra_op_num_threads={s.intra_op}"))
     if s.pool != "eigen":
         na.append(NotApplicable("pool", s.pool, "ONNX Runtime always runs its own thread "
-                                "pool (derived from Eigen's)"))
+                                "pool (derived from Eigen's)", "ONNX Runtime's pool"))
     if s.omp_wait is not None:
         spin = not (s.omp_wait == "passive" or s.omp_wait == 0)
         cfg.knobs["session.intra_op.allow_spinning"] = "1" if spin else "0"
         cfg.knobs["session.inter_op.allow_spinning"] = "1" if spin else "0"
         if isinstance(s.omp_wait, int) and s.omp_wait > 0:
             na.append(NotApplicable("omp_wait", s.omp_wait, "ONNX Runtime spins or not; "
-                                    "a spin count becomes spinning on"))
+                                    "a spin count becomes spinning on",
+                                    "session.intra_op.allow_spinning=1"))
     if cfg.cpus is not None and s.intra_op > 1:
         # The calling thread is the team's first member and keeps the process
         # mask; ORT numbers logical processors from 1.
         cfg.knobs["session.intra_op_thread_affinities"] = ";".join(
             str(c + 1) for c in cfg.cpus[1:s.intra_op])
+
+
+def _openmp(cfg: FrameworkConfig) -> None:
+    """A plain OpenMP program: its environment only (any OpenMP runtime reads
+    the OMP_ variables; GOMP_ ones are libgomp's, KMP_ ones the Intel / LLVM
+    runtime's)."""
+    from pyparbench.settings import INTEL_SPINCOUNT
+    from pyparbench.threading.omp import omp_wait_env
+
+    s = cfg.settings
+    na = cfg.not_applicable
+    if s.inter_op > 1:
+        # Nested teams: the outer level runs the independent work (one thread
+        # per worker), each of them an inner team of intra_op threads.
+        cfg.env["OMP_NUM_THREADS"] = f"{s.inter_op},{s.intra_op}"
+        cfg.env["OMP_MAX_ACTIVE_LEVELS"] = "2"
+    else:
+        cfg.env["OMP_NUM_THREADS"] = str(s.intra_op)
+    if cfg.cpus is not None:
+        # Places in placement order: spread hands each outer thread a block
+        # of intra_op places (its worker's CPUs), close binds its team there.
+        cfg.env["OMP_PLACES"] = ",".join(f"{{{c}}}" for c in cfg.cpus)
+        cfg.env["OMP_PROC_BIND"] = "spread,close" if s.inter_op > 1 else "close"
+    cfg.env.update(omp_wait_env(s.omp_wait))
+    if isinstance(s.omp_wait, int) and not isinstance(s.omp_wait, bool):
+        # The Intel / LLVM runtime counts milliseconds, not spins (see INTEL_SPINCOUNT).
+        cfg.env["KMP_BLOCKTIME"] = str(round(s.omp_wait / INTEL_SPINCOUNT))
+    if s.library != "onednn" or s.operator != "library":
+        na.append(NotApplicable("library", f"{s.operator}/{s.library}", "the program's own "
+                                "code decides how each op is computed and split",
+                                "the program's parallel loops on the OpenMP team"))
+    if s.pool != "openmp":
+        na.append(NotApplicable("pool", s.pool, "an OpenMP program's threads are OpenMP's",
+                                f"an OpenMP team of {s.intra_op}"))
+
+
+def _affinity_name(s: Settings) -> str:
+    return s.affinity if isinstance(s.affinity, str) else "explicit"
+
+
+MAPPERS = {"tensorflow": _tensorflow, "torch": _torch, "onnxruntime": _onnxruntime}
 
 
 def map_settings(framework: str, settings: Settings, mode: str | None = None,
@@ -207,7 +285,9 @@ def map_settings(framework: str, settings: Settings, mode: str | None = None,
     Parameters
     ----------
     framework, mode
-        One of :data:`FRAMEWORKS` and one of its :data:`MODES` (None: the default).
+        One of :data:`FRAMEWORKS` and one of its :data:`MODES` (None: the
+        default); or ``"openmp"`` (a plain OpenMP program: its environment,
+        mode ``"program"``).
     settings
         The requested settings.
     cpus
@@ -223,8 +303,13 @@ def map_settings(framework: str, settings: Settings, mode: str | None = None,
     """
     if not isinstance(settings, Settings):
         raise TypeError(f"settings must be a pyparbench Settings, got {settings!r}")
-    mode = check_mode(framework, mode)
+    if framework == OPENMP:
+        if mode not in (None, "program"):
+            raise ValueError(f"an OpenMP program has one mode, 'program', got {mode!r}")
+        mode = "program"
+    else:
+        mode = check_mode(framework, mode)
     cfg = FrameworkConfig(framework, mode, settings, None if cpus is None else list(cpus))
     _common(cfg)
-    {"tensorflow": _tensorflow, "torch": _torch, "onnxruntime": _onnxruntime}[framework](cfg)
+    (_openmp if framework == OPENMP else MAPPERS[framework])(cfg)
     return cfg

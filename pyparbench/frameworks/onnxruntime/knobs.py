@@ -11,7 +11,11 @@ from typing import Any
 
 from pyparbench.frameworks.onnxruntime.versions import NoCommonVersion, probe
 
-__all__ = ["configure", "reported_options", "session_options"]
+__all__ = ["CONFIG_ENTRIES", "code", "configure", "open_session", "reported_options", "session_options"]
+
+# The session config entries the settings set, in the order they are set.
+CONFIG_ENTRIES = ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning",
+                  "session.intra_op_thread_affinities")
 
 
 def configure(ort: Any, knobs: Mapping[str, Any]) -> dict[str, Any]:
@@ -37,8 +41,7 @@ def session_options(ort: Any, knobs: Mapping[str, Any], profile_prefix: str | No
     so.execution_mode = getattr(ort.ExecutionMode, knobs["execution_mode"])
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
                                           knobs["graph_optimization_level"])
-    for key in ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning",
-                "session.intra_op_thread_affinities"):
+    for key in CONFIG_ENTRIES:
         if key in knobs and knobs[key] != "":
             so.add_session_config_entry(key, str(knobs[key]))
     if profile_prefix is not None:
@@ -55,10 +58,45 @@ def reported_options(so: Any) -> dict[str, Any]:
         "execution_mode": str(so.execution_mode).split(".")[-1],
         "graph_optimization_level": str(so.graph_optimization_level).split(".")[-1],
     }
-    for key in ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning",
-                "session.intra_op_thread_affinities"):
+    for key in CONFIG_ENTRIES:
         try:
             out[key] = so.get_session_config_entry(key)
         except RuntimeError:  # an entry never set: ONNX Runtime raises
             out[key] = None
     return out
+
+
+def code(knobs: Mapping[str, Any]) -> list[str]:
+    """The lines that make ``knobs`` a session's options in a user's program,
+    as :func:`session_options` does (``so``, passed to the session)."""
+    lines = ["import onnxruntime as ort",
+             "so = ort.SessionOptions()",
+             f"so.intra_op_num_threads = {int(knobs['intra_op_num_threads'])}",
+             f"so.inter_op_num_threads = {int(knobs['inter_op_num_threads'])}",
+             f"so.execution_mode = ort.ExecutionMode.{knobs['execution_mode']}",
+             "so.graph_optimization_level = "
+             f"ort.GraphOptimizationLevel.{knobs['graph_optimization_level']}"]
+    lines += [f"so.add_session_config_entry({key!r}, {str(knobs[key])!r})"
+              for key in CONFIG_ENTRIES if key in knobs and knobs[key] != ""]
+    lines.append('session = ort.InferenceSession("model.onnx", so)  # your model')
+    return lines
+
+
+def open_session(ort: Any, model: str | bytes, so: Any, knobs: Mapping[str, Any]) -> Any:
+    """An InferenceSession of ``model`` under ``so`` (made from ``knobs``).
+
+    Raises
+    ------
+    ValueError
+        ONNX Runtime refused the options (its message, with the thread
+        knobs named): e.g. thread affinities that do not match the intra-op
+        thread count, or name CPUs the machine lacks.
+    """
+    try:
+        return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    except (RuntimeError, ValueError) as e:
+        named = ", ".join(f"{k}={knobs[k]!r}" for k in ("intra_op_num_threads",
+                                                       "inter_op_num_threads", *CONFIG_ENTRIES)
+                          if k in knobs)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"ONNX Runtime refused the session options ({named}): {first}") from None

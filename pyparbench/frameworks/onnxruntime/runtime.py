@@ -15,7 +15,11 @@ from typing import Any
 import numpy as np
 
 from pyparbench.frameworks._common import Array, Profile, python_loop
-from pyparbench.frameworks.onnxruntime.knobs import reported_options, session_options
+from pyparbench.frameworks.onnxruntime.knobs import (
+    open_session,
+    reported_options,
+    session_options,
+)
 from pyparbench.frameworks.onnxruntime.profile import file_ops, read_profile
 from pyparbench.frameworks.onnxruntime.translate import build_onnx
 from pyparbench.frameworks.onnxruntime.versions import probe
@@ -45,7 +49,7 @@ class OrtModel:
             built = build_onnx(graph, self._dir.name, versions)
             self._model = built if isinstance(built, str) else built.SerializeToString()
         so = session_options(ort, knobs)
-        self.session = ort.InferenceSession(self._model, so, providers=["CPUExecutionProvider"])
+        self.session = open_session(ort, self._model, so, knobs)
         self.info: dict[str, Any] = {"session_options": reported_options(so),
                                      **versions.as_dict()}
         if source:
