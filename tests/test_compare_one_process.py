@@ -29,7 +29,9 @@ pytest.importorskip("pytest_benchmark")
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Ten rows the same on both sides, four that do 8x the work where SCALE=2.
+# Ten rows the same on both sides, four that do 27x the work where SCALE=3
+# (a loaded machine moves whole processes by 1.2-1.9x: the change is far
+# beyond that, so that the test holds there).
 SUITE = '''
 import os
 import numpy as np
@@ -80,7 +82,7 @@ def _run(where: Path, name: str, scale: int) -> Path:
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("bench")
     (d / "test_suite.py").write_text(SUITE)
-    return {"a": _run(d, "a", 1), "b": _run(d, "b", 1), "changed": _run(d, "changed", 2)}
+    return {"a": _run(d, "a", 1), "b": _run(d, "b", 1), "changed": _run(d, "changed", 3)}
 
 
 def test_the_plugin_records_its_blocks_and_pytest_benchmark_still_reads_the_files(
@@ -129,11 +131,11 @@ def test_same_code_rows_carry_the_spread_between_processes(files: dict[str, Path
         assert float(np.quantile(z, 0.25)) == pytest.approx(0.3186, abs=1e-3)
 
 
-def test_eight_times_the_work_is_found(files: dict[str, Path]) -> None:
+def test_many_times_the_work_is_found(files: dict[str, Path]) -> None:
     c = compare([load(files["a"]), load(files["changed"])])
     changed = [r for r in c.pairs[0].rows if "test_changed" in r.key]
     assert len(changed) == 4
-    assert all(r.ratio is not None and r.ratio > 2 for r in changed), changed
+    assert all(r.ratio is not None and r.ratio > 5 for r in changed), changed
     # A loaded machine may slow one row of a side by as much: three of four.
     assert sum(r.significant for r in changed) >= 3, changed
 
