@@ -11,7 +11,11 @@ loaded with ``-p pyparbench.pytest_plugin``. It gives:
 * ``ppb_bench(kernel, *args, rounds=20, warmup=3)``: times a prepared
   kernel in its C++ loop (``kernel.timeit``) and records each run's time
   in the test's pytest-benchmark statistics, so no Python call overhead is
-  in the figures; returns the per-run nanoseconds;
+  in the figures; returns the per-run nanoseconds. The rounds run in
+  blocks (5 of 4 runs by default), each its own warmed-up loop after a
+  short pause, and ``extra_info["ppb_blocks"]`` records their run counts:
+  ``pyparbench compare`` tests one process a side on the blocks (batch
+  means, :mod:`pyparbench.compare.batch_means`);
 * ``ppb_model(model, batch=1, settings=None, rounds=20, warmup=3)``: a
   model, built-in by name or a user's ONNX file by path, compiled once and
   timed whole under ``settings`` (default: one thread), each run recorded
@@ -49,6 +53,7 @@ still loads, and ``ppb_bench`` skips its test.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -66,6 +71,9 @@ __all__ = ["KernelBench", "ModelBench", "ModelKernel", "PinnedTeam", "fingerprin
            "thread_counts"]
 
 MARKER = "ppb_threads"
+RUNS_PER_BLOCK = 4  # the default blocks: rounds // 4 of them, at most MAX_BLOCKS
+MAX_BLOCKS = 5
+PAUSE_S = 0.05  # between blocks: each meets the machine at another moment
 
 
 class _Kernel(Protocol):
@@ -194,10 +202,14 @@ class KernelBench:
     def __init__(self, benchmark: Any) -> None:
         self.benchmark = benchmark
 
-    def __call__(self, kernel: _Kernel, *args: Any, rounds: int = 20, warmup: int = 3
+    def __call__(self, kernel: _Kernel, *args: Any, rounds: int = 20, warmup: int = 3,
+                 blocks: int | None = None, pause: float = PAUSE_S
                  ) -> npt.NDArray[np.float64]:
-        """Run ``kernel.timeit(*args, repeats=rounds, warmup=warmup)`` and record
-        each run's time as one round of this test's benchmark.
+        """Run ``kernel.timeit(*args, repeats=n, warmup=warmup)`` for each of
+        ``blocks`` blocks of the ``rounds`` (default ``rounds // 4``, from 1 to
+        5), sleeping ``pause`` seconds between blocks, and record each run's
+        time as one round of this test's benchmark; the blocks' run counts go
+        to ``extra_info["ppb_blocks"]``.
 
         Returns
         -------
@@ -208,6 +220,12 @@ class KernelBench:
             raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
             raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+        if blocks is None:
+            blocks = max(1, min(MAX_BLOCKS, rounds // RUNS_PER_BLOCK))
+        if isinstance(blocks, bool) or not isinstance(blocks, int) or not 1 <= blocks <= rounds:
+            raise ValueError(f"blocks must be an int from 1 to rounds ({rounds}), got {blocks!r}")
+        if isinstance(pause, bool) or not isinstance(pause, (int, float)) or not pause >= 0:
+            raise ValueError(f"pause must be a number of seconds >= 0, got {pause!r}")
         bench = self.benchmark
         if bench.disabled:
             # Smoke-test mode: one run through pytest-benchmark's own path.
@@ -224,8 +242,17 @@ class KernelBench:
             raise FixtureAlreadyUsed(f"the benchmark fixture was already used in "
                                      f"{bench._mode} mode: one measurement per test")
         bench._mode = "ppb_bench(...)"
+        sizes = [rounds // blocks + (i < rounds % blocks) for i in range(blocks)]
         try:
-            ns = kernel.timeit(*args, repeats=rounds, warmup=warmup)
+            import numpy as np
+
+            parts = []
+            for i, n in enumerate(sizes):
+                if i and pause:
+                    time.sleep(pause)
+                parts.append(np.asarray(kernel.timeit(*args, repeats=n, warmup=warmup),
+                                        dtype=np.float64))
+            ns = np.concatenate(parts)
             stats = bench._make_stats(1)
             for t in ns:
                 stats.update(float(t) * 1e-9)  # pytest-benchmark keeps seconds
@@ -235,13 +262,12 @@ class KernelBench:
         info = bench.extra_info
         info["timer"] = "kernel.timeit (C++ loop, per run)"
         info["threads"] = int(kernel.threads)
+        info["ppb_blocks"] = sizes
         cpus = getattr(kernel, "pinned_cpus", None)
         if cpus:
             info["pinned_cpus"] = list(cpus)
         flops = getattr(kernel, "flops", None)
         if isinstance(flops, (int, float)) and flops > 0:
-            import numpy as np
-
             info["gflop"] = float(flops) / 1e9
             info["gflops_median"] = float(flops) / float(np.median(ns))
         return ns

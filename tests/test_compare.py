@@ -190,7 +190,9 @@ def test_pytest_benchmark_files(capsys: pytest.CaptureFixture[str]) -> None:
     t1 = by["test_user.py::test_gemm[t1]"]
     assert t1["baseline"]["median"] == pytest.approx(10.2e6)
     assert t1["ratio"] == pytest.approx(0.0082 / 0.0102)
-    assert t1["p_value"] == pytest.approx(exact_p_fully_separated(5, 5)) and t1["significant"]
+    # One process a side and 5 runs: too few for 4 blocks of batch means.
+    assert t1["p_value"] is None and not t1["significant"]
+    assert "untested: one process per side" in t1["note"] and "5 runs; 8 at least" in t1["note"]
     assert by["test_user.py::test_gemm[t2]"]["ratio"] == pytest.approx(0.0062 / 0.0052)
     relu = by["test_user.py::test_relu"]  # saved without --benchmark-save-data
     assert relu["p_value"] is None and "0 and 0" in relu["note"]

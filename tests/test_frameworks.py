@@ -544,6 +544,17 @@ def test_overhead_command_json(monkeypatch: pytest.MonkeyPatch,
     assert nat["outside_kernels_ns"] == pytest.approx(
         nat["latency"]["median"] - nat["executed_kernel_sum_ns"])
     assert nat["per_op"]["linear"]["nodes"] == 8
+    # The time outside kernels split: executor, memory / cache, the rest.
+    split = nat["split"]
+    assert split["missing"] == [] and split["executed_nodes"] == 8
+    assert split["outside_kernels_ns"] == pytest.approx(nat["outside_kernels_ns"])
+    assert split["outside_kernels_ns"] == pytest.approx(
+        split["executor_ns"] + split["memory_cache_ns"] + split["rest_ns"])
+    assert split["executor_us_per_node"] == pytest.approx(
+        res["dispatch"]["by_threads"]["1"]["native"]["executor_us"])
+    assert split["cold_bound_ns"] > 0 and split["chain_flush_bytes"] > 8 * 512 * 512 * 4
+    assert nat["beyond_kernels_ns"] == pytest.approx(
+        nat["latency"]["median"] - split["kernels_in_chain_ns"])
     (ort,) = res["frameworks"]
     assert (ort["framework"], ort["mode"], ort["status"]) == ("onnxruntime", "all", "ok")
     for key in ("latency", "overhead_ns", "overhead_ratio", "kernel_ns", "outside_kernels_ns",
@@ -551,6 +562,8 @@ def test_overhead_command_json(monkeypatch: pytest.MonkeyPatch,
         assert key in ort, key
     assert ort["overhead_ns"] == pytest.approx(
         ort["latency"]["median"] - res["native"]["latency"]["median"])
+    assert ort["beyond_kernels_ns"] == pytest.approx(
+        ort["latency"]["median"] - split["kernels_in_chain_ns"])
     assert ort["per_op"][0]["op"] == "linear" and ort["per_op"][0]["framework_kernels"] == 8
     # The table labels both kernel sums.
     from pyparbench.cli.overhead import _print
@@ -559,6 +572,9 @@ def test_overhead_command_json(monkeypatch: pytest.MonkeyPatch,
     table = capsys.readouterr().out
     assert "executed, " in table and " as built" in table, table
     assert "native kernels: each plan kernel of the executed (optimised) graph alone" in table
+    for label in ("memory / cache effects", "executor cost", "rest (outside kernels",
+                  "bound: kernels with every cache flushed", "beyond the kernels as the chain"):
+        assert label in table, label
     d = res["dispatch"]
     assert d["nodes"] == 400 and d["graph_opt"] == "none" and d["ops"] == ["relu", "tanh"]
     assert d["threads"] == list(dict.fromkeys([1, CPUS]))

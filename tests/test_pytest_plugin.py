@@ -119,6 +119,7 @@ def test_kernel_times_reach_the_saved_json_with_the_fingerprint(pytester: pytest
     assert fake["rounds"] == 4 and fake["median"] == pytest.approx(2.5e-6)
     extra = by_name["test_fake"]["extra_info"]
     assert extra["threads"] == 2 and extra["gflop"] == 4.0
+    assert extra["ppb_blocks"] == [4]  # 4 rounds: one block
     assert extra["gflops_median"] == pytest.approx(4e9 / 2500.0)
     gemm = by_name["test_gemm"]
     assert gemm["stats"]["rounds"] == 7 and len(gemm["stats"]["data"]) == 7
@@ -163,6 +164,44 @@ def test_a_model_file_is_timed_whole_under_its_name(pytester: pytest.Pytester) -
     name = (pytester.path / "tmp" / "name.txt").read_text()
     assert extra["model"] == name and extra["batch"] == 2 and extra["threads"] == 1
     assert extra["gflop"] > 0 and extra["timer"].startswith("CompiledGraph.run")
+
+
+def test_rounds_run_in_blocks_recorded_in_extra_info(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(fake=FAKE_KERNEL)
+    pytester.makepyfile(test_it='''
+        import time
+        import pytest
+        from fake import FakeKernel
+
+        def test_blocks(ppb_bench):
+            k = FakeKernel()
+            t0 = time.perf_counter()
+            ns = ppb_bench(k, "x", rounds=7, warmup=1, blocks=3, pause=0.1)
+            assert time.perf_counter() - t0 >= 0.2  # two pauses between three blocks
+            assert [c[1:] for c in k.calls] == [(3, 1), (2, 1), (2, 1)]
+            assert list(ns) == [3000.0, 1000.0, 2000.0, 3000.0, 1000.0, 3000.0, 1000.0]
+
+        def test_default_blocks(ppb_bench):
+            k = FakeKernel()
+            k.timeit = lambda *a, repeats, warmup: [1000.0] * repeats
+            ppb_bench(k, rounds=20, pause=0)
+
+        @pytest.mark.parametrize("bad", [0, 8, True, 2.0])
+        def test_bad_blocks(ppb_bench, bad):
+            with pytest.raises(ValueError, match="blocks must be an int from 1 to rounds"):
+                ppb_bench(FakeKernel(), rounds=7, blocks=bad)
+
+        def test_bad_pause(ppb_bench):
+            with pytest.raises(ValueError, match="pause must be a number of seconds"):
+                ppb_bench(FakeKernel(), rounds=4, pause=-1)
+    ''')
+    res = _run(pytester, "--benchmark-json=out.json", "--benchmark-save-data")
+    res.assert_outcomes(passed=7)
+    saved = {b["name"]: b for b in json.loads((pytester.path / "out.json").read_text())
+             ["benchmarks"]}
+    assert saved["test_blocks"]["extra_info"]["ppb_blocks"] == [3, 2, 2]
+    assert len(saved["test_blocks"]["stats"]["data"]) == 7
+    assert saved["test_default_blocks"]["extra_info"]["ppb_blocks"] == [4] * 5
 
 
 def test_a_second_measurement_in_one_test_is_refused(pytester: pytest.Pytester) -> None:

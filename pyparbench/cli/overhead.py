@@ -3,13 +3,17 @@ beside pyparbench's executor, under the same thread settings.
 
 Each run is its own process, pinned before its framework is imported. The
 table shows each framework's latency (median [IQR]), the native latency, the
-kernel sums (the graph as built and the executed graph), the framework
-overhead (framework - native, absolute and as a ratio), the share of the
-framework's time outside its kernels, the split per op type (from each
-framework's profiler against the executor's per-node trace) and the per-node
-dispatch cost at one thread and at all: chains of 401 and of 1 tiny ops (ReLU
-and tanh in turn), graph passes off, (t(401) - t(1)) / 400, natively with its
-kernel's and the executor's shares. ``--scaling`` adds each heavy op's latency
+kernel sums (the graph as built and the executed graph), the native time
+outside kernels split into executor cost, memory / cache effects (the
+kernels timed with the chain's data between calls, and with every cache
+flushed as a bound) and the rest, each runner's latency beyond the kernels
+as the chain meets them, the framework overhead (framework - native,
+absolute and as a ratio), the share of the framework's time outside its
+kernels, the split per op type (from each framework's profiler against the
+executor's per-node trace) and the per-node dispatch cost at one thread and
+at all: chains of 401 and of 1 tiny ops (ReLU and tanh in turn), graph
+passes off, (t(401) - t(1)) / 400, natively with its kernel's and the
+executor's shares. ``--scaling`` adds each heavy op's latency
 at 1..N threads.
 
 MODEL may be an ONNX file: ONNX Runtime then runs the file itself (not a
@@ -20,12 +24,16 @@ original module to run).
 JSON (``--json``): ``model``, ``batch``, ``settings``, ``machine``,
 ``graph``; ``native`` {``latency``, ``kernel_sum_ns`` (the graph as built,
 before the passes, each node an isolated kernel), ``executed_kernel_sum_ns``
-(the executed graph's plan kernels, each alone), ``outside_kernels_ns``,
-``per_op``, ``audit``};
+(the executed graph's plan kernels, each alone, warm), ``outside_kernels_ns``,
+``split`` (that time split: ``executor_ns``, ``memory_cache_ns``,
+``rest_ns``, ``cold_bound_ns``, ``kernels_in_chain_ns``, ``labels``),
+``beyond_kernels_ns``, ``per_op``, ``audit``};
 ``frameworks`` [{``framework``, ``mode``, ``status``, ``latency``,
 ``overhead_ns``, ``overhead_ratio``, ``output_error`` (an ONNX file: max
-|native - framework| / max |framework| over the outputs), ``kernel_ns``, ``outside_kernels_ns``,
-``outside_share``, ``per_op``, ``reported``, ``not_applicable``,
+|native - framework| / max |framework| over the outputs), ``kernel_ns``,
+``outside_kernels_ns``, ``outside_share``, ``beyond_kernels_ns`` (latency less
+the native kernels as the chain meets them: the same baseline for every
+runner), ``per_op``, ``reported``, ``not_applicable``,
 ``proc_audit`` | ``error``}]; ``dispatch`` {``nodes``, ``threads``,
 ``by_threads`` {T: {``native``, ``frameworks``}}: microseconds per node};
 ``scaling`` with ``--scaling``. Other times are nanoseconds.
@@ -142,6 +150,9 @@ def _print(result: dict[str, Any]) -> None:
     console.print("native kernels: each plan kernel of the executed (optimised) graph alone, "
                   "and each node of the graph as built (before the passes) as an isolated "
                   "kernel; 'outside kernels' is read against the executed graph", soft_wrap=True)
+    if native["status"] == "ok" and native.get("split"):
+        _print_split(console, native["split"], result["frameworks"],
+                     native.get("beyond_kernels_ns"))
     for line in reports + notes:
         console.print(line, soft_wrap=True)
     ok = [f for f in result["frameworks"] if f["status"] == "ok" and f.get("per_op")]
@@ -191,6 +202,48 @@ def _print(result: dict[str, Any]) -> None:
         f["error"] for f in result["frameworks"] if f["status"] not in ("ok", "not_applicable")]
     for e in errors:
         console.print(f"[red]error:[/red] {e}")
+
+
+def _print_split(console: Any, split: dict[str, Any], frameworks: list[dict[str, Any]],
+                 native_beyond: float | None) -> None:
+    from rich.table import Table
+
+    def us(v: float | None) -> str:
+        return "-" if v is None else f"{v / 1e3:.4g}"
+
+    lat = split["latency_ns"]
+    t = Table(title=f"native latency {us(lat)} us, split")
+    t.add_column("part")
+    t.add_column("us", justify="right")
+    t.add_column("of latency", justify="right")
+    labels = split["labels"]
+    for key in ("kernels_warm_ns", "memory_cache_ns", "executor_ns", "rest_ns"):
+        v = split[key]
+        t.add_row(labels[key], us(v), "-" if v is None else f"{v / lat:.0%}")
+    t.add_row(labels["cold_bound_ns"], us(split["cold_bound_ns"]), "")
+    console.print(t)
+    per = split["executor_us_per_node"]
+    console.print(
+        f"outside kernels (latency less warm kernels): {us(split['outside_kernels_ns'])} us = "
+        f"executor {us(split['executor_ns'])} ("
+        + ("-" if per is None else f"{per:.3g}") + f" us x {split['executed_nodes']} nodes)"
+        f" + memory / cache {us(split['memory_cache_ns'])} + rest {us(split['rest_ns'])}; "
+        f"chain: {_mib(split['chain_flush_bytes'])} read between calls (what one run "
+        f"touches), cold: {_mib(split['cold_flush_bytes'])} (twice the caches)",
+        soft_wrap=True)
+    for m in split["missing"]:
+        console.print(f"not measured: {m}", soft_wrap=True)
+    if split.get("kernels_in_chain_ns") is not None:
+        beyond = [f"native {us(native_beyond)}"] + [
+            f"{f['framework']} ({f['mode']}) {us(f.get('beyond_kernels_ns'))}"
+            for f in frameworks if f["status"] == "ok"]
+        console.print(f"beyond the kernels as the chain meets them "
+                      f"({us(split['kernels_in_chain_ns'])} us), each runner: "
+                      + ", ".join(beyond) + " us", soft_wrap=True)
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.3g} MiB"
 
 
 def _us(v: dict[str, Any] | None) -> str:
@@ -249,6 +302,7 @@ def _run(args: argparse.Namespace) -> int:
     result = measure_overhead(
         args.model, args.batch, settings, frameworks=frameworks, modes=modes or None,
         repeats=args.repeats, warmup=args.warmup, profile=args.profile,
+        cold_repeats=args.cold_repeats,
         dispatch=not args.no_dispatch, scaling=args.scaling, max_threads=args.max_threads,
         model_kwargs=kwargs, seed=args.seed, timeout=args.timeout, progress=progress)
     if args.json:
@@ -283,6 +337,9 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="untimed runs first (5)")
     p.add_argument("--profile", type=non_negative_int("--profile"), default=10,
                    help="profiled iterations for the per-op split (10; 0: none)")
+    p.add_argument("--cold-repeats", type=non_negative_int("--cold-repeats"), default=3,
+                   help="calls of each kernel with every cache flushed before it (3; 0: "
+                        "none; each flush reads twice the caches the topology reports)")
     p.add_argument("--no-dispatch", action="store_true",
                    help="leave out the chains of tiny ops (per-node dispatch cost at 1 "
                         "thread and at all)")

@@ -1,15 +1,15 @@
 """Compare results across runs and machines: medians, ratios, a U test, fingerprints.
 
 The package: ``match`` (rows matched and normalised, :func:`compare`),
-``utest`` (the U test), ``text`` (terminal tables, JSON), ``html`` (a page
-with plots).
+``utest`` (the U test), ``batch_means`` and ``calibrate`` (one process a
+side), ``text`` (terminal tables, JSON), ``html`` (a page with plots).
 
 The first input is the baseline; every other input is compared with it.
 Rows are matched by identity (model, batch and settings, a preset by its
 name, a framework's run apart from the executor's; a pytest-benchmark test
 by its full name with its parameters). For each matched row: both medians
 and the ratio other / baseline (of latencies, so below 1 means the other is
-faster), tested two ways:
+faster), tested one of three ways:
 
 * the unit is the process where both inputs allow it
   (:mod:`pyparbench.stats.spread`): a row's figure is the median of
@@ -20,8 +20,13 @@ faster), tested two ways:
   times within a process are not independent and processes differ more
   than runs do: tested per run, two runs of the same suite on one machine
   marked most rows significant.
-* else (an input that never measured a setting twice: pytest-benchmark
-  files, older folders), the two-sided Mann-Whitney U test of the two sets
+* pytest-benchmark files (one process a side): batch means of blocks of
+  runs (:mod:`pyparbench.compare.batch_means`), with the spread between
+  the two processes estimated from the rows of the comparison added to
+  each row's error (:mod:`pyparbench.compare.calibrate`); fewer than 8
+  rows tested, and the rows are untested;
+* else (our older folders, which never measured a setting twice), the
+  two-sided Mann-Whitney U test of the two sets
   of per-run times (:func:`scipy.stats.mannwhitneyu`), which needs at least
   :data:`MIN_SAMPLES` each and enough that a p below alpha can occur at
   all (with n1 and n2 samples the smallest two-sided p is

@@ -145,7 +145,8 @@ def render_html(c: Comparison) -> str:
                 continue
             interval = (f"{r.low:.3f} - {r.high:.3f}" if r.low is not None
                         and r.high is not None else "")
-            test = {"processes": "processes", "runs": "runs (U)"}.get(r.test, "")
+            test = {"processes": "processes", "runs": "runs (U)",
+                    "blocks": "blocks of runs"}.get(r.test, "")
             rows.append((r.label, format_time(r.baseline.median, c.unit),
                          format_time(r.other.median, c.unit),
                          f"{r.ratio:.3f}{' *' if r.significant else ''}", interval,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from pyparbench.compare.batch_means import BlockTest, batch_means_test
+from pyparbench.compare.calibrate import MIN_ROWS, between_spread, p_with_spread
 from pyparbench.compare.utest import CompareError, u_test
 from pyparbench.machine.fingerprint import fingerprint_differences
 from pyparbench.resultfiles import ResultSet, Row
@@ -18,8 +21,9 @@ Normalize = Literal["none", "per-core", "per-peak"]
 NORMALIZE: tuple[Normalize, ...] = ("none", "per-core", "per-peak")
 # How a row was tested: "processes" (the processes' medians, against each
 # input's spread between processes), "runs" (the U test of per-run times),
+# "blocks" (batch means of one process a side: pytest-benchmark files),
 # "" (not tested).
-Test = Literal["processes", "runs", ""]
+Test = Literal["processes", "runs", "blocks", ""]
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,9 @@ class RowResult:
     test: Test = ""
     low: float | None = None  # the ratio's interval at 1 - alpha (process test only)
     high: float | None = None
+    # Batch means only: the p of the runs within each process, before it is
+    # widened by how much the comparison's rows say two processes differ.
+    p_within: float | None = None
 
 
 @dataclass
@@ -59,6 +66,9 @@ class Pair:
     only_baseline: list[str] = field(default_factory=list)
     only_other: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)  # "label: side status (error)"
+    # One process a side (batch means): how far two processes are apart
+    # beyond their runs, in log units, from the rows (compare.calibrate).
+    between_spread: float | None = None
 
 
 @dataclass
@@ -120,11 +130,11 @@ def _side(row: Row, rs: ResultSet, factor: float) -> Side:
 
 def _compare_rows(a: Row, b: Row, ra: ResultSet, rb: ResultSet, alpha: float,
                   normalize: Normalize, spread_a: ProcessSpread | None,
-                  spread_b: ProcessSpread | None) -> RowResult:
+                  spread_b: ProcessSpread | None) -> tuple[RowResult, BlockTest | None]:
     fa, why_a = _factor(a, ra, normalize)
     fb, why_b = _factor(b, rb, normalize)
     if fa is None or fb is None:
-        return RowResult(a.key, a.label, None, None, None, None, False, why_a or why_b)
+        return RowResult(a.key, a.label, None, None, None, None, False, why_a or why_b), None
     sa, sb = _side(a, ra, fa), _side(b, rb, fb)
     ratio = sb.median / sa.median
     if spread_a is not None and spread_b is not None and a.processes and b.processes:
@@ -133,10 +143,42 @@ def _compare_rows(a: Row, b: Row, ra: ResultSet, rb: ResultSet, alpha: float,
         est = estimate_ratio([x * fa for x in a.processes], [x * fb for x in b.processes],
                              spread_a, spread_b, level=1.0 - alpha)
         return RowResult(a.key, a.label, sa, sb, ratio, est.p_value, est.p_value < alpha,
-                         test="processes", low=est.low, high=est.high)
-    p, why = u_test([x * fa for x in a.samples_ns], [x * fb for x in b.samples_ns], alpha)
+                         test="processes", low=est.low, high=est.high), None
+    xa, xb = [x * fa for x in a.samples_ns], [x * fb for x in b.samples_ns]
+    if "pytest-benchmark" in (ra.kind, rb.kind):
+        # One process a side, its runs in the order they ran: batch means.
+        # The p is widened later, with every row of the pair (_widen).
+        p, why, bt = batch_means_test(xa, xb, a.blocks, b.blocks)
+        return RowResult(a.key, a.label, sa, sb, ratio, p, False, why,
+                         test="blocks" if p is not None else "", p_within=p), bt
+    p, why = u_test(xa, xb, alpha)
     return RowResult(a.key, a.label, sa, sb, ratio, p, p is not None and p < alpha, why,
-                     test="runs" if p is not None else "")
+                     test="runs" if p is not None else ""), None
+
+
+def _widen(pair: Pair, blocks: dict[str, BlockTest], alpha: float) -> None:
+    """Batch-means rows (one process a side): each tested against its blocks'
+    error and the spread between the two processes that the pair's rows show
+    (:mod:`pyparbench.compare.calibrate`), or left untested when too few
+    rows tell."""
+    tested = [blocks[r.key] for r in pair.rows if r.key in blocks]
+    if not tested:
+        return
+    tau = between_spread([t.log_ratio for t in tested], [t.se for t in tested])
+    pair.between_spread = tau
+    for i, r in enumerate(pair.rows):
+        bt = blocks.get(r.key)
+        if bt is None:
+            continue
+        if tau is None:
+            pair.rows[i] = replace(r, p_value=None, significant=False, test="", note=(
+                f"untested: one process per side, and {len(tested)} rows tested by batch "
+                f"means, too few ({MIN_ROWS} needed) to tell how much two processes differ"))
+        else:
+            p = p_with_spread(bt.log_ratio, bt.se, tau)
+            pair.rows[i] = replace(r, p_value=p, significant=p < alpha, note=(
+                f"one process per side: batch means, with the processes {math.expm1(tau):.1%} "
+                "apart beyond their runs (from the rows' scatter)"))
 
 
 def machine_differences(inputs: Sequence[ResultSet]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -181,6 +223,7 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
     pairs = []
     for other, spread in zip(inputs[1:], spreads[1:], strict=True):
         pair = Pair(base.path, other.path)
+        blocks: dict[str, BlockTest] = {}
         for key in sorted(set(base.rows) | set(other.rows),
                           key=lambda k: (base.rows.get(k) or other.rows[k]).label):
             a, b = base.rows.get(key), other.rows.get(key)
@@ -195,8 +238,12 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
                     f"{r.status} in {p}" + (f" ({_one_line(r.error)})" if r.error else "")
                     for p, r in bad))
             else:
-                pair.rows.append(_compare_rows(a, b, base, other, alpha, normalize,
-                                               spreads[0], spread))
+                row, bt = _compare_rows(a, b, base, other, alpha, normalize, spreads[0],
+                                        spread)
+                pair.rows.append(row)
+                if bt is not None:
+                    blocks[row.key] = bt
+        _widen(pair, blocks, alpha)
         pairs.append(pair)
     unit = {"none": "ns", "per-core": "core-ns", "per-peak": "peak-GFLOP"}[normalize]
     notes = [n for rs in inputs for n in rs.notes]

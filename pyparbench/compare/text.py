@@ -44,6 +44,9 @@ def to_json(c: Comparison) -> dict[str, Any]:
             "rows": [{**asdict(r), "ratio_meaning": "other / baseline"} for r in p.rows],
             "only_in_baseline": p.only_baseline, "only_in_other": p.only_other,
             "failed": p.failed,
+            # One process a side: how far two processes are apart beyond their
+            # runs (log units), from the rows (pyparbench.compare.calibrate).
+            "between_spread": p.between_spread,
         } for p in c.pairs],
         "notes": c.notes,
     }
@@ -124,6 +127,11 @@ def test_legend(c: Comparison) -> str:
         out.append("p: Student's t on the log ratio of the processes' medians, against "
                    "how much one setting's processes differ within each input (the "
                    "interval: the ratio's, at 1 - alpha).")
+    if "blocks" in tests:
+        out.append("p (pytest-benchmark files, one process a side): batch means, Welch's t "
+                   "on the log medians of blocks of consecutive runs long enough to be "
+                   "uncorrelated, with how far two processes are apart beyond their runs "
+                   "(estimated from the rows' scatter) added to each row's error.")
     if "runs" in tests or not tests:
         out.append(("U: " if len(tests) > 1 else "p: ")
                    + "two-sided Mann-Whitney U test of the per-run times, each run taken "

@@ -145,6 +145,9 @@ def _job(framework: str, fw: Any, job: Mapping[str, Any], req: Mapping[str, Any]
         if job.get("inline_repeats"):
             out["inline_ns"] = model.inline_times(int(job["inline_repeats"]),
                                                   int(job.get("inline_inner", 1000)))
+        if job.get("cache_repeats"):
+            out["cache_ns"] = model.cold_kernel_times(int(job["cache_repeats"]),
+                                                      int(job.get("cold_repeats", 0)))
         if repeats:
             out["native_audit"] = model.audit()
     out["info"] = getattr(model, "info", {})

@@ -65,7 +65,10 @@ class Job:
     none); ``kernel_repeats``: natively, time each node as an isolated
     prepared kernel (0: no); ``inline_repeats``: natively, time each node's
     kernel as the plan prepared it, alone in a C++ loop (0: no), of
-    ``inline_inner`` calls per repeat;
+    ``inline_inner`` calls per repeat; ``cache_repeats``: natively, time
+    each node's isolated kernel one call at a time warm, with the chain's
+    data between calls and (``cold_repeats``) with every cache flushed
+    (:mod:`pyparbench.frameworks.native.cold`; 0: no);
     ``profile_parser``: TensorFlow's trace reader, "trace_json" or "xplane".
     """
 
@@ -79,9 +82,12 @@ class Job:
     profile_parser: str = "trace_json"
     inline_repeats: int = 0
     inline_inner: int = 1000
+    cache_repeats: int = 0
+    cold_repeats: int = 0
 
     def to_request(self) -> dict[str, Any]:
-        for f in ("repeats", "warmup", "profile", "kernel_repeats", "inline_repeats"):
+        for f in ("repeats", "warmup", "profile", "kernel_repeats", "inline_repeats",
+                  "cache_repeats", "cold_repeats"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{f} must be an integer >= 0, got {v!r}")
@@ -92,7 +98,8 @@ class Job:
                 "input_seed": self.input_seed, "outputs": self.outputs,
                 "profile": self.profile, "kernel_repeats": self.kernel_repeats,
                 "profile_parser": self.profile_parser, "inline_repeats": self.inline_repeats,
-                "inline_inner": self.inline_inner}
+                "inline_inner": self.inline_inner, "cache_repeats": self.cache_repeats,
+                "cold_repeats": self.cold_repeats}
 
 
 def describe_config(framework: str, mode: str | None, settings: Settings,

@@ -41,6 +41,7 @@ from pyparbench.frameworks.mapping import (
     check_framework,
     check_mode,
 )
+from pyparbench.frameworks.overhead_split import beyond_kernels, split_native
 from pyparbench.frameworks.spec import ModelRef, build_graph, graph_to_spec
 from pyparbench.graph import Graph, GraphBuilder, Node
 from pyparbench.settings import Settings
@@ -153,6 +154,8 @@ def _native_section(res: Mapping[str, Any]) -> dict[str, Any]:
     med = float(job["latency"]["median"])
     return {"status": "ok", "latency": job["latency"], "kernel_sum_ns": kernel_sum,
             "executed_kernel_sum_ns": executed or None,
+            "executed_nodes": sum(1 for k in job.get("inline_ns", []) if k > 0),
+            "cache_ns": job.get("cache_ns"),
             "outside_kernels_ns": med - executed if executed else None,
             "profiled_iteration_ns": job.get("profiled_iteration_ns"),
             "executor_over_kernels": med / kernel_sum if kernel_sum else None,
@@ -306,7 +309,7 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
                      frameworks: str | Sequence[str] = "all",
                      modes: Mapping[str, Sequence[str]] | None = None,
                      repeats: int = 20, warmup: int = 5, profile: int = 10,
-                     kernel_repeats: int = 10, dispatch: bool = True,
+                     kernel_repeats: int = 10, cold_repeats: int = 3, dispatch: bool = True,
                      dispatch_nodes: int = DISPATCH_NODES,
                      dispatch_threads: Sequence[int] | None = None, scaling: bool = False,
                      max_threads: int | None = None,
@@ -332,11 +335,18 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
         Iterations under each framework's profiler (and traced native runs)
         for the per-op split; 0 leaves the split out.
     kernel_repeats
-        Timed runs of each isolated kernel for the kernel sum.
+        Timed runs of each isolated kernel for the kernel sum, and single
+        calls of each, warm and with the chain's data between calls
+        (:mod:`pyparbench.frameworks.native.cold`).
+    cold_repeats
+        Single calls of each isolated kernel with every cache flushed
+        between them (0: none; each flush reads twice the caches).
     dispatch, dispatch_nodes, dispatch_threads
         Also measure the per-node dispatch cost everywhere
         (:func:`measure_dispatch`: chains of ``dispatch_nodes`` + 1 and 1
-        tiny ops) at ``dispatch_threads`` (default 1 and all CPUs).
+        tiny ops) at ``dispatch_threads`` (default 1, the settings' intra_op
+        and all CPUs); the native time outside kernels is split with it
+        (:mod:`pyparbench.frameworks.overhead_split`).
     scaling, max_threads
         Also run :func:`operator_scaling` at 1..``max_threads`` threads.
     model_kwargs, seed
@@ -355,10 +365,14 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
         ``kernel_sum_ns``: the graph as built, before the passes, each node an
         isolated kernel; ``executed_kernel_sum_ns``: the executed, optimised
         graph, each plan kernel alone; ``outside_kernels_ns``: latency less
-        the latter; ``per_op``, audits), ``frameworks`` (one entry per
+        the latter; ``split``: that time split into executor cost,
+        memory / cache effects and the rest, with ``kernels_in_chain_ns``,
+        the kernel baseline of every runner
+        (:mod:`~pyparbench.frameworks.overhead_split`); ``beyond_kernels_ns``:
+        latency less that baseline; ``per_op``, audits), ``frameworks`` (one entry per
         framework and mode: ``status``, ``latency``, ``overhead_ns``,
         ``overhead_ratio``, ``kernel_ns``, ``outside_kernels_ns``,
-        ``outside_share``, ``per_op`` rows, ``reported`` thread settings,
+        ``outside_share``, ``beyond_kernels_ns``, ``per_op`` rows, ``reported`` thread settings,
         ``not_applicable``, ``proc_audit``; or ``error``), ``dispatch`` and,
         with ``scaling``, ``scaling``. A framework that fails has
         ``status`` "error" (or "timeout": it ran past its time limit) and a
@@ -393,7 +407,9 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
         return [Job(spec, repeats=repeats, warmup=warmup, profile=profile,
                     kernel_repeats=kernel_repeats if native else 0,
                     inline_repeats=kernel_repeats if native else 0, inline_inner=1,
-                    outputs=agree)]
+                    outputs=agree,
+                    cache_repeats=kernel_repeats if native else 0,
+                    cold_repeats=cold_repeats if native else 0)]
 
     load_before = os.getloadavg()  # other work on the machine skews every figure
     say(f"native: {model} batch {batch}, {settings.label()}")
@@ -415,10 +431,22 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
         "machine": machine_fingerprint(), "native": native, "frameworks": sections,
         "load_average": {"before": list(load_before), "after": list(os.getloadavg())},
     }
+    executor_us = None
     if dispatch:
+        counts = (dispatch_threads if dispatch_threads is not None
+                  else (1, settings.intra_op, len(os.sched_getaffinity(0))))
         result["dispatch"] = measure_dispatch(
-            dispatch_threads, frameworks=frameworks, modes=modes, nodes=dispatch_nodes,
+            counts, frameworks=frameworks, modes=modes, nodes=dispatch_nodes,
             settings=settings, timeout=timeout, progress=progress)
+        at = result["dispatch"]["by_threads"].get(str(settings.intra_op), {}).get("native")
+        executor_us = at.get("executor_us") if at else None
+    if native["status"] == "ok":
+        native["split"] = split_native(native, native.pop("cache_ns"), executor_us)
+        native["beyond_kernels_ns"] = beyond_kernels(_median(native) or 0.0, native["split"])
+        for f in sections:
+            if f["status"] == "ok":
+                f["beyond_kernels_ns"] = beyond_kernels(float(f["latency"]["median"]),
+                                                        native["split"])
     if scaling:
         result["scaling"] = operator_scaling(
             model, batch, frameworks=frameworks, modes=modes, max_threads=max_threads,

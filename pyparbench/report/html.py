@@ -232,8 +232,12 @@ def _overhead(summary: Mapping[str, Any]) -> str:
                "pinned to the same CPUs as the native run beside it. Overhead: framework "
                "latency minus the native executor's, as a share of the framework's; a "
                "negative overhead means the framework ran the graph faster than pyparbench's "
-               "executor did. <code>pyparbench overhead MODEL</code> splits it per op "
-               "type with each framework's profiler.</p>")
+               "executor did. Both runs meet the same kernels' cache misses (the same "
+               "graph and weights), so the difference is the runtimes' own cost, not memory "
+               "effects. <code>pyparbench overhead MODEL</code> splits it per op type with "
+               "each framework's profiler, and splits the native time outside kernels into "
+               "executor cost and memory / cache effects (kernels timed with the chain's "
+               "data between calls).</p>")
     rows = [(i["model"], i["batch"], plots.framework_label(i), i["setting"],
              f"{i['native_ms']:.4g}", f"{i['framework_ms']:.4g}", f"{i['overhead_ms']:.4g}",
              f"{i['overhead_pct']:.0f}%", f"x{i['framework_ms'] / i['native_ms']:.2f}"

@@ -56,6 +56,7 @@ def read_pytest_benchmark(source: Path, value: dict[str, Any]) -> ResultSet:
         if gflop is not None and (not is_number(gflop) or not 0 < float(gflop) < 1e12):
             raise ResultFileError(where, f"extra_info.gflop must be a positive number, "
                                          f"got {show(gflop)}")
+        blocks = _blocks(where, extra, len(samples))
         base = fullname.split("[", 1)[0]
         rest = {k: v for k, v in (params or {}).items() if k not in ("ppb_threads", "threads")}
         sweep = canonical({"test": base, "params": rest}) if threads is not None else None
@@ -65,7 +66,8 @@ def read_pytest_benchmark(source: Path, value: dict[str, Any]) -> ResultSet:
         rows[fullname] = Row(fullname, printable(short_name(fullname)), "ok", median, samples,
                              threads, sweep, float(gflop) if gflop is not None else None,
                              sweep_label=printable(short_name(base)
-                                                   + (f"[{rest_ids}]" if rest_ids else "")))
+                                                   + (f"[{rest_ids}]" if rest_ids else "")),
+                             blocks=blocks)
     if not rows:
         raise ResultFileError(source, "a pytest-benchmark file with no benchmarks")
     rs = ResultSet(str(source), str(source), "pytest-benchmark", rows, None, {}, None)
@@ -78,6 +80,22 @@ def read_pytest_benchmark(source: Path, value: dict[str, Any]) -> ResultSet:
         rs.notes.append(f"{source}: saved without the pyparbench plugin; only pytest-benchmark's "
                         "own machine_info (CPU brand and count, Python) can be compared")
     return rs
+
+
+def _blocks(where: str, extra: dict[str, Any], runs: int) -> tuple[int, ...]:
+    """``extra_info["ppb_blocks"]``: the run counts of the blocks ``ppb_bench``
+    timed, in order; () when absent or when the runs were not saved."""
+    v = extra.get("ppb_blocks")
+    if v is None or runs == 0:
+        return ()
+    if not isinstance(v, list) or not v or any(
+            isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in v):
+        raise ResultFileError(where, f"extra_info.ppb_blocks must be a list of run counts, "
+                                     f"got {show(v)}")
+    if sum(v) != runs:
+        raise ResultFileError(where, f"extra_info.ppb_blocks adds up to {sum(v)} runs, but "
+                                     f"stats.data holds {runs}")
+    return tuple(v)
 
 
 def bench_threads(where: str, params: dict[str, Any], extra: dict[str, Any]) -> int | None:

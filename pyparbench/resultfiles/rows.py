@@ -37,6 +37,9 @@ class Row:
     error: str = ""
     sweep_label: str = ""  # what a person reads for its thread sweep
     processes: tuple[float, ...] = ()
+    # Run counts of the blocks ``samples_ns`` was timed in, in order (the
+    # pytest plugin's ``ppb_bench`` records them), when the file says.
+    blocks: tuple[int, ...] = ()
 
 
 @dataclass

@@ -34,9 +34,12 @@ def _f32(a: Any) -> Array:
 
 
 def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "onednn",
-                cpus: Sequence[int] | None = None) -> tuple[Any, Timer] | None:
+                cpus: Sequence[int] | None = None, *, packed: bool = False
+                ) -> tuple[Any, Timer] | None:
     """A prepared kernel computing ``node`` on ``ins`` and a timer of it
-    (None for nodes with no kernel: inputs and reshapes)."""
+    (None for nodes with no kernel: inputs and reshapes). ``packed``: a
+    linear node with oneDNN as the executor prepares it (``ops.Linear``, its
+    weights packed once) rather than a Gemm given the weights each call."""
     op, a, p = node.op, node.attrs, node.params
     out = np.empty(node.shape, np.float32)
     k: Any
@@ -52,6 +55,15 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
         k.set_weights(w, bias)
         x = _f32(ins[0])
         run = lambda r, w_: k.timeit(x, out, repeats=r, warmup=w_)
+    elif op == "linear" and packed and library == "onednn":
+        x = _f32(ins[0]).reshape(-1, ins[0].shape[-1])
+        w = _f32(p["weight"])
+        bias = _f32(p["bias"]) if "bias" in p else None
+        k = ops.Linear(x.shape[0], w.shape[0], x.shape[1], bias=bias is not None,
+                       activation="relu" if a["relu"] else None, threads=threads)
+        k.set_weights(w, bias)
+        o2 = out.reshape(x.shape[0], w.shape[0])
+        run = lambda r, w_: k.timeit(x, o2, repeats=r, warmup=w_)
     elif op == "linear":
         x = _f32(ins[0]).reshape(-1, ins[0].shape[-1])
         w = _f32(p["weight"])

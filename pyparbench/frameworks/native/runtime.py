@@ -20,6 +20,12 @@ import numpy as np
 
 from pyparbench.executor import compile_graph, resolve
 from pyparbench.frameworks._common import Array, Profile
+from pyparbench.frameworks.native.cold import (
+    Flush,
+    all_caches_bytes,
+    single_call_times,
+    working_set_bytes,
+)
 from pyparbench.frameworks.native.kernels import node_kernel
 from pyparbench.frameworks.native.profile import per_op_type
 from pyparbench.graph import Graph
@@ -111,6 +117,39 @@ class NativeModel:
                 continue
             _, run = made
             out.append(float(np.median(run(repeats, warmup))))
+        return out
+
+    def cold_kernel_times(self, repeats: int, cold_repeats: int) -> dict[str, Any]:
+        """Each node of the graph as built, as in :meth:`kernel_times` but a
+        linear layer's weights packed as the executor packs them, timed
+        one call at a time warm, as the chain leaves its cache and with
+        every cache flushed (:mod:`.cold`): medians in ns per node (0 for a
+        node with no kernel; ``cold`` None per node when ``cold_repeats``
+        is 0), and the bytes each flush reads."""
+        plain = self.settings.with_(graph_opt="none")
+        graph = self.cg.optimized(plain)
+        self.cg.run(plain, repeats=1, warmup=0)
+        threads = [max(t.threads, 1) for t in self.cg.node_threads(plain)]
+        chain = Flush(working_set_bytes(graph))
+        cold = Flush(all_caches_bytes(self.cpus)) if cold_repeats else None
+        out: dict[str, Any] = {"chain_bytes": chain.nbytes,
+                               "cold_bytes": cold.nbytes if cold else None,
+                               "warm": [], "chain": [], "cold": []}
+        for n in graph.nodes:
+            ins = [self.inputs[graph.nodes[j].name] if graph.nodes[j].op == "input"
+                   else self.cg.output(j) for j in n.inputs]
+            made = node_kernel(n, ins, threads[n.id], self.settings.library, self.cpus,
+                               packed=True)
+            if made is None:
+                for key in ("warm", "chain"):
+                    out[key].append(0.0)
+                out["cold"].append(0.0 if cold else None)
+                continue
+            _, run = made
+            out["warm"].append(float(np.median(single_call_times(run, repeats, None))))
+            out["chain"].append(float(np.median(single_call_times(run, repeats, chain))))
+            out["cold"].append(float(np.median(single_call_times(run, cold_repeats, cold)))
+                               if cold else None)
         return out
 
 
