@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pyparbench.compare.slower import slower_p_processes, slower_p_runs
 from pyparbench.compare.utest import CompareError, u_test
 from pyparbench.machine.fingerprint import fingerprint_differences
 from pyparbench.resultfiles import ResultSet, Row
@@ -47,6 +49,10 @@ class RowResult:
     test: Test = ""
     low: float | None = None  # the ratio's interval at 1 - alpha (process test only)
     high: float | None = None
+    # With a gate (compare's ``slower_than``): the one-sided p of "slower
+    # than the baseline by more than that factor" (pyparbench.compare.slower),
+    # by the row's own test; None where the row is not tested.
+    slower_p: float | None = None
 
 
 @dataclass
@@ -76,6 +82,7 @@ class Comparison:
     # Each input's spread between processes (pyparbench.stats.input_spread),
     # None for one that never measured a setting in two processes.
     spreads: list[ProcessSpread | None] = field(default_factory=list)
+    slower_than: float | None = None  # the gate's factor (1.05 for 5 %), when one was asked
 
 
 def _cores_used(row: Row, rs: ResultSet) -> int | None:
@@ -120,7 +127,7 @@ def _side(row: Row, rs: ResultSet, factor: float) -> Side:
 
 def _compare_rows(a: Row, b: Row, ra: ResultSet, rb: ResultSet, alpha: float,
                   normalize: Normalize, spread_a: ProcessSpread | None,
-                  spread_b: ProcessSpread | None) -> RowResult:
+                  spread_b: ProcessSpread | None, slower_than: float | None) -> RowResult:
     fa, why_a = _factor(a, ra, normalize)
     fb, why_b = _factor(b, rb, normalize)
     if fa is None or fb is None:
@@ -132,11 +139,17 @@ def _compare_rows(a: Row, b: Row, ra: ResultSet, rb: ResultSet, alpha: float,
         # are not independent, and processes differ more than runs do.
         est = estimate_ratio([x * fa for x in a.processes], [x * fb for x in b.processes],
                              spread_a, spread_b, level=1.0 - alpha)
+        slower = (None if slower_than is None else
+                  slower_p_processes(est.ratio, est.low, est.high, est.df, est.level,
+                                     slower_than))
         return RowResult(a.key, a.label, sa, sb, ratio, est.p_value, est.p_value < alpha,
-                         test="processes", low=est.low, high=est.high)
-    p, why = u_test([x * fa for x in a.samples_ns], [x * fb for x in b.samples_ns], alpha)
+                         test="processes", low=est.low, high=est.high, slower_p=slower)
+    xa, xb = [x * fa for x in a.samples_ns], [x * fb for x in b.samples_ns]
+    p, why = u_test(xa, xb, alpha)
+    slower = (None if slower_than is None or p is None else
+              slower_p_runs(xa, xb, slower_than))
     return RowResult(a.key, a.label, sa, sb, ratio, p, p is not None and p < alpha, why,
-                     test="runs" if p is not None else "")
+                     test="runs" if p is not None else "", slower_p=slower)
 
 
 def machine_differences(inputs: Sequence[ResultSet]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -148,8 +161,11 @@ def machine_differences(inputs: Sequence[ResultSet]) -> tuple[list[dict[str, Any
 
 
 def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
-            normalize: Normalize = "none") -> Comparison:
+            normalize: Normalize = "none", slower_than: float | None = None) -> Comparison:
     """Compare every input with the first (see the module docstring).
+    ``slower_than`` (a factor above 1, 1.05 for a 5 % gate): each tested
+    row also gets the one-sided p of being slower than the baseline by more
+    than that (:mod:`pyparbench.compare.gate` decides from them).
 
     Raises
     ------
@@ -161,6 +177,8 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
         raise CompareError("compare needs at least two inputs")
     if not 0 < alpha < 1:
         raise CompareError(f"alpha must be between 0 and 1, got {alpha}")
+    if slower_than is not None and not (math.isfinite(slower_than) and slower_than > 1):
+        raise CompareError(f"slower_than must be a factor above 1, got {slower_than!r}")
     if normalize not in NORMALIZE:
         raise CompareError(f"normalize must be one of {', '.join(NORMALIZE)}, got {normalize!r}")
     if normalize == "per-peak":
@@ -196,7 +214,7 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
                     for p, r in bad))
             else:
                 pair.rows.append(_compare_rows(a, b, base, other, alpha, normalize,
-                                               spreads[0], spread))
+                                               spreads[0], spread, slower_than))
         pairs.append(pair)
     unit = {"none": "ns", "per-core": "core-ns", "per-peak": "peak-GFLOP"}[normalize]
     notes = [n for rs in inputs for n in rs.notes]
@@ -206,7 +224,7 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
                   "test), which reads any difference between two processes as significant"
                   for rs, s in zip(inputs, spreads, strict=True) if s is None]
     return Comparison(list(inputs), alpha, normalize, unit, diffs, unknown, pairs, notes,
-                      spreads)
+                      spreads, slower_than)
 
 
 def _one_line(text: str, limit: int = 80) -> str:
