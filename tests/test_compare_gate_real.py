@@ -21,6 +21,7 @@ from rich.console import Console
 from pyparbench.compare import compare, judge, print_text
 from pyparbench.report.terminal import print_summary
 from pyparbench.resultfiles import load
+from pyparbench.stats import input_spread
 from test_compare_gate import check_rows_and_legend
 from test_compare_real import pyparbench
 
@@ -30,6 +31,11 @@ pytest.importorskip("scipy.stats")
 
 SUITE = ("--quick", "--models", "dlrm-kaggle", "--batches", "1", "--no-operators",
          "--no-frameworks", "--repeats", "3")
+
+
+# Above this spread between processes (sd of ln process median) the 2-CPU run
+# is too noisy for a 1.5-2x change on a row to be significant.
+NOISY = 0.1
 
 
 @pytest.fixture(scope="module")
@@ -65,17 +71,33 @@ def test_two_runs_of_one_configuration_pass(runs: dict[str, Path]) -> None:
 def test_one_cpu_against_two_fails_on_the_thread_scaling_rows(runs: dict[str, Path]) -> None:
     if "one" not in runs:
         pytest.skip("taskset is missing or this process may use one CPU only")
+    base = load(runs["a"])
+    other = load(runs["one"])
+    # The thread-scaling rows: a setting that used both cores, with fewer
+    # threads on one CPU (the suite's grid follows the cores, so only the
+    # presets match across the two runs).
+    scaling = [(r, other.rows[k]) for k, r in base.rows.items()
+               if k in other.rows and r.threads and r.threads >= 2
+               and r.median_ns and other.rows[k].median_ns
+               and other.rows[k].threads != r.threads]
+    assert scaling
+    worst = max((b.median_ns or 0.0) / (a.median_ns or 1.0) for a, b in scaling)
+    if worst < 1.5:
+        # Other work on the two cores: the second core bought nothing.
+        pytest.skip(f"the thread-scaling rows are at most {worst:.2f}x slower on one CPU "
+                    "(a loaded machine): nothing for the gate to find")
+    spread = input_spread(base)
+    assert spread is not None  # the recommender's rounds measured settings twice
+    if spread.sigma > NOISY:
+        # Processes of one setting this far apart on the 2-CPU run: a row
+        # 1.5-2x slower is within what one or two processes a row can make,
+        # and the gate rightly passes.
+        pytest.skip(f"the 2-CPU run's processes of one setting are {spread.sigma:.0%} apart "
+                    f"(a loaded machine): the gate cannot tell {worst:.2f}x from noise")
     code, res = gate(str(runs["a"]), str(runs["one"]), "--fail-slower", "5%")
     g = res["gate"]
     assert isinstance(g, dict) and code == 1 and g["failed"], g
-    base = load(runs["a"])
-    other = load(runs["one"])
-    by_label = {r.label: r for r in base.rows.values()}
-    for label in g["failing"]:
-        row = by_label[label]
-        # A setting that used both cores, on one CPU now: more threads than CPUs.
-        assert row.threads is not None and row.threads >= 2, label
-        assert other.rows[row.key].threads != row.threads or other.cores == 1
+    assert set(g["failing"]) <= {a.label for a, _ in scaling}, g
 
 
 def test_real_tables_fit_80_columns(runs: dict[str, Path]) -> None:
