@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from pyparbench.cli import main
 from pyparbench.compare import compare, holm, judge, print_text
