@@ -178,8 +178,13 @@ def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     lines = out.splitlines()
     tf = next(line for line in lines if "tensorflow" in line)
     assert "11 ms" in tf and "22 ms" in tf and "2.000" in tf and tf.rstrip(" │").endswith("*")
-    b8 = next(line for line in lines if "mlp-512 b8" in line)
+    # Rows under their model and batch, a setting by its key (the legend
+    # below gives it in full).
+    head = next(i for i, line in enumerate(lines) if line.strip() == "mlp-512 b8")
+    b8 = lines[head + 1]
+    key = b8.split()[0]
     assert "n=3,3" in b8 and not b8.rstrip(" │").endswith("*")
+    assert f"  {key}: sync 1x2 library/onednn/openmp none" in lines
     assert "only in A (1):" in out and "only in B (2):" in out
     assert "not compared, a side has no timing (1):" in out
 

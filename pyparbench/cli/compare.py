@@ -5,7 +5,12 @@ a pytest-benchmark JSON file. The first is the baseline; per matched row the
 command prints both medians, the ratio, a Mann-Whitney U test p-value and a
 mark when p < alpha, the fingerprint fields in which the machines differ,
 and the rows found on one side only. A file that is not a result is one
-line on stderr naming it, exit status 2."""
+line on stderr naming it, exit status 2.
+
+``--fail-slower PCT`` (e.g. 5%) makes it a regression gate for CI: exit
+status 1 when a row is slower than the baseline by more than PCT and that
+is significant after Holm's correction over all the rows (a row that
+cannot be tested counts by its ratio alone), 0 otherwise."""
 
 from __future__ import annotations
 
@@ -26,6 +31,23 @@ def _alpha(text: str) -> float:
     return v
 
 
+def percent(text: str) -> float:
+    """An argparse type for ``--fail-slower``: a percentage such as 5% (above 0)."""
+    number = text.strip()
+    if not number.endswith("%"):
+        raise argparse.ArgumentTypeError(
+            f"--fail-slower takes a percentage such as 5%, got {text!r}")
+    try:
+        v = float(number[:-1])
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--fail-slower takes a percentage such as 5%, got {text!r}") from None
+    if not (0 < v <= 1e6):  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"--fail-slower must be above 0% (and at most 1000000%), got {text!r}")
+    return v
+
+
 def max_bytes(text: str) -> int:
     """An argparse type for ``--max-bytes``: a size such as 256M."""
     from pyparbench.resultfiles import parse_size
@@ -37,7 +59,7 @@ def max_bytes(text: str) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from pyparbench.compare import CompareError, compare, print_text, to_json
+    from pyparbench.compare import CompareError, compare, judge, print_text, to_json
     from pyparbench.resultfiles import load
 
     if args.html:
@@ -46,7 +68,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise CompareError(str(e)) from None
     inputs = [load(p, max_bytes=args.max_bytes) for p in args.inputs]
-    result = compare(inputs, alpha=args.alpha, normalize=args.normalize)
+    slower_than = None if args.fail_slower is None else 1.0 + args.fail_slower / 100.0
+    result = compare(inputs, alpha=args.alpha, normalize=args.normalize,
+                     slower_than=slower_than)
+    gate = judge(result) if slower_than is not None else None
     if args.html:
         from pyparbench.compare.html import write_html
 
@@ -55,12 +80,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         except OSError as e:
             raise CompareError(f"cannot write {args.html}: {e.strerror or e}") from None
     if args.json:
-        print_json(to_json(result))
+        print_json(to_json(result, gate))
     else:
-        print_text(result)
+        print_text(result, gate=gate)
         if args.html:
             print(f"page written to {args.html}")
-    return 0
+    return 1 if gate is not None and gate.failed else 0
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -74,6 +99,10 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--normalize", choices=("none", "per-core", "per-peak"), default="none",
                    help="per-core: latency x cores used; per-peak: latency x the machine's "
                         "measured peak GFLOP/s (needs summary.json's peak)")
+    p.add_argument("--fail-slower", type=percent, metavar="PCT",
+                   help="a regression gate: exit status 1 when a row is slower than the "
+                        "baseline by more than PCT (e.g. 5%%), significant after Holm's "
+                        "correction over the rows (untestable rows: by their ratio alone)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
     p.add_argument("--max-bytes", type=max_bytes, default="256M",

@@ -34,6 +34,11 @@ faster), tested one of three ways:
 
 A row is marked significant when p < alpha.
 
+``gate`` is the regression gate of ``--fail-slower PCT`` (one-sided tests
+of "slower beyond PCT", Holm's correction over the rows); ``names`` the
+inputs' letters; the terminal tables show short row keys with the settings
+in a legend (:mod:`pyparbench.report.legend`).
+
 Normalisation, so that machines of different sizes compare fairly:
 
 ``per-core``
@@ -62,9 +67,12 @@ from pyparbench.compare.match import (
     compare,
     machine_differences,
 )
-from pyparbench.compare.text import dumps, format_time, input_names, print_text, to_json
+from pyparbench.compare.gate import Gate, Verdict, holm, judge
+from pyparbench.compare.names import input_names
+from pyparbench.compare.text import dumps, format_time, print_text, to_json
 from pyparbench.compare.utest import MIN_SAMPLES, smallest_p_at_least, u_test
 
-__all__ = ["MIN_SAMPLES", "NORMALIZE", "Comparison", "CompareError", "Normalize", "Pair",
-           "RowResult", "Side", "compare", "dumps", "format_time", "input_names",
-           "machine_differences", "print_text", "smallest_p_at_least", "to_json", "u_test"]
+__all__ = ["MIN_SAMPLES", "NORMALIZE", "Comparison", "CompareError", "Gate", "Normalize", "Pair",
+           "RowResult", "Side", "Verdict", "compare", "dumps", "format_time", "holm",
+           "input_names", "judge", "machine_differences", "print_text", "smallest_p_at_least",
+           "to_json", "u_test"]

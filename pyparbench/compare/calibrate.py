@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["MIN_ROWS", "QUANTILE", "between_spread", "p_with_spread"]
+__all__ = ["MIN_ROWS", "QUANTILE", "between_spread", "p_slower_with_spread", "p_with_spread"]
 
 MIN_ROWS = 8
 QUANTILE = 0.25
@@ -57,9 +57,21 @@ def between_spread(log_ratios: Sequence[float], ses: Sequence[float]) -> float |
     return hi
 
 
+def p_slower_with_spread(log_ratio: float, se: float, tau: float, factor: float) -> float:
+    """The one-sided normal p that the ratio exceeds ``factor`` (the gate's
+    claim, :mod:`pyparbench.compare.slower`), against sqrt(se^2 + tau^2)."""
+    from scipy.stats import norm  # type: ignore[import-untyped]
+
+    d = log_ratio - math.log(factor)
+    scale = math.sqrt(se * se + tau * tau)
+    if scale == 0:
+        return 0.0 if d > 0 else 1.0
+    return float(norm.sf(d / scale))
+
+
 def p_with_spread(log_ratio: float, se: float, tau: float) -> float:
     """The two-sided normal p of ``log_ratio`` against sqrt(se^2 + tau^2)."""
-    from scipy.stats import norm  # type: ignore[import-untyped]
+    from scipy.stats import norm
 
     scale = math.sqrt(se * se + tau * tau)
     if scale == 0:

@@ -8,7 +8,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pyparbench.compare.batch_means import BlockTest, batch_means_test
-from pyparbench.compare.calibrate import MIN_ROWS, between_spread, p_with_spread
+from pyparbench.compare.calibrate import (
+    MIN_ROWS,
+    between_spread,
+    p_slower_with_spread,
+    p_with_spread,
+)
+from pyparbench.compare.slower import slower_p_processes, slower_p_runs
 from pyparbench.compare.utest import CompareError, u_test
 from pyparbench.machine.fingerprint import fingerprint_differences
 from pyparbench.resultfiles import ResultSet, Row
@@ -54,6 +60,10 @@ class RowResult:
     # Batch means only: the p of the runs within each process, before it is
     # widened by how much the comparison's rows say two processes differ.
     p_within: float | None = None
+    # With a gate (compare's ``slower_than``): the one-sided p of "slower
+    # than the baseline by more than that factor" (pyparbench.compare.slower),
+    # by the row's own test; None where the row is not tested.
+    slower_p: float | None = None
 
 
 @dataclass
@@ -86,6 +96,7 @@ class Comparison:
     # Each input's spread between processes (pyparbench.stats.input_spread),
     # None for one that never measured a setting in two processes.
     spreads: list[ProcessSpread | None] = field(default_factory=list)
+    slower_than: float | None = None  # the gate's factor (1.05 for 5 %), when one was asked
 
 
 def _cores_used(row: Row, rs: ResultSet) -> int | None:
@@ -130,7 +141,8 @@ def _side(row: Row, rs: ResultSet, factor: float) -> Side:
 
 def _compare_rows(a: Row, b: Row, ra: ResultSet, rb: ResultSet, alpha: float,
                   normalize: Normalize, spread_a: ProcessSpread | None,
-                  spread_b: ProcessSpread | None) -> tuple[RowResult, BlockTest | None]:
+                  spread_b: ProcessSpread | None, slower_than: float | None
+                  ) -> tuple[RowResult, BlockTest | None]:
     fa, why_a = _factor(a, ra, normalize)
     fb, why_b = _factor(b, rb, normalize)
     if fa is None or fb is None:
@@ -142,25 +154,33 @@ def _compare_rows(a: Row, b: Row, ra: ResultSet, rb: ResultSet, alpha: float,
         # are not independent, and processes differ more than runs do.
         est = estimate_ratio([x * fa for x in a.processes], [x * fb for x in b.processes],
                              spread_a, spread_b, level=1.0 - alpha)
+        slower = (None if slower_than is None else
+                  slower_p_processes(est.ratio, est.low, est.high, est.df, est.level,
+                                     slower_than))
         return RowResult(a.key, a.label, sa, sb, ratio, est.p_value, est.p_value < alpha,
-                         test="processes", low=est.low, high=est.high), None
+                         test="processes", low=est.low, high=est.high, slower_p=slower), None
     xa, xb = [x * fa for x in a.samples_ns], [x * fb for x in b.samples_ns]
     if "pytest-benchmark" in (ra.kind, rb.kind):
         # One process a side, its runs in the order they ran: batch means.
-        # The p is widened later, with every row of the pair (_widen).
+        # The p (and the gate's one-sided p) is set later, with every row of
+        # the pair (_widen).
         p, why, bt = batch_means_test(xa, xb, a.blocks, b.blocks)
         return RowResult(a.key, a.label, sa, sb, ratio, p, False, why,
                          test="blocks" if p is not None else "", p_within=p), bt
     p, why = u_test(xa, xb, alpha)
+    slower = (None if slower_than is None or p is None else
+              slower_p_runs(xa, xb, slower_than))
     return RowResult(a.key, a.label, sa, sb, ratio, p, p is not None and p < alpha, why,
-                     test="runs" if p is not None else ""), None
+                     test="runs" if p is not None else "", slower_p=slower), None
 
 
-def _widen(pair: Pair, blocks: dict[str, BlockTest], alpha: float) -> None:
+def _widen(pair: Pair, blocks: dict[str, BlockTest], alpha: float,
+           slower_than: float | None) -> None:
     """Batch-means rows (one process a side): each tested against its blocks'
     error and the spread between the two processes that the pair's rows show
     (:mod:`pyparbench.compare.calibrate`), or left untested when too few
-    rows tell."""
+    rows tell; with a gate, its one-sided p of "slower by more than
+    ``slower_than``" the same way."""
     tested = [blocks[r.key] for r in pair.rows if r.key in blocks]
     if not tested:
         return
@@ -176,7 +196,9 @@ def _widen(pair: Pair, blocks: dict[str, BlockTest], alpha: float) -> None:
                 f"means, too few ({MIN_ROWS} needed) to tell how much two processes differ"))
         else:
             p = p_with_spread(bt.log_ratio, bt.se, tau)
-            pair.rows[i] = replace(r, p_value=p, significant=p < alpha, note=(
+            slower = (None if slower_than is None else
+                      p_slower_with_spread(bt.log_ratio, bt.se, tau, slower_than))
+            pair.rows[i] = replace(r, p_value=p, significant=p < alpha, slower_p=slower, note=(
                 f"one process per side: batch means, with the processes {math.expm1(tau):.1%} "
                 "apart beyond their runs (from the rows' scatter)"))
 
@@ -190,8 +212,11 @@ def machine_differences(inputs: Sequence[ResultSet]) -> tuple[list[dict[str, Any
 
 
 def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
-            normalize: Normalize = "none") -> Comparison:
+            normalize: Normalize = "none", slower_than: float | None = None) -> Comparison:
     """Compare every input with the first (see the module docstring).
+    ``slower_than`` (a factor above 1, 1.05 for a 5 % gate): each tested
+    row also gets the one-sided p of being slower than the baseline by more
+    than that (:mod:`pyparbench.compare.gate` decides from them).
 
     Raises
     ------
@@ -203,6 +228,8 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
         raise CompareError("compare needs at least two inputs")
     if not 0 < alpha < 1:
         raise CompareError(f"alpha must be between 0 and 1, got {alpha}")
+    if slower_than is not None and not (math.isfinite(slower_than) and slower_than > 1):
+        raise CompareError(f"slower_than must be a factor above 1, got {slower_than!r}")
     if normalize not in NORMALIZE:
         raise CompareError(f"normalize must be one of {', '.join(NORMALIZE)}, got {normalize!r}")
     if normalize == "per-peak":
@@ -239,11 +266,11 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
                     for p, r in bad))
             else:
                 row, bt = _compare_rows(a, b, base, other, alpha, normalize, spreads[0],
-                                        spread)
+                                        spread, slower_than)
                 pair.rows.append(row)
                 if bt is not None:
                     blocks[row.key] = bt
-        _widen(pair, blocks, alpha)
+        _widen(pair, blocks, alpha, slower_than)
         pairs.append(pair)
     unit = {"none": "ns", "per-core": "core-ns", "per-peak": "peak-GFLOP"}[normalize]
     notes = [n for rs in inputs for n in rs.notes]
@@ -253,7 +280,7 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
                   "test), which reads any difference between two processes as significant"
                   for rs, s in zip(inputs, spreads, strict=True) if s is None]
     return Comparison(list(inputs), alpha, normalize, unit, diffs, unknown, pairs, notes,
-                      spreads)
+                      spreads, slower_than)
 
 
 def _one_line(text: str, limit: int = 80) -> str:

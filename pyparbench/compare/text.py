@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyparbench.compare.match import Comparison
-from pyparbench.resultfiles import ResultSet
+from pyparbench.compare.match import Comparison, RowResult
+from pyparbench.compare.names import input_names
+from pyparbench.report.legend import SettingsLegend
+from pyparbench.resultfiles import RowName
+
+if TYPE_CHECKING:
+    from pyparbench.compare.gate import Gate
 
 __all__ = ["dumps", "format_time", "input_names", "print_text", "test_legend", "to_json"]
 
@@ -24,9 +28,12 @@ def format_time(v: float, unit: str) -> str:
     return f"{v:.4g} {prefix}ns"
 
 
-def to_json(c: Comparison) -> dict[str, Any]:
-    """A JSON-serialisable form of the comparison (``--json``)."""
-    return {
+def to_json(c: Comparison, gate: Gate | None = None) -> dict[str, Any]:
+    """A JSON-serialisable form of the comparison (``--json``); with the
+    gate's verdict per row and overall when there is one."""
+    verdicts: list[list[Any]] = (gate.verdicts if gate is not None else
+                                 [[None] * len(p.rows) for p in c.pairs])
+    out: dict[str, Any] = {
         "alpha": c.alpha,
         "normalize": c.normalize,
         "unit": c.unit,
@@ -41,24 +48,36 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "no_fingerprint": c.unknown,
         "comparisons": [{
             "baseline": p.baseline, "other": p.other,
-            "rows": [{**asdict(r), "ratio_meaning": "other / baseline"} for r in p.rows],
+            "rows": [{**asdict(r), "ratio_meaning": "other / baseline",
+                      **({"gate": v.as_dict()} if v is not None else {})}
+                     for r, v in zip(p.rows, vs, strict=True)],
             "only_in_baseline": p.only_baseline, "only_in_other": p.only_other,
             "failed": p.failed,
             # One process a side: how far two processes are apart beyond their
             # runs (log units), from the rows (pyparbench.compare.calibrate).
             "between_spread": p.between_spread,
-        } for p in c.pairs],
+        } for p, vs in zip(c.pairs, verdicts, strict=True)],
         "notes": c.notes,
     }
+    if gate is not None:
+        out["gate"] = gate.as_dict()
+    return out
 
 
-def print_text(c: Comparison, *, file: Any = None) -> None:
-    """The comparison as terminal tables (rich), one per input against the baseline."""
+def print_text(c: Comparison, *, file: Any = None, gate: Gate | None = None,
+               width: int | None = None) -> None:
+    """The comparison as terminal tables (rich), one per input against the
+    baseline: a row shows a short key (model and batch above their rows,
+    then the name a setting ran under or its number), the settings in full
+    in the legend under the tables. ``gate``: the verdict of
+    ``--fail-slower`` marks its rows and closes the output."""
+    from rich import box
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    con = Console(file=file, highlight=False)
+    con = Console(file=file, highlight=False, width=width)
     names = input_names(c.inputs)
     for name, rs in zip(names, c.inputs):
         machine = rs.fields.get("cpu_model", "unknown CPU")
@@ -79,10 +98,15 @@ def print_text(c: Comparison, *, file: Any = None) -> None:
     for n in c.notes:
         con.print(f"[yellow]note: {escape(n)}[/yellow]")
     base = names[0]
-    for name, pair in zip(names[1:], c.pairs):
+    legend = SettingsLegend()
+    runners: dict[str, str] = {}
+    for index, (name, pair) in enumerate(zip(names[1:], c.pairs)):
         tests = {r.test for r in pair.rows if r.test}
+        # One space between columns and no vertical rules: the room goes to
+        # the row keys, which then fit 80 columns.
         table = Table(title=f"{name} against {base}"
-                      + (f" (normalised {c.normalize})" if c.normalize != "none" else ""))
+                      + (f" (normalised {c.normalize})" if c.normalize != "none" else ""),
+                      box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         table.add_column("row", overflow="fold")
         table.add_column(base, justify="right", no_wrap=True)
         table.add_column(name, justify="right", no_wrap=True)
@@ -92,18 +116,30 @@ def print_text(c: Comparison, *, file: Any = None) -> None:
                              no_wrap=True)
         table.add_column("p", justify="right", no_wrap=True)
         table.add_column("", no_wrap=True)
-        for r in pair.rows:
+        verdicts: list[Any] = (gate.verdicts[index] if gate is not None else
+                               [None] * len(pair.rows))
+        group = None
+        for r, v in sorted(zip(pair.rows, verdicts, strict=True),
+                           key=lambda rv: _order(c, rv[0])):
+            row_name = _row_name(c, r)
+            if row_name is not None and row_name.group != group:
+                group = row_name.group
+                table.add_row(Text(group, style="bold"))
+            cell = r.label if row_name is None else "  " + _short(row_name, legend, runners)
             interval = ([f"{r.low:.3f}-{r.high:.3f}" if r.low is not None and r.high is not None
                          else "-"] if "processes" in tests else [])
             if r.baseline is None or r.other is None or r.ratio is None:
-                table.add_row(escape(r.label), "-", "-", "-", *interval, "-", "")
+                table.add_row(escape(cell), "-", "-", "-", *interval, "-", "")
                 continue
             p = f"{r.p_value:.3g}" if r.p_value is not None else f"n={r.baseline.n},{r.other.n}"
             if r.test == "runs" and len(tests) > 1:
                 p += " U"  # this row's p is of per-run times, the others' of processes
-            table.add_row(escape(r.label), format_time(r.baseline.median, c.unit),
+            mark = "*" if r.significant else ""
+            if v is not None and v.slower:
+                mark = "slow" if v.tested else "slow?"
+            table.add_row(escape(cell), format_time(r.baseline.median, c.unit),
                           format_time(r.other.median, c.unit), f"{r.ratio:.3f}", *interval, p,
-                          "*" if r.significant else "")
+                          mark)
         con.print(table)
         notes = sorted({r.note for r in pair.rows if r.note})
         for n in notes:
@@ -115,8 +151,59 @@ def print_text(c: Comparison, *, file: Any = None) -> None:
                 con.print(f"{title} ({len(items)}):")
                 for item in items:
                     con.print(f"  {escape(item)}")
+    lines = legend.lines()
+    if runners:
+        lines.append("frameworks as framework:mode; " + ", ".join(
+            f"{short}: {full}" for full, short in runners.items()))
+    if lines:
+        con.print("settings of the rows (a preset's on the baseline, " + base + "):")
+        for line in lines:
+            con.print(Text("  " + line))
     con.print(f"{'/'.join(names[1:])}/{base}: ratio of medians (of latency: below 1 is "
               f"faster than {base}). {test_legend(c)} *: p < {c.alpha:g}.")
+    if gate is not None:
+        con.print(f"slow: slower than {base} by more than {gate.percent:g}%, one-sided "
+                  f"test significant after Holm's correction over the {_tested(gate)} tested "
+                  f"rows (alpha {gate.alpha:g}); slow?: a row that cannot be tested, slower "
+                  "by its ratio alone.")
+        con.print(Text(gate.line(), style="bold red" if gate.failed else "bold"))
+
+
+# Frameworks by a short name in the row keys (their full name in the legend).
+_RUNNERS = {"tensorflow": "tf", "onnxruntime": "ort"}
+
+
+def _short(n: RowName, legend: SettingsLegend, runners: dict[str, str]) -> str:
+    """A row's key within its group: '[framework:mode ]name-or-number', or its item."""
+    if n.item:
+        return n.item
+    key = legend.key(n.setting, n.chooser, n.group)
+    if not n.runner:
+        return key
+    framework, _, mode = n.runner.partition(" (")
+    if framework in _RUNNERS:
+        runners[framework] = _RUNNERS[framework]
+    return _RUNNERS.get(framework, framework) + (":" + mode.rstrip(")") if mode else "") + " " + key
+
+
+def _row_name(c: Comparison, r: RowResult) -> RowName | None:
+    row = c.inputs[0].rows.get(r.key)
+    return row.name if row is not None else None
+
+
+def _order(c: Comparison, r: RowResult) -> tuple[str, str, int, str]:
+    """Rows by group (model and batch), the native executor's first, named
+    settings before numbered ones, then by label."""
+    n = _row_name(c, r)
+    if n is None:
+        return (r.label, "", 0, "")
+    if n.item:
+        return (n.group, n.runner, 0, n.item)
+    return (n.group, n.runner, 1 if n.chooser else 2, n.chooser or r.label)
+
+
+def _tested(gate: Gate) -> int:
+    return sum(v.tested for vs in gate.verdicts for v in vs)
 
 
 def test_legend(c: Comparison) -> str:
@@ -137,12 +224,6 @@ def test_legend(c: Comparison) -> str:
                    + "two-sided Mann-Whitney U test of the per-run times, each run taken "
                      "as independent (n=a,b: too few samples).")
     return " ".join(out)
-
-
-def input_names(inputs: Sequence[ResultSet]) -> list[str]:
-    """A, B, C, ... (Z, then A1, B1, ...)."""
-    return [chr(ord("A") + i % 26) + (str(i // 26) if i >= 26 else "")
-            for i in range(len(inputs))]
 
 
 def dumps(c: Comparison) -> str:

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pyparbench.frameworks.spec import NO_MODULE
+from pyparbench.report.legend import SettingsLegend
 from pyparbench.report.summary import regret_unsure
 
 __all__ = ["MAX_WIDTH", "overhead_table", "print_summary", "summary_renderable",
@@ -18,8 +19,8 @@ __all__ = ["MAX_WIDTH", "overhead_table", "print_summary", "summary_renderable",
 
 MAX_WIDTH = 80
 # A rule under the heading only, and one space between columns: vertical
-# rules and double padding would cost the setting column the 18 characters
-# that keep it on one or two lines at 80 columns.
+# rules and double padding would cost the narrow columns room; the best
+# setting is a key, its settings in the legend under the table.
 BOX = box.SIMPLE_HEAD
 
 
@@ -36,16 +37,19 @@ def _pct(v: float | None, unsure: bool = False) -> str:
     return (">999%" if v > 9.99 else f"{100 * v:.0f}%") + ("?" if unsure else "")
 
 
-def summary_table(summary: Mapping[str, Any]) -> Table:
+def summary_table(summary: Mapping[str, Any], legend: SettingsLegend | None = None) -> Table:
     """Per model and batch: the best setting, its latency, its speed-up over
-    each preset, and the regret of the study's tuner and of the recommender."""
+    each preset, and the regret of the study's tuner and of the recommender.
+    The best setting is shown by a key (the name it ran under, or a number),
+    its settings in ``legend``."""
+    legend = legend if legend is not None else SettingsLegend()
     table = Table(title="best setting found vs the presets (median latency)",
                   title_style="bold", pad_edge=False, expand=True, box=BOX,
                   collapse_padding=True)
     table.add_column("model", no_wrap=True, max_width=14)
     table.add_column("b", justify="right", no_wrap=True)
     table.add_column("best ms", justify="right", no_wrap=True)
-    table.add_column("best setting", overflow="fold", ratio=1)
+    table.add_column("best", overflow="fold", ratio=1)
     for name in ("tf", "intel", "tuner"):
         table.add_column(f"x{name}", justify="right", no_wrap=True)
     table.add_column("tuner", justify="right", no_wrap=True)
@@ -56,7 +60,10 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
                           "-", "-", "-", "-", "-")
             continue
         regret = m.get("regret", {})
-        setting = _column_names(m["best"]["short"])
+        names, sep, full = m["best"]["label"].partition(": ")
+        if not sep or " " in names:  # no name: the label is the setting
+            names, full = "", m["best"]["label"]
+        setting = legend.key(full, _column_names(names), f"{m['model']} b{m['batch']}")
         if m["failed"]:
             setting += f" ({m['failed']} failed)"
         table.add_row(m["model"], str(m["batch"]), f"{m['best']['median_ms']:.3g}", setting,
@@ -70,13 +77,10 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
 _COLUMN_NAMES = {"recommended": "ours", "tftuner": "tuner", "tensorflow": "tf"}
 
 
-def _column_names(label: str) -> str:
-    """A setting's label with the names it ran under as the columns call
-    them ("recommended/tftuner: sync 1x2" -> "ours/tuner: sync 1x2")."""
-    names, sep, rest = label.partition(": ")
-    if not sep or " " in names:
-        return label
-    return "/".join(_COLUMN_NAMES.get(n, n) for n in names.split("/")) + sep + rest
+def _column_names(names: str) -> str:
+    """The names a setting ran under as the columns call them
+    ("recommended/tftuner" -> "ours/tuner")."""
+    return "/".join(_COLUMN_NAMES.get(n, n) for n in names.split("/")) if names else ""
 
 
 def overhead_table(summary: Mapping[str, Any]) -> Table | None:
@@ -110,7 +114,10 @@ def overhead_table(summary: Mapping[str, Any]) -> Table | None:
 def summary_renderable(summary: Mapping[str, Any], report: str | None = None) -> Group:
     """The table and the lines under it: what the columns mean, failures,
     the ceilings, and where the report is."""
-    parts: list[Any] = [summary_table(summary)]
+    legend = SettingsLegend()
+    parts: list[Any] = [summary_table(summary, legend)]
+    parts.append(Text("best: the best setting, by the name it ran under or a number:"))
+    parts += [Text("  " + line) for line in legend.lines()]
     parts.append(Text("xP: how many times faster the best setting is than preset P (tf: "
                       "TensorFlow's defaults, intel: Intel's advice, tuner: the study's "
                       "tuner); tuner, ours: how much slower the study's tuner's choice and "

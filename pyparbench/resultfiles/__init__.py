@@ -52,7 +52,7 @@ from pyparbench.resultfiles.records import (
     read_result,
     summary_records,
 )
-from pyparbench.resultfiles.rows import ResultSet, Row
+from pyparbench.resultfiles.rows import ResultSet, Row, RowName
 from pyparbench.resultfiles.schema import SCHEMA, STATUSES, Result, RunConfig
 from pyparbench.resultfiles.values import (
     DEFAULT_MAX_BYTES,
@@ -82,6 +82,7 @@ __all__ = [
     "STATUSES",
     "ResultSet",
     "Row",
+    "RowName",
     "check_record",
     "fingerprint_fields",
     "load",

@@ -10,7 +10,7 @@ from typing import Any
 
 from pyparbench.machine.fingerprint import fingerprint_differences
 from pyparbench.resultfiles.fingerprint import fingerprint_fields
-from pyparbench.resultfiles.rows import ResultSet, Row, set_machine
+from pyparbench.resultfiles.rows import ResultSet, Row, RowName, set_machine
 from pyparbench.resultfiles.schema import Result, check_record
 from pyparbench.resultfiles.values import (
     MAX_COUNT,
@@ -87,6 +87,7 @@ class _Entry:
     sweep: str | None
     sweep_label: str
     group: str  # its setting, the name aside: processes are pooled by it
+    name: RowName
     rounds: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -109,6 +110,7 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
         settings = dict(config["settings"])
         label, threads = settings_label(where, settings)
         name = settings.pop("name", "") or ""
+        full, _ = settings_label(where, settings)
         if not isinstance(name, str):
             raise ResultFileError(where, f"config.settings.name must be a string, "
                                          f"got {show(name)}")
@@ -116,7 +118,7 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
         if not int_ok(rnd, 0):
             raise ResultFileError(where, f"config.round must be an integer >= 0, got {show(rnd)}")
         base: dict[str, Any] = {"model": config["model"], "batch": config["batch"]}
-        head = ""
+        head = runner = ""
         if config.get("framework") is not None:
             # A framework's run of a setting is another row than the executor's.
             framework, mode = config["framework"], config.get("mode")
@@ -124,7 +126,8 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
                 raise ResultFileError(where, "config.framework and config.mode must be "
                                              f"names, got {show(framework)} and {show(mode)}")
             base.update(framework=framework, mode=mode)
-            head = f"{framework} ({mode}) " if mode else f"{framework} "
+            runner = f"{framework} ({mode})" if mode else framework
+            head = runner + " "
         # A preset is matched by its name: on another machine it resolves to
         # other thread counts, and comparing presets is the point.
         ident = {**base, "preset": name} if name else {**base, "settings": settings}
@@ -137,7 +140,9 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
                 None if name else canonical({**base, "settings": sweep_settings}),
                 printable(f"{head}{config['model']} b{config['batch']} "
                           + settings_sweep_label(settings)),
-                canonical({**base, "settings": settings}))
+                canonical({**base, "settings": settings}),
+                RowName(printable(f"{config['model']} b{config['batch']}"), printable(runner),
+                        printable(name), printable(full)))
         machine = r.get("machine")
         if isinstance(machine, dict) and machine:
             if rs.machine is None:
@@ -174,12 +179,12 @@ def _row(key: str, entry: _Entry, group: list[dict[str, Any]], processes: bool) 
         last = list(entry.rounds.values())[-1]
         return Row(key, entry.display, str(last["status"]), None, (), entry.threads,
                    entry.sweep, error=printable(" ".join(str(last.get("error", "")).split())),
-                   sweep_label=entry.sweep_label)
+                   sweep_label=entry.sweep_label, name=entry.name)
     medians = tuple(float(r["summary"]["median"]) for r in group)
     samples = tuple(float(x) for r in group for x in r.get("ns", ()))
     return Row(key, entry.display, "ok", statistics.median(medians), samples, entry.threads,
                entry.sweep, sweep_label=entry.sweep_label,
-               processes=medians if processes else ())
+               processes=medians if processes else (), name=entry.name)
 
 
 def same_machine(fields: dict[str, str], first: str, where: str, machine: dict[str, Any]
@@ -256,7 +261,8 @@ def add_summary(rs: ResultSet, where: Path, summary: dict[str, Any]) -> None:
             key = canonical({"operator": name, "threads": threads})
             rs.rows[key] = Row(key, f"op {name} t{threads}", "ok", median, (), threads, sweep,
                                float(flops) / 1e9 if flops is not None else None,
-                               sweep_label=f"op {name}")
+                               sweep_label=f"op {name}",
+                               name=RowName(f"op {name}", item=f"t{threads}"))
 
 
 def read_peak(where: Path, summary: dict[str, Any]) -> dict[int, float] | None:

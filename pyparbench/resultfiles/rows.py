@@ -10,10 +10,23 @@ from typing import Any, Literal
 from pyparbench.resultfiles.fingerprint import fingerprint_fields, usable_cores
 from pyparbench.resultfiles.values import ResultFileError, show
 
-__all__ = ["Kind", "ResultSet", "Row", "set_machine"]
+__all__ = ["Kind", "ResultSet", "Row", "RowName", "set_machine"]
 
 
 Kind = Literal["pyparbench", "pytest-benchmark"]
+
+
+@dataclass(frozen=True)
+class RowName:
+    """A row's label in parts, so that a table can show a short key (its
+    group and chooser, or a settings number) with the full settings in a
+    legend."""
+
+    group: str  # what it measures: "mlp-512 b1", "op gemm 1024x700x512"
+    runner: str = ""  # a framework's run: "torch (script)"; "" for the native executor
+    chooser: str = ""  # the preset or name it ran under
+    setting: str = ""  # its full settings, the name left out
+    item: str = ""  # its place in the group when it is not a setting: "t2"
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,7 @@ class Row:
     # Run counts of the blocks ``samples_ns`` was timed in, in order (the
     # pytest plugin's ``ppb_bench`` records them), when the file says.
     blocks: tuple[int, ...] = ()
+    name: RowName | None = None  # the label in parts, where the file gives them
 
 
 @dataclass
