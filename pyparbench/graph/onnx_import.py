@@ -605,7 +605,10 @@ class _Importer:
             c = np.asarray(c, np.float64).reshape((1,) * (r - c.ndim) + c.shape)
             return np.broadcast_to(_block(c, i, j), block).reshape(inner)
 
-        view = (before, inner) if after == 1 else (before, inner, after)
+        # Constants along the channels alone (or scalars, spread over them):
+        # the tensor itself, so that its layout (NHWC in the native plan) and
+        # the fusion passes carry through; else a view of the span.
+        view = s if i == j == 1 else (before, inner) if after == 1 else (before, inner, after)
         y = self.reshape(x, view)
         bn = self.b.batch_norm(y, eps=_AFFINE_EPS, scale=scale is not None,
                                name=self._name if view == s and final else self._fresh("affine"))
