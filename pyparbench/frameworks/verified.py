@@ -12,7 +12,12 @@ references: the framework as it comes (no knob set, every CPU: a user's
 contender runs in a fresh process pinned to its CPUs, all of them taking
 turns run by run (:func:`~pyparbench.frameworks.lockstep.run_lockstep`),
 so that a slow spell of a shared machine falls on every contender alike;
-the answer is the contender measured fastest (the lowest median), with its
+the answer is the contender measured fastest, read in pairs as the
+recommender's own verification reads its rounds (the recommended setting,
+unless another ran faster by more than
+:data:`~pyparbench.recommender.verify.SWITCH` in the median of the
+per-step ratios and in at least
+:data:`~pyparbench.recommender.verify.CONSISTENT` of the steps), with its
 paired ratio against each other one and that ratio's distribution-free
 interval.
 
@@ -33,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from pyparbench.frameworks.lockstep import Contender, LockstepResult, run_lockstep
 from pyparbench.frameworks.mapping import FRAMEWORKS, check_mode, map_settings
 from pyparbench.frameworks.spec import ModelRef, not_applicable
+from pyparbench.recommender.verify import CONSISTENT, SWITCH
 from pyparbench.settings import Settings
 
 if TYPE_CHECKING:
@@ -128,11 +134,13 @@ class FrameworkCheck:
         width = max(len(m.label) for m in self.measured)
         for m in self.measured:
             ratio = ("fastest" if m.label == self.fastest else
-                     f"x{m.vs_fastest:.3f} [{m.low:.3f}, {m.high:.3f}] the fastest's time")
+                     f"x{m.vs_fastest:.3f} [{m.low:.3f}, {m.high:.3f}] of the fastest's time")
             lines.append(f"    {m.label:{width}s}  {m.median_ns / 1e6:8.4f} ms  {ratio}  "
                          f"({m.setting})")
         win = next(m for m in self.measured if m.label == self.fastest)
-        lines.append(f"  fastest in {self.framework}: {self.fastest} ({win.setting})")
+        lines.append(f"  fastest in {self.framework}: {self.fastest} ({win.setting}); the "
+                     "recommended setting stands unless another ran more than "
+                     f"{SWITCH:.0%} faster in pairs, in {CONSISTENT:.0%} of the steps")
         level = f"{self.confidence:.0%}"
         for other, r in self.regret.items():
             lines.append(f"    its regret against {other}: x{r['median']:.3f} "
@@ -230,7 +238,19 @@ def _summarise(lock: LockstepResult, contenders: Sequence[Contender],
 
     ok = [c for c in contenders if c.label not in lock.errors]
     medians = {c.label: statistics.median(lock.ns[c.label]) for c in ok}
-    fastest = min(medians, key=lambda k: medians[k])
+    # As the recommender's verification switches: the recommended setting
+    # stands unless another is measured faster by more than SWITCH (the
+    # median of the per-step ratios) and in at least CONSISTENT of the
+    # steps; the best such one is taken.
+    fastest = RECOMMENDED if RECOMMENDED in medians else min(medians, key=medians.__getitem__)
+    best_gain, winner = 1.0, fastest
+    for c in ok:
+        if c.label == fastest:
+            continue
+        r = lock.ratio(c.label, fastest, confidence)  # above 1: c faster
+        if r.median > max(best_gain, 1 + SWITCH) and r.a_faster >= CONSISTENT * r.steps:
+            best_gain, winner = r.median, c.label
+    fastest = winner
     regret: dict[str, dict[str, float]] = {}
     measured = []
     for c in ok:
@@ -254,6 +274,6 @@ def _summarise(lock: LockstepResult, contenders: Sequence[Contender],
                                  dict(mapping.get("knobs", {})), dict(answer.get("env", {})),
                                  mapping.get("cpus"), reported,
                                  None if c.defaults else settings[c.label]))
-    measured.sort(key=lambda m: m.median_ns)
+    measured.sort(key=lambda m: (m.label != fastest, m.vs_fastest))
     return FrameworkCheck(framework, mode, model, batch, lock.steps, confidence, measured,
                           fastest, regret, left_out, dict(lock.errors))
