@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 from pyparbench.frameworks.lockstep import Contender, LockstepResult, run_lockstep
 from pyparbench.frameworks.mapping import FRAMEWORKS, check_mode, map_settings
 from pyparbench.frameworks.spec import ModelRef, not_applicable
-from pyparbench.recommender.verify import CONSISTENT, SWITCH
 from pyparbench.settings import Settings
 
 if TYPE_CHECKING:
@@ -129,6 +128,10 @@ class FrameworkCheck:
                 "regret": self.regret, "left_out": self.left_out, "errors": self.errors}
 
     def format(self) -> str:
+        # Here, not at the top: a framework's child imports this package and
+        # must never load the native core, which the recommender does.
+        from pyparbench.recommender.verify import CONSISTENT, SWITCH
+
         lines = [f"  in {self.framework} ({self.mode}), {self.steps} steps in lockstep, each "
                  "contender in a fresh process pinned to its CPUs:"]
         width = max(len(m.label) for m in self.measured)
@@ -235,6 +238,8 @@ def _summarise(lock: LockstepResult, contenders: Sequence[Contender],
                settings: dict[str, Settings], framework: str, mode: str, model: str,
                batch: int, confidence: float, left_out: dict[str, str]) -> FrameworkCheck:
     import statistics
+
+    from pyparbench.recommender.verify import CONSISTENT, SWITCH
 
     ok = [c for c in contenders if c.label not in lock.errors]
     medians = {c.label: statistics.median(lock.ns[c.label]) for c in ok}
