@@ -179,3 +179,22 @@ def test_a_file_is_not_applicable_in_torch_or_tensorflow(
     code, out, err = _main(capsys, "recommend", str(path), "--framework", framework)
     assert code == 2 and out == ""
     assert err == f"pyparbench recommend: error: {NO_MODULE}\n"
+
+
+@pytest.mark.skipif(not HAVE["onnxruntime"], reason="onnxruntime is not installed")
+def test_when_no_contender_runs_the_check_says_why_for_each(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyparbench as ppb
+    from pyparbench.frameworks.child import HOOK_ENV
+    from pyparbench.models import build
+
+    rec = ppb.recommend(build("mlp-512", 1), calibrate=False, verify=0)
+    # Every ONNX Runtime child imports a module that is not there.
+    monkeypatch.setenv(HOOK_ENV, "import=pyparbench_no_such_module@onnxruntime")
+    with pytest.raises(ValueError) as got:
+        verified.check_in_framework(rec, "mlp-512", "onnxruntime", steps=2, timeout=120)
+    msg = str(got.value)
+    assert msg.startswith("nothing measured in onnxruntime: ") and "\n" not in msg
+    for label in ("recommended", "intel", "defaults"):
+        assert f"{label}: onnxruntime (all) on mlp-512 batch 1 under " in msg, label
+    assert "under its own defaults: cannot import pyparbench_no_such_module" in msg
