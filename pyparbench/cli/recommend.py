@@ -12,6 +12,13 @@ them): per instance the launch line (its CPUs, its NUMA memory), and per
 framework the environment and code, with what the framework cannot take
 and the closest setting it takes instead; ``--emit shell|python`` prints
 only the part to paste.
+
+``--framework onnxruntime|torch|tensorflow`` then checks the answer in that
+framework on this machine: the best predicted candidates, each translated
+into the framework's knobs, against the framework's own defaults and
+Intel's preset in it, each in a fresh pinned process, in lockstep
+(``--steps`` runs each); the setting measured fastest there is given with
+its regret interval against the others, and written for the framework.
 """
 
 from __future__ import annotations
@@ -38,11 +45,16 @@ def _cmd_recommend(args: argparse.Namespace) -> int:
         # argparse's own error (usage, exit 2), before any work.
         args.parser.error("--emit needs --for FRAMEWORK (one of "
                           f"{', '.join(_targets())})")
+    name = resolve(args.model)
+    if args.check_in:
+        _check_first(args, name)
     libraries = tuple(x for x in args.libraries.split(",") if x)
-    rec = recommend(build(resolve(args.model), args.batch), topology=args.topology,
+    rec = recommend(build(name, args.batch), topology=args.topology,
                     objective=args.objective, calibrate=not args.no_calibrate,
                     allow_smt=args.smt, libraries=libraries, recalibrate=args.recalibrate,
                     verify=0 if args.no_verify else 3)
+    if args.check_in:
+        return _check(rec, args, name)
     dep = _deployment(rec, args)
     if args.emit == "shell":
         sys.stdout.write(dep.shell(args.framework))
@@ -53,6 +65,53 @@ def _cmd_recommend(args: argparse.Namespace) -> int:
     else:
         print(rec.format())
         print(dep.format())
+    return 0
+
+
+def _check_first(args: argparse.Namespace, name: str) -> None:
+    """What makes --framework impossible, said before the recommender runs."""
+    from pyparbench.frameworks.spec import ModelRef, not_applicable
+    from pyparbench.frameworks.verified import check_installed
+
+    if args.topology is not None:
+        args.parser.error("--framework measures on this machine: leave out --topology")
+    check_installed(args.check_in)
+    why = not_applicable(args.check_in, ModelRef(name, args.batch or 1).to_spec())
+    if why is not None:
+        raise ValueError(why)
+
+
+def _check(rec: Recommendation, args: argparse.Namespace, name: str) -> int:
+    """The recommendation checked in --framework, and the fastest setting
+    there as that framework takes it."""
+    from pyparbench.frameworks.deploy import deployment
+    from pyparbench.frameworks.verified import check_in_framework
+    from pyparbench.settings import instance_cpus
+    from pyparbench.threading.topology import topology
+
+    check = check_in_framework(rec, name, args.check_in, steps=args.steps)
+    target = args.framework or args.check_in
+    dep = None
+    settings = next(m.settings for m in check.measured if m.label == check.fastest)
+    if settings is not None:
+        topo = topology()
+        dep = deployment(settings, instance_cpus(settings, topo), topo,
+                         batch=rec.predicted.instance_batch, targets=(target,),
+                         program=args.program)
+    if args.emit:
+        if dep is None:
+            sys.stdout.write(f"# {args.check_in}'s own defaults measured fastest: "
+                             "set nothing\n")
+        else:
+            sys.stdout.write(dep.shell(target) if args.emit == "shell" else dep.python(target))
+    elif args.json:
+        print_json({**rec.as_dict(), "framework_check": check.as_dict(),
+                    "deploy": dep.as_dict() if dep is not None else None})
+    else:
+        print(rec.format())
+        print(check.format())
+        print(dep.format() if dep is not None else
+              f"  deploy: {args.check_in} as it comes (set no knob)")
     return 0
 
 
@@ -101,6 +160,15 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         f"({', '.join(names.LIBRARIES)}; default onednn)")
     p.add_argument("--for", dest="framework", choices=_targets(), default=None,
                    help="the framework the setting is written for (default: all of them)")
+    p.add_argument("--framework", dest="check_in", choices=("onnxruntime", "torch",
+                                                            "tensorflow"), default=None,
+                   help="check the answer in this framework on this machine: the best "
+                        "predicted candidates in its knobs against its own defaults and "
+                        "Intel's preset, each in a pinned process, in lockstep; the "
+                        "fastest measured is the answer")
+    p.add_argument("--steps", type=positive_int("--steps"), default=30, metavar="N",
+                   help="with --framework: timed runs of each contender, taken in turn "
+                        "(default 30)")
     p.add_argument("--program", default="python serve.py", metavar="COMMAND",
                    help="what each instance's launch line starts (default: python serve.py)")
     out = p.add_mutually_exclusive_group()

@@ -20,6 +20,9 @@ executor's trace) and, natively, each node's isolated-kernel time and its
 plan kernel's time alone. A job that fails is reported as such; the others
 still run.
 
+With ``"defaults": true`` the child applies no knob: the framework runs
+as it comes (its ``knobs`` say only how the model is built).
+
 With ``"lockstep": true`` in the request the child runs its one job's
 timed runs one at a time, each on the parent's ``go`` (see
 :mod:`pyparbench.frameworks.lockstep`).
@@ -84,16 +87,19 @@ def _prepare(framework: str, fw: Any, graph: Any, inputs: Any, req: Mapping[str,
     return native_runtime.prepare(graph, inputs, Settings(**s))
 
 
-def _configure(framework: str, fw: Any, knobs: Mapping[str, Any]) -> dict[str, Any]:
+def _configure(framework: str, fw: Any, knobs: Mapping[str, Any], defaults: bool = False
+               ) -> dict[str, Any]:
+    """Applies the knobs (``defaults``: none, the framework's own) and
+    returns what the framework reports."""
     if framework == "tensorflow":
         from pyparbench.frameworks.tensorflow import knobs as tf_knobs
 
         fw.get_logger().setLevel("ERROR")  # retracing notes when one child runs many graphs
-        return tf_knobs.configure(fw, knobs)
+        return tf_knobs.report(fw) if defaults else tf_knobs.configure(fw, knobs)
     if framework == "torch":
         from pyparbench.frameworks.torch import knobs as torch_knobs
 
-        return torch_knobs.configure(fw, knobs)
+        return torch_knobs.report(fw) if defaults else torch_knobs.configure(fw, knobs)
     if framework == "onnxruntime":
         from pyparbench.frameworks.onnxruntime import knobs as ort_knobs
 
@@ -196,7 +202,7 @@ def main() -> int:
         return 0
     import_s = time.perf_counter() - t0
     try:
-        reported = _configure(framework, fw, req["knobs"])
+        reported = _configure(framework, fw, req["knobs"], bool(req.get("defaults")))
     except ValueError as e:  # the framework refused a knob's value: named, one line
         print(json.dumps({"status": "error", "stage": "configure", "error": str(e)}))
         return 0

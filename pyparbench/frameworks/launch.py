@@ -26,6 +26,7 @@ from pyparbench.frameworks.mapping import (
     FRAMEWORKS,
     check_framework,
     check_mode,
+    default_knobs,
     map_settings,
 )
 from pyparbench.frameworks.spec import GraphLike, describe, not_applicable, to_spec
@@ -129,9 +130,11 @@ class ChildPlan:
 
 def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = None,
                mode: str | None = None, *, python: str | None = None,
-               **request_extra: Any) -> ChildPlan:
+               defaults: bool = False, **request_extra: Any) -> ChildPlan:
     """The request, environment and CPUs of a child running ``jobs`` (in
-    ``python``, another install's interpreter, if given)."""
+    ``python``, another install's interpreter, if given). ``defaults``: the
+    framework as it comes, no knob set, no environment of ours, every CPU
+    (``settings`` then only labels the run)."""
     if framework not in TARGETS:
         raise ValueError(f"unknown framework {framework!r}; valid: {', '.join(TARGETS)}")
     settings = settings if settings is not None else Settings()
@@ -140,13 +143,25 @@ def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = 
     if not jobs:
         raise ValueError("a framework child needs at least one job")
     requests = [j.to_request() for j in jobs]
-    cpus = child_cpus(settings)
-    if framework == "native":
-        mode = None
-        knobs: dict[str, Any] = {}
+    cpus = None if defaults else child_cpus(settings)
+    if defaults:
+        if framework == "native":
+            raise ValueError("defaults=True is for a framework; native runs a Settings")
+        mode = check_mode(framework, mode)
+        knobs: dict[str, Any] = default_knobs(framework, mode)
         extra: dict[str, str] = {}
+        if framework == "tensorflow":
+            extra["TF_CPP_MIN_LOG_LEVEL"] = "2"  # the child's stderr: errors only
+        mapping: dict[str, Any] = {"framework": framework, "mode": mode, "defaults": True,
+                                   "cpus": None, "env": {}, "knobs": knobs}
         not_applicable: list[dict[str, Any]] = []
-        mapping: dict[str, Any] = {"framework": "native", "cpus": cpus}
+        request_extra["defaults"] = True
+    elif framework == "native":
+        mode = None
+        knobs = {}
+        extra = {}
+        not_applicable = []
+        mapping = {"framework": "native", "cpus": cpus}
     else:
         mode = check_mode(framework, mode)
         cfg = map_settings(framework, settings, mode, cpus)
@@ -158,6 +173,8 @@ def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = 
     config = {"framework": framework, "mode": mode, "settings": settings.as_dict(),
               "graphs": [describe(r["graph"]) for r in requests], "cpus": cpus}
     label = describe_config(framework, mode, settings, [r["graph"] for r in requests])
+    if defaults:
+        label = label.rsplit(" under ", 1)[0] + " under its own defaults"
     env = child_process.child_env(settings, core=framework == "native", extra=extra)
     shown = dict(extra)
     if HOOK_ENV in env:

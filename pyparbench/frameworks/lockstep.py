@@ -46,13 +46,15 @@ class Contender:
     ``name`` labels it (default "framework/mode"), needed where two
     contenders of one framework differ; ``python``: the interpreter of
     another install to run it in (for example pyparbench built against
-    another oneDNN), None for this one."""
+    another oneDNN), None for this one; ``defaults``: the framework as it
+    comes, no knob set and every CPU (``settings`` ignored)."""
 
     framework: str
     mode: str | None = None
     settings: Settings | None = None
     name: str | None = None
     python: str | None = None
+    defaults: bool = False
 
     @property
     def label(self) -> str:
@@ -211,7 +213,8 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
     if not timeout > 0:
         raise ValueError(f"timeout must be > 0, got {timeout!r}")
     plans = [plan_child(c.framework, [Job(graph, repeats=0, warmup=warmup)], c.settings,
-                        c.mode, python=c.python, lockstep=True) for c in contenders]
+                        c.mode, python=c.python, defaults=c.defaults, lockstep=True)
+             for c in contenders]
     deadline = time.monotonic() + timeout
     result = LockstepResult(labels, {lab: [] for lab in labels},
                             settle_s={lab: [] for lab in labels})

@@ -60,7 +60,7 @@ from pyparbench.names import DEFAULT_MODES, FRAMEWORKS, MODES, check_framework, 
 from pyparbench.settings import Settings
 
 __all__ = ["DEFAULT_MODES", "FRAMEWORKS", "MODES", "OPENMP", "FrameworkConfig", "NotApplicable",
-           "check_framework", "check_mode", "map_settings"]
+           "check_framework", "check_mode", "default_knobs", "map_settings"]
 
 # A plain OpenMP program: not a framework pyparbench runs, but one a setting
 # is deployed to (its environment).
@@ -206,8 +206,7 @@ def _torch(cfg: FrameworkConfig) -> None:
 def _onnxruntime(cfg: FrameworkConfig) -> None:
     s = cfg.settings
     na = cfg.not_applicable
-    level = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED",
-             "basic": "ORT_ENABLE_BASIC", "disabled": "ORT_DISABLE_ALL"}[cfg.mode]
+    level = _LEVELS[cfg.mode]
     cfg.knobs.update({
         "intra_op_num_threads": s.intra_op, "inter_op_num_threads": s.inter_op,
         "execution_mode": "ORT_SEQUENTIAL" if s.scheduler == "sync" else "ORT_PARALLEL",
@@ -276,6 +275,27 @@ def _affinity_name(s: Settings) -> str:
 
 
 MAPPERS = {"tensorflow": _tensorflow, "torch": _torch, "onnxruntime": _onnxruntime}
+_LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED",
+           "basic": "ORT_ENABLE_BASIC", "disabled": "ORT_DISABLE_ALL"}
+
+
+def default_knobs(framework: str, mode: str | None = None) -> dict[str, Any]:
+    """The knobs of a framework left at its own defaults: only what its
+    ``mode`` says (how the model is built), no thread count, scheduler,
+    spinning or affinity; the child then sets nothing and the process keeps
+    every CPU (as a user's ``python serve.py`` with no setting).
+
+    Raises
+    ------
+    ValueError
+        An unknown framework or mode.
+    """
+    mode = check_mode(framework, mode)
+    if framework == "tensorflow":
+        return {"jit_compile": mode == "xla"}
+    if framework == "torch":
+        return {"fork_branches": False}
+    return {"graph_optimization_level": _LEVELS[mode]}
 
 
 def map_settings(framework: str, settings: Settings, mode: str | None = None,

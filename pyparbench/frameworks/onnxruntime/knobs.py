@@ -36,9 +36,13 @@ def configure(ort: Any, knobs: Mapping[str, Any]) -> dict[str, Any]:
 def session_options(ort: Any, knobs: Mapping[str, Any], profile_prefix: str | None = None
                     ) -> Any:
     so = ort.SessionOptions()
-    so.intra_op_num_threads = int(knobs["intra_op_num_threads"])
-    so.inter_op_num_threads = int(knobs["inter_op_num_threads"])
-    so.execution_mode = getattr(ort.ExecutionMode, knobs["execution_mode"])
+    # A knob left out stays at ONNX Runtime's default (a defaults run sets none).
+    if "intra_op_num_threads" in knobs:
+        so.intra_op_num_threads = int(knobs["intra_op_num_threads"])
+    if "inter_op_num_threads" in knobs:
+        so.inter_op_num_threads = int(knobs["inter_op_num_threads"])
+    if "execution_mode" in knobs:
+        so.execution_mode = getattr(ort.ExecutionMode, knobs["execution_mode"])
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
                                           knobs["graph_optimization_level"])
     for key in CONFIG_ENTRIES:

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["code", "configure"]
+__all__ = ["code", "configure", "report"]
 
 
 def _apply(call: str, set_: Callable[[], object]) -> None:
@@ -38,6 +38,13 @@ def configure(tf: Any, knobs: Mapping[str, Any]) -> dict[str, Any]:
            lambda: threading.set_intra_op_parallelism_threads(intra))
     _apply(f"tf.config.experimental.set_synchronous_execution({sync})",
            lambda: tf.config.experimental.set_synchronous_execution(sync))
+    return report(tf)
+
+
+def report(tf: Any) -> dict[str, Any]:
+    """What TensorFlow reports: its pools (0: its own choice), the
+    scheduler, the oneDNN switch, its version."""
+    threading = tf.config.threading
     return {
         "inter_op_parallelism_threads": threading.get_inter_op_parallelism_threads(),
         "intra_op_parallelism_threads": threading.get_intra_op_parallelism_threads(),

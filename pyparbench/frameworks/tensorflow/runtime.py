@@ -32,7 +32,8 @@ class TFModel:
         self.forward = GraphFunction(tf, graph)
         self._feeds = self.forward.feeds(inputs)
         self._fn = tf.function(self.forward, jit_compile=jit)
-        self._sync = bool(knobs["synchronous_execution"])
+        # Not set (TensorFlow's defaults): its default, synchronous.
+        self._sync = bool(knobs.get("synchronous_execution", True))
 
     def step(self) -> None:
         self._fn(*self._feeds)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["code", "configure"]
+__all__ = ["code", "configure", "report"]
 
 
 def _apply(call: str, set_: Callable[[], object]) -> None:
@@ -32,6 +32,11 @@ def configure(torch_mod: Any, knobs: Mapping[str, Any]) -> dict[str, Any]:
     _apply(f"torch.set_num_interop_threads({inter})",
            lambda: torch_mod.set_num_interop_threads(inter))
     torch_mod.backends.mkldnn.enabled = bool(knobs["mkldnn"])
+    return report(torch_mod)
+
+
+def report(torch_mod: Any) -> dict[str, Any]:
+    """What PyTorch reports: its thread counts, convolution library, version."""
     return {"num_threads": torch_mod.get_num_threads(),
             "num_interop_threads": torch_mod.get_num_interop_threads(),
             "mkldnn": bool(torch_mod.backends.mkldnn.enabled),
