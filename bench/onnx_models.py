@@ -2,7 +2,7 @@
 imported: does every one map, match ONNX Runtime, and run as fast?
 
     python bench/onnx_models.py [--models resnet18,...] [--threads 1,2] [--steps 21]
-                                [--batch 1] [--out DIR] [--json out.json]
+                                [--batch 1] [--out DIR] [--json out.json] [--strict]
 
 Each model is torchvision's architecture with random weights (no download),
 exported with ``torch.onnx.export(..., dynamo=True)`` at ``--batch``, then,
@@ -99,6 +99,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=21, help="paired runs per model and count")
     ap.add_argument("--out", default="onnx-models", help="where the exported files go")
     ap.add_argument("--json", help="also write every figure here")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit 1 when a model does not export, import or run")
     a = ap.parse_args()
 
     from pyparbench.frameworks import Contender, ModelRef, run_lockstep
@@ -139,6 +141,7 @@ def main() -> None:
                                 Contender("onnxruntime", settings=s)],
                                steps=a.steps, timeout=1800.0)
             if res.errors or not res.steps:
+                refused.setdefault(name, f"failed at {t} thread(s): {res.errors}")
                 row[f"t{t}"] = {"errors": res.errors}
                 cells += f"  failed: {res.errors}"
                 continue
@@ -161,6 +164,8 @@ def main() -> None:
         print(f"not imported: {name}: {why}")
     if a.json:
         Path(a.json).write_text(json.dumps({"rows": rows, "refused": refused}, indent=1))
+    if a.strict and refused:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

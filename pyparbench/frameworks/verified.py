@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -206,9 +206,12 @@ def contenders_for(rec: Recommendation, framework: str, mode: str | None = None,
 def check_in_framework(rec: Recommendation, model: str, framework: str, *,
                        mode: str | None = None, steps: int = 30, warmup: int = 3,
                        top: int | None = None, confidence: float = 0.95,
-                       timeout: float = 600.0) -> FrameworkCheck:
+                       timeout: float = 600.0,
+                       references: Mapping[str, Settings] | None = None) -> FrameworkCheck:
     """``rec`` (recommended on this machine for registered model or file
     ``model`` at its batch) checked in ``framework``: see the module docstring.
+    ``references``: more settings to measure beside the defaults and Intel's
+    preset (by label, e.g. the study's tuner), translated the same way.
 
     Raises
     ------
@@ -225,6 +228,11 @@ def check_in_framework(rec: Recommendation, model: str, framework: str, *,
     if why is not None:
         raise ValueError(why)
     contenders, settings, left_out = contenders_for(rec, framework, mode, top=top)
+    for label, extra in (references or {}).items():
+        if label in settings or label == DEFAULTS:
+            raise ValueError(f"reference label {label!r} is taken")
+        settings[label] = extra.with_(name="")
+        contenders.insert(-1, Contender(framework, mode, settings[label], name=label))
     lock = run_lockstep(ref, contenders, steps=steps, warmup=warmup, timeout=timeout)
     ok = [c.label for c in contenders if c.label not in lock.errors]
     if lock.steps == 0 or not any(lab not in (DEFAULTS, INTEL) for lab in ok):
