@@ -21,6 +21,7 @@ from pyparbench.compare import compare
 from pyparbench.compare.batch_means import MIN_BLOCKS, batch_means_test, blocks_for
 from pyparbench.compare.calibrate import MIN_ROWS, between_spread, p_with_spread
 from pyparbench.resultfiles import load
+from _support import IMPORTED_FROM
 
 # Slow (pytest runs in processes of their own): left out of the quick run.
 pytestmark = pytest.mark.slow
@@ -69,7 +70,7 @@ PLUGIN: tuple[str, ...] = () if _installed() else ("-p", "pyparbench.pytest_plug
 
 def _run(where: Path, name: str, scale: int) -> Path:
     out = where / f"{name}.json"
-    env = {**os.environ, "SCALE": str(scale), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "SCALE": str(scale), "PYTHONPATH": IMPORTED_FROM}
     proc = subprocess.run(
         [sys.executable, "-P", "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider", "-q",
          "test_suite.py", f"--benchmark-json={out}", "--benchmark-save-data"],

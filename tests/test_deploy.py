@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 import _topo_xml as tx
+from _support import IMPORTED_FROM
 from pyparbench.frameworks.deploy import TARGETS, Deployment, deployment
 from pyparbench.frameworks.mapping import map_settings
 from pyparbench.settings import Settings, instance_cpus
@@ -153,7 +154,7 @@ def run_as_emitted(dep: Deployment, framework: str, folder: Path) -> list[dict[s
     if framework == "onnxruntime":
         _matmul_model(folder / "model.onnx")
     script = dep.shell(framework)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": IMPORTED_FROM,
            "OMP_DISPLAY_ENV": "verbose"}  # libgomp prints what it read (stderr)
     for k in ("OMP_NUM_THREADS", "GOMP_CPU_AFFINITY", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
         env.pop(k, None)
@@ -469,7 +470,7 @@ def test_a_refused_knob_comes_back_from_a_framework_run_in_one_line(
     (tmp_path / "refusing_torch.py").write_text(
         "def set_num_threads(n):\n"
         "    raise RuntimeError(f'at most 1 thread on this build, got {n}')\n")
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{IMPORTED_FROM}")
     monkeypatch.setenv(HOOK_ENV, "import=refusing_torch@torch")
     res = run_framework(ModelRef("mlp-512", 1, kwargs={"layers": 1}), "torch",
                         Settings(intra_op=2), timeout=120)
