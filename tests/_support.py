@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+import pyparbench
 from pyparbench._core import graph as _g
 from pyparbench.graph import Graph
 from pyparbench.graph.builder import pool_output_size
@@ -23,7 +24,7 @@ from pyparbench.reference import conv2d_reference
 # The folder this pyparbench is imported from (site-packages when installed,
 # a checkout with its built core otherwise): what a child's PYTHONPATH needs
 # for it to import the same pyparbench, never a checkout without the core.
-IMPORTED_FROM = str(Path(_g.__file__).resolve().parents[1])
+IMPORTED_FROM = str(Path(pyparbench.__file__).resolve().parents[1])
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
