@@ -276,11 +276,15 @@ class KernelBench:
 @pytest.fixture
 def ppb_bench(request: pytest.FixtureRequest) -> KernelBench:
     """Time a prepared kernel in its C++ loop: ``ppb_bench(kernel, *args)``."""
+    return KernelBench(_benchmark(request, "ppb_bench"))
+
+
+def _benchmark(request: pytest.FixtureRequest, fixture: str) -> Any:
+    """pytest-benchmark's ``benchmark`` fixture; the test skipped without it."""
     try:
-        benchmark = request.getfixturevalue("benchmark")
+        return request.getfixturevalue("benchmark")
     except pytest.FixtureLookupError:
-        pytest.skip("ppb_bench needs pytest-benchmark (pip install pytest-benchmark)")
-    return KernelBench(benchmark)
+        pytest.skip(f"{fixture} needs pytest-benchmark (pip install pytest-benchmark)")
 
 
 class ModelKernel:
@@ -340,11 +344,7 @@ class ModelBench:
 @pytest.fixture
 def ppb_model(request: pytest.FixtureRequest) -> ModelBench:
     """Time a whole model: ``ppb_model("./my.onnx", batch=8, settings=...)``."""
-    try:
-        benchmark = request.getfixturevalue("benchmark")
-    except pytest.FixtureLookupError:
-        pytest.skip("ppb_model needs pytest-benchmark (pip install pytest-benchmark)")
-    return ModelBench(benchmark)
+    return ModelBench(_benchmark(request, "ppb_model"))
 
 
 # -- pinning, checked by the audit ----------------------------------------------------

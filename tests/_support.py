@@ -351,3 +351,15 @@ def node_spec(op: str, name: str, inputs: list[int], shape: list[int],
     for k, v in attrs.items():
         setattr(s, k, v)
     return s
+
+
+def cli_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``pyparbench ARGV`` in this process: (exit status, stdout, stderr)."""
+    from pyparbench.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from pyparbench.cli import main
+from _support import cli_main
 
 scipy_stats = pytest.importorskip("scipy.stats")
 
@@ -44,12 +44,7 @@ B8 = "mlp-512 b8 sync 1x2"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        code = main(["compare", *args])
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return cli_main(capsys, "compare", *args)
 
 
 def compare_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from pyparbench.cli import main
+from _support import cli_main
 from pyparbench.compare import compare, holm, judge, print_text
 from pyparbench.resultfiles import load
 
@@ -37,12 +37,7 @@ TF = "mlp-512 b1 tensorflow async 2x2 library/onednn/openmp none smt"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        code = main(["compare", *args])
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return cli_main(capsys, "compare", *args)
 
 
 def test_holm_by_hand() -> None:

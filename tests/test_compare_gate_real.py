@@ -13,7 +13,6 @@ import io
 import json
 import math
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from pyparbench.report.terminal import print_summary
 from pyparbench.resultfiles import load
 from pyparbench.stats import input_spread
 from test_compare_gate import check_rows_and_legend
-from test_compare_real import pyparbench
+from test_compare_real import main_job_folders, pyparbench
 
 pytestmark = pytest.mark.slow
 
@@ -43,16 +42,9 @@ SPAN = 8.0
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("gate")
-    out = {}
-    for name, cpus in (("a", None), ("b", None), ("one", "0")):
-        if cpus is not None and (shutil.which("taskset") is None
-                                 or len(os.sched_getaffinity(0)) < 2):
-            continue
-        folder = root / name
-        done = pyparbench("run", *SUITE, "-o", str(folder), cpus=cpus)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        out[name] = folder
+    out = main_job_folders(tmp_path_factory.mktemp("gate"), SUITE)
+    if len(os.sched_getaffinity(0)) < 2:
+        out.pop("one", None)  # CPU 0 is all this process has: no second machine
     return out
 
 

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -49,13 +50,18 @@ def pyparbench(*args: str, cpus: str | None = None,
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Results folders of the main job: 'a' and 'b' on this machine, 'one' on CPU 0."""
-    root = tmp_path_factory.mktemp("runs")
+    return main_job_folders(tmp_path_factory.mktemp("runs"), SUITE)
+
+
+def main_job_folders(root: Path, suite: Sequence[str]) -> dict[str, Path]:
+    """``run`` with ``suite`` into root/a and root/b on this machine, and
+    root/one on CPU 0 (where taskset is)."""
     out = {}
     for name, cpus in (("a", None), ("b", None), ("one", "0")):
         if cpus is not None and shutil.which("taskset") is None:
             continue
         folder = root / name
-        done = pyparbench("run", *SUITE, "-o", str(folder), cpus=cpus)
+        done = pyparbench("run", *suite, "-o", str(folder), cpus=cpus)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         out[name] = folder
     return out

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from _support import cli_main
 from pyparbench.cli import main
 from pyparbench.frameworks import verified
 from pyparbench.frameworks.mapping import map_settings
@@ -35,12 +36,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return cli_main(capsys, *argv)
 
 
 def _settings(d: dict[str, Any]) -> Settings:

@@ -20,6 +20,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from _support import cli_main
 from pyparbench.cli import main
 from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.models import build, files, resolve
@@ -83,12 +84,7 @@ def _own_registry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return cli_main(capsys, *argv)
 
 
 # ------------------------------------------------------------------ names and the API
