@@ -193,6 +193,8 @@ _ELTWISE: dict[str, Callable[[Array], Array]] = {
     "sigmoid": _sigmoid,
     "tanh": np.tanh,
     "gelu": _gelu,
+    "swish": lambda x: x * _sigmoid(x),
+    "hardswish": lambda x: x * (np.clip(x + 3, 0, 6) / 6),
 }
 
 

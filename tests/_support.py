@@ -173,12 +173,14 @@ ELTWISE_REFS: dict[str, Callable[[F32], F64]] = {
     "tanh": lambda x: np.tanh(_f64(x)),
     "gelu": ref_gelu_erf,
     "gelu_tanh": ref_gelu_tanh,
+    "swish": lambda x: _f64(x) / (1.0 + np.exp(-_f64(x))),
+    "hardswish": lambda x: _f64(x) * np.clip(_f64(x) + 3.0, 0.0, 6.0) / 6.0,
 }
 # Input scale per kind, so that relu6's upper clip and the saturating tails are reached.
 ELTWISE_SCALE = {"relu": 1.0, "relu6": 8.0, "sigmoid": 6.0, "tanh": 4.0, "gelu": 4.0,
-                 "gelu_tanh": 4.0}
+                 "gelu_tanh": 4.0, "swish": 6.0, "hardswish": 5.0}
 ELTWISE_RTOL = {"relu": RTOL_EXACT, "relu6": RTOL_EXACT, "sigmoid": RTOL, "tanh": RTOL,
-                "gelu": RTOL, "gelu_tanh": RTOL}
+                "gelu": RTOL, "gelu_tanh": RTOL, "swish": RTOL, "hardswish": RTOL}
 
 
 def ref_add(a: F32, b: F32, relu: bool) -> F64:
@@ -363,3 +365,17 @@ def cli_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, 
         code = int(e.code or 0)
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def squeeze_excite_graph(batch: int) -> Any:
+    """conv -> hardswish -> x * gate + gate (the gate: global mean, 1x1 convs,
+    swish, sigmoid) -> conv, as MobileNet-v3 and EfficientNet write their
+    blocks: a per-channel (N, C, 1, 1) broadcast onto image data."""
+    from pyparbench.graph import GraphBuilder
+
+    b = GraphBuilder("se", seed=9)
+    x = b.eltwise(b.conv2d(b.input("x", (batch, 32, 9, 7)), 32, 3, padding=1), "hardswish")
+    s = b.reshape(b.global_avg_pool(x), (batch, 32, 1, 1))
+    gate = b.eltwise(b.conv2d(b.eltwise(b.conv2d(s, 16, 1), "swish"), 32, 1), "sigmoid")
+    y = b.conv2d(b.add(b.mul(x, gate), gate), 16, 1)
+    return b.build([b.global_avg_pool(y)])

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from _support import squeeze_excite_graph
+
 from pyparbench import executor, models
 from pyparbench.executor import compile_graph
 from pyparbench.graph import Graph, GraphBuilder, passes
@@ -110,6 +112,33 @@ def test_blocked_plan_matches_the_reference(monkeypatch: pytest.MonkeyPatch, lay
         node = og[name]
         assert node.attrs["layout"] == layout, name
         assert _err(cg.output(name), want[name]) <= RTOL, name
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_per_channel_gate_stays_blocked(monkeypatch: pytest.MonkeyPatch, layout: str
+                                          ) -> None:
+    """A squeeze-excite gate (N, C, 1, 1) multiplies blocked data where it
+    lies (its bytes are the same in every layout), whole and in micro-batches."""
+    _prefer(monkeypatch, layout)
+    g = squeeze_excite_graph(BLOCKED_MIN_BATCH)
+    f = layout_blocked(g, layout)
+    assert all(n.attrs.get("layout") == layout for n in f if n.op in ("mul", "add"))
+    assert [n.attrs["layout"] for n in f if n.op == "reorder"] == [layout, layout]
+    inputs = g.random_inputs(seed=3)
+    want = reference_forward(g, inputs)
+    cg = compile_graph(g)
+    cg.set_inputs(inputs)
+    for s in (Settings(), Settings(intra_op=2)):
+        cg.run(s, repeats=1, warmup=0)
+        for k, v in cg.outputs().items():
+            assert _err(v, want[k]) <= RTOL, (s.label(), k)
+    monkeypatch.setattr(executor, "team_budget_bytes", lambda settings, topo=None: 1)
+    cg = compile_graph(g)
+    cg.set_inputs(inputs)
+    rec = cg.run(Settings(intra_op=2), repeats=1, warmup=0)
+    assert "microbatch" in rec.resolved["graph_opt"]["details"]
+    for k, v in cg.outputs().items():
+        assert _err(v, want[k]) <= RTOL, ("micro-batches", k)
 
 
 def test_blocked_with_microbatches_and_shared_buffers(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -124,7 +124,7 @@ def all_ops_graph(batch: int = 2) -> Graph:
     p3 = b.pool2d(e2, "avg", 3, stride=1, padding=1, count_include_pad=True)
     p4 = b.pool2d(e, "avg", 2, stride=2, padding=(1, 0, 0, 1), count_include_pad=True)
     p5 = b.pool2d(e2, "max", 3, stride=2, padding=(1, 1, 0, 1))
-    s4 = b.softmax(p3, axis=1)
+    s4 = b.softmax(b.eltwise(p3, "swish"), axis=1)
     g0 = b.global_avg_pool(c1)
     gate = b.reshape(b.eltwise(b.linear(g0, 8), "sigmoid"), (batch, 8, 1, 1))
     c2g = b.add(c2, gate, relu=True)
@@ -137,7 +137,8 @@ def all_ops_graph(batch: int = 2) -> Graph:
     pair = b.matmul(emb, emb_sum, trans_b=True)
     bn3 = b.reshape(b.batch_norm(b.reshape(g0, (batch, 2, 4))), (batch, 8))
     feats = [b.global_avg_pool(x) for x in (p1, p2, s4, p4, p5, sq)]
-    z = b.concat([*feats, tri, emb, pair, b.eltwise(bn3, "tanh")], axis=1)
+    z = b.concat([*feats, tri, emb, pair, b.eltwise(b.eltwise(bn3, "hardswish"), "tanh")],
+                 axis=1)
     y = b.linear(b.linear(z, 32, relu=True), 10)
     return b.build([b.softmax(y), b.eltwise(g0, "relu")])
 

@@ -344,7 +344,7 @@ def test_fuzz_eltwise_and_softmax(data: st.DataObject) -> None:
     else:
         if fault == "axis":
             fault = None
-        kind = "swish" if fault == "kind" else d(st.sampled_from(sorted(ELTWISE_REFS)))
+        kind = "mish" if fault == "kind" else d(st.sampled_from(sorted(ELTWISE_REFS)))
         if threads is True:  # the native classes take a bool as an int (pybind11), = 1
             fault = None
         xs = np.ascontiguousarray(x, dtype=np.float32)

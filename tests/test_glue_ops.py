@@ -587,8 +587,9 @@ BAD_CALLS = [
      E("input shape (2, 0, 3) has a dimension < 1")),
     ("relu-complex", lambda: ops.relu(X4.astype(np.complex64)), TypeError,
      "x must hold real numbers, got dtype complex64"),
-    ("Eltwise-kind", lambda: ops.Eltwise("swish", [2, 3]), ValueError,
-     "unknown eltwise kind 'swish'; expected relu, relu6, sigmoid, tanh, gelu or gelu_tanh"),
+    ("Eltwise-kind", lambda: ops.Eltwise("mish", [2, 3]), ValueError,
+     "unknown eltwise kind 'mish'; expected relu, relu6, sigmoid, tanh, gelu, gelu_tanh, swish "
+     "or hardswish"),
     ("Eltwise-rank-0", lambda: ops.Eltwise("relu", []), ValueError,
      "input shape must have at least 1 dimension"),
     ("timeit-repeats", _timeit_no_repeats, ValueError, "repeats must be >= 1, got 0"),

@@ -312,7 +312,7 @@ def _b() -> tuple[GraphBuilder, int]:
      r"inner dimensions differ: \(2, 3, 4\) and \(2, 5, 6\)"),
     (lambda b, x: b.matmul(x, x), "two 2-D or two 3-D"),
     (lambda b, x: b.matmul(b.input("a", (2, 3)), b.input("c", (1, 3, 2))), "one batch size"),
-    (lambda b, x: b.eltwise(x, "swish"), "kind must be one of"),
+    (lambda b, x: b.eltwise(x, "mish"), "kind must be one of"),
     (lambda b, x: b.embedding_bag(x, 10, 4), "2-D int64 input"),
     (lambda b, x: b.embedding_bag(b.input("i", (2, 3), "int64"), 10, 4, mode="max"), "mode"),
     (lambda b, x: b.linear(b.input("i", (2, 3), "int64"), 4), "float32 input"),

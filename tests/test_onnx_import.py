@@ -21,7 +21,9 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from pyparbench.executor import compile_graph  # noqa: E402
 from pyparbench.graph import Graph, from_onnx  # noqa: E402
+from pyparbench.graph.passes import executed_graph  # noqa: E402
 from pyparbench.reference import reference_forward  # noqa: E402
+from pyparbench.settings import Settings  # noqa: E402
 
 OPSET = 17
 CNN_TOL = 1e-4
@@ -235,6 +237,43 @@ def test_activations(op: str, attrs: dict[str, Any], extra: list[float | None]) 
     scale = float(np.abs(want).max())
     assert float(np.abs(got - want).max()) / scale <= CNN_TOL
     assert float(np.abs(ref - want).max()) / scale <= CNN_TOL
+
+
+@pytest.mark.parametrize("gate, kind", [("Sigmoid", "swish"), ("HardSigmoid", "hardswish"),
+                                        ("HardSwish", "hardswish")])
+def test_a_value_gated_by_itself_is_one_kernel_fused_into_the_conv(gate: str, kind: str
+                                                                   ) -> None:
+    """x * Sigmoid(x) (SiLU as exporters write it), x * HardSigmoid(x) with
+    HardSwish's constants, and HardSwish itself: one eltwise node, which the
+    activation pass fuses into the conv before it."""
+    rng = np.random.default_rng(21)
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])
+    attrs = {"alpha": 1 / 6, "beta": 0.5} if gate == "HardSigmoid" else {}
+    if gate == "HardSwish":
+        act = [helper.make_node("HardSwish", ["c"], ["y"])]
+    else:
+        act = [helper.make_node(gate, ["c"], ["g"], **attrs),
+               helper.make_node("Mul", ["g", "c"], ["y"])]  # the gate first: either order
+    m = _model([conv, *act], [_vi("x", [2, 3, 6, 5])], [_vi("y", None)],
+               [_init("w", _rand(rng, 4, 3, 3, 3) * np.float32(2.0)), _init("b", _rand(rng, 4))])
+    g = from_onnx(m)
+    assert g.op_counts() == {"input": 1, "conv2d": 1, "eltwise": 1}
+    assert [n.attrs["kind"] for n in g.nodes if n.op == "eltwise"] == [kind]
+    fused = executed_graph(g, Settings())
+    assert fused.op_counts().get("eltwise") is None
+    assert [n.attrs.get("activation") for n in fused.nodes if n.op == "conv2d"] == [kind]
+    check(m)
+
+
+def test_a_gate_read_twice_stays_apart() -> None:
+    """A sigmoid whose output something else reads too is no SiLU."""
+    m = _model([helper.make_node("Sigmoid", ["x"], ["g"]),
+                helper.make_node("Mul", ["x", "g"], ["y"]),
+                helper.make_node("Add", ["g", "y"], ["z"])],
+               [_vi("x", [2, 3, 4, 5])], [_vi("z", None)])
+    g = from_onnx(m)
+    assert [n.attrs["kind"] for n in g.nodes if n.op == "eltwise"] == ["sigmoid"]
+    check(m)
 
 
 @pytest.mark.parametrize("op, attrs", [

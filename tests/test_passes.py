@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _support import assert_lifetimes_disjoint
+from _support import assert_lifetimes_disjoint, squeeze_excite_graph
 
 from pyparbench import models
 from pyparbench.cli._common import add_settings_args, settings_from_args
@@ -81,7 +81,8 @@ def test_bn_fold_skips_a_conv_read_elsewhere() -> None:
     assert bn_fold(g) is g
 
 
-@pytest.mark.parametrize("act", ["relu", "relu6", "sigmoid", "tanh", "gelu"])
+@pytest.mark.parametrize("act", ["relu", "relu6", "sigmoid", "tanh", "gelu", "swish",
+                                 "hardswish"])
 def test_activation_fusion_equals_unfused(act: str) -> None:
     b = GraphBuilder("act", seed=1)
     x = b.input("x", (3, 16))
@@ -160,6 +161,23 @@ def test_layout_round_trip() -> None:
     conv = next(n for n in og if n.op == "conv2d")
     all_ref = reference_forward(g, g.random_inputs(seed=0), return_all=True)
     assert _err(cg.output(conv.name), all_ref[conv.name]) <= RTOL
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_per_channel_gate_stays_channels_last(batch: int) -> None:
+    """A (N, C, 1, 1) gate multiplies (and is added to) channels-last data
+    where it lies: no reorder around the mul and add (each used to cost two)."""
+    g = squeeze_excite_graph(batch)
+    f = layout_nhwc(g)
+    assert all(n.attrs.get("layout") == "nhwc" for n in f if n.op in ("mul", "add"))
+    # In at the input, and the gate's reshape into its 1x1 conv.
+    assert [n.attrs["layout"] for n in f if n.op == "reorder"] == ["nhwc", "nhwc"]
+    want = reference_forward(g, g.random_inputs(seed=0))
+    for s in (Settings(graph_opt="layout"), Settings(intra_op=2, graph_opt="layout"),
+              Settings(), Settings(intra_op=2)):
+        got = _run(g, s)
+        for k in want:
+            assert _err(got[k], want[k]) <= RTOL, s.label()
 
 
 def test_layout_leaves_graphs_without_convs() -> None:

@@ -264,7 +264,8 @@ def _eltwise(kind: str) -> Build:
     return lambda b, i: b.eltwise(i["x"], kind)
 
 
-@pytest.mark.parametrize("kind", ["relu", "relu6", "sigmoid", "tanh", "gelu"])
+@pytest.mark.parametrize("kind", ["relu", "relu6", "sigmoid", "tanh", "gelu", "swish",
+                                  "hardswish"])
 def test_eltwise_against_torch(rng: np.random.Generator, torch: ModuleType, kind: str) -> None:
     F = torch.nn.functional
     x = rand(rng, 3, 40) * 8  # past relu6's 6, into sigmoid's tails
@@ -272,7 +273,7 @@ def test_eltwise_against_torch(rng: np.random.Generator, torch: ModuleType, kind
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         _, y = one_op({"x": x}, _eltwise(kind))
     fn = {"relu": F.relu, "relu6": F.relu6, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
-          "gelu": F.gelu}[kind]
+          "gelu": F.gelu, "swish": F.silu, "hardswish": F.hardswish}[kind]
     np.testing.assert_allclose(y, fn(T(torch, x)).numpy(), rtol=1e-12, atol=1e-300)
 
 
@@ -280,7 +281,8 @@ def test_eltwise_by_formula(rng: np.random.Generator) -> None:
     x = f64(rand(rng, 50) * 8)
     want = {"relu": np.where(x > 0, x, 0), "relu6": np.minimum(np.maximum(x, 0), 6),
             "sigmoid": 1 / (1 + np.exp(-x)), "tanh": np.tanh(x),
-            "gelu": np.array([v * (1 + math.erf(v / math.sqrt(2))) / 2 for v in x])}
+            "gelu": np.array([v * (1 + math.erf(v / math.sqrt(2))) / 2 for v in x]),
+            "swish": x / (1 + np.exp(-x)), "hardswish": x * np.minimum(np.maximum(x + 3, 0), 6) / 6}
     for kind, w in want.items():
         _, y = one_op({"x": x.astype(np.float32)}, _eltwise(kind))
         np.testing.assert_allclose(y, w, rtol=1e-6, err_msg=kind)  # x went through float32

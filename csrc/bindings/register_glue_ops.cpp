@@ -47,7 +47,8 @@ void register_glue_ops(py::module_& m) {
 
   py::class_<Eltwise, UnaryKernel>(m, "Eltwise",
                                    "Element-wise activation: relu, relu6, sigmoid, tanh, gelu "
-                                   "(erf form) or gelu_tanh. out may be x (in place).")
+                                   "(erf form), gelu_tanh, swish (x sigmoid x) or hardswish "
+                                   "(x relu6(x + 3) / 6). out may be x (in place).")
       .def(py::init([](const std::string& kind, const std::vector<int64_t>& shape,
                        std::optional<int> threads) {
              return new Eltwise(kind, to_shape(shape), threads);

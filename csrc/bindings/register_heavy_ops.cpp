@@ -221,7 +221,7 @@ constant weights: one oneDNN matmul primitive, as the graph executor runs a
 ``linear`` node on the onednn library. W is (n, k), PyTorch's layout;
 ``set_weights`` reorders it once into the layout oneDNN picked (``Gemm``
 takes B on every run and oneDNN packs it each time). x is (m, k).
-activation is one of relu, relu6, sigmoid, tanh, gelu, gelu_tanh, or None.
+activation is one of relu, relu6, sigmoid, tanh, gelu, gelu_tanh, swish, hardswish, or None.
 )doc")
       .def(py::init([](int64_t m, int64_t n, int64_t k, bool bias,
                        std::optional<std::string> activation, std::optional<int> threads) {

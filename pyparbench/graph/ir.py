@@ -18,7 +18,8 @@ index inputs of ``embedding_bag``):
 ``matmul``                [trans_b] a · b (or a · bᵀ) of two nodes, 2-D or batched 3-D
 ``embedding_bag``         [mode sum|mean] params ``table`` (rows, dim); one input, int64
                           indices (batch, bag_size) -> (batch, dim)
-``eltwise``               [kind relu|relu6|sigmoid|tanh|gelu]; gelu is the exact (erf) one
+``eltwise``               [kind relu|relu6|sigmoid|tanh|gelu|swish|hardswish]; gelu is the
+                          exact (erf) one, swish x sigmoid x, hardswish x relu6(x + 3) / 6
 ``add``                   [relu] a + b; b has a's rank and broadcasts where its size is 1
 ``mul``                   a * b; b has a's rank and broadcasts where its size is 1
 ``concat``                [axis] one or more inputs

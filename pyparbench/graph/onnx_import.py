@@ -25,8 +25,9 @@ weight (``linear``, a following bias Add folded in), MatMul of two values
 (2-D, batched, equal batch dims), Add / Sub / Mul / Div by a constant (a
 per-channel affine: a ``batch_norm`` with mean 0, var 1, eps 0 over a view
 of the tensor), Add / Sub / Mul of two values broadcasting one way, Relu,
-Sigmoid, Tanh, Gelu (exact), Clip as ReLU / ReLU6, HardSigmoid and
-HardSwish (affine, ReLU6, affine), MaxPool / AveragePool (2-D, pads,
+Sigmoid, Tanh, Gelu (exact), Clip as ReLU / ReLU6, HardSigmoid (affine,
+ReLU6, affine), HardSwish and Swish (one eltwise kernel each, as are
+x * Sigmoid(x) and x * HardSigmoid(x) with HardSwish's constants), MaxPool / AveragePool (2-D, pads,
 ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool,
 ReduceMean over (H, W), BatchNormalization (inference), LayerNormalization
 (last axis), Softmax (any axis), Concat, Reshape / Flatten / Squeeze /
@@ -345,8 +346,9 @@ class _Importer:
             if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
                 self.inferred_shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
         outputs = {o.name for o in self.g.output}
-        nodes = _pad_into_conv(_erf_gelu(list(self.g.node), self.values, outputs),
-                               self.values, outputs)
+        nodes = list(self.g.node)
+        for rewrite in (_erf_gelu, _gated_by_itself, _pad_into_conv):
+            nodes = rewrite(nodes, self.values, outputs)
         for n in nodes:
             for i in n.input:
                 if i:
@@ -708,6 +710,40 @@ def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
     return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
 
 
+def _gated_by_itself(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
+                     outputs: set[str]) -> list[onnx.NodeProto]:
+    """x * Sigmoid(x) (SiLU, as exporters write it) as one Swish node, and
+    x * HardSigmoid(x) with alpha 1/6, beta 1/2 as one HardSwish node, where
+    nothing else reads the gate: one kernel, which a conv may fuse."""
+    readers: dict[str, list[int]] = {}
+    for k, n in enumerate(nodes):
+        for i in n.input:
+            readers.setdefault(i, []).append(k)
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type == "Sigmoid":
+            fused = "Swish"
+        elif n.op_type == "HardSigmoid":
+            a = _attrs(n)
+            if not (math.isclose(float(a.get("alpha", 0.2)), 1 / 6, rel_tol=1e-6)
+                    and math.isclose(float(a.get("beta", 0.5)), 0.5, rel_tol=1e-6)):
+                continue
+            fused = "HardSwish"
+        else:
+            continue
+        x, gate = n.input[0], n.output[0]
+        r = readers.get(gate, [])
+        if gate in outputs or len(r) != 1:
+            continue
+        m = nodes[r[0]]
+        if m.op_type != "Mul" or sorted(m.input) != sorted([x, gate]) or x == gate:
+            continue
+        new[r[0]] = helper.make_node(fused, [x], [m.output[0]], name=m.name or n.name)
+        drop.add(k)
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
+
+
 def _pad_into_conv(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
                    outputs: set[str]) -> list[onnx.NodeProto]:
     """A zero Pad of H and W read only by a Conv (as TensorFlow exports write
@@ -1024,11 +1060,6 @@ def _hard_sigmoid(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | No
                              True)]
 
 
-def _hard_swish(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
-                a: dict[str, Any]) -> list[Value]:
-    x = im.node_of(ins[0], "HardSwish's input")
-    gate = _hard_sigmoid_of(im, x, 1.0 / 6.0, 0.5, False)
-    return [im.b.mul(x, gate, name=im._name)]
 
 
 def _pool(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
@@ -1318,7 +1349,8 @@ _MAPPINGS: dict[str, Mapping_] = {
     "Gelu": _eltwise("gelu"),
     "Clip": _clip,
     "HardSigmoid": _hard_sigmoid,
-    "HardSwish": _hard_swish,
+    "HardSwish": _eltwise("hardswish"),
+    "Swish": _eltwise("swish"),
     "MaxPool": _pool,
     "AveragePool": _pool,
     "GlobalAveragePool": _global_pool,

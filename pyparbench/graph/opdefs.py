@@ -22,6 +22,8 @@ ELTWISE_FLOPS = {
     "sigmoid": 4,   # negate, exp, add, divide
     "tanh": 5,      # (exp(2x) - 1) / (exp(2x) + 1): multiply, exp, subtract, add, divide
     "gelu": 5,      # 0.5 * x * (1 + erf(x / sqrt 2)): divide, erf, add, multiply, multiply
+    "swish": 5,     # x * sigmoid(x) (SiLU): the sigmoid's four, multiply
+    "hardswish": 5,  # x * relu6(x + 3) / 6: add, max, min, multiply, multiply
 }
 
 # Activations a conv2d / linear / matmul can apply as a fused post-op.

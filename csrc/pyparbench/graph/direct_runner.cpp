@@ -1,5 +1,6 @@
 #include "pyparbench/graph/direct_runner.hpp"
 
+#include "pyparbench/ops/activation_layout.hpp"
 #include "pyparbench/ops/direct_kernels.hpp"
 #include "pyparbench/ops/pool_nhwc.hpp"
 
@@ -100,10 +101,11 @@ std::unique_ptr<NodeRunner> make_direct_runner(const NodeSpec& s, const std::vec
     }
     case OpKind::add:
     case OpKind::mul: {
-      const Shape &a = ins[0].shape, &b = ins[1].shape;
-      // Broadcasting is over the logical (plain) shape; a layout other than
-      // plain only with both inputs whole.
-      if (a != b && s.layout != ActLayout::nchw) return nullptr;
+      // Both inputs are stored in the node's layout, so broadcasting runs
+      // over the stored shapes (a squeeze-excite gate (N, C, 1, 1) stored
+      // channels-last is (N, 1, 1, C)).
+      const ActLayout l = ins[0].shape.size() == 4 ? s.layout : ActLayout::nchw;
+      const Shape a = stored_shape(ins[0].shape, l), b = stored_shape(ins[1].shape, l);
       BinaryArgs p{};
       if (!binary_args(a, b, p)) return nullptr;
       p.a = static_cast<const float*>(ins[0].data);

@@ -170,9 +170,12 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       return unary_call(std::make_unique<Eltwise>(s.kind, out.shape, threads), ins[0], out);
     case OpKind::add:
     case OpKind::mul: {
-      auto k = std::make_unique<Binary>(op_name(s.op), ins[0].shape, ins[1].shape, s.relu,
-                                        threads);
-      return make_call<Binary>(std::move(k), [a = ins[0], b = ins[1], y = out](Binary& k) {
+      // Both inputs stored in the node's layout: broadcast over the stored
+      // shapes (a squeeze-excite gate (N, C, 1, 1) channels-last is (N, 1, 1, C)).
+      const ActLayout l = ins[0].shape.size() == 4 ? s.layout : ActLayout::nchw;
+      const Tensor a = stored(ins[0], l), b = stored(ins[1], l);
+      auto k = std::make_unique<Binary>(op_name(s.op), a.shape, b.shape, s.relu, threads);
+      return make_call<Binary>(std::move(k), [a, b, y = stored(out, l)](Binary& k) {
         k.run(a.input_view(), b.input_view(), y.output_view());
       });
     }

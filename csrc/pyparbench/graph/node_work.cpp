@@ -18,6 +18,8 @@ double activation_ops(const std::string& kind) {
   if (kind == "sigmoid") return 20;
   if (kind == "tanh" || kind == "gelu_tanh") return 25;
   if (kind == "gelu") return 35;
+  if (kind == "swish") return 21;
+  if (kind == "hardswish") return 5;
   return 25;
 }
 

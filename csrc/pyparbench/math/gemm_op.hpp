@@ -24,7 +24,7 @@ struct GemmConfig {
   bool bias = false;     // a bias vector of length n is added to every row
   bool relu = false;
   // A fused eltwise activation (relu, relu6, sigmoid, tanh, gelu,
-  // gelu_tanh); empty for none. relu = true is the same as "relu".
+  // gelu_tanh, swish, hardswish); empty for none. relu = true is the same as "relu".
   std::string activation;
 };
 

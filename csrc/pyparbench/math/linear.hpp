@@ -21,7 +21,7 @@ struct LinearConfig {
   int64_t k = 1;  // input features
   bool bias = false;
   // A fused eltwise activation (relu, relu6, sigmoid, tanh, gelu,
-  // gelu_tanh); empty for none.
+  // gelu_tanh, swish, hardswish); empty for none.
   std::string activation;
 };
 

@@ -21,8 +21,9 @@
 namespace ppb {
 
 // The element-wise activations, in the order of DirectKernels::eltwise.
-enum class DirectEltwise { relu, relu6, sigmoid, tanh, gelu, gelu_tanh, count };
-// "relu", "relu6", "sigmoid", "tanh", "gelu" (erf form), "gelu_tanh";
+enum class DirectEltwise { relu, relu6, sigmoid, tanh, gelu, gelu_tanh, swish, hardswish, count };
+// "relu", "relu6", "sigmoid", "tanh", "gelu" (erf form), "gelu_tanh",
+// "swish" (x sigmoid x, SiLU), "hardswish" (x relu6(x + 3) / 6);
 // std::invalid_argument naming the kind otherwise.
 DirectEltwise parse_direct_eltwise(const std::string& kind);
 

@@ -39,8 +39,10 @@ DirectEltwise parse_direct_eltwise(const std::string& kind) {
   if (kind == "tanh") return DirectEltwise::tanh;
   if (kind == "gelu") return DirectEltwise::gelu;
   if (kind == "gelu_tanh") return DirectEltwise::gelu_tanh;
+  if (kind == "swish") return DirectEltwise::swish;
+  if (kind == "hardswish") return DirectEltwise::hardswish;
   throw std::invalid_argument("unknown eltwise kind '" + kind +
-                              "'; expected relu, relu6, sigmoid, tanh, gelu or gelu_tanh");
+                              "'; expected relu, relu6, sigmoid, tanh, gelu, gelu_tanh, swish or hardswish");
 }
 
 std::vector<std::string> direct_isas() { return x86_kernel_tiers(); }

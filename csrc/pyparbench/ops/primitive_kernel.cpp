@@ -24,8 +24,13 @@ EltwiseAlgorithm eltwise_algorithm(const std::string& kind) {
   if (kind == "tanh") return {alg::eltwise_tanh};
   if (kind == "gelu") return {alg::eltwise_gelu_erf};
   if (kind == "gelu_tanh") return {alg::eltwise_gelu_tanh};
+  // x * sigmoid(alpha x), alpha 1 (SiLU).
+  if (kind == "swish") return {alg::eltwise_swish, 1.f};
+  // x * min(1, max(0, alpha x + beta)): oneDNN 3 reads alpha and beta, 2.x
+  // ignores them and applies these very constants.
+  if (kind == "hardswish") return {alg::eltwise_hardswish, 1.f / 6.f, 0.5f};
   throw std::invalid_argument("unknown eltwise kind '" + kind +
-                              "'; expected relu, relu6, sigmoid, tanh, gelu or gelu_tanh");
+                              "'; expected relu, relu6, sigmoid, tanh, gelu, gelu_tanh, swish or hardswish");
 }
 
 dnnl::primitive_attr PrimitiveKernel::base_attr(bool fused_relu) {

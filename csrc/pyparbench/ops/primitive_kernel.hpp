@@ -17,8 +17,9 @@ namespace ppb {
 // A plain (row-major, dense) fp32 descriptor of any rank.
 dnnl::memory::desc plain_md(const Shape& shape);
 
-// An eltwise kind (relu, relu6, sigmoid, tanh, gelu, gelu_tanh) as oneDNN's
-// algorithm and its alpha / beta; std::invalid_argument naming the kinds.
+// An eltwise kind (relu, relu6, sigmoid, tanh, gelu, gelu_tanh, swish,
+// hardswish) as oneDNN's algorithm and its alpha / beta; std::invalid_argument
+// naming the kinds.
 struct EltwiseAlgorithm {
   dnnl::algorithm alg;
   float alpha = 0.f, beta = 0.f;

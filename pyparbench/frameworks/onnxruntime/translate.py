@@ -164,7 +164,8 @@ class _Builder:
         self.names[n.id] = y
 
     def act(self, kind: str, x: str, s: str) -> str:
-        """An activation, GELU as exporters write it (ONNX Runtime fuses it)."""
+        """An activation, GELU and SiLU as exporters write them (ONNX Runtime fuses
+        GELU)."""
         if kind == "relu6":
             return self.node("Clip", [x, self.init(f"{s}.min", np.array(0, np.float32)),
                                       self.init(f"{s}.max", np.array(6, np.float32))], s)
@@ -176,7 +177,10 @@ class _Builder:
                            f"{s}.add")
             m = self.node("Mul", [x, e1], f"{s}.mul")
             return self.node("Mul", [m, self.init(f"{s}.half", np.array(0.5, np.float32))], s)
-        return self.node({"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}[kind], [x], s)
+        if kind == "swish":  # x * sigmoid(x), as exporters write SiLU
+            return self.node("Mul", [x, self.node("Sigmoid", [x], f"{s}.sigmoid")], s)
+        return self.node({"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh",
+                          "hardswish": "HardSwish"}[kind], [x], s)
 
     def _pool(self, n: Node, x: str, s: str) -> str:
         a = n.attrs

@@ -128,8 +128,10 @@ class GraphFunction:
 
     def _act(self, kind: str, x: Any) -> Any:
         tf = self._tf
+        if kind == "hardswish":  # as Keras' hard_swish writes it
+            return x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0)
         fn = {"relu": tf.nn.relu, "relu6": tf.nn.relu6, "sigmoid": tf.math.sigmoid,
-              "tanh": tf.math.tanh}.get(kind)
+              "tanh": tf.math.tanh, "swish": tf.nn.silu}.get(kind)
         return fn(x) if fn is not None else tf.nn.gelu(x, approximate=False)
 
     def _op(self, node: Node, ins: list[tuple[Any, bool]]) -> tuple[Any, bool]:

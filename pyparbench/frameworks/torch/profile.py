@@ -33,7 +33,8 @@ for _op, _names in {
                       "aten::_embedding_bag_forward_only"),
     "eltwise": ("aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
                 "aten::relu6", "aten::sigmoid", "aten::sigmoid_", "aten::tanh", "aten::tanh_",
-                "aten::gelu", "aten::gelu_", "aten::clamp", "aten::clamp_"),
+                "aten::gelu", "aten::gelu_", "aten::clamp", "aten::clamp_", "aten::silu",
+                "aten::silu_", "aten::hardswish", "aten::hardswish_"),
     "add": ("aten::add", "aten::add_"),
     "mul": ("aten::mul", "aten::mul_"),
     "concat": ("aten::cat", "aten::concat"),
@@ -58,7 +59,8 @@ _FUSED = (("convolution", "conv2d"), ("addmm", "linear"), ("bmm", "matmul"), ("m
           ("layer_norm", "layer_norm"), ("softmax", "softmax"), ("pool", "pool2d"),
           ("mean", "global_avg_pool"), ("cat", "concat"), ("add", "add"), ("mul", "mul"),
           ("relu", "eltwise"), ("hardtanh", "eltwise"), ("sigmoid", "eltwise"),
-          ("tanh", "eltwise"), ("gelu", "eltwise"), ("erf", "eltwise"), ("clone", "transpose"),
+          ("tanh", "eltwise"), ("gelu", "eltwise"), ("erf", "eltwise"), ("silu", "eltwise"),
+          ("hardswish", "eltwise"), ("clone", "transpose"),
           ("index", "tril_flatten"))
 
 def charge_event_name(name: str) -> str | None:

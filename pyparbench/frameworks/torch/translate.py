@@ -34,7 +34,7 @@ from pyparbench.graph import Graph, Node
 __all__ = ["build_module", "generate", "import_source"]
 
 _ACT = {"relu": "torch.relu", "relu6": "F.relu6", "sigmoid": "torch.sigmoid",
-        "tanh": "torch.tanh", "gelu": "F.gelu"}
+        "tanh": "torch.tanh", "gelu": "F.gelu", "swish": "F.silu", "hardswish": "F.hardswish"}
 _WORKDIR: Path | None = None
 
 

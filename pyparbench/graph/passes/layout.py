@@ -20,9 +20,18 @@ _NHWC_FOLLOWERS = ("eltwise", "add", "mul", "concat")
 BLOCKED_LAYOUTS = {"nchw8c": 8, "nchw16c": 16}
 
 
+def _channel_broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """b broadcasts onto a with every channel its own (a squeeze-excite gate
+    (N, C, 1, 1), or the same shape): stored in a's layout, it broadcasts
+    over the stored axes alike."""
+    return len(a) == len(b) == 4 and b[1] == a[1] and all(
+        y in (1, x) for x, y in zip(a, b, strict=True))
+
+
 def _layout_nodes(g: Graph) -> set[int]:
-    """The 4-D conv2d / pool2d / batch_norm nodes and the eltwise / same-shape
-    add and mul / concat nodes that read them: those that take a layout."""
+    """The 4-D conv2d / pool2d / batch_norm nodes and the eltwise / add and
+    mul whose second input keeps every channel (same shape or a gate) /
+    concat nodes that read them: those that take a layout."""
     cl: set[int] = set()
     for n in g.nodes:
         if len(n.shape) != 4 or n.dtype != "float32":
@@ -30,7 +39,9 @@ def _layout_nodes(g: Graph) -> set[int]:
         if n.op in _NHWC_ANCHORS:
             cl.add(n.id)
         elif n.op in _NHWC_FOLLOWERS and any(i in cl for i in n.inputs):
-            if n.op in ("add", "mul") and g[n.inputs[0]].shape != g[n.inputs[1]].shape:
+            if n.op in ("add", "mul") and not (
+                    g[n.inputs[0]].shape == n.shape
+                    and _channel_broadcast(n.shape, g[n.inputs[1]].shape)):
                 continue
             cl.add(n.id)
     return cl
@@ -92,7 +103,8 @@ def _with_layout(g: Graph, cl: set[int], layout: str, block: int) -> Graph:
 
 def layout_nhwc(g: Graph) -> Graph:
     """Run 4-D conv2d / pool2d / batch_norm on channels-last data, and the
-    eltwise / same-shape add and mul / concat nodes that read them, with one
+    eltwise / add and mul (same shape or a per-channel gate) / concat nodes
+    that read them, with one
     ``reorder`` node per value that crosses between layouts. A
     global_avg_pool reads channels-last data directly. Graph outputs keep
     NCHW: a channels-last output is reordered back under its own name."""
