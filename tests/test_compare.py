@@ -194,6 +194,11 @@ def test_pytest_benchmark_files(capsys: pytest.CaptureFixture[str]) -> None:
     assert t1["p_value"] is None and not t1["significant"]
     assert "untested: one process per side" in t1["note"] and "5 runs; 8 at least" in t1["note"]
     assert by["test_user.py::test_gemm[t2]"]["ratio"] == pytest.approx(0.0062 / 0.0052)
+    # In the terminal, the p column says so too (the reason in the notes below).
+    code, out, _ = run(capsys, str(DATA / "bench_a.json"), str(DATA / "bench_b.json"))
+    line = next(x for x in out.splitlines() if "test_gemm[t1]" in x)
+    assert code == 0 and "untested" in line and "n=" not in line, line
+    assert "untested: one process per side" in out
     relu = by["test_user.py::test_relu"]  # saved without --benchmark-save-data
     assert relu["p_value"] is None and "0 and 0" in relu["note"]
     assert relu["ratio"] == pytest.approx(2.0)

@@ -69,6 +69,23 @@ def test_a_row_twice_as_slow_fails_the_gate(capsys: pytest.CaptureFixture[str]) 
     assert all(not r["gate"]["slower"] for k, r in by.items() if k != TF)
 
 
+def test_the_page_shows_the_gate(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "gate.html"
+    code, _, err = run(capsys, A, B, "--fail-slower", "5%", "--html", str(page))
+    assert code == 1, err
+    html = page.read_text()
+    assert "<h2>Regression gate: failed</h2>" in html
+    assert f"1 of 6 rows slower beyond 5%: {TF}" in html
+    rows = [r for r in html.split("<tr") if "<td" in r]
+    slow = [r for r in rows if "slower (tested)" in r]
+    assert len(slow) == 1 and TF in slow[0] and "class='slow'" in slow[0], slow
+    # Untested rows slower by their ratio stay under 5 % here: every other row passes.
+    assert sum("<td>pass</td>" in r for r in rows) == 5
+    run(capsys, A, B, "--html", str(page))  # without the option: no gate on the page
+    assert "Regression gate" not in page.read_text()
+
+
 def test_the_threshold_is_a_ratio_not_a_difference(capsys: pytest.CaptureFixture[str]) -> None:
     # tensorflow is 2.0x: every B run is above every A run x 1.6 (shown slower
     # beyond 60 %), not above every A run x 1.99 (not shown beyond 99 %), and

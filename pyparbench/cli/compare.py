@@ -76,7 +76,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         from pyparbench.compare.html import write_html
 
         try:
-            write_html(result, args.html)
+            write_html(result, args.html, gate)
         except OSError as e:
             raise CompareError(f"cannot write {args.html}: {e.strerror or e}") from None
     if args.json:

@@ -2,7 +2,8 @@
 
 The page holds the inputs and their machines, the fingerprint fields that
 differ, and per input against the baseline: a ratio bar per matched row
-(significant ones coloured) and the table of medians, ratios and p-values;
+(significant ones coloured) and the table of medians, ratios and p-values
+(with ``--fail-slower``, the gate's verdict on top and per row);
 then, when the inputs hold thread sweeps (the same row at several thread
 counts), latency or GFLOP/s against threads, the machines side by side
 (with each machine's measured FMA peak beside GFLOP/s curves).
@@ -16,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyparbench.compare.gate import Gate, Verdict
 from pyparbench.compare.match import Comparison, Pair
 from pyparbench.compare.text import format_time, input_names, test_legend
 from pyparbench.report.page import escape, figure, page, png_bytes, table
@@ -111,8 +113,15 @@ def _sweep_figure(label: str, per_input: dict[int, list[tuple[int, float, float 
     return _figure(fig)
 
 
-def render_html(c: Comparison) -> str:
-    """The whole page as text."""
+def _gate_cell(v: Verdict | None) -> str:
+    if v is None or not v.slower:
+        return "pass" if v is not None else ""
+    return "slower (tested)" if v.tested else "slower (untested: by its ratio alone)"
+
+
+def render_html(c: Comparison, gate: Gate | None = None) -> str:
+    """The whole page as text; with ``gate`` (``compare --fail-slower``), its
+    verdict on top and per row."""
     if importlib.util.find_spec("matplotlib") is None:
         raise ValueError("--html needs matplotlib: pip install 'pyparbench[compare]'")
     names = input_names(c.inputs)
@@ -134,13 +143,24 @@ def render_html(c: Comparison) -> str:
     for note in c.notes:
         h.append(f"<p class='note'>{escape(note)}</p>")
     norm = f", normalised {c.normalize}" if c.normalize != "none" else ""
-    for name, pair in zip(names[1:], c.pairs):
+    if gate is not None:
+        h.insert(0, f"<h2>Regression gate: {'failed' if gate.failed else 'passed'}</h2>"
+                    f"<p class='{'gate-failed' if gate.failed else 'gate-passed'}'>"
+                    f"{escape(gate.line())}</p><p class='note'>slower: by more than "
+                    f"{gate.percent:g}%, one-sided test significant after Holm's correction "
+                    f"over the tested rows (alpha {gate.alpha:g}); an untested row counts by "
+                    "its ratio alone.</p>")
+    for index, (name, pair) in enumerate(zip(names[1:], c.pairs)):
+        verdicts: list[Verdict | None] = (list(gate.verdicts[index]) if gate is not None
+                                          else [None] * len(pair.rows))
         h.append(f"<h2>{name} against {names[0]}{norm}</h2>")
         h.extend(_ratio_figures(pair, names[0], name, c.alpha))
-        rows, classes = [], []
-        for r in pair.rows:
+        rows: list[tuple[object, ...]] = []
+        classes = []
+        for r, v in zip(pair.rows, verdicts, strict=True):
+            gate_cell = (_gate_cell(v),) if gate is not None else ()
             if r.baseline is None or r.other is None or r.ratio is None:
-                rows.append((r.label, "", "", "", "", "", r.note))
+                rows.append((r.label, "", "", "", "", "", *[""] * len(gate_cell), r.note))
                 classes.append("")
                 continue
             interval = (f"{r.low:.3f} - {r.high:.3f}" if r.low is not None
@@ -150,11 +170,15 @@ def render_html(c: Comparison) -> str:
             rows.append((r.label, format_time(r.baseline.median, c.unit),
                          format_time(r.other.median, c.unit),
                          f"{r.ratio:.3f}{' *' if r.significant else ''}", interval,
-                         f"{r.p_value:.3g} {test}" if r.p_value is not None else "-", r.note))
-            classes.append("sig" if r.significant else "")
+                         f"{r.p_value:.3g} {test}" if r.p_value is not None else "-",
+                         *gate_cell, r.note))
+            classes.append("slow" if v is not None and v.slower
+                           else "sig" if r.significant else "")
+        gate_head = ["gate"] if gate is not None else []
         h.append(table(["row", names[0], name, f"{name}/{names[0]}",
-                        f"{100 * (1 - c.alpha):g}% interval", "p", "note"], rows,
-                       [False, True, True, True, True, True, False], classes))
+                        f"{100 * (1 - c.alpha):g}% interval", "p", *gate_head, "note"], rows,
+                       [False, True, True, True, True, True, *[False] * len(gate_head), False],
+                       classes))
         for title, items in ((f"Only in {names[0]}", pair.only_baseline),
                              (f"Only in {name}", pair.only_other),
                              ("Not compared (a side has no timing)", pair.failed)):
@@ -180,8 +204,8 @@ def render_html(c: Comparison) -> str:
     return page("pyparbench compare", h)
 
 
-def write_html(c: Comparison, path: str | Path) -> Path:
+def write_html(c: Comparison, path: str | Path, gate: Gate | None = None) -> Path:
     """Write the page to ``path``; returns it."""
     p = Path(path)
-    p.write_text(render_html(c), encoding="utf-8")
+    p.write_text(render_html(c, gate), encoding="utf-8")
     return p

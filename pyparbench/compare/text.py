@@ -131,7 +131,9 @@ def print_text(c: Comparison, *, file: Any = None, gate: Gate | None = None,
             if r.baseline is None or r.other is None or r.ratio is None:
                 table.add_row(escape(cell), "-", "-", "-", *interval, "-", "")
                 continue
-            p = f"{r.p_value:.3g}" if r.p_value is not None else f"n={r.baseline.n},{r.other.n}"
+            p = (f"{r.p_value:.3g}" if r.p_value is not None
+                 else "untested" if r.note.startswith("untested")  # why: in the notes below
+                 else f"n={r.baseline.n},{r.other.n}")
             if r.test == "runs" and len(tests) > 1:
                 p += " U"  # this row's p is of per-run times, the others' of processes
             mark = "*" if r.significant else ""

@@ -26,6 +26,8 @@ th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: left; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f4f4f4; }
 tr.sig td { background: #fff4d6; }
+tr.slow td { background: #fbdada; }
+.gate-failed { color: #b00; font-weight: bold; } .gate-passed { font-weight: bold; }
 .note { color: #555; font-size: .9em; }
 .bad { color: #b00; }
 .unsure { color: #777; }
