@@ -8,11 +8,11 @@ loaded with ``-p pyparbench.pytest_plugin``. It gives:
   ISA, the OpenMP runtime, the CPU model, the topology (sockets, NUMA nodes,
   cores, caches), the CPUs the process may use and the frequency governor,
   so that ``pyparbench compare`` can say how two machines differ;
-* ``ppb_bench(kernel, *args, rounds=20, warmup=3)``: times a prepared
+* ``ppb_bench(kernel, *args, rounds=200, warmup=3)``: times a prepared
   kernel in its C++ loop (``kernel.timeit``) and records each run's time
   in the test's pytest-benchmark statistics, so no Python call overhead is
   in the figures; returns the per-run nanoseconds. The rounds run in
-  blocks (5 of 4 runs by default), each its own warmed-up loop after a
+  blocks (10 of 20 runs by default), each its own warmed-up loop after a
   short pause, and ``extra_info["ppb_blocks"]`` records their run counts:
   ``pyparbench compare`` tests one process a side on the blocks (batch
   means, :mod:`pyparbench.compare.batch_means`);
@@ -72,7 +72,13 @@ __all__ = ["KernelBench", "ModelBench", "ModelKernel", "PinnedTeam", "fingerprin
 
 MARKER = "ppb_threads"
 RUNS_PER_BLOCK = 4  # the default blocks: rounds // 4 of them, at most MAX_BLOCKS
-MAX_BLOCKS = 5
+# 200 runs in 10 blocks by default: on a shared 2-core VM, two processes of
+# the same code were 5-26 % apart (sd of log medians over 4 runs of 32
+# benchmarks) with 20 runs in 5 blocks, 2-13 % with 200 in 10; the same-code
+# rows marked significant fell from 9.4 % to 5.2 % and a planted 1.5x was
+# found in 97 % of rows instead of 54 % (bench/compare_gate.py pytest).
+DEFAULT_ROUNDS = 200
+MAX_BLOCKS = 10
 PAUSE_S = 0.05  # between blocks: each meets the machine at another moment
 
 
@@ -202,12 +208,12 @@ class KernelBench:
     def __init__(self, benchmark: Any) -> None:
         self.benchmark = benchmark
 
-    def __call__(self, kernel: _Kernel, *args: Any, rounds: int = 20, warmup: int = 3,
-                 blocks: int | None = None, pause: float = PAUSE_S
+    def __call__(self, kernel: _Kernel, *args: Any, rounds: int = DEFAULT_ROUNDS,
+                 warmup: int = 3, blocks: int | None = None, pause: float = PAUSE_S
                  ) -> npt.NDArray[np.float64]:
         """Run ``kernel.timeit(*args, repeats=n, warmup=warmup)`` for each of
         ``blocks`` blocks of the ``rounds`` (default ``rounds // 4``, from 1 to
-        5), sleeping ``pause`` seconds between blocks, and record each run's
+        10), sleeping ``pause`` seconds between blocks, and record each run's
         time as one round of this test's benchmark; the blocks' run counts go
         to ``extra_info["ppb_blocks"]``.
 

@@ -186,6 +186,11 @@ def test_rounds_run_in_blocks_recorded_in_extra_info(pytester: pytest.Pytester) 
             k.timeit = lambda *a, repeats, warmup: [1000.0] * repeats
             ppb_bench(k, rounds=20, pause=0)
 
+        def test_the_defaults(ppb_bench):
+            k = FakeKernel()
+            k.timeit = lambda *a, repeats, warmup: [1000.0] * repeats
+            ppb_bench(k, pause=0)
+
         @pytest.mark.parametrize("bad", [0, 8, True, 2.0])
         def test_bad_blocks(ppb_bench, bad):
             with pytest.raises(ValueError, match="blocks must be an int from 1 to rounds"):
@@ -196,12 +201,13 @@ def test_rounds_run_in_blocks_recorded_in_extra_info(pytester: pytest.Pytester) 
                 ppb_bench(FakeKernel(), rounds=4, pause=-1)
     ''')
     res = _run(pytester, "--benchmark-json=out.json", "--benchmark-save-data")
-    res.assert_outcomes(passed=7)
+    res.assert_outcomes(passed=8)
     saved = {b["name"]: b for b in json.loads((pytester.path / "out.json").read_text())
              ["benchmarks"]}
     assert saved["test_blocks"]["extra_info"]["ppb_blocks"] == [3, 2, 2]
     assert len(saved["test_blocks"]["stats"]["data"]) == 7
     assert saved["test_default_blocks"]["extra_info"]["ppb_blocks"] == [4] * 5
+    assert saved["test_the_defaults"]["extra_info"]["ppb_blocks"] == [20] * 10
 
 
 def test_a_second_measurement_in_one_test_is_refused(pytester: pytest.Pytester) -> None:
