@@ -135,6 +135,22 @@ def test_the_next_run_waits_until_the_others_stop_spinning() -> None:
     assert running_threads(child.pid) is None and wait_until_idle([child.pid]) < 0.05
 
 
+def test_a_pool_that_never_stops_spinning_is_stopped_for_the_others() -> None:
+    """A native team spinning actively between its runs (omp_wait=active)
+    never idles; the others' runs must not wait the second's cap for it, nor
+    share the CPUs with it: it is stopped (SIGSTOP) while they run."""
+    two = min(2, len(os.sched_getaffinity(0)))
+    spinning = Settings(intra_op=two, omp_wait="active")
+    res = run_lockstep(FAST, [Contender("native", settings=spinning, name="active"),
+                              Contender("native", settings=ONE, name="one")],
+                       steps=4, warmup=1, gap_s=0.0)
+    assert res.errors == {}
+    # The spinning team was stopped before each of the other's runs: no wait near the cap.
+    assert all(w < 0.5 for w in res.settle_s["one"]), res.settle_s
+    for label in ("active", "one"):
+        assert len(res.ns[label]) == 4 and all(v > 0 for v in res.ns[label])
+
+
 def test_two_native_settings_need_names() -> None:
     two = Settings(intra_op=2)
     with pytest.raises(ValueError, match="contenders must differ"):
