@@ -16,8 +16,9 @@ which then waits for the scheduler, 4-12 ms at a time (MobileNet-v2 at
 batch 1, native against ONNX Runtime on a 2-core VM: 0.58x with a fixed
 10 ms gap, 1.09x [1.06, 1.21] with the wait, 1.07x with a 100 ms gap).
 A pool that never stops spinning (``omp_wait=active``, GOMP_SPINCOUNT
-infinite) never idles, so the other children are also stopped (SIGSTOP)
-for each contender's run and continued after it: with a torch child
+infinite) never idles, so each child is stopped (SIGSTOP) once it has
+answered and continued (SIGCONT) for its next run, as
+:class:`~pyparbench.child_process.Session` pauses a child: with a torch child
 spinning actively on both CPUs, torch's own defaults (threads that sleep
 at barriers) read 24-172 ms against 0.5-28 ms alone, and the spinning
 setting looked up to 2x faster than the others.
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -137,12 +137,13 @@ def _step(line: str) -> dict[str, Any] | None:
 
 class _Child:
     """One started contender: its request sent, a step line per ``go``.
-    Not paused between its runs: it waits on its stdin, and the parent
-    waits until its pool has stopped spinning (:func:`wait_until_idle`)."""
+    Paused between its runs (stopped once it has answered, continued for
+    its next ``go``), so that its pool, spinning or not, is never runnable
+    while another contender runs."""
 
     def __init__(self, label: str, plan: ChildPlan) -> None:
         self.label, self.plan = label, plan
-        self.session = start_child(plan, pause=False, parse=_step)
+        self.session = start_child(plan, pause=True, parse=_step)
 
     def finish(self, timeout: float) -> dict[str, Any]:
         """Ends it and returns its answer (or the error naming it)."""
@@ -193,10 +194,10 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
     """Run ``graph`` in every contender's own child, one timed run each in
     turn for ``steps`` steps (after ``warmup`` untimed runs each).
 
-    ``gap_s``: idle seconds before each run, after which the other
-    children are stopped (SIGSTOP, continued after the run) and the parent
-    waits (at most a second) until none of their threads is runnable, so
-    that no pool still spinning after its run meets the next; ``timeout``: seconds for the whole run,
+    ``gap_s``: idle seconds before each run, after which the parent waits
+    (at most a second) until no thread of the other children, each stopped
+    since its last answer, is runnable, so that no pool still spinning
+    after its run meets the next; ``timeout``: seconds for the whole run,
     preparation included, after which what is unfinished is killed;
     ``progress``: called with (step, steps) after each step.
 
@@ -241,15 +242,11 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
             for ch in live[k:] + live[:k]:
                 if gap_s:
                     time.sleep(gap_s)
-                others = [c.session.proc.pid for c in live if c is not ch]
-                _signal(others, signal.SIGSTOP)
-                try:
-                    # Until the stops have taken (stopped threads are not runnable).
-                    result.settle_s[ch.label].append(wait_until_idle(others))
-                    ran = _one_run(ch, deadline, result)
-                finally:
-                    _signal(others, signal.SIGCONT)
-                if not ran:
+                # The others are stopped since their last answer; until the
+                # stops have taken (stopped threads are not runnable).
+                result.settle_s[ch.label].append(
+                    wait_until_idle([c.session.proc.pid for c in live if c is not ch]))
+                if not _one_run(ch, deadline, result):
                     live = [c for c in live if c is not ch]
                     break
             if progress is not None:
@@ -267,15 +264,6 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
     for lab in labels:
         del result.ns[lab][n:]
     return result
-
-
-def _signal(pids: Sequence[int], sig: signal.Signals) -> None:
-    """Sends ``sig`` to each of ``pids`` that is still there."""
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def _ready(children: list[_Child], deadline: float, result: LockstepResult) -> list[_Child]:
