@@ -53,11 +53,13 @@ def make_runs(kind: str, runs: int, out: Path, select: str, reuse: bool,
     for i in range(runs):
         if kind == "folders":
             path = out / f"{name}{i}"
-            cmd = [*prefix, sys.executable, "-m", "pyparbench", "run", *SUITE, "--out", str(path)]
+            # -P: from a checkout, the installed pyparbench, not the folder's own.
+            cmd = [*prefix, sys.executable, "-P", "-m", "pyparbench", "run", *SUITE, "--out",
+                   str(path)]
             done = path / "summary.json"
         else:
             path = out / f"{name}{i}.json"
-            cmd = [*prefix, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            cmd = [*prefix, sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
                    str(Path(__file__).with_name("test_bench_ops.py")), "-k", select,
                    "--benchmark-only", "--benchmark-save-data", f"--benchmark-json={path}",
                    *extra]
