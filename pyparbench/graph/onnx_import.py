@@ -636,6 +636,15 @@ class _Importer:
                 raise _Unsupported(f"output {o!r} is {dt} (compute dtype must be float32)")
 
 
+def _readers(nodes: list[onnx.NodeProto]) -> dict[str, list[int]]:
+    """For each value, the indexes of the nodes that read it."""
+    readers: dict[str, list[int]] = {}
+    for k, n in enumerate(nodes):
+        for i in n.input:
+            readers.setdefault(i, []).append(k)
+    return readers
+
+
 def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
               outputs: set[str]) -> list[onnx.NodeProto]:
     """The exact GELU exporters write as x * 0.5 * (1 + erf(x / sqrt 2)) (any
@@ -649,10 +658,7 @@ def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
             v = numpy_helper.to_array(n.attribute[0].t)
             if v.size == 1 and v.dtype.kind == "f":
                 consts[n.output[0]] = float(v.reshape(-1)[0])
-    readers: dict[str, list[int]] = {}
-    for k, n in enumerate(nodes):
-        for i in n.input:
-            readers.setdefault(i, []).append(k)
+    readers = _readers(nodes)
     producer = {o: k for k, n in enumerate(nodes) for o in n.output}
 
     def only_reader(value: str, op: str) -> int | None:
@@ -715,10 +721,7 @@ def _gated_by_itself(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
     """x * Sigmoid(x) (SiLU, as exporters write it) as one Swish node, and
     x * HardSigmoid(x) with alpha 1/6, beta 1/2 as one HardSwish node, where
     nothing else reads the gate: one kernel, which a conv may fuse."""
-    readers: dict[str, list[int]] = {}
-    for k, n in enumerate(nodes):
-        for i in n.input:
-            readers.setdefault(i, []).append(k)
+    readers = _readers(nodes)
     drop: set[int] = set()
     new: dict[int, onnx.NodeProto] = {}
     for k, n in enumerate(nodes):
@@ -752,10 +755,7 @@ def _pad_into_conv(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
     for n in nodes:
         if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
             consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-    readers: dict[str, list[int]] = {}
-    for k, n in enumerate(nodes):
-        for i in n.input:
-            readers.setdefault(i, []).append(k)
+    readers = _readers(nodes)
     drop: set[int] = set()
     new: dict[int, onnx.NodeProto] = {}
     for k, n in enumerate(nodes):
