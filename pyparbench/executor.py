@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from pyparbench._core import graph as _g
 from pyparbench._core import threading as _t
-from pyparbench.graph import NATIVE_ATTRS, Graph, Node
+from pyparbench.graph import NATIVE_ATTRS, NO_KERNEL_OPS, Graph, Node
 from pyparbench.graph.builder import rebuild
 from pyparbench.graph.passes import (BLOCKED_LAYOUTS, PASSES, OptimizeResult, cache_budget_bytes,
                                      optimize, pipeline)
@@ -189,7 +189,7 @@ def _spec(node: Node) -> _g.NodeSpec:
     """The node as the native plan's NodeSpec: the attributes the plan takes
     (graph.opdefs.NATIVE_ATTRS) under the same names, tuples as lists."""
     spec = _g.NodeSpec()
-    spec.op = node.op
+    spec.op = "input" if node.op == "constant" else node.op  # set once, see _Variant
     spec.name = node.name
     spec.inputs = list(node.inputs)
     spec.shape = list(node.shape)
@@ -230,13 +230,20 @@ class _Variant:
         self.params: list[npt.NDArray[np.float32]] = []  # the plan borrows these
         for node in self.graph.nodes:
             spec = _spec(node)
-            for name in node.params:
-                arr = np.ascontiguousarray(node.params[name], dtype=np.float32)
-                self.params.append(arr)
-                spec.set_param(name, arr)
+            if node.op != "constant":
+                for name in node.params:
+                    arr = np.ascontiguousarray(node.params[name], dtype=np.float32)
+                    self.params.append(arr)
+                    spec.set_param(name, arr)
             specs.append(spec)
         self.plan = _g.Plan(specs, list(self.graph.outputs),
                             reuse_buffers="memory" in opt.applied)
+        # A constant is an input of the plan filled here, once: no node
+        # writes into an input's buffer, so it keeps its value for every run.
+        for node in self.graph.nodes:
+            if node.op == "constant":
+                self.plan.set_input(node.id, np.ascontiguousarray(node.params["value"],
+                                                                  dtype=np.float32))
 
     def outputs(self, nodes: Sequence[int]) -> list[npt.NDArray[Any]]:
         """Nodes' values in NCHW whatever layout they are stored in, all
@@ -433,7 +440,7 @@ class CompiledGraph:
             native = resolve(settings, v.graph)
             out = []
             for node in v.graph.nodes:
-                if node.op in ("input", "reshape", "slice"):
+                if node.op in NO_KERNEL_OPS:
                     out.append(0.0)
                     continue
                 ns = v.plan.time_node(native, node.id, repeats=repeats, warmup=warmup,

@@ -275,6 +275,7 @@ def _tril_flatten(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array
 
 
 _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
+    "constant": lambda node, args, ft: np.asarray(node.params["value"], dtype=ft),
     "conv2d": _conv2d,
     "linear": _linear,
     "matmul": _matmul,

@@ -108,7 +108,7 @@ def all_ops_graph(batch: int = 2) -> Graph:
     dilated and grouped convolutions, a depthwise one with two outputs per
     channel, softmax and concat over image axes, a broadcast add onto an
     image, reshapes and transposes of images, batch norm on 3-D input and
-    below FusedBatchNorm's smallest epsilon."""
+    below FusedBatchNorm's smallest epsilon, a constant joined to a sequence."""
     b = GraphBuilder("all-ops", seed=3)
     img = b.input("image", (batch, 6, 13, 11))
     ids = b.input("ids", (batch, 3), "int64")
@@ -130,7 +130,8 @@ def all_ops_graph(batch: int = 2) -> Graph:
     c2g = b.add(c2, gate, relu=True)
     sq = b.mul(c2g, c2g)
     seq = b.reshape(b.transpose(b.concat([p1, p1], axis=2), (0, 2, 3, 1)), (batch, 12, 100))
-    h = b.eltwise(b.linear(b.layer_norm(seq), 16), "gelu")
+    token = b.constant((batch, 1, 100))  # a class token before the sequence
+    h = b.eltwise(b.linear(b.layer_norm(b.concat([token, seq], axis=1)), 16), "gelu")
     tri = b.tril_flatten(b.matmul(h, h, trans_b=True))
     emb = b.embedding_bag(ids, 50, 8, mode="mean")
     emb_sum = b.embedding_bag(ids, 40, 8, mode="sum")

@@ -198,6 +198,24 @@ def test_embedding_bag_flops_bytes_params() -> None:
     assert g.heavy_ops == 1
 
 
+def test_a_constant_is_a_parameter_its_reader_moves() -> None:
+    from pyparbench.graph.builder import rebuild
+    from pyparbench.reference import reference_forward
+
+    b = GraphBuilder("token")
+    x = b.input("x", (2, 5, 8))
+    c = b.constant((2, 1, 8), name="token")
+    g = b.build(b.concat([c, x], axis=1))
+    assert g.flops == 0 and g.num_params == 16
+    # The concat reads both and writes its output; the constant moves nothing itself.
+    assert g.bytes_moved == 4 * (16 + 80 + 96)
+    assert rebuild(g).to_dict() == g.to_dict()
+    xs = g.random_inputs(3)
+    out = reference_forward(g, xs)[g[g.outputs[0]].name]
+    np.testing.assert_array_equal(out[:, :1], g["token"].params["value"])
+    np.testing.assert_array_equal(out[:, 1:], xs["x"])
+
+
 def test_batch_norm_statistics_count_as_params() -> None:
     g = _one("batch_norm")
     assert g.num_params == 4 * 3 and g.trainable_params == 2 * 3

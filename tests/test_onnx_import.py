@@ -577,12 +577,33 @@ class _Attention(torch.nn.Module):  # type: ignore[misc]
         return x + self.ff(self.ln2(x))
 
 
+class _ClassToken(torch.nn.Module):  # type: ignore[misc]
+    """A vision transformer's front: patches, a learned class token
+    concatenated before them (a constant of the file that is data, not an
+    op's weight), position embeddings, one encoder block, the token's row."""
+
+    def __init__(self, d: int = 32) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.patches = nn.Conv2d(3, d, 4, stride=4)
+        self.token = nn.Parameter(torch.randn(1, 1, d))
+        self.position = nn.Parameter(torch.randn(1, 17, d) * 0.1)
+        self.block = _Attention(d)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x: Any) -> Any:
+        p = self.patches(x).flatten(2).transpose(1, 2)
+        t = torch.cat([self.token.expand(x.shape[0], -1, -1), p], dim=1) + self.position
+        return self.head(self.block(t)[:, 0])
+
+
 @pytest.mark.parametrize("make, shape, tol", [
     (_Residual, (1, 3, 32, 32), CNN_TOL),
     (_SqueezeExcite, (1, 4, 12, 12), CNN_TOL),
     (_MLP, (1, 20), CNN_TOL),
     (_Attention, (1, 6, 32), TRANSFORMER_TOL),
-], ids=["residual", "squeeze_excite", "mlp", "attention"])
+    (_ClassToken, (1, 3, 16, 16), TRANSFORMER_TOL),
+], ids=["residual", "squeeze_excite", "mlp", "attention", "class_token"])
 def test_torch_module(make: Any, shape: tuple[int, ...], tol: float, capsys: Any) -> None:
     torch.manual_seed(0)
     m = _export(make(), torch.randn(*shape))
@@ -593,6 +614,44 @@ def test_torch_module(make: Any, shape: tuple[int, ...], tol: float, capsys: Any
         with capsys.disabled():
             print(f"\n{make.__name__} batch={batch}: max |native - ORT| / max |ORT| = "
                   f"{err:.2e}")
+
+
+def test_a_constant_read_as_data_keeps_its_value_run_after_run() -> None:
+    torch.manual_seed(1)
+    m = _export(_ClassToken(), torch.randn(2, 3, 16, 16))
+    graph = from_onnx(m, batch=2)
+    token = [n for n in graph.nodes if n.op == "constant"]
+    assert [n.shape for n in token] == [(2, 1, 32)]
+    ins, ort_ins = _feeds(graph)
+    want = ort.InferenceSession(m.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, ort_ins)[0]
+    cg = compile_graph(graph)
+    cg.set_inputs(ins)
+    for threads in (1, 2, 1):
+        cg.run(Settings(intra_op=threads), repeats=3, warmup=1)
+        got = cg.outputs()["out"]
+        err = float(np.abs(got - want).max()) / float(np.abs(want).max())
+        assert err <= TRANSFORMER_TOL, (threads, err)
+    # The token is the file's own, not a seeded random one.
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    for row in np.asarray(token[0].params["value"]):
+        np.testing.assert_array_equal(row, inits["token"][0])
+
+
+def test_a_constant_image_joins_a_channels_last_concat() -> None:
+    rng = np.random.default_rng(4)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["a", "c"], ["b"], axis=1),
+             helper.make_node("Conv", ["b", "w2"], ["y"], pads=[1, 1, 1, 1])]
+    m = _model(nodes, [_vi("x", [1, 3, 8, 8])], [_vi("y", None)],
+               [_init("w1", _rand(rng, 8, 3, 3, 3)), _init("c", _rand(rng, 1, 4, 8, 8)),
+                _init("w2", _rand(rng, 8, 12, 3, 3))])
+    check(m)
+    run = executed_graph(from_onnx(m), Settings())
+    cat = next(n for n in run.nodes if n.op == "concat")
+    # Stored channels-last like the conv it joins: the constant is reordered to it.
+    assert cat.attrs.get("layout") == "nhwc"
+    assert [run[i].op for i in cat.inputs] == ["conv2d", "reorder"]
 
 
 def test_file_batch_and_name(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from pyparbench.graph.opdefs import (
     FUSABLE_ACTIVATIONS,
     HEAVY_OPS,
     NATIVE_ATTRS,
+    NO_KERNEL_OPS,
     OPS,
     PASS_ATTRS,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "FUSABLE_ACTIVATIONS",
     "HEAVY_OPS",
     "NATIVE_ATTRS",
+    "NO_KERNEL_OPS",
     "OPS",
     "PASS_ATTRS",
     "ArrayParams",

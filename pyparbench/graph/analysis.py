@@ -12,14 +12,16 @@ Analysis conventions (per node, and summed over the graph):
   (subtract, divide, multiply, add; 3 without scale), layer_norm 8 per element
   (mean: 1; variance: subtract, square, add; normalise: subtract, divide;
   scale, shift), softmax 5 per element (max, subtract, exp, sum, divide).
-  Data movement (concat, reshape, transpose, tril_flatten) and inputs are 0.
+  Data movement (concat, reshape, transpose, tril_flatten), inputs and
+  constants are 0.
 * Parameters: every array of every node, batch-norm statistics included (as
   Keras' ``count_params`` counts them); ``trainable_params`` leaves the
   statistics out (as PyTorch's parameter count does).
 * Bytes moved: every input read once, the output written once, the parameters
   read once (float32 4 bytes, int64 8), except that an embedding bag reads
   only the rows it gathers, not its whole table. Reshape and transpose count
-  as copies; graph inputs themselves move nothing.
+  as copies; graph inputs and constants themselves move nothing (their
+  readers count them).
 * Heavy ops: conv2d, linear, matmul, embedding_bag (the study's GEMM / conv /
   embedding lookups). Depth is the longest chain of heavy ops along the
   dependencies, other ops being transparent; average width = heavy ops /
@@ -250,11 +252,11 @@ def _flops(n: Node, ins: Sequence[Node]) -> tuple[int, int]:
         return 8 * out, 0
     if n.op == "softmax":
         return 5 * out, 0
-    return 0, 0  # input and data movement
+    return 0, 0  # inputs, constants and data movement
 
 
 def _bytes(n: Node, ins: Sequence[Node]) -> int:
-    if n.op in ("input", "slice"):  # a slice is a view of its input's rows
+    if n.op in ("input", "constant", "slice"):  # a slice is a view of its input's rows
         return 0
     moved = sum(_size(i) * DTYPE_BYTES[i.dtype] for i in ins) + _size(n) * DTYPE_BYTES[n.dtype]
     if n.op == "embedding_bag":

@@ -145,6 +145,13 @@ class GraphBuilder:
         finally:
             self._scope = scope
 
+    def constant(self, shape: Sequence[int], *, name: str | None = None) -> int:
+        """A fixed float32 tensor of ``shape`` (param ``value``; seeded random
+        unless :meth:`set_weights` gives a file's own)."""
+        shape = tuple(int(d) for d in shape)
+        return self._add("constant", (), {}, shape, name,
+                         {"value": ParamSpec(shape, "normal", 0.0, 1.0)})
+
     def conv2d(self, x: int, out_channels: int, kernel: int | Sequence[int], *,
                stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
                dilation: int | Sequence[int] = 1, groups: int = 1, bias: bool = True,
@@ -382,6 +389,8 @@ def _replay(b: GraphBuilder, node: Node) -> int:
     shapes = node.params.shapes
     if node.op == "input":
         return b.input(name, node.shape, a["dtype"])
+    if node.op == "constant":
+        return b.constant(node.shape, name=name)
     if node.op == "conv2d":
         w = shapes.get("weight", ())
         if len(w) != 4:
@@ -446,7 +455,7 @@ def _canonical(v: Any) -> Any:
 
 
 def _arity(op: str, n: int) -> None:
-    want = {"input": 0, "matmul": 2, "add": 2, "mul": 2}.get(op, 1)
+    want = {"input": 0, "constant": 0, "matmul": 2, "add": 2, "mul": 2}.get(op, 1)
     if op == "concat" and n < 1 or op != "concat" and n != want:
         raise ValueError(f"{op} takes {'one or more' if op == 'concat' else want} "
                          f"input(s), got {n}")

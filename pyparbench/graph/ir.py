@@ -11,6 +11,8 @@ index inputs of ``embedding_bag``):
 
 ========================  ==========================================================
 ``input``                 [dtype] a named graph input
+``constant``              param ``value``: a fixed tensor that is no parameter of an op (a
+                          model file's class token concatenated to the patches)
 ``conv2d``                [stride (h, w), padding (t, b, l, r), dilation (h, w), groups,
                           relu] NCHW; params ``weight`` OIHW (I = C / groups), ``bias``?
 ``linear``                [relu] x · weightᵀ + bias on the last axis of a 2-D or 3-D

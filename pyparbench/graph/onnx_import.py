@@ -38,7 +38,9 @@ transposes), Gather of a value by constant indices that run in a row
 of a constant table by an int64
 graph input (``embedding_bag`` of bags of one; the input is fed as
 ``(numel, 1)`` indices, its file shape kept in ``graph.meta``), Identity,
-Dropout and Cast to float32 (removed).
+Dropout and Cast to float32 (removed). A float constant that an op reads
+as data rather than as its weight (a vision transformer's class token
+concatenated to the patches) becomes a ``constant`` node.
 
 A file that does not map fully is refused with ONE ValueError before
 anything is built for it to run, listing every unsupported op type with its
@@ -261,6 +263,7 @@ class _Importer:
         self.index_inputs: dict[str, int] = {}  # int64 input -> its (numel, 1) node
         self.float_inputs: dict[str, int] = {}
         self.used_names: set[str] = set()
+        self.constant_nodes: dict[int, tuple[Array, int]] = {}  # id -> (array, its node)
         self.batch = batch or 1
 
     # ---------------------------------------------------------- set-up
@@ -558,10 +561,22 @@ class _Importer:
     # ---------------------------------------------------------- helpers
 
     def node_of(self, v: Value | None, what: str) -> int:
+        """The node of a value; a float constant read as data (a class token
+        concatenated to the patches) becomes a constant node, one per array."""
         if isinstance(v, int):
             return v
-        raise _Unsupported(f"{what} is a constant (a constant input needs a node the IR "
-                           "lacks)")
+        if not isinstance(v, np.ndarray):
+            raise _Unsupported(f"{what} is missing")
+        if v.dtype.kind != "f" or v.ndim == 0:
+            raise _Unsupported(f"{what} is a {v.dtype} constant of shape {v.shape} (a data "
+                               "input must be a float32 tensor)")
+        made = self.constant_nodes.get(id(v))
+        if made is None:
+            nid = self.b.constant(v.shape, name=self._fresh("constant"))
+            self.b.set_weights(nid, {"value": v})
+            # Held here, the array keeps its id for the import.
+            made = self.constant_nodes[id(v)] = (v, nid)
+        return made[1]
 
     def const_of(self, v: Value | None, what: str) -> Array:
         if isinstance(v, np.ndarray):

@@ -6,14 +6,17 @@ framework runners) reads the ops from here."""
 from __future__ import annotations
 
 __all__ = ["DTYPE_BYTES", "ELTWISE_FLOPS", "FUSABLE_ACTIVATIONS", "HEAVY_OPS", "NATIVE_ATTRS",
-           "OPS", "PASS_ATTRS"]
+           "NO_KERNEL_OPS", "OPS", "PASS_ATTRS"]
 
 OPS = frozenset({
-    "input", "conv2d", "linear", "matmul", "embedding_bag", "eltwise", "add", "mul",
+    "input", "constant", "conv2d", "linear", "matmul", "embedding_bag", "eltwise", "add", "mul",
     "concat", "pool2d", "global_avg_pool", "batch_norm", "layer_norm", "softmax",
     "reshape", "transpose", "tril_flatten", "reorder", "slice",
 })
 HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag"})
+# Ops the native plan runs no kernel for: its inputs and constants (buffers
+# filled before the run), reshape and slice (views of their input's buffer).
+NO_KERNEL_OPS = frozenset({"input", "constant", "reshape", "slice"})
 DTYPE_BYTES = {"float32": 4, "int64": 8}
 # Elementary operations per element, transcendental functions counted as one.
 ELTWISE_FLOPS = {

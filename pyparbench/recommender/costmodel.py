@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from pyparbench.graph import Graph, Node
+from pyparbench.graph import NO_KERNEL_OPS, Graph, Node
 from pyparbench.settings import OmpWait
 
 __all__ = [
@@ -65,8 +65,8 @@ __all__ = [
     "wait_policy",
 ]
 
-# Ops the executor does not run: a graph input, and reshape (a view of its input).
-ALIAS_OPS = frozenset({"input", "reshape", "slice"})
+# Ops the executor does not run (graph/opdefs.py).
+ALIAS_OPS = NO_KERNEL_OPS
 
 
 def _jsonable(v: Any) -> Any:

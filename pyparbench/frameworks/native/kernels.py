@@ -17,7 +17,7 @@ import numpy as np
 
 from pyparbench import ops
 from pyparbench.frameworks._common import Array
-from pyparbench.graph import Node
+from pyparbench.graph import NO_KERNEL_OPS, Node
 
 __all__ = ["Timer", "node_kernel"]
 
@@ -44,7 +44,7 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
     out = np.empty(node.shape, np.float32)
     k: Any
     run: Timer
-    if op in ("input", "reshape", "reorder", "slice"):
+    if op in NO_KERNEL_OPS or op == "reorder":
         return None
     if op == "conv2d":
         w = _f32(p["weight"])

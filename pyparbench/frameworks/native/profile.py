@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyparbench.frameworks._common import KernelTime, Profile
-from pyparbench.graph import Graph
+from pyparbench.graph import NO_KERNEL_OPS, Graph
 
 __all__ = ["per_op_type"]
 
@@ -18,7 +18,7 @@ def per_op_type(graph: Graph, node_ns: Sequence[float], iteration_ns: float) -> 
     the node count; inputs, reshapes and slices (views) are left out."""
     agg: dict[str, list[float]] = {}
     for n, t in zip(graph.nodes, node_ns, strict=True):
-        if n.op in ("input", "reshape", "slice"):
+        if n.op in NO_KERNEL_OPS:
             continue
         slot = agg.setdefault(n.op, [0.0, 0.0])
         slot[0] += t

@@ -63,7 +63,9 @@ class _Builder:
         p = n.params
         op = n.op
         y: str
-        if op == "conv2d":
+        if op == "constant":
+            y = self.init(f"{s}.value", np.asarray(p["value"], np.float32))
+        elif op == "conv2d":
             args = [x, self.init(f"{s}.weight", np.asarray(p["weight"]))]
             if "bias" in p:
                 args.append(self.init(f"{s}.bias", np.asarray(p["bias"])))

@@ -95,6 +95,8 @@ class GraphFunction:
                     v[k] = var(k, p[k])
         elif node.op == "layer_norm":
             v["scale"], v["shift"] = var("gamma", p["scale"]), var("beta", p["shift"])
+        elif node.op == "constant":
+            v["value"] = tf.constant(np.ascontiguousarray(p["value"], dtype=np.float32))
         elif node.op == "tril_flatten":
             n = self.graph.nodes[node.inputs[0]].shape[1]
             li, lj = np.tril_indices(n, k=-1)
@@ -137,6 +139,8 @@ class GraphFunction:
     def _op(self, node: Node, ins: list[tuple[Any, bool]]) -> tuple[Any, bool]:
         if node.op == "reorder":  # a layout change of the native plan: an identity here
             return ins[0]
+        if node.op == "constant":  # as the graph stores it (NCHW where 4-D)
+            return self._vars[node.id]["value"], False
         if node.op == "slice":  # a micro-batch of the native plan: rows of the batch
             start = node.attrs["start"]
             return ins[0][0][start:start + node.shape[0]], ins[0][1]

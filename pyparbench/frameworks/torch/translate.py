@@ -59,8 +59,9 @@ class _Gen:
 
     def owned(self, nid: int) -> bool:
         """Whether a node's value is read by one node only and is neither a
-        graph input nor an output: that reader may overwrite it."""
+        graph input, a constant nor an output: that reader may overwrite it."""
         return (nid not in self.args and nid not in self.graph.outputs
+                and self.graph.nodes[nid].op != "constant"
                 and len(self.graph.consumers[nid]) == 1)
 
     def attr(self, node: Node, suffix: str = "") -> str:
@@ -128,6 +129,10 @@ class _Gen:
             self.buffers[bi] = torch.from_numpy(li.astype(np.int64))
             self.buffers[bj] = torch.from_numpy(lj.astype(np.int64))
             expr = f"{x}[:, self.{bi}, self.{bj}]"
+        elif op == "constant":
+            name = self.attr(node, "_value")
+            self.buffers[name] = torch.from_numpy(np.array(node.params["value"], np.float32))
+            expr = f"self.{name}"
         elif op == "reorder":  # a layout change of the native plan: an identity here
             expr = x
         elif op == "slice":  # a micro-batch of the native plan: rows of the batch

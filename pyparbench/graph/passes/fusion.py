@@ -69,7 +69,7 @@ def _may_overwrite(g: Graph, residual: Node, conv: Node, add: Node) -> bool:
     the residual's own (not a graph input's, not shared by a reshape), it is
     no graph output nor the conv's source, and every other reader of it has finished before the
     conv starts (is the conv's ancestor), so nothing reads it afterwards."""
-    if residual.op in ("input", "reshape") or residual.id in g.outputs:
+    if residual.op in ("input", "constant", "reshape") or residual.id in g.outputs:
         return False
     if residual.id in conv.inputs:  # a convolution cannot write over its own source
         return False

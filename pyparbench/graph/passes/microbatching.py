@@ -163,8 +163,8 @@ def split_batch(g: Graph, plan: MicroBatchPlan) -> Graph:
                 ins.append(local[i])
             attrs = dict(n.attrs)
             inplace = attrs.get("inplace")
-            if inplace is not None and g[n.inputs[int(inplace)]].op == "input":
-                attrs.pop("inplace")  # never into the caller's input
+            if inplace is not None and g[n.inputs[int(inplace)]].op in ("input", "constant"):
+                attrs.pop("inplace")  # never into the caller's input, nor a constant
             local[n.id] = em.emit(n.op, tuple(ins), attrs, n.params,
                                   (plan.rows, *n.shape[1:]), n.dtype, f"{n.name}/mb{j}")
             copies[n.id].append(local[n.id])
