@@ -1,7 +1,7 @@
 """Fuzzing the ONNX importer with hostile files (``pyparbench.graph.from_onnx``).
 
-A valid small network (convolution, pooling, a residual add, Split, Slice,
-Concat, Reshape, Transpose, Gemm, Softmax) is damaged two ways:
+A valid small network (convolution, pooling, a residual add, Split, a
+strided Slice, Pad, Concat, Reshape, Transpose, Gemm, Softmax) is damaged two ways:
 
 * as bytes: cut short, bytes flipped, junk spliced in, so the protobuf
   itself is broken or says something else;
@@ -55,7 +55,9 @@ def _valid() -> Any:
         ("w1", w(8, 3, 3, 3)), ("b1", w(8)), ("w2", w(4, 4, 3, 3)), ("fc", w(10, 64)),
         ("fb", w(10)), ("sizes", np.array([4, 4], np.int64)),
         ("st", np.array([0], np.int64)), ("en", np.array([2], np.int64)),
-        ("ax", np.array([2], np.int64)), ("shape", np.array([0, -1], np.int64)))]
+        ("ax", np.array([2], np.int64)), ("step", np.array([2], np.int64)),
+        ("shape", np.array([0, -1], np.int64)),
+        ("pads", np.array([0, 0, 1, 0, 0, 0, 0, 2], np.int64)))]
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
@@ -65,9 +67,10 @@ def _valid() -> Any:
         helper.make_node("Conv", ["s0", "w2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
         helper.make_node("Concat", ["c2", "s1"], ["cat"], axis=1, name="cat"),
         helper.make_node("Add", ["cat", "p1"], ["res"], name="residual"),
-        helper.make_node("Slice", ["res", "st", "en", "ax"], ["sl"], name="slice"),
+        helper.make_node("Slice", ["res", "st", "en", "ax", "step"], ["sl"], name="slice"),
         helper.make_node("Transpose", ["sl"], ["t"], perm=[0, 1, 3, 2], name="transpose"),
-        helper.make_node("GlobalAveragePool", ["t"], ["g"], name="gap"),
+        helper.make_node("Pad", ["t", "pads"], ["tp"], name="pad"),
+        helper.make_node("GlobalAveragePool", ["tp"], ["g"], name="gap"),
         helper.make_node("Reshape", ["g", "shape"], ["flat"], name="flat"),
         helper.make_node("Concat", ["flat"] * 8, ["wide"], axis=1, name="wide"),
         helper.make_node("Gemm", ["wide", "fc", "fb"], ["logits"], transB=1, name="fc"),

@@ -390,6 +390,10 @@ def test_split(shape: tuple[int, ...], axis: int, sizes: list[int] | None, opset
     ([1], [-1], [-1], [1]),            # last axis, a negative end
     ([0, 2], [2, 100], [0, 2], None),  # every row (no cut), then H from 2 to the end
     ([1], [2], [0], None),             # one row of the batch: a view
+    ([0, 1], [2, 3], [1, 2], None),    # two axes, one after the other
+    ([0, 1], [100, 100], [2, 3], [2, 2]),  # a patch merge's x[..., 0::2, 1::2]
+    ([1], [5], [-1], [3]),             # step 3 from 1: columns 1 and 4
+    ([0], [5], [2], [2]),              # step 2 over an odd axis: 0, 2, 4
 ])
 def test_slice(starts: list[int], ends: list[int], axes: list[int],
                steps: list[int] | None) -> None:
@@ -404,8 +408,7 @@ def test_slice(starts: list[int], ends: list[int], axes: list[int],
 
 
 @pytest.mark.parametrize("starts, ends, axes, steps, why", [
-    ([0], [4], [1], [2], "a step of 2 on axis 1"),
-    ([0, 1], [2, 3], [1, 2], [1, 1], "a slice on 2 axes"),
+    ([3], [0], [1], [-1], "a step of -1 on axis 1"),
 ])
 def test_slices_that_do_not_map(starts: list[int], ends: list[int], axes: list[int],
                                 steps: list[int], why: str) -> None:
@@ -414,6 +417,58 @@ def test_slices_that_do_not_map(starts: list[int], ends: list[int], axes: list[i
                [_init("s", np.array(starts, np.int64)), _init("e", np.array(ends, np.int64)),
                 _init("a", np.array(axes, np.int64)), _init("st", np.array(steps, np.int64))])
     with pytest.raises(ValueError, match=rf"Slice x1 \(node '/cut': {why}"):
+        from_onnx(m)
+
+
+def test_a_constant_read_twice_by_one_node_is_folded() -> None:
+    # starts and axes are one initializer: the Slice still folds at import.
+    table = _rand(np.random.default_rng(2), 6, 4)
+    m = _model([helper.make_node("Slice", ["t", "zero", "three", "zero"], ["c"]),
+                helper.make_node("Add", ["x", "c"], ["y"])],
+               [_vi("x", [3, 4])], [_vi("y", None)],
+               [_init("t", table), _init("zero", np.array([0], np.int64)),
+                _init("three", np.array([3], np.int64))])
+    check(m)
+    assert from_onnx(m).op_counts().get("constant", 0) == 0
+
+
+@pytest.mark.parametrize("pads, value, axes, opset", [
+    ([0, 0, 0, 0, 0, 0, 0, 0], None, None, OPSET),  # a window padding of nothing: a view
+    ([0, 0, 1, 2, 0, 0, 3, 0], None, None, OPSET),  # H and W, before and after
+    ([0, 2, 0, 0, 0, 1, 0, 0], 0.5, None, OPSET),   # channels, with a value
+    ([1, 2], -1.0, [-1], 18),                       # the axes input: the last axis
+    ([0, 0, 2, 1, 0, 0, 0, 1], 0.25, None, 10),     # pads and value as attributes
+])
+def test_pad(pads: list[int], value: float | None, axes: list[int] | None, opset: int) -> None:
+    if opset < 11:
+        node = helper.make_node("Pad", ["x"], ["p"], pads=pads, value=value or 0.0)
+        inits = []
+    else:
+        names = ["x", "pads", "v" if value is not None else "", "ax" if axes else ""]
+        node = helper.make_node("Pad", names[:4 if axes else 3 if value is not None else 2],
+                                ["p"])
+        inits = [_init("pads", np.array(pads, np.int64))]
+        if value is not None:
+            inits.append(_init("v", np.array(value, np.float32)))
+        if axes:
+            inits.append(_init("ax", np.array(axes, np.int64)))
+    m = _model([node, helper.make_node("Sigmoid", ["p"], ["y"])], [_vi("x", [2, 3, 4, 5])],
+               [_vi("y", None)], inits, opset=opset)
+    check(m)
+    if not any(pads):
+        assert from_onnx(m).op_counts().get("concat", 0) == 0
+
+
+@pytest.mark.parametrize("mode, pads, why", [
+    ("reflect", [0, 0, 1, 1, 0, 0, 1, 1], "mode 'reflect'"),
+    ("constant", [0, 0, -1, 0, 0, 0, 0, 0], "a negative pad"),
+    ("constant", [0, 0, 0, 0, 0, 0, 1 << 40, 0], r"a pad to \(2, 3, 1099511627780, 5\)"),
+])
+def test_pads_that_do_not_map(mode: str, pads: list[int], why: str) -> None:
+    m = _model([helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode, name="/pad")],
+               [_vi("x", [2, 3, 4, 5])], [_vi("y", None)],
+               [_init("pads", np.array(pads, np.int64))])
+    with pytest.raises(ValueError, match=rf"Pad x1 \(node '/pad': {why}"):
         from_onnx(m)
 
 

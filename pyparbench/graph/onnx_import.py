@@ -31,9 +31,11 @@ x * Sigmoid(x) and x * HardSigmoid(x) with HardSwish's constants), MaxPool / Ave
 ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool,
 ReduceMean over (H, W), BatchNormalization (inference), LayerNormalization
 (last axis), Softmax (any axis), Concat, Reshape / Flatten / Squeeze /
-Unsqueeze (views), Transpose, Split and Slice along one axis with step 1
-(a view of rows where the axes before it have size 1, else between two
-transposes), Gather of a value by constant indices that run in a row
+Unsqueeze (views), Transpose, Split along one axis and Slice along any
+axes with any positive step (per axis a view of rows where the axes before
+it have size 1, else between two transposes; a step > 1 takes one column of
+the axis seen as (count, step)), Pad in constant mode (a concat of constant
+blocks; zero pads a view), Gather of a value by constant indices that run in a row
 (``x[:, 0]``, an exporter's ``as_strided``: the same part), Gather of rows
 of a constant table by an int64
 graph input (``embedding_bag`` of bags of one; the input is fed as
@@ -521,7 +523,7 @@ class _Importer:
             return False
         feeds = {i: v for i, v in zip(n.input, ins, strict=True)
                  if i and isinstance(v, np.ndarray)}
-        if len(feeds) != len([i for i in n.input if i]):
+        if len(feeds) != len({i for i in n.input if i}):  # a name may be read twice
             return False
         self._fold_size_check(n, feeds)
         try:
@@ -1268,22 +1270,93 @@ def _slice(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
             if len(ins) > 3 and ins[3] is not None else list(range(len(starts))))
     steps = (im.const_of(ins[4], "Slice's steps").reshape(-1).tolist()
              if len(ins) > 4 and ins[4] is not None else [1] * len(starts))
-    cut: list[tuple[int, int, int]] = []
+    cuts: list[tuple[int, int, int, int]] = []
     for s0, e0, ax0, st in zip(starts, ends, axes, steps, strict=True):
         ax = int(ax0) % len(xs)
+        if int(st) < 1:
+            raise _Unsupported(f"a step of {st} on axis {ax} (positive steps map)")
         begin, end, step = slice(int(s0), int(e0), int(st)).indices(xs[ax])
-        if step != 1:
-            raise _Unsupported(f"a step of {st} on axis {ax} (only step 1 maps)")
-        if (begin, end) != (0, xs[ax]):
-            cut.append((ax, begin, end - begin))
-    if len(cut) > 1:
-        raise _Unsupported(f"a slice on {len(cut)} axes (one maps)")
-    if not cut:
+        count = len(range(begin, end, step))
+        if count < 1:
+            raise _Unsupported("an empty slice")
+        if count != xs[ax]:
+            cuts.append((ax, begin, step, count))
+    if not cuts:
         return [im.reshape(x, xs, final=True)]
-    ax, begin, length = cut[0]
-    if length < 1:
-        raise _Unsupported("an empty slice")
-    return [_part(im, x, ax, begin, length, im._name)]
+    y = x
+    for i, (ax, begin, step, count) in enumerate(cuts):
+        y = _strided_part(im, y, ax, begin, step, count,
+                          im._name if i == len(cuts) - 1 else im._fresh("slice"))
+    return [y]
+
+
+def _strided_part(im: _Importer, x: int, axis: int, start: int, step: int, count: int,
+                  name: str) -> int:
+    """Elements start, start + step, ... (``count`` of them) of ``x`` along
+    ``axis``: with step 1 a part; else a part of ``count * step`` elements
+    seen as (count, step), of which one column is taken (a patch merge's
+    ``x[:, 0::2, 1::2]``); where the axis holds fewer, it is first lengthened
+    by a constant block."""
+    if step == 1:
+        return _part(im, x, axis, start, count, name)
+    xs = im.shape(x)
+    span = count * step
+    if span > xs[axis]:
+        extra = (*xs[:axis], start + span - xs[axis], *xs[axis + 1:])
+        x = im.b.concat([x, im.node_of(np.zeros(extra, np.float32), "a step's end")],
+                        axis=axis, name=im._fresh("lengthen"))
+        xs = im.shape(x)
+    column = max(0, start + span - xs[axis])  # the part ends within the axis
+    whole = _part(im, x, axis, start - column, span, im._fresh("span"))
+    grid = im.reshape(whole, (*xs[:axis], count, step, *xs[axis + 1:]))
+    picked = _part(im, grid, axis + 1, column, 1, im._fresh("every"))
+    return im.b.reshape(picked, (*xs[:axis], count, *xs[axis + 1:]), name=name)
+
+
+def _pad(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+         a: dict[str, Any]) -> list[Value]:
+    """A constant-mode Pad of a value: per padded axis, a concat of constant
+    blocks of the pad value around it (zero pads, as a window's padding to a
+    multiple of its size often is, make a view)."""
+    if _s(a.get("mode", "constant")) != "constant":
+        raise _Unsupported(f"mode {_s(a['mode'])!r} (only 'constant' maps)")
+    x = im.node_of(ins[0], "Pad's input")
+    xs = im.shape(x)
+    if len(ins) > 1:  # opset 11 on: pads, value and axes are inputs
+        pads = im.const_of(ins[1], "Pad's pads").reshape(-1).tolist()
+        value = (float(im.const_of(ins[2], "Pad's value").reshape(-1)[0])
+                 if len(ins) > 2 and ins[2] is not None else 0.0)
+        axes = (im.const_of(ins[3], "Pad's axes").reshape(-1).tolist()
+                if len(ins) > 3 and ins[3] is not None else list(range(len(xs))))
+    else:
+        pads, value, axes = list(a.get("pads", [])), float(a.get("value", 0.0)), \
+            list(range(len(xs)))
+    if len(pads) != 2 * len(axes):
+        raise _Unsupported(f"{len(pads)} pads for {len(axes)} axes")
+    y = x
+    padded = [(int(ax) % len(xs), int(b), int(e))
+              for ax, b, e in zip(axes, pads[:len(axes)], pads[len(axes):], strict=True)
+              if b or e]
+    grown = list(xs)
+    for ax, before, after in padded:
+        if before < 0 or after < 0:
+            raise _Unsupported(f"a negative pad (a crop) on axis {ax}")
+        grown[ax] += before + after
+    if math.prod(grown) > _MAX_FOLD_ELEMENTS:  # a hostile file's pads
+        raise _Unsupported(f"a pad to {tuple(grown)} (at most {_MAX_FOLD_ELEMENTS} elements)")
+    for ax, before, after in padded:
+        ys = im.shape(y)
+
+        def block(size: int) -> int:
+            shape = ys[:ax] + (size,) + ys[ax + 1:]
+            return im.node_of(np.full(shape, value, np.float32), "Pad's value")
+
+        parts = ([block(before)] if before else []) + [y] + ([block(after)] if after else [])
+        last = ax == padded[-1][0]
+        y = im.b.concat(parts, axis=ax, name=im._name if last else im._fresh("pad"))
+    if not padded:
+        return [im.reshape(x, xs, final=True)]
+    return [y]
 
 
 def _transpose(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
@@ -1382,6 +1455,7 @@ _MAPPINGS: dict[str, Mapping_] = {
     "Transpose": _transpose,
     "Split": _split,
     "Slice": _slice,
+    "Pad": _pad,
     "Gather": _gather,
     "Identity": _identity,
     "Dropout": _identity,
