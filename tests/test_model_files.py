@@ -243,12 +243,20 @@ def test_run_a_file_then_a_changed_file_is_not_resumed(
     assert records and {r["config"]["model"] for r in records} == {old}
     fw = {r["config"]["framework"]: r for r in records if r["config"].get("framework")}
     assert fw["onnxruntime"]["status"] == "ok"
+    # ONNX Runtime ran the file itself; the native graph's outputs agree with it.
+    assert 0 < fw["onnxruntime"]["resolved"]["output_error"] <= 1e-4
     for name in ("tensorflow", "torch"):
         assert fw[name]["status"] == "skipped" and fw[name]["error"] == NO_MODULE
     # The file's rows in the summary, the plan's graph figures, the report, the terminal.
     summary = json.loads((out_dir / "summary.json").read_text())
     assert old in json.dumps(summary["models"]) and old in json.dumps(
         summary["framework_overhead"])
+    ort_rows = [i for i in summary["framework_overhead"] if i["framework"] == "onnxruntime"]
+    assert ort_rows and all(0 < i["output_error"] <= 1e-4 for i in ort_rows)
+    assert f"outputs of {old} b1 against ONNX Runtime running the file: max |native - ORT| " \
+        "/ max |ORT| = " in " ".join(out.split())
+    assert "outputs: max |native - framework| / max |framework|" in (
+        out_dir / "report.html").read_text()
     graphs = json.loads((out_dir / "graphs.json").read_text())
     assert old in json.dumps(graphs)
     assert old in (out_dir / "report.html").read_text()

@@ -113,8 +113,9 @@ def _per_op(kernels: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]
 
 def output_error(native: Mapping[str, Any], framework: Mapping[str, Any]) -> float:
     """How far the native outputs are from a framework's on the same inputs
-    (each as a child encodes it): max |native - framework| / max |framework|
-    over every output the two share.
+    (each as a child encodes it, or as arrays, as run_framework returns
+    them): max |native - framework| / max |framework| over every output the
+    two share.
 
     Raises
     ------
@@ -131,8 +132,8 @@ def output_error(native: Mapping[str, Any], framework: Mapping[str, Any]) -> flo
                          f"framework {sorted(framework)}")
     worst = 0.0
     for name in common:
-        got = np.asarray(decode(native[name]), np.float64)
-        want = np.asarray(decode(framework[name]), np.float64)
+        got, want = (np.asarray(decode(v) if isinstance(v, Mapping) else v, np.float64)
+                     for v in (native[name], framework[name]))
         if got.shape != want.shape:
             raise ValueError(f"output {name!r}: native shape {got.shape}, framework's "
                              f"{want.shape}")

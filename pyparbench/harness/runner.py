@@ -75,15 +75,19 @@ def _run_framework_config(config: Config, started: float, machine: dict[str, Any
     """A framework configuration: the model in a fresh child of that
     framework (:func:`pyparbench.frameworks.run_framework`), pinned as the
     settings say; the framework's reported threads and the knobs it has no
-    counterpart for go into ``resolved``."""
+    counterpart for go into ``resolved``. ONNX Runtime on a user's file runs
+    the file itself, so ``resolved`` also says how far the native graph's
+    outputs are from it (``output_error``, see :func:`_file_agreement`)."""
     from pyparbench.frameworks import ModelRef, run_framework
     from pyparbench.frameworks.spec import NO_MODULE
+    from pyparbench.models.files import is_file_key
     from pyparbench.timing import summarize
 
     assert config.framework is not None
+    agree = config.framework == "onnxruntime" and is_file_key(config.model)
     res = run_framework(ModelRef(config.model, config.batch), config.framework,
                         config.settings, mode=config.mode, repeats=config.repeats,
-                        warmup=config.warmup, timeout=timeout)
+                        warmup=config.warmup, outputs=agree, timeout=timeout)
     if res.get("status") == "not_applicable":  # TensorFlow or PyTorch on an ONNX file
         return Result(config.key, config, "skipped", started, machine, error=NO_MODULE)
     if res.get("status") != "ok":  # "timeout" as a native child's, else "error"
@@ -93,8 +97,30 @@ def _run_framework_config(config: Config, started: float, machine: dict[str, Any
     resolved = {"framework": config.framework, "mode": config.mode,
                 "reported": res.get("reported"),
                 "not_applicable": res.get("not_applicable", [])}
+    if agree:
+        resolved.update(_file_agreement(config, res.get("outputs") or {}, timeout))
     return Result(config.key, config, "ok", started, machine, ns=ns, summary=summarize(ns),
                   resolved=resolved)
+
+
+def _file_agreement(config: Config, framework_outputs: dict[str, Any], timeout: float
+                    ) -> dict[str, Any]:
+    """How far the native executor's outputs are from ONNX Runtime's on the
+    user's file, on the same inputs: ``output_error`` = max |native - ORT| /
+    max |ORT| (one native run in its own child, under the row's settings),
+    or None with ``output_error_note`` saying why there is none."""
+    from pyparbench.frameworks import ModelRef, run_framework
+    from pyparbench.frameworks.overhead import output_error
+
+    native = run_framework(ModelRef(config.model, config.batch), "native", config.settings,
+                           repeats=1, warmup=0, outputs=True, timeout=timeout)
+    if native.get("status") != "ok":
+        return {"output_error": None,
+                "output_error_note": f"the native run failed: {native.get('error', '')}"}
+    try:
+        return {"output_error": output_error(native.get("outputs") or {}, framework_outputs)}
+    except ValueError as e:
+        return {"output_error": None, "output_error_note": str(e)}
 
 
 def check_config_record(where: str, record: dict[str, Any]) -> None:

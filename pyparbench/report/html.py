@@ -241,11 +241,24 @@ def _overhead(summary: Mapping[str, Any]) -> str:
     rows = [(i["model"], i["batch"], plots.framework_label(i), i["setting"],
              f"{i['native_ms']:.4g}", f"{i['framework_ms']:.4g}", f"{i['overhead_ms']:.4g}",
              f"{i['overhead_pct']:.0f}%", f"x{i['framework_ms'] / i['native_ms']:.2f}"
-             if i["native_ms"] > 0 else "-") for i in items]
+             if i["native_ms"] > 0 else "-", _agreement_cell(i)) for i in items]
     out.append(table(["model", "batch", "framework", "setting", "native ms", "framework ms",
-                       "overhead ms", "overhead", "framework / native"], rows,
-                      [False, True, False, False, True, True, True, True, True]))
+                       "overhead ms", "overhead", "framework / native",
+                       "outputs: max |native - framework| / max |framework|"], rows,
+                      [False, True, False, False, True, True, True, True, True, True]))
+    if any("output_error" in i for i in items):
+        out.append("<p>The outputs are compared where ONNX Runtime runs a user's file as it "
+                   "is (not a translation of pyparbench's graph): one run of each on the same "
+                   "inputs.</p>")
     return "\n".join(out)
+
+
+def _agreement_cell(item: Mapping[str, Any]) -> str:
+    if "output_error" not in item:
+        return "-"
+    if item["output_error"] is None:
+        return f"not compared: {item.get('output_error_note') or 'no outputs'}"
+    return f"{item['output_error']:.1e}"
 
 
 def _failures(summary: Mapping[str, Any]) -> str:

@@ -76,7 +76,9 @@ beside it (``median_ns``) so the two can be matched exactly:
     settings of a native run; each pair gives {model, batch, framework,
     mode, setting, native_ms, framework_ms, overhead_ms (framework -
     native), overhead_pct (of the framework latency), ratio (framework /
-    native)}.
+    native)}; ONNX Runtime on a user's file (which it runs as it is) adds
+    output_error, max |native - ORT| / max |ORT| on the same inputs (None
+    with output_error_note where it could not be had).
 ``operators``
     ``scaling``: per standard shape, each thread count's latency, GFLOP/s,
     GB/s, intensity, bound and percentage of it, and the speed-up at the
@@ -296,11 +298,14 @@ def _framework_overhead(native: Sequence[Result],
         if n is None:
             continue
         nm, fm = n.timing.median / 1e6, r.timing.median / 1e6
-        out.append({"model": c.model, "batch": c.batch, "framework": c.framework,
-                    "mode": c.mode, "setting": settings_label(c.settings),
-                    "native_ms": nm, "framework_ms": fm, "overhead_ms": fm - nm,
-                    "overhead_pct": 100.0 * (fm - nm) / fm if fm > 0 else 0.0,
-                    "ratio": fm / nm if nm > 0 else 0.0})
+        item = {"model": c.model, "batch": c.batch, "framework": c.framework,
+                "mode": c.mode, "setting": settings_label(c.settings),
+                "native_ms": nm, "framework_ms": fm, "overhead_ms": fm - nm,
+                "overhead_pct": 100.0 * (fm - nm) / fm if fm > 0 else 0.0,
+                "ratio": fm / nm if nm > 0 else 0.0}
+        agreement = {k: v for k, v in (r.resolved or {}).items()
+                     if k in ("output_error", "output_error_note")}
+        out.append({**item, **agreement})
     return out
 
 

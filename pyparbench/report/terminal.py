@@ -111,6 +111,24 @@ def overhead_table(summary: Mapping[str, Any]) -> Table | None:
     return table
 
 
+def agreement_lines(summary: Mapping[str, Any]) -> list[str]:
+    """Per user's file and batch, how far the native outputs are from ONNX
+    Runtime's running the file itself (the worst over its settings)."""
+    worst: dict[tuple[str, int], float | str] = {}
+    for i in summary.get("framework_overhead") or []:
+        if "output_error" not in i:
+            continue
+        key = (i["model"], i["batch"])
+        err = i["output_error"]
+        if err is None:
+            worst.setdefault(key, str(i.get("output_error_note") or "not measured"))
+        elif not isinstance(worst.get(key), float) or err > worst[key]:
+            worst[key] = float(err)
+    return [f"outputs of {m} b{b} against ONNX Runtime running the file: "
+            + (f"max |native - ORT| / max |ORT| = {e:.1e}" if isinstance(e, float)
+               else f"not compared ({e})") for (m, b), e in worst.items()]
+
+
 def summary_renderable(summary: Mapping[str, Any], report: str | None = None) -> Group:
     """The table and the lines under it: what the columns mean, failures,
     the ceilings, and where the report is."""
@@ -131,6 +149,7 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
         parts.append(Text("xN: the framework's median latency over the native executor's "
                           "(above 1: the framework is slower; pyparbench overhead MODEL "
                           "splits it per op type)."))
+        parts += [Text(line) for line in agreement_lines(summary)]
     busy = summary.get("conditions", {}).get("busy")
     if busy:
         parts.append(Text(busy, style="yellow"))
