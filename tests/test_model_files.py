@@ -24,6 +24,7 @@ from _support import cli_main
 from pyparbench.cli import main
 from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.models import build, files, resolve
+from pyparbench.models.modules import MODULES_ENV, attach_module, attached_module
 
 torch = pytest.importorskip("torch")
 
@@ -81,6 +82,7 @@ def _digest12(path: Path) -> str:
 def _own_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each test registers its files afresh (and its children inherit only those).
     monkeypatch.delenv(files.FILES_ENV, raising=False)
+    monkeypatch.delenv(MODULES_ENV, raising=False)
 
 
 def _main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -290,6 +292,40 @@ def test_run_a_file_then_a_changed_file_is_not_resumed(
     assert not matched["new"]["rows"]
     assert all(old in k for k in matched["new"]["only_in_baseline"])
     assert all(new in k for k in matched["new"]["only_in_other"])
+
+
+# ------------------------------------------------------------------ a module given
+
+
+def test_pytorch_runs_the_module_attached_to_a_file(tmp_path: Path) -> None:
+    import numpy as np
+
+    from pyparbench.frameworks import ModelRef, run_framework
+    from pyparbench.frameworks.overhead import output_error
+
+    path = export_residual(tmp_path / "my.onnx")
+    name = resolve(str(path))
+    assert run_framework(ModelRef(name, 2), "torch")["status"] == "not_applicable"
+    torch.manual_seed(0)  # the weights the file was exported with
+    module = _Residual()
+    assert attach_module(path, module, batch=2, directory=tmp_path / "mods") == name
+    assert attached_module(name) is not None and attached_module(name).is_file()
+    ort_run = run_framework(ModelRef(name, 3), "onnxruntime", repeats=2, outputs=True)
+    assert ort_run["status"] == "ok"
+    for mode in ("eager", "script"):  # in a child, at another batch than the export's
+        res = run_framework(ModelRef(name, 3), "torch", mode=mode, repeats=2, outputs=True)
+        assert res["status"] == "ok", res.get("error")
+        assert len(res["ns"]) == 2
+        assert output_error(res["outputs"], ort_run["outputs"]) <= 1e-5
+    # TensorFlow takes no module: still not applicable.
+    assert run_framework(ModelRef(name, 3), "tensorflow")["error"].endswith(NO_MODULE)
+    # A module that is not the file's network, or a model pyparbench builds, is refused.
+    torch.manual_seed(5)
+    with pytest.raises(ValueError, match="is not the file's network: max"):
+        attach_module(path, _Residual(), directory=tmp_path / "mods")
+    with pytest.raises(ValueError, match="'mlp-512' is not an ONNX file"):
+        attach_module("mlp-512", module)
+    assert np.isfinite(ort_run["ns"]).all()
 
 
 def test_output_error_reads_what_children_send() -> None:

@@ -140,11 +140,16 @@ def describe(spec: Mapping[str, Any]) -> str:
 
 def not_applicable(framework: str, spec: Mapping[str, Any]) -> str | None:
     """Why ``framework`` cannot run ``spec`` (:data:`NO_MODULE` for a model
-    that is an ONNX file in TensorFlow or PyTorch), or None."""
+    that is an ONNX file in TensorFlow, or in PyTorch without the module it
+    was exported from, :func:`pyparbench.models.modules.attach_module`), or
+    None."""
     from pyparbench.models.files import is_file_key
+    from pyparbench.models.modules import attached_module
 
-    if framework in _TRANSLATED and spec.get("kind") == "model" \
-            and is_file_key(str(spec.get("model", ""))):
+    model = str(spec.get("model", ""))
+    if framework in _TRANSLATED and spec.get("kind") == "model" and is_file_key(model):
+        if framework == "torch" and attached_module(model) is not None:
+            return None
         return NO_MODULE
     return None
 

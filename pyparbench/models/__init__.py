@@ -5,7 +5,9 @@ registered model; ``MODELS`` describes each one. Weights are seeded random;
 shapes and structure follow the reference architecture named in each
 module's docstring. A user's ONNX file is a model too: :func:`resolve` takes
 its path and returns its name (``my.onnx@<sha256[:12]>``,
-:mod:`pyparbench.models.files`), which ``build`` then loads.
+:mod:`pyparbench.models.files`), which ``build`` then loads;
+:func:`attach_module` gives PyTorch the module such a file came from
+(:mod:`pyparbench.models.modules`).
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from pyparbench.models.resnet import resnet50, resnext50_32x4d
 from pyparbench.models.squeezenet import squeezenet1_0
 from pyparbench.models.transformer import transformer_encoder
 from pyparbench.models.wide_deep import wide_deep
+from pyparbench.models.modules import attach_module  # noqa: E402 (after the builders)
 
 __all__ = [
     "MODELS",
     "ModelSpec",
+    "attach_module",
     "build",
     "dlrm",
     "dlrm_kaggle",

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyparbench.graph import Graph
 
-__all__ = ["FILES_ENV", "file_name", "file_path", "is_file_key", "looks_like_file",
-           "load", "register"]
+__all__ = ["FILES_ENV", "env_register", "env_registry", "file_name", "file_path", "is_file_key",
+           "looks_like_file", "load", "register"]
 
 # name -> absolute path of every file registered by this process or a parent.
 FILES_ENV = "PYPARBENCH_MODEL_FILES"
@@ -67,18 +67,38 @@ def file_name(path: str | os.PathLike[str]) -> str:
     return f"{p.name}@{_digest(p)[:_HASH_LEN]}"
 
 
-def _registry() -> dict[str, str]:
-    raw = os.environ.get(FILES_ENV, "")
+def env_registry(env: str) -> dict[str, str]:
+    """The name -> path map kept in environment variable ``env`` (JSON),
+    which children inherit; {} where unset.
+
+    Raises
+    ------
+    ValueError
+        A value that is not a JSON object of strings.
+    """
+    raw = os.environ.get(env, "")
     if not raw:
         return {}
     try:
         got = json.loads(raw)
     except ValueError:
-        raise ValueError(f"{FILES_ENV} is not JSON: {raw[:200]!r}") from None
+        raise ValueError(f"{env} is not JSON: {raw[:200]!r}") from None
     if not isinstance(got, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                             for k, v in got.items()):
-        raise ValueError(f"{FILES_ENV} must map model names to paths, got {raw[:200]!r}")
+        raise ValueError(f"{env} must map model names to paths, got {raw[:200]!r}")
     return got
+
+
+def env_register(env: str, name: str, path: str) -> None:
+    """Add ``name`` -> ``path`` to the map in ``env``, for this process and
+    the children it starts from now on."""
+    registry = env_registry(env)
+    registry[name] = path
+    os.environ[env] = json.dumps(registry)
+
+
+def _registry() -> dict[str, str]:
+    return env_registry(FILES_ENV)
 
 
 def register(path: str | os.PathLike[str], *, check: bool = True) -> str:
@@ -100,9 +120,7 @@ def register(path: str | os.PathLike[str], *, check: bool = True) -> str:
         from pyparbench.graph import from_onnx
 
         from_onnx(path)
-    files = _registry()
-    files[name] = str(Path(path).resolve())
-    os.environ[FILES_ENV] = json.dumps(files)
+    env_register(FILES_ENV, name, str(Path(path).resolve()))
     return name
 
 

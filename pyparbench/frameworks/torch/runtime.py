@@ -8,6 +8,11 @@
   called under ``torch.inference_mode``; the child sets
   ``TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1`` so that the profiler sees
   inductor's own kernels.
+
+A user's ONNX file with the PyTorch module it came from attached
+(:mod:`pyparbench.models.modules`) runs that module's exported program
+instead of a translation (script mode traces it: an exported program does
+not script).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pyparbench.frameworks._common import Array, Profile, python_loop
 from pyparbench.frameworks.torch import profile as torch_profile
 from pyparbench.frameworks.torch.translate import build_module
 from pyparbench.graph import Graph
+from pyparbench.models.modules import attached_module
 
 __all__ = ["MODES", "TorchModel", "prepare"]
 
@@ -40,18 +46,30 @@ class TorchModel:
         self.graph = graph
         self.mode = mode
         fork = bool(knobs.get("fork_branches")) and mode == "script"
-        module, self.source = build_module(graph, fork=fork)
+        attached = attached_module(str(graph.meta.get("model", "")))
+        shapes = graph.meta.get("onnx_input_shapes", {}) if attached is not None else {}
+        # An attached module takes the file's inputs in the file's shapes.
+        self._feeds = [torch.from_numpy(np.ascontiguousarray(
+            inputs[name]).reshape(shapes.get(name, inputs[name].shape)))
+            for name in (graph.nodes[i].name for i in graph.inputs)]
+        module: Any
+        if attached is not None:
+            module = torch.export.load(str(attached)).module()
+            self.source = f"# the module attached for {graph.name}: {attached}\n"
+        else:
+            module, self.source = build_module(graph, fork=fork)
         self.info: dict[str, Any] = {"forked_chains": self.source.count("torch.jit.fork(")}
         t0 = time.perf_counter()
         self._model: Any
         if mode == "eager":
             self._model = module
+        elif mode == "script" and attached is not None:  # an exported program traces
+            traced = torch.jit.trace(module, tuple(self._feeds))  # type: ignore[no-untyped-call]
+            self._model = torch.jit.freeze(traced.eval())
         elif mode == "script":
             self._model = torch.jit.freeze(torch.jit.script(module))
         else:
             self._model = torch.compile(module)
-        self._feeds = [torch.from_numpy(np.ascontiguousarray(inputs[graph.nodes[i].name]))
-                       for i in graph.inputs]
         with torch.inference_mode():
             self._model(*self._feeds)  # tracing, profiling runs, compilation
         self.info["first_call_s"] = time.perf_counter() - t0
