@@ -4,6 +4,7 @@
   python bench/recommend_regret.py --models googlenet --batches 1 --passes 1
   python bench/recommend_regret.py -o DIR --report-only  # the tables again, from DIR
   python bench/recommend_regret.py --server-only         # the synthetic 2-socket server
+  python bench/recommend_regret.py --models ./my.onnx --batches 1   # a user's file
 
 For every model and batch of the default suite (ResNet-50, GoogLeNet,
 FC-512, DLRM Criteo-Kaggle, the BERT encoder layer, at batch 1 and 8):
@@ -333,6 +334,8 @@ def main() -> int:
                     help="print the tables from <out> without measuring")
     ap.add_argument("--server-only", action="store_true")
     args = ap.parse_args()
+    # An ONNX file's path becomes its model name, registered for the children.
+    args.models = [models.resolve(m) for m in args.models]
     out = Path(args.out).absolute()
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {}
