@@ -73,17 +73,16 @@ def attach_module(model: str | os.PathLike[str], module: Any, *, batch: int = 1,
         raise ValueError(f"model {name!r} is not an ONNX file (a model pyparbench builds "
                          "runs in PyTorch as its own translation): a module is attached to a "
                          "file")
-    graph = files.load(name, batch)
-    shapes = graph.meta["onnx_input_shapes"]
-    feeds = graph.random_inputs(seed=0)
-    order = [graph.nodes[i].name for i in graph.inputs]
-    example = tuple(torch.from_numpy(feeds[k].reshape(shapes[k])) for k in order)
     module = module.eval()
+    # A batch of 1 would be specialised (torch.export fixes sizes 0 and 1):
+    # the dynamic export takes 2 at least.
     dim = torch.export.Dim("batch", min=1, max=1 << 16)
     try:
+        example, order, shapes, feeds = _example(name, max(batch, 2))
         program = torch.export.export(module, example,
                                       dynamic_shapes=tuple({0: dim} for _ in example))
     except Exception:  # a module that fixes its batch: exported at this one
+        example, order, shapes, feeds = _example(name, batch)
         try:
             program = torch.export.export(module, example)
         except Exception as e:
@@ -96,6 +95,20 @@ def attach_module(model: str | os.PathLike[str], module: Any, *, batch: int = 1,
     torch.export.save(program, str(path))
     files.env_register(MODULES_ENV, name, str(path.resolve()))
     return name
+
+
+def _example(name: str, batch: int) -> tuple[tuple[Any, ...], list[str], dict[str, Any],
+                                             dict[str, Any]]:
+    """The file's inputs at ``batch`` as tensors in the file's order and
+    shapes, with those names, shapes and the arrays."""
+    import torch
+
+    graph = files.load(name, batch)
+    shapes = graph.meta["onnx_input_shapes"]
+    feeds = graph.random_inputs(seed=0)
+    order = [graph.nodes[i].name for i in graph.inputs]
+    return (tuple(torch.from_numpy(feeds[k].reshape(shapes[k])) for k in order), order,
+            shapes, feeds)
 
 
 def _check_agreement(name: str, module: Any, example: tuple[Any, ...], order: list[str],

@@ -61,18 +61,28 @@ class TorchModel:
         self.info: dict[str, Any] = {"forked_chains": self.source.count("torch.jit.fork(")}
         t0 = time.perf_counter()
         self._model: Any
-        if mode == "eager":
-            self._model = module
-        elif mode == "script" and attached is not None:  # an exported program traces
-            traced = torch.jit.trace(module, tuple(self._feeds))  # type: ignore[no-untyped-call]
-            self._model = torch.jit.freeze(traced.eval())
-        elif mode == "script":
-            self._model = torch.jit.freeze(torch.jit.script(module))
-        else:
-            self._model = torch.compile(module)
-        with torch.inference_mode():
-            self._model(*self._feeds)  # tracing, profiling runs, compilation
+        try:
+            self._model = self._in_mode(module, attached is not None)
+            with torch.inference_mode():
+                self._model(*self._feeds)  # tracing, profiling runs, compilation
+        except Exception as e:
+            if attached is None:
+                raise
+            raise ValueError(f"the module attached for {graph.name} does not run at batch "
+                             f"{self._feeds[0].shape[0]} ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0][:200]}): attach it at that batch, "
+                             "or one that torch.export can make dynamic") from None
         self.info["first_call_s"] = time.perf_counter() - t0
+
+    def _in_mode(self, module: Any, exported: bool) -> Any:
+        if self.mode == "eager":
+            return module
+        if self.mode == "script" and exported:  # an exported program traces, not scripts
+            traced = torch.jit.trace(module, tuple(self._feeds))  # type: ignore[no-untyped-call]
+            return torch.jit.freeze(traced.eval())
+        if self.mode == "script":
+            return torch.jit.freeze(torch.jit.script(module))
+        return torch.compile(module)
 
     def step(self) -> None:
         self._model(*self._feeds)
