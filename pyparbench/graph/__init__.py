@@ -5,7 +5,8 @@
 * :mod:`~pyparbench.graph.ir` — :class:`Graph`;
 * :mod:`~pyparbench.graph.analysis` — FLOPs, bytes, depth, widths, work / span;
 * :mod:`~pyparbench.graph.builder` — :class:`GraphBuilder`;
-* :mod:`~pyparbench.graph.onnx_import` — :func:`from_onnx`, a user's ONNX file as a Graph;
+* :mod:`~pyparbench.graph.onnx_import` — :func:`from_onnx`, a user's ONNX file as a Graph,
+  after :mod:`~pyparbench.graph.onnx_rewrites` (exporters' multi-node patterns as one node);
 * :mod:`~pyparbench.graph.passes` — the optimisation passes run at compile time.
 
 A graph is compiled into a native plan by :func:`pyparbench.executor.compile_graph`.

@@ -18,6 +18,10 @@ evaluating node by node keeps the folding exact and bounded: only values the
 importer would otherwise reject are computed, and nothing else of the file
 is rewritten.
 
+Patterns that exporters write as several nodes (the erf form of GELU, a
+value gated by its own sigmoid, a zero Pad before a Conv) are first
+rewritten as one (:mod:`pyparbench.graph.onnx_rewrites`).
+
 What maps (everything else is refused, see below): Conv (2-D, groups
 incl. depthwise, dilation, asymmetric pads, auto_pad; 1-D as a 2-D one of
 width 1; a zero Pad of H and W before it folded into its pads), Gemm (alpha, beta, transA / transB) and MatMul with a constant
@@ -64,11 +68,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import onnx
-from onnx import helper, numpy_helper, shape_inference
+from onnx import numpy_helper, shape_inference
 from onnx.reference import ReferenceEvaluator
 
 from pyparbench.graph.builder import GraphBuilder
 from pyparbench.graph.ir import Graph
+from pyparbench.graph.onnx_rewrites import REWRITES, as_text, node_attrs
 
 __all__ = ["DEFAULT_MAX_BYTES", "from_onnx"]
 
@@ -352,7 +357,7 @@ class _Importer:
                 self.inferred_shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
         outputs = {o.name for o in self.g.output}
         nodes = list(self.g.node)
-        for rewrite in (_erf_gelu, _gated_by_itself, _pad_into_conv):
+        for rewrite in REWRITES:
             nodes = rewrite(nodes, self.values, outputs)
         for n in nodes:
             for i in n.input:
@@ -456,7 +461,7 @@ class _Importer:
                 return
             self.float_dtype_check(n)
             self._name = self._node_name(n, label)
-            outs = fn(self, k, n, ins, _attrs(n))
+            outs = fn(self, k, n, ins, node_attrs(n))
         except _Unsupported as e:
             self.problems.append((n.op_type, label, str(e)))
             self._poison(n)
@@ -514,7 +519,7 @@ class _Importer:
             if n.op_type == "Size":
                 self.values[n.output[0]] = np.array(int(np.prod(shape)), np.int64)
             else:
-                a = _attrs(n)
+                a = node_attrs(n)
                 self.values[n.output[0]] = shape[a.get("start", 0):a.get("end", len(shape))]
             return True
         if n.op_type in _NONDETERMINISTIC:
@@ -653,171 +658,10 @@ class _Importer:
                 raise _Unsupported(f"output {o!r} is {dt} (compute dtype must be float32)")
 
 
-def _readers(nodes: list[onnx.NodeProto]) -> dict[str, list[int]]:
-    """For each value, the indexes of the nodes that read it."""
-    readers: dict[str, list[int]] = {}
-    for k, n in enumerate(nodes):
-        for i in n.input:
-            readers.setdefault(i, []).append(k)
-    return readers
-
-
-def _erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
-              outputs: set[str]) -> list[onnx.NodeProto]:
-    """The exact GELU exporters write as x * 0.5 * (1 + erf(x / sqrt 2)) (any
-    order of the two products, x / sqrt 2 or x * (1 / sqrt 2)) as one Gelu node."""
-    consts: dict[str, float] = {}
-    for key, val in inits.items():
-        if isinstance(val, np.ndarray) and val.size == 1 and val.dtype.kind == "f":
-            consts[key] = float(val.reshape(-1)[0])
-    for n in nodes:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            v = numpy_helper.to_array(n.attribute[0].t)
-            if v.size == 1 and v.dtype.kind == "f":
-                consts[n.output[0]] = float(v.reshape(-1)[0])
-    readers = _readers(nodes)
-    producer = {o: k for k, n in enumerate(nodes) for o in n.output}
-
-    def only_reader(value: str, op: str) -> int | None:
-        """The one node reading ``value`` (no graph output), if it is an ``op``."""
-        r = [] if value in outputs else readers.get(value, [])
-        return r[0] if len(r) == 1 and nodes[r[0]].op_type == op else None
-
-    def split(n: onnx.NodeProto) -> tuple[str, float] | None:
-        """(the value, the constant) of a binary node with one scalar constant."""
-        a, b = n.input[0], n.input[1]
-        if b in consts:
-            return a, consts[b]
-        if a in consts and n.op_type != "Div":
-            return b, consts[a]
-        return None
-
-    drop: set[int] = set()
-    new: dict[int, onnx.NodeProto] = {}
-    for k, n in enumerate(nodes):
-        if n.op_type != "Erf" or n.input[0] not in producer:
-            continue
-        d = nodes[producer[n.input[0]]]
-        sc = split(d) if d.op_type in ("Div", "Mul") else None
-        if sc is None:
-            continue
-        x, c = sc
-        if not math.isclose(c if d.op_type == "Div" else 1.0 / c, math.sqrt(2.0), rel_tol=1e-4):
-            continue
-        add = only_reader(n.output[0], "Add")
-        if add is None or (split(nodes[add]) or ("", 0.0))[1] != 1.0:
-            continue
-        m1 = only_reader(nodes[add].output[0], "Mul")
-        if m1 is None:
-            continue
-        other = [i for i in nodes[m1].input if i != nodes[add].output[0]]
-        chain: list[int] = [producer[n.input[0]], k, add, m1]
-        if other == [x]:  # x * (1 + erf), then * 0.5
-            m2 = only_reader(nodes[m1].output[0], "Mul")
-            if m2 is None or (split(nodes[m2]) or ("", 0.0))[1] != 0.5:
-                continue
-            chain.append(m2)
-        elif other and other[0] in producer and nodes[producer[other[0]]].op_type == "Mul" \
-                and split(nodes[producer[other[0]]]) == (x, 0.5) \
-                and len(readers.get(other[0], [])) == 1:  # (x * 0.5) * (1 + erf)
-            chain.insert(0, producer[other[0]])
-        else:
-            continue
-        if any(len(readers.get(nodes[j].output[0], [])) != 1 or nodes[j].output[0] in outputs
-               for j in chain[:-1]):
-            continue
-        last = nodes[chain[-1]]
-        new[chain[-1]] = helper.make_node("Gelu", [x], [last.output[0]],
-                                          name=n.name or last.name)
-        drop.update(chain[:-1])
-    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
-
-
-def _gated_by_itself(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
-                     outputs: set[str]) -> list[onnx.NodeProto]:
-    """x * Sigmoid(x) (SiLU, as exporters write it) as one Swish node, and
-    x * HardSigmoid(x) with alpha 1/6, beta 1/2 as one HardSwish node, where
-    nothing else reads the gate: one kernel, which a conv may fuse."""
-    readers = _readers(nodes)
-    drop: set[int] = set()
-    new: dict[int, onnx.NodeProto] = {}
-    for k, n in enumerate(nodes):
-        if n.op_type == "Sigmoid":
-            fused = "Swish"
-        elif n.op_type == "HardSigmoid":
-            a = _attrs(n)
-            if not (math.isclose(float(a.get("alpha", 0.2)), 1 / 6, rel_tol=1e-6)
-                    and math.isclose(float(a.get("beta", 0.5)), 0.5, rel_tol=1e-6)):
-                continue
-            fused = "HardSwish"
-        else:
-            continue
-        x, gate = n.input[0], n.output[0]
-        r = readers.get(gate, [])
-        if gate in outputs or len(r) != 1:
-            continue
-        m = nodes[r[0]]
-        if m.op_type != "Mul" or sorted(m.input) != sorted([x, gate]) or x == gate:
-            continue
-        new[r[0]] = helper.make_node(fused, [x], [m.output[0]], name=m.name or n.name)
-        drop.add(k)
-    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
-
-
-def _pad_into_conv(nodes: list[onnx.NodeProto], inits: Mapping[str, Value],
-                   outputs: set[str]) -> list[onnx.NodeProto]:
-    """A zero Pad of H and W read only by a Conv (as TensorFlow exports write
-    'same' padding) folded into the Conv's pads."""
-    consts: dict[str, Array] = {k: v for k, v in inits.items() if isinstance(v, np.ndarray)}
-    for n in nodes:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-    readers = _readers(nodes)
-    drop: set[int] = set()
-    new: dict[int, onnx.NodeProto] = {}
-    for k, n in enumerate(nodes):
-        if n.op_type != "Pad" or n.output[0] in outputs:
-            continue
-        r = readers.get(n.output[0], [])
-        if len(r) != 1 or nodes[r[0]].op_type != "Conv" or nodes[r[0]].input[0] != n.output[0]:
-            continue
-        a = _attrs(n)
-        if _s(a.get("mode", "constant")) != "constant":
-            continue
-        if len(n.input) > 1:
-            pv = consts.get(n.input[1])
-            value = consts.get(n.input[2]) if len(n.input) > 2 and n.input[2] else None
-            if pv is None or (len(n.input) > 2 and n.input[2] and value is None) \
-                    or len(n.input) > 3 and n.input[3]:
-                continue
-        else:
-            pv, value = np.asarray(a.get("pads", [])), np.asarray(a.get("value", 0.0))
-        pads = [int(p) for p in np.asarray(pv).reshape(-1)]
-        if value is not None and float(np.asarray(value).reshape(-1)[0]) != 0.0:
-            continue
-        if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0:
-            continue
-        conv = nodes[r[0]]
-        ca = _attrs(conv)
-        if _s(ca.get("auto_pad", "NOTSET")) not in ("NOTSET", ""):
-            continue
-        cp = list(ca.get("pads", [0, 0, 0, 0]))
-        merged = [cp[0] + pads[2], cp[1] + pads[3], cp[2] + pads[6], cp[3] + pads[7]]
-        attrs = {**ca, "pads": merged}
-        new[r[0]] = helper.make_node("Conv", [n.input[0], *conv.input[1:]], list(conv.output),
-                                     name=conv.name, **attrs)
-        drop.add(k)
-    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
-
-
 def _block(c: Array, i: int, j: int) -> Array:
     """The constant's axes i..j (its others have size 1)."""
     idx = tuple(slice(None) if i <= a <= j else 0 for a in range(c.ndim))
     return c[idx]
-
-
-def _attrs(n: onnx.NodeProto) -> dict[str, Any]:
-    return {a.name: helper.get_attribute_value(a) for a in n.attribute}
 
 
 def _run_node(n: onnx.NodeProto, feeds: Mapping[str, Array], opset: int) -> list[Array]:
@@ -888,7 +732,7 @@ def _conv2d(im: _Importer, x: int, w: Array, bias: Array | None, a: dict[str, An
     k = tuple(int(d) for d in w.shape[2:])
     s = _spatial(a, "strides", 2, 1)
     d = _spatial(a, "dilations", 2, 1)
-    pads = _conv_pads(_s(a.get("auto_pad", "NOTSET")), xs[2:], k, s, d, a.get("pads", []))
+    pads = _conv_pads(as_text(a.get("auto_pad", "NOTSET")), xs[2:], k, s, d, a.get("pads", []))
     pad = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
     y = im.b.conv2d(x, int(w.shape[0]), k, stride=s, padding=pad, dilation=d,
                     groups=int(a.get("group", 1)), bias=bias is not None,
@@ -898,10 +742,6 @@ def _conv2d(im: _Importer, x: int, w: Array, bias: Array | None, a: dict[str, An
         arrays["bias"] = bias
     im.b.set_weights(y, arrays)
     return y
-
-
-def _s(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _bias_after(im: _Importer, n: onnx.NodeProto, out_features: int
@@ -1040,7 +880,7 @@ def _binary(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
 def _eltwise(kind: str) -> Mapping_:
     def f(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
           a: dict[str, Any]) -> list[Value]:
-        if kind == "gelu" and _s(a.get("approximate", "none")) != "none":
+        if kind == "gelu" and as_text(a.get("approximate", "none")) != "none":
             raise _Unsupported("the tanh approximation (a kernel is needed)")
         return [im.b.eltwise(im.node_of(ins[0], n.op_type), kind, name=im._name)]
     return f
@@ -1091,7 +931,7 @@ def _pool(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     if any(d != 1 for d in _spatial(a, "dilations", 2, 1)):
         raise _Unsupported("dilated pooling (a kernel is needed)")
     s = _spatial(a, "strides", 2, 1)
-    pads = _conv_pads(_s(a.get("auto_pad", "NOTSET")), xs[2:], ks, s, (1, 1),
+    pads = _conv_pads(as_text(a.get("auto_pad", "NOTSET")), xs[2:], ks, s, (1, 1),
                       a.get("pads", []))
     pad = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
     kind = "max" if n.op_type == "MaxPool" else "avg"
@@ -1318,8 +1158,8 @@ def _pad(im: _Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     """A constant-mode Pad of a value: per padded axis, a concat of constant
     blocks of the pad value around it (zero pads, as a window's padding to a
     multiple of its size often is, make a view)."""
-    if _s(a.get("mode", "constant")) != "constant":
-        raise _Unsupported(f"mode {_s(a['mode'])!r} (only 'constant' maps)")
+    if as_text(a.get("mode", "constant")) != "constant":
+        raise _Unsupported(f"mode {as_text(a['mode'])!r} (only 'constant' maps)")
     x = im.node_of(ins[0], "Pad's input")
     xs = im.shape(x)
     if len(ins) > 1:  # opset 11 on: pads, value and axes are inputs

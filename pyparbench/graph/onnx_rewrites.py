@@ -1,0 +1,202 @@
+"""Rewrites of an ONNX file's nodes before they are mapped onto the IR
+(:mod:`pyparbench.graph.onnx_import`): patterns that exporters write as
+several nodes and the IR runs as one.
+
+* :func:`erf_gelu`: x * 0.5 * (1 + erf(x / sqrt 2)) as one Gelu;
+* :func:`gated_by_itself`: x * Sigmoid(x) as Swish, x * HardSigmoid(x) with
+  HardSwish's constants as HardSwish (where nothing else reads the gate);
+* :func:`pad_into_conv`: a zero Pad of H and W read only by a Conv folded
+  into the Conv's pads.
+
+Each takes the nodes, the file's constants by value name and the graph's
+output names, and returns the nodes rewritten; it reads no shape, so a
+pattern it does not recognise is left as it is for the mapping to refuse.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import onnx
+from onnx import helper, numpy_helper
+
+__all__ = ["REWRITES", "as_text", "erf_gelu", "gated_by_itself", "node_attrs", "pad_into_conv"]
+
+Array = npt.NDArray[Any]
+Rewrite = Callable[[list[onnx.NodeProto], Mapping[str, object], set[str]],
+                   list[onnx.NodeProto]]
+
+
+def node_attrs(n: onnx.NodeProto) -> dict[str, Any]:
+    """A node's attributes by name, as Python values."""
+    return {a.name: helper.get_attribute_value(a) for a in n.attribute}
+
+
+def as_text(v: Any) -> str:
+    """A string attribute (bytes in the file) as text."""
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _readers(nodes: list[onnx.NodeProto]) -> dict[str, list[int]]:
+    """For each value, the indexes of the nodes that read it."""
+    readers: dict[str, list[int]] = {}
+    for k, n in enumerate(nodes):
+        for i in n.input:
+            readers.setdefault(i, []).append(k)
+    return readers
+
+
+def erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
+              outputs: set[str]) -> list[onnx.NodeProto]:
+    """The exact GELU exporters write as x * 0.5 * (1 + erf(x / sqrt 2)) (any
+    order of the two products, x / sqrt 2 or x * (1 / sqrt 2)) as one Gelu node."""
+    consts: dict[str, float] = {}
+    for key, val in inits.items():
+        if isinstance(val, np.ndarray) and val.size == 1 and val.dtype.kind == "f":
+            consts[key] = float(val.reshape(-1)[0])
+    for n in nodes:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            v = numpy_helper.to_array(n.attribute[0].t)
+            if v.size == 1 and v.dtype.kind == "f":
+                consts[n.output[0]] = float(v.reshape(-1)[0])
+    readers = _readers(nodes)
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output}
+
+    def only_reader(value: str, op: str) -> int | None:
+        """The one node reading ``value`` (no graph output), if it is an ``op``."""
+        r = [] if value in outputs else readers.get(value, [])
+        return r[0] if len(r) == 1 and nodes[r[0]].op_type == op else None
+
+    def split(n: onnx.NodeProto) -> tuple[str, float] | None:
+        """(the value, the constant) of a binary node with one scalar constant."""
+        a, b = n.input[0], n.input[1]
+        if b in consts:
+            return a, consts[b]
+        if a in consts and n.op_type != "Div":
+            return b, consts[a]
+        return None
+
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type != "Erf" or n.input[0] not in producer:
+            continue
+        d = nodes[producer[n.input[0]]]
+        sc = split(d) if d.op_type in ("Div", "Mul") else None
+        if sc is None:
+            continue
+        x, c = sc
+        if not math.isclose(c if d.op_type == "Div" else 1.0 / c, math.sqrt(2.0), rel_tol=1e-4):
+            continue
+        add = only_reader(n.output[0], "Add")
+        if add is None or (split(nodes[add]) or ("", 0.0))[1] != 1.0:
+            continue
+        m1 = only_reader(nodes[add].output[0], "Mul")
+        if m1 is None:
+            continue
+        other = [i for i in nodes[m1].input if i != nodes[add].output[0]]
+        chain: list[int] = [producer[n.input[0]], k, add, m1]
+        if other == [x]:  # x * (1 + erf), then * 0.5
+            m2 = only_reader(nodes[m1].output[0], "Mul")
+            if m2 is None or (split(nodes[m2]) or ("", 0.0))[1] != 0.5:
+                continue
+            chain.append(m2)
+        elif other and other[0] in producer and nodes[producer[other[0]]].op_type == "Mul" \
+                and split(nodes[producer[other[0]]]) == (x, 0.5) \
+                and len(readers.get(other[0], [])) == 1:  # (x * 0.5) * (1 + erf)
+            chain.insert(0, producer[other[0]])
+        else:
+            continue
+        if any(len(readers.get(nodes[j].output[0], [])) != 1 or nodes[j].output[0] in outputs
+               for j in chain[:-1]):
+            continue
+        last = nodes[chain[-1]]
+        new[chain[-1]] = helper.make_node("Gelu", [x], [last.output[0]],
+                                          name=n.name or last.name)
+        drop.update(chain[:-1])
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
+
+
+def gated_by_itself(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
+                     outputs: set[str]) -> list[onnx.NodeProto]:
+    """x * Sigmoid(x) (SiLU, as exporters write it) as one Swish node, and
+    x * HardSigmoid(x) with alpha 1/6, beta 1/2 as one HardSwish node, where
+    nothing else reads the gate: one kernel, which a conv may fuse."""
+    readers = _readers(nodes)
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type == "Sigmoid":
+            fused = "Swish"
+        elif n.op_type == "HardSigmoid":
+            a = node_attrs(n)
+            if not (math.isclose(float(a.get("alpha", 0.2)), 1 / 6, rel_tol=1e-6)
+                    and math.isclose(float(a.get("beta", 0.5)), 0.5, rel_tol=1e-6)):
+                continue
+            fused = "HardSwish"
+        else:
+            continue
+        x, gate = n.input[0], n.output[0]
+        r = readers.get(gate, [])
+        if gate in outputs or len(r) != 1:
+            continue
+        m = nodes[r[0]]
+        if m.op_type != "Mul" or sorted(m.input) != sorted([x, gate]) or x == gate:
+            continue
+        new[r[0]] = helper.make_node(fused, [x], [m.output[0]], name=m.name or n.name)
+        drop.add(k)
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
+
+
+def pad_into_conv(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
+                   outputs: set[str]) -> list[onnx.NodeProto]:
+    """A zero Pad of H and W read only by a Conv (as TensorFlow exports write
+    'same' padding) folded into the Conv's pads."""
+    consts: dict[str, Array] = {k: v for k, v in inits.items() if isinstance(v, np.ndarray)}
+    for n in nodes:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    readers = _readers(nodes)
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type != "Pad" or n.output[0] in outputs:
+            continue
+        r = readers.get(n.output[0], [])
+        if len(r) != 1 or nodes[r[0]].op_type != "Conv" or nodes[r[0]].input[0] != n.output[0]:
+            continue
+        a = node_attrs(n)
+        if as_text(a.get("mode", "constant")) != "constant":
+            continue
+        if len(n.input) > 1:
+            pv = consts.get(n.input[1])
+            value = consts.get(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+            if pv is None or (len(n.input) > 2 and n.input[2] and value is None) \
+                    or len(n.input) > 3 and n.input[3]:
+                continue
+        else:
+            pv, value = np.asarray(a.get("pads", [])), np.asarray(a.get("value", 0.0))
+        pads = [int(p) for p in np.asarray(pv).reshape(-1)]
+        if value is not None and float(np.asarray(value).reshape(-1)[0]) != 0.0:
+            continue
+        if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0:
+            continue
+        conv = nodes[r[0]]
+        ca = node_attrs(conv)
+        if as_text(ca.get("auto_pad", "NOTSET")) not in ("NOTSET", ""):
+            continue
+        cp = list(ca.get("pads", [0, 0, 0, 0]))
+        merged = [cp[0] + pads[2], cp[1] + pads[3], cp[2] + pads[6], cp[3] + pads[7]]
+        attrs = {**ca, "pads": merged}
+        new[r[0]] = helper.make_node("Conv", [n.input[0], *conv.input[1:]], list(conv.output),
+                                     name=conv.name, **attrs)
+        drop.add(k)
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
+
+
+# In this order: a Gelu's or a gate's pattern is whole before a Pad is looked at.
+REWRITES: tuple[Rewrite, ...] = (erf_gelu, gated_by_itself, pad_into_conv)
