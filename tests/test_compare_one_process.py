@@ -83,7 +83,8 @@ def _run(where: Path, name: str, scale: int) -> Path:
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("bench")
     (d / "test_suite.py").write_text(SUITE)
-    return {"a": _run(d, "a", 1), "b": _run(d, "b", 1), "changed": _run(d, "changed", 3)}
+    return {name: _run(d, name, 3 if name.startswith("changed") else 1)
+            for name in ("a", "b", "changed", "a2", "b2", "changed2")}
 
 
 def test_the_plugin_records_its_blocks_and_pytest_benchmark_still_reads_the_files(
@@ -151,6 +152,47 @@ def test_too_few_rows_leave_the_rows_untested(files: dict[str, Path], tmp_path: 
     for r in c.pairs[0].rows:
         assert r.p_value is None and not r.significant and r.p_within is not None
         assert r.note.startswith("untested: one process per side")
+
+
+def test_a_folder_of_files_is_one_side_each_file_a_process(files: dict[str, Path],
+                                                           tmp_path: Path) -> None:
+    import shutil
+
+    from pyparbench.resultfiles import ResultFileError
+
+    sides = {"A": ("a", "a2"), "B": ("b", "b2"), "C": ("changed", "changed2")}
+    for side, names in sides.items():
+        (tmp_path / side).mkdir()
+        for n in names:  # as --benchmark-autosave names its files
+            shutil.copy(files[n], tmp_path / side / f"000{names.index(n) + 1}_{n}.json")
+    a, b = load(tmp_path / "A"), load(tmp_path / "B")
+    row = a.rows["test_suite.py::test_same[96]"]
+    one, two = (load(files[n]).rows[row.key].median_ns for n in ("a", "a2"))
+    assert row.processes == (one, two) and len(row.samples_ns) == 32
+    assert a.notes == ["2 pytest-benchmark files, each a process"]
+    c = compare([a, b])
+    assert len(c.pairs[0].rows) == 14
+    assert all(r.test == "processes" and r.p_value is not None for r in c.pairs[0].rows)
+    changed = [r for r in compare([a, load(tmp_path / "C")]).pairs[0].rows
+               if "test_changed" in r.key]
+    assert len(changed) == 4 and all(r.ratio is not None and r.ratio > 5 for r in changed)
+    assert sum(r.significant for r in changed) >= 3, changed
+    # One file in the folder is that file; others than pytest-benchmark's, another
+    # machine's file, or no file at all are refused, naming the file.
+    (tmp_path / "one").mkdir()
+    shutil.copy(files["a"], tmp_path / "one" / "a.json")
+    assert load(tmp_path / "one").rows.keys() == load(files["a"]).rows.keys()
+    other = json.loads(files["b"].read_text())
+    other["machine_info"]["pyparbench"]["cpu_model"] = "another CPU"
+    (tmp_path / "A" / "0003_other.json").write_text(json.dumps(other))
+    with pytest.raises(ResultFileError, match="0003_other.json: measured on another machine"):
+        load(tmp_path / "A")
+    (tmp_path / "A" / "0003_other.json").write_text('{"config": {}}\n')
+    with pytest.raises(ResultFileError, match="0003_other.json"):
+        load(tmp_path / "A")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ResultFileError, match="nor pytest-benchmark JSON files"):
+        load(tmp_path / "empty")
 
 
 def test_blocks_grow_until_their_medians_are_uncorrelated() -> None:

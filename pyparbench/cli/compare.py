@@ -1,7 +1,10 @@
 """``pyparbench compare A B [C ...]``: results of runs or machines side by side.
 
-Each input is a pyparbench results folder, results.jsonl or summary.json, or
-a pytest-benchmark JSON file. The first is the baseline; per matched row the
+Each input is a pyparbench results folder, results.jsonl or summary.json, a
+pytest-benchmark JSON file, or a folder of pytest-benchmark JSON files of one
+suite (each file a process: rows tested over processes, as a results
+folder's are; three files a side keep same-code rows at alpha on a shared
+2-core VM). The first is the baseline; per matched row the
 command prints both medians, the ratio, a Mann-Whitney U test p-value and a
 mark when p < alpha, the fingerprint fields in which the machines differ,
 and the rows found on one side only. A file that is not a result is one
@@ -92,8 +95,9 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p = sub.add_parser("compare", help="compare results of runs or machines (ratios, U test)",
                        description=__doc__)
     p.add_argument("inputs", nargs="+", metavar="RESULTS",
-                   help="results folders, results.jsonl, summary.json or pytest-benchmark JSON; "
-                        "the first is the baseline")
+                   help="results folders, results.jsonl, summary.json, pytest-benchmark JSON, "
+                        "or folders of pytest-benchmark JSON files (each a process); the "
+                        "first is the baseline")
     p.add_argument("--alpha", type=_alpha, default=0.05,
                    help="significance level of the U test (default 0.05)")
     p.add_argument("--normalize", choices=("none", "per-core", "per-peak"), default="none",

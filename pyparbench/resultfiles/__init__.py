@@ -16,7 +16,10 @@ Accepted inputs, recognised by their content (not their names):
   rows are its benchmarks; raw samples are ``stats.data`` when it was saved
   with ``--benchmark-save-data``; the fingerprint is ``machine_info.pyparbench``
   when the pyparbench pytest plugin was active, else what pytest-benchmark
-  itself records (CPU brand, CPU count, Python).
+  itself records (CPU brand, CPU count, Python);
+* a folder of pytest-benchmark JSON files of one suite on one machine (as
+  ``--benchmark-autosave`` fills ``.benchmarks/<machine>/``): each file a
+  process of every row it holds.
 
 The package: ``values`` (safe reading, value checks, ``ResultFileError``),
 ``fingerprint`` (a fingerprint's compared fields as text), ``rows`` (``Row``,
@@ -44,7 +47,7 @@ from typing import Any
 
 from pyparbench.resultfiles.fingerprint import fingerprint_fields
 from pyparbench.resultfiles.op_result import OpResult
-from pyparbench.resultfiles.pytest_benchmark import read_pytest_benchmark
+from pyparbench.resultfiles.pytest_benchmark import merge_processes, read_pytest_benchmark
 from pyparbench.resultfiles.records import (
     add_summary,
     check_record,
@@ -118,6 +121,21 @@ def resolve(path: str | Path) -> tuple[Path, Path | None]:
     return p, None
 
 
+def _load_benchmark_folder(folder: Path, max_bytes: int) -> ResultSet:
+    """A folder of pytest-benchmark files of one suite, each a process
+    (:func:`~pyparbench.resultfiles.pytest_benchmark.merge_processes`)."""
+    files = sorted(f for f in folder.glob("*.json") if f.is_file())
+    if not files:
+        raise ResultFileError(folder, "a folder with neither results.jsonl nor summary.json, "
+                                      "nor pytest-benchmark JSON files")
+    sets = [load(f, max_bytes=max_bytes) for f in files]
+    for f, rs in zip(files, sets, strict=True):
+        if rs.kind != "pytest-benchmark":
+            raise ResultFileError(f, "not a pytest-benchmark file: a folder of JSON files is "
+                                     "read as pytest-benchmark runs of one suite, each a process")
+    return sets[0] if len(sets) == 1 else merge_processes(folder, sets)
+
+
 def load(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ResultSet:
     """Read one input (see the module docstring) into a :class:`ResultSet`.
 
@@ -127,6 +145,10 @@ def load(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ResultSet:
         The input is missing, too large, not JSON, or not a result; the
         message names the file (and line) and what is wrong.
     """
+    folder = Path(path)
+    if folder.is_dir() and not any((folder / f).is_file()
+                                   for f in ("results.jsonl", "summary.json")):
+        return _load_benchmark_folder(folder, max_bytes)
     source, summary_path = resolve(path)
     text = read_text(source, max_bytes)
     if not text.strip():
