@@ -27,10 +27,11 @@ Every ordered pair of runs (same code, same machine) is compared twice:
   0`` the plugin skips every t2 row: it cannot pin 2 threads on 1 CPU); the
   share of those at least 1.5x slower that is marked significant.
 
-``--per-side K`` (pytest): each side is K runs read together, as a folder
-of pytest-benchmark files is (each file a process,
-:func:`pyparbench.resultfiles.pytest_benchmark.merge_processes`); the pairs
-are disjoint groups of K runs (at most 20 of them).
+``--per-side K``: each side is K runs read together, as a folder of runs
+is (a folder of results folders, each row with every run's processes, or
+of pytest-benchmark files, each file a process:
+:func:`pyparbench.resultfiles.merge_runs`); the pairs are disjoint groups
+of K runs (at most 20 of them).
 """
 
 from __future__ import annotations
@@ -46,8 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from pyparbench.compare import compare, judge
-from pyparbench.resultfiles import load
-from pyparbench.resultfiles.pytest_benchmark import merge_processes
+from pyparbench.resultfiles import load, merge_runs
 from pyparbench.resultfiles.rows import ResultSet
 
 SUITE = ("--quick", "--models", "dlrm-kaggle", "--batches", "1", "--no-operators",
@@ -121,7 +121,7 @@ def sides(sets: list[ResultSet], per_side: int) -> list[tuple[ResultSet, ResultS
     for g in groups[:20]:
         rest = [i for i in range(len(sets)) if i not in g]
         other = rng.sample(rest, per_side)
-        out.append(tuple(merge_processes(Path(f"side{i}"), [sets[j] for j in side])
+        out.append(tuple(merge_runs(Path(f"side{i}"), [sets[j] for j in side])
                          for i, side in enumerate((g, other))))
     return out  # type: ignore[return-value]
 
@@ -137,7 +137,8 @@ def main() -> None:
     ap.add_argument("-k", dest="select", default="fc_packed or small_maps",
                     help="the bench operator tests of a pytest run")
     ap.add_argument("--per-side", type=int, default=1, metavar="K",
-                    help="pytest: K runs a side, each a process (default 1)")
+                    help="K runs a side read as one input, as a folder of runs is "
+                         "(default 1)")
     ap.add_argument("--one-cpu", action="store_true",
                     help="also as many runs under taskset -c 0: each against each run of "
                          "this machine, the rows at least 1.5x slower there and how many "
@@ -148,9 +149,8 @@ def main() -> None:
     runs = a.runs or (6 if a.kind == "folders" else 4)
     if runs < 2:
         ap.error(f"--runs must be at least 2, got {runs}")
-    if a.per_side < 1 or 2 * a.per_side > runs or (a.per_side > 1 and a.kind != "pytest"):
-        ap.error(f"--per-side {a.per_side}: pytest runs only, and two sides of it must fit "
-                 f"in --runs {runs}")
+    if a.per_side < 1 or 2 * a.per_side > runs:
+        ap.error(f"--per-side {a.per_side}: two sides of it must fit in --runs {runs}")
     sets = [load(p) for p in make_runs(a.kind, runs, Path(a.out), a.select, a.reuse,
                                          a.pytest_args.split())]
 

@@ -20,6 +20,7 @@ import pytest
 from pyparbench.compare import compare
 from pyparbench.compare.batch_means import MIN_BLOCKS, batch_means_test, blocks_for
 from pyparbench.compare.calibrate import MIN_ROWS, between_spread, p_with_spread
+from pyparbench.compare.match import OWN_SPREAD_NOTE
 from pyparbench.resultfiles import load
 from _support import IMPORTED_FROM
 
@@ -169,10 +170,12 @@ def test_a_folder_of_files_is_one_side_each_file_a_process(files: dict[str, Path
     row = a.rows["test_suite.py::test_same[96]"]
     one, two = (load(files[n]).rows[row.key].median_ns for n in ("a", "a2"))
     assert row.processes == (one, two) and len(row.samples_ns) == 32
-    assert a.notes == ["2 pytest-benchmark files, each a process"]
+    assert a.notes == [f"{tmp_path / 'A'}: 2 pytest-benchmark files, each a process"]
     c = compare([a, b])
     assert len(c.pairs[0].rows) == 14
-    assert all(r.test == "processes" and r.p_value is not None for r in c.pairs[0].rows)
+    # Two processes a side: each row on its own spread, with 2 degrees of freedom.
+    assert all(r.test == "processes" and r.p_value is not None and r.own_spread is not None
+               and r.note == OWN_SPREAD_NOTE for r in c.pairs[0].rows)
     changed = [r for r in compare([a, load(tmp_path / "C")]).pairs[0].rows
                if "test_changed" in r.key]
     assert len(changed) == 4 and all(r.ratio is not None and r.ratio > 5 for r in changed)

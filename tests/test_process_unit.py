@@ -30,6 +30,7 @@ from pyparbench.stats import (
     estimate_ratio,
     input_spread,
     pooled_spread,
+    row_spread,
     t_quantile,
     t_two_sided_p,
 )
@@ -196,6 +197,18 @@ def _run(scale: float, jitter: tuple[float, float]) -> list[Result]:
     ]
 
 
+def test_a_rows_own_spread_pools_its_two_sides() -> None:
+    a, b = [10.0, 11.0, 12.1], [20.0, 22.0]
+    la, lb = np.log(a), np.log(b)
+    ss = ((la - la.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum()
+    s = row_spread(a, b)
+    assert s.df == 3 and s.settings == 1 and s.sigma == pytest.approx(np.sqrt(ss / 3))
+    with pytest.raises(ValueError, match="two processes a side, got 1 and 2"):
+        row_spread([10.0], b)
+    with pytest.raises(ValueError, match="positive time"):
+        row_spread([10.0, -1.0], b)
+
+
 def test_compare_tests_processes_where_both_inputs_measured_settings_twice(
         tmp_path: Path) -> None:
     a = load(_write(tmp_path / "a", _run(1.0, (1.0, 1.04))))
@@ -215,7 +228,14 @@ def test_compare_tests_processes_where_both_inputs_measured_settings_twice(
         assert r.test == "processes" and r.low is not None and r.high is not None
         ra, rb = a.rows[r.key], b.rows[r.key]
         assert spread_b is not None
-        est = estimate_ratio(ra.processes, rb.processes, spread_a, spread_b)
+        if len(ra.processes) >= 2 and len(rb.processes) >= 2:
+            # Processes of its own a side: its own spread, not the inputs'.
+            assert r.own_spread is not None
+            est = estimate_ratio(ra.processes, rb.processes,
+                                 row_spread(ra.processes, rb.processes))
+        else:
+            assert r.own_spread is None
+            est = estimate_ratio(ra.processes, rb.processes, spread_a, spread_b)
         assert r.p_value == pytest.approx(est.p_value) and r.ratio == pytest.approx(est.ratio)
         assert r.significant == (est.p_value < 0.05)
     # 2 % apart, inside the spread: nothing significant.

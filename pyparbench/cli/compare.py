@@ -1,11 +1,11 @@
 """``pyparbench compare A B [C ...]``: results of runs or machines side by side.
 
 Each input is a pyparbench results folder, results.jsonl or summary.json, a
-pytest-benchmark JSON file, or a folder of pytest-benchmark JSON files of one
-suite (each file a process: rows tested over processes, as a results
-folder's are; three files a side keep same-code rows at alpha on a shared
-2-core VM). The first is the baseline; per matched row the
-command prints both medians, the ratio, a Mann-Whitney U test p-value and a
+pytest-benchmark JSON file, or a folder of runs of one suite on one machine
+(results folders, or pytest-benchmark files, each a process: every row
+then tested on its own spread between processes; two or three runs a side
+keep same-code comparisons at alpha on a shared 2-core VM). The first is
+the baseline; per matched row the command prints both medians, the ratio, a Mann-Whitney U test p-value and a
 mark when p < alpha, the fingerprint fields in which the machines differ,
 and the rows found on one side only. A file that is not a result is one
 line on stderr naming it, exit status 2.
@@ -96,8 +96,9 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        description=__doc__)
     p.add_argument("inputs", nargs="+", metavar="RESULTS",
                    help="results folders, results.jsonl, summary.json, pytest-benchmark JSON, "
-                        "or folders of pytest-benchmark JSON files (each a process); the "
-                        "first is the baseline")
+                        "or a folder of runs of one suite (results folders, or "
+                        "pytest-benchmark files), read as one input; the first is the "
+                        "baseline")
     p.add_argument("--alpha", type=_alpha, default=0.05,
                    help="significance level of the U test (default 0.05)")
     p.add_argument("--normalize", choices=("none", "per-core", "per-peak"), default="none",

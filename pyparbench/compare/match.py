@@ -18,9 +18,9 @@ from pyparbench.compare.slower import slower_p_processes, slower_p_runs
 from pyparbench.compare.utest import CompareError, u_test
 from pyparbench.machine.fingerprint import fingerprint_differences
 from pyparbench.resultfiles import ResultSet, Row
-from pyparbench.stats import ProcessSpread, estimate_ratio, input_spread
+from pyparbench.stats import ProcessSpread, estimate_ratio, input_spread, row_spread
 
-__all__ = ["NORMALIZE", "Comparison", "CompareError", "Normalize", "Pair", "RowResult", "Side",
+__all__ = ["NORMALIZE", "OWN_SPREAD_NOTE", "Comparison", "CompareError", "Normalize", "Pair", "RowResult", "Side",
            "Test", "compare", "machine_differences"]
 
 Normalize = Literal["none", "per-core", "per-peak"]
@@ -30,6 +30,10 @@ NORMALIZE: tuple[Normalize, ...] = ("none", "per-core", "per-peak")
 # "blocks" (batch means of one process a side: pytest-benchmark files),
 # "" (not tested).
 Test = Literal["processes", "runs", "blocks", ""]
+
+
+OWN_SPREAD_NOTE = ("two or more processes a side: tested on the row's own spread between "
+                   "processes, not its input's")
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,9 @@ class RowResult:
     # than the baseline by more than that factor" (pyparbench.compare.slower),
     # by the row's own test; None where the row is not tested.
     slower_p: float | None = None
+    # Tested on its own processes (two or more a side): their spread (sigma
+    # of ln process median, pyparbench.stats.row_spread), else None.
+    own_spread: float | None = None
 
 
 @dataclass
@@ -76,8 +83,9 @@ class Pair:
     only_baseline: list[str] = field(default_factory=list)
     only_other: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)  # "label: side status (error)"
-    # One process a side (batch means): how far two processes are apart
-    # beyond their runs, in log units, from the rows (compare.calibrate).
+    # One process a side (batch means), or one run a side (processes): how
+    # far the two are apart beyond what each row's runs or processes show,
+    # in log units, from the rows (compare.calibrate).
     between_spread: float | None = None
 
 
@@ -152,13 +160,21 @@ def _compare_rows(a: Row, b: Row, ra: ResultSet, rb: ResultSet, alpha: float,
     if spread_a is not None and spread_b is not None and a.processes and b.processes:
         # The unit is the process (pyparbench.stats.spread): its runs
         # are not independent, and processes differ more than runs do.
-        est = estimate_ratio([x * fa for x in a.processes], [x * fb for x in b.processes],
-                             spread_a, spread_b, level=1.0 - alpha)
+        pa, pb = [x * fa for x in a.processes], [x * fb for x in b.processes]
+        own = None
+        if len(pa) >= 2 and len(pb) >= 2:
+            # Processes of its own a side (several runs a side, or a
+            # setting the recommender confirmed): the row's own spread.
+            own = row_spread(pa, pb)
+            est = estimate_ratio(pa, pb, own, level=1.0 - alpha)
+        else:
+            est = estimate_ratio(pa, pb, spread_a, spread_b, level=1.0 - alpha)
         slower = (None if slower_than is None else
                   slower_p_processes(est.ratio, est.low, est.high, est.df, est.level,
                                      slower_than))
         return RowResult(a.key, a.label, sa, sb, ratio, est.p_value, est.p_value < alpha,
-                         test="processes", low=est.low, high=est.high, slower_p=slower), None
+                         OWN_SPREAD_NOTE if own else "", "processes", est.low, est.high,
+                         slower_p=slower, own_spread=own.sigma if own else None), None
     xa, xb = [x * fa for x in a.samples_ns], [x * fb for x in b.samples_ns]
     if "pytest-benchmark" in (ra.kind, rb.kind):
         # One process a side, its runs in the order they ran: batch means.
@@ -172,6 +188,50 @@ def _compare_rows(a: Row, b: Row, ra: ResultSet, rb: ResultSet, alpha: float,
               slower_p_runs(xa, xb, slower_than))
     return RowResult(a.key, a.label, sa, sb, ratio, p, p is not None and p < alpha, why,
                      test="runs" if p is not None else "", slower_p=slower), None
+
+
+def _widen_runs(pair: Pair, ests: dict[str, tuple[float, float]], alpha: float,
+                slower_than: float | None) -> None:
+    """Rows tested over processes when a side is one run: their processes
+    say how a setting varies within that run, not how far two runs are
+    apart (the machine's state from one run to the next, a setting whose
+    processes differ more than those the run measured twice). The pair's
+    rows share the two runs, so that is estimated from their scatter as for
+    batch means (:func:`~pyparbench.compare.calibrate.between_spread`, tau)
+    and each row tested against sqrt(se^2 + tau^2); ``ests``: each such
+    row's (log ratio, se). Fewer than :data:`MIN_ROWS` rows, or rows whose
+    processes explain their scatter (tau 0), keep their t test."""
+    if len(ests) < MIN_ROWS:
+        return
+    tau = between_spread([d for d, _ in ests.values()], [se for _, se in ests.values()])
+    pair.between_spread = tau
+    if not tau:
+        return
+    from scipy.stats import norm  # type: ignore[import-untyped]
+
+    z = float(norm.ppf(1.0 - alpha / 2.0))
+    for i, r in enumerate(pair.rows):
+        if r.key not in ests:
+            continue
+        d, se = ests[r.key]
+        half = z * math.sqrt(se * se + tau * tau)
+        p = p_with_spread(d, se, tau)
+        slower = (None if slower_than is None else
+                  p_slower_with_spread(d, se, tau, slower_than))
+        pair.rows[i] = replace(r, p_value=p, significant=p < alpha, low=math.exp(d - half),
+                               high=math.exp(d + half), slower_p=slower, note=(
+            f"one run a side: tested over processes, with the runs {math.expm1(tau):.1%} "
+            "apart beyond them (from the rows' scatter)"))
+
+
+def _process_se(r: RowResult, alpha: float) -> float:
+    """The standard error (log units) a row's interval at 1 - alpha holds
+    under the normal: its half-width over z, so that a normal test on it
+    is as wide as the row's t test was."""
+    from scipy.stats import norm
+
+    assert r.low is not None and r.high is not None
+    return (math.log(r.high) - math.log(r.low)) / (2.0 * float(norm.ppf(1.0 - alpha / 2.0)))
 
 
 def _widen(pair: Pair, blocks: dict[str, BlockTest], alpha: float,
@@ -271,6 +331,10 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
                 if bt is not None:
                     blocks[row.key] = bt
         _widen(pair, blocks, alpha, slower_than)
+        if min(base.runs, other.runs) == 1:
+            _widen_runs(pair, {r.key: (math.log(r.ratio), _process_se(r, alpha))
+                               for r in pair.rows if r.test == "processes"
+                               and r.ratio is not None}, alpha, slower_than)
         pairs.append(pair)
     unit = {"none": "ns", "per-core": "core-ns", "per-peak": "peak-GFLOP"}[normalize]
     notes = [n for rs in inputs for n in rs.notes]

@@ -38,7 +38,7 @@ def to_json(c: Comparison, gate: Gate | None = None) -> dict[str, Any]:
         "normalize": c.normalize,
         "unit": c.unit,
         "inputs": [{"path": rs.path, "source": rs.source, "kind": rs.kind,
-                    "rows": len(rs.rows), "fingerprint": rs.fields, "cores": rs.cores,
+                    "runs": rs.runs, "rows": len(rs.rows), "fingerprint": rs.fields, "cores": rs.cores,
                     "spread": None if s is None else s.as_dict(),
                     "peak_gflops": ({str(k): v for k, v in sorted(rs.peak_gflops.items())}
                                     if rs.peak_gflops is not None else None)}
@@ -53,8 +53,9 @@ def to_json(c: Comparison, gate: Gate | None = None) -> dict[str, Any]:
                      for r, v in zip(p.rows, vs, strict=True)],
             "only_in_baseline": p.only_baseline, "only_in_other": p.only_other,
             "failed": p.failed,
-            # One process a side: how far two processes are apart beyond their
-            # runs (log units), from the rows (pyparbench.compare.calibrate).
+            # One process or one run a side: how far the two are apart beyond
+            # what each row's runs or processes show (log units), from the
+            # rows (pyparbench.compare.calibrate).
             "between_spread": p.between_spread,
         } for p, vs in zip(c.pairs, verdicts, strict=True)],
         "notes": c.notes,

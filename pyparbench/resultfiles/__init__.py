@@ -17,8 +17,10 @@ Accepted inputs, recognised by their content (not their names):
   with ``--benchmark-save-data``; the fingerprint is ``machine_info.pyparbench``
   when the pyparbench pytest plugin was active, else what pytest-benchmark
   itself records (CPU brand, CPU count, Python);
-* a folder of pytest-benchmark JSON files of one suite on one machine (as
-  ``--benchmark-autosave`` fills ``.benchmarks/<machine>/``): each file a
+* a folder of runs of one suite on one machine, read as one input
+  (:mod:`.merged`): results folders of the main job (each row holding every
+  run's processes), or pytest-benchmark JSON files (as
+  ``--benchmark-autosave`` fills ``.benchmarks/<machine>/``), each file a
   process of every row it holds.
 
 The package: ``values`` (safe reading, value checks, ``ResultFileError``),
@@ -29,7 +31,7 @@ the checks of a record read back), ``records`` (our JSONL records and
 summaries), ``op_result`` (the operator tasks' typed record ``OpResult``
 with its ``OpTask``, ``OpShape``, ``OpPoint`` and ``OpNode``),
 ``measurements`` (peak files, conditions, and the operator record's check),
-``pytest_benchmark``. What is computed from the rows (how much a setting's
+``pytest_benchmark``, ``merged`` (several runs read as one input). What is computed from the rows (how much a setting's
 processes differ, ratios, regrets) is :mod:`pyparbench.stats`'s; the names
 it took from here (``ProcessSpread``, ``RatioEstimate``, ``estimate_ratio``,
 ``pooled_spread``, and the modules ``spread`` and ``processes``) are still
@@ -47,7 +49,8 @@ from typing import Any
 
 from pyparbench.resultfiles.fingerprint import fingerprint_fields
 from pyparbench.resultfiles.op_result import OpResult
-from pyparbench.resultfiles.pytest_benchmark import merge_processes, read_pytest_benchmark
+from pyparbench.resultfiles.merged import MAX_RUNS, merge_runs
+from pyparbench.resultfiles.pytest_benchmark import read_pytest_benchmark
 from pyparbench.resultfiles.records import (
     add_summary,
     check_record,
@@ -89,6 +92,7 @@ __all__ = [
     "check_record",
     "fingerprint_fields",
     "load",
+    "merge_runs",
     "loads",
     "parse_json",
     "parse_jsonl",
@@ -104,7 +108,15 @@ __all__ = [
 
 def resolve(path: str | Path) -> tuple[Path, Path | None]:
     """(the file holding rows, the summary.json with the machine's peak or None)
-    for a folder, a results.jsonl, a summary.json or a pytest-benchmark file."""
+    for a results folder, a results.jsonl, a summary.json or a
+    pytest-benchmark file.
+
+    Raises
+    ------
+    ResultFileError
+        A folder that is not a results folder (:func:`load` reads folders
+        of runs), or no such file.
+    """
     p = Path(path)
     if p.is_dir():
         results, summary = p / "results.jsonl", p / "summary.json"
@@ -121,19 +133,35 @@ def resolve(path: str | Path) -> tuple[Path, Path | None]:
     return p, None
 
 
-def _load_benchmark_folder(folder: Path, max_bytes: int) -> ResultSet:
-    """A folder of pytest-benchmark files of one suite, each a process
-    (:func:`~pyparbench.resultfiles.pytest_benchmark.merge_processes`)."""
-    files = sorted(f for f in folder.glob("*.json") if f.is_file())
-    if not files:
+def _is_results_folder(p: Path) -> bool:
+    return p.is_dir() and any((p / f).is_file() for f in ("results.jsonl", "summary.json"))
+
+
+def _load_runs(folder: Path, max_bytes: int) -> ResultSet:
+    """A folder of runs of one suite on one machine, read as one input
+    (:func:`~pyparbench.resultfiles.merged.merge_runs`): results folders of
+    the main job (its subfolders holding a results.jsonl), or else
+    pytest-benchmark files (its ``*.json``), each a process."""
+    runs = sorted(d for d in folder.iterdir() if (d / "results.jsonl").is_file())
+    kind = "results folders"
+    if not runs:
+        runs = sorted(f for f in folder.glob("*.json") if f.is_file())
+        kind = "pytest-benchmark files"
+    if not runs:
         raise ResultFileError(folder, "a folder with neither results.jsonl nor summary.json, "
-                                      "nor pytest-benchmark JSON files")
-    sets = [load(f, max_bytes=max_bytes) for f in files]
-    for f, rs in zip(files, sets, strict=True):
-        if rs.kind != "pytest-benchmark":
-            raise ResultFileError(f, "not a pytest-benchmark file: a folder of JSON files is "
-                                     "read as pytest-benchmark runs of one suite, each a process")
-    return sets[0] if len(sets) == 1 else merge_processes(folder, sets)
+                                      "nor results folders (runs of the main job), nor "
+                                      "pytest-benchmark JSON files")
+    if len(runs) > MAX_RUNS:
+        raise ResultFileError(folder, f"{len(runs)} {kind}; at most {MAX_RUNS} are read as "
+                                      "one input")
+    sets = [load(r, max_bytes=max_bytes) for r in runs]
+    if kind == "pytest-benchmark files":
+        for f, rs in zip(runs, sets, strict=True):
+            if rs.kind != "pytest-benchmark":
+                raise ResultFileError(f, "not a pytest-benchmark file: a folder of JSON files "
+                                         "is read as pytest-benchmark runs of one suite, each "
+                                         "a process")
+    return sets[0] if len(sets) == 1 else merge_runs(folder, sets)
 
 
 def load(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ResultSet:
@@ -146,9 +174,8 @@ def load(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ResultSet:
         message names the file (and line) and what is wrong.
     """
     folder = Path(path)
-    if folder.is_dir() and not any((folder / f).is_file()
-                                   for f in ("results.jsonl", "summary.json")):
-        return _load_benchmark_folder(folder, max_bytes)
+    if folder.is_dir() and not _is_results_folder(folder):
+        return _load_runs(folder, max_bytes)
     source, summary_path = resolve(path)
     text = read_text(source, max_bytes)
     if not text.strip():

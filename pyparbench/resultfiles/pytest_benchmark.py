@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from pyparbench.resultfiles.values import (
     show,
 )
 
-__all__ = ["bench_threads", "merge_processes", "pytest_benchmark_fields", "read_pytest_benchmark",
+__all__ = ["bench_threads", "pytest_benchmark_fields", "read_pytest_benchmark",
            "short_name"]
 
 
@@ -132,44 +131,3 @@ def pytest_benchmark_fields(source: Path, info: dict[str, Any]) -> dict[str, str
     if isinstance(info.get("python_version"), str):
         out["python"] = minor_version(info["python_version"])
     return out
-
-
-def merge_processes(folder: Path, sets: list[ResultSet]) -> ResultSet:
-    """One input of several pytest-benchmark files of one suite (a folder,
-    as ``--benchmark-autosave`` fills one), each file a process: each row's
-    ``processes`` are its files' medians, its median theirs, its runs all of
-    theirs. compare then tests rows over processes, with the spread between
-    processes pooled over the rows (:mod:`pyparbench.stats.spread`), where
-    one file a side can only be tested on its runs' blocks.
-
-    Raises
-    ------
-    ResultFileError
-        A file measured on another machine than the first (its fingerprint).
-    """
-    import statistics
-
-    first = sets[0]
-    for rs in sets[1:]:
-        if rs.fields != first.fields:
-            differ = sorted(k for k in {*rs.fields, *first.fields}
-                            if rs.fields.get(k) != first.fields.get(k))
-            raise ResultFileError(rs.source, f"measured on another machine than "
-                                             f"{Path(first.source).name} ({', '.join(differ)} "
-                                             "differ): a folder's files are processes of one "
-                                             "machine")
-    rows: dict[str, Row] = {}
-    for key in dict.fromkeys(k for rs in sets for k in rs.rows):
-        got = [rs.rows[key] for rs in sets if key in rs.rows]
-        ok = [r for r in got if r.status == "ok" and r.median_ns is not None]
-        if not ok:
-            rows[key] = got[0]
-            continue
-        medians = tuple(float(r.median_ns) for r in ok if r.median_ns is not None)
-        rows[key] = replace(ok[0], median_ns=statistics.median(medians), processes=medians,
-                            samples_ns=tuple(x for r in ok for x in r.samples_ns), blocks=())
-    merged = ResultSet(str(folder), str(folder), "pytest-benchmark", rows, first.machine,
-                       first.fields, first.cores, first.peak_gflops,
-                       [f"{len(sets)} pytest-benchmark files, each a process"],
-                       [r.processes for r in rows.values() if len(r.processes) >= 2])
-    return merged

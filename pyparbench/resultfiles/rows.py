@@ -74,6 +74,9 @@ class ResultSet:
     # input's spread between processes is pooled from
     # (pyparbench.stats.input_spread).
     process_groups: list[tuple[float, ...]] = field(default_factory=list)
+    # Runs read as this one input (pyparbench.resultfiles.merged): 1 for a
+    # file or a results folder.
+    runs: int = 1
 
 
 def set_machine(rs: ResultSet, where: str | Path, name: str, machine: Any) -> None:

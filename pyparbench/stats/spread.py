@@ -42,11 +42,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["PairedEstimate", "ProcessSpread", "RatioEstimate", "estimate_paired_ratio",
-           "estimate_ratio", "median_interval", "pooled_spread", "sign_test_p", "t_quantile",
-           "t_two_sided_p"]
+           "estimate_ratio", "median_interval", "pooled_spread", "row_spread", "sign_test_p",
+           "t_quantile", "t_two_sided_p"]
 
 # Var(median of k standard normals) x k, for k = 1..10 (exact for 1 and 2,
 # else from 2 x 10^6 draws each);
@@ -115,6 +115,33 @@ def pooled_spread(groups: Iterable[Sequence[float]]) -> ProcessSpread | None:
     if df == 0:
         return None
     return ProcessSpread(math.sqrt(ss / df), df, settings)
+
+
+def row_spread(a: Sequence[float], b: Sequence[float]) -> ProcessSpread:
+    """One row's own spread between processes: ln(process median) pooled
+    within each side's processes (``a``, ``b``, ns; two or more each), with
+    their n_a + n_b - 2 degrees of freedom.
+
+    Settings differ in how far their processes are apart (a pinned one by
+    1-2 %, an unpinned one or a pool whose threads land differently in each
+    process by 10-25 % on a 2-core VM), so an input's spread pooled over
+    settings says little of any one row: it marks the noisy rows and, where
+    one disturbed run widens it, hides changes on the steady ones. With its
+    own processes a row is tested on its own spread, Student's t with its
+    own degrees of freedom.
+
+    Raises
+    ------
+    ValueError
+        A side with fewer than two processes, or a median that is not a
+        positive time.
+    """
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"a row's own spread needs two processes a side, got {len(a)} and "
+                         f"{len(b)}")
+    own = pooled_spread((a, b))
+    assert own is not None
+    return replace(own, settings=1)
 
 
 def _log(ns: float) -> float:
