@@ -19,7 +19,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from pyparbench.graph import Graph, Node
 
-__all__ = ["assert_near", "conv2d_reference", "reference_forward"]
+__all__ = ["assert_near", "conv2d_reference", "reference_forward", "relative_error"]
 
 Array = npt.NDArray[Any]
 _erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf is exact to double
@@ -108,6 +108,22 @@ def assert_near(got: npt.ArrayLike, want: npt.ArrayLike, rtol: float = 1e-4) -> 
     scale = float(np.abs(w).max()) if w.size else 0.0
     np.testing.assert_allclose(np.asarray(got, dtype=np.float64), w, rtol=rtol,
                                atol=max(rtol, 0.1 * rtol * scale))
+
+
+def relative_error(got: npt.ArrayLike, want: npt.ArrayLike) -> float:
+    """max |got - want| / max |want| (as float64): how far two runs' outputs
+    of one network are apart, relative to the reference's magnitude.
+
+    Raises
+    ------
+    ValueError
+        Outputs of different shapes.
+    """
+    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if g.shape != w.shape:
+        raise ValueError(f"shape {g.shape} against {w.shape}")
+    scale = max(float(np.abs(w).max(initial=0.0)), 1e-30)
+    return float(np.abs(g - w).max(initial=0.0)) / scale
 
 
 def conv2d_reference(x: npt.ArrayLike, w: npt.ArrayLike, bias: npt.ArrayLike | None,

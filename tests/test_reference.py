@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pyparbench.graph import Graph, GraphBuilder
-from pyparbench.reference import assert_near, reference_forward
+from pyparbench.reference import assert_near, reference_forward, relative_error
 
 # Also run in the emulated arm64 job (.ci/aarch64).
 pytestmark = pytest.mark.aarch64
@@ -408,3 +408,14 @@ def test_assert_near_scales_with_the_result() -> None:
     got[50] += 0.01
     with pytest.raises(AssertionError):
         assert_near(got, want)
+
+
+def test_relative_error_is_the_worst_difference_over_the_largest_reference() -> None:
+    rng = np.random.default_rng(3)
+    want = rng.standard_normal((4, 5)).astype(np.float32)
+    got = want + rng.uniform(-1e-3, 1e-3, want.shape).astype(np.float32)
+    expect = np.abs(got.astype(np.float64) - want).max() / np.abs(want.astype(np.float64)).max()
+    assert relative_error(got, want) == pytest.approx(expect, rel=1e-12)
+    assert relative_error(want, want) == 0.0
+    with pytest.raises(ValueError, match=r"shape \(4, 5\) against \(5, 4\)"):
+        relative_error(want, want.T)

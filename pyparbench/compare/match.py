@@ -343,6 +343,13 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
                   "processes differ is unknown; its rows are tested on per-run times (U "
                   "test), which reads any difference between two processes as significant"
                   for rs, s in zip(inputs, spreads, strict=True) if s is None]
+    singles = [rs.path for rs in inputs if rs.runs == 1]
+    if slower_than is not None and singles:
+        notes.append(f"one run ({', '.join(singles)}): most rows have one process there, "
+                     "and a row whose processes differ more than the others' reads as a "
+                     "change (about 1 pair in 12 of identical runs failed the gate on a "
+                     "2-core VM); for a gate give each side two or three runs, a folder of "
+                     "runs")
     return Comparison(list(inputs), alpha, normalize, unit, diffs, unknown, pairs, notes,
                       spreads, slower_than)
 

@@ -83,7 +83,8 @@ def print_text(c: Comparison, *, file: Any = None, gate: Gate | None = None,
     for name, rs in zip(names, c.inputs):
         machine = rs.fields.get("cpu_model", "unknown CPU")
         cores = f", {rs.cores} cores" if rs.cores else ""
-        con.print(f"{name}: {escape(rs.path)} ({rs.kind}, {len(rs.rows)} rows; "
+        runs = f"{rs.runs} runs, " if rs.runs > 1 else ""
+        con.print(f"{name}: {escape(rs.path)} ({rs.kind}, {runs}{len(rs.rows)} rows; "
                   f"{escape(machine)}{cores})")
     if c.differences:
         con.print("[bold]machines differ in:[/bold]")

@@ -125,6 +125,7 @@ def output_error(native: Mapping[str, Any], framework: Mapping[str, Any]) -> flo
     import numpy as np
 
     from pyparbench.frameworks.child import decode
+    from pyparbench.reference import relative_error
 
     common = sorted(set(native) & set(framework))
     if not common:
@@ -137,8 +138,7 @@ def output_error(native: Mapping[str, Any], framework: Mapping[str, Any]) -> flo
         if got.shape != want.shape:
             raise ValueError(f"output {name!r}: native shape {got.shape}, framework's "
                              f"{want.shape}")
-        scale = max(float(np.abs(want).max(initial=0.0)), 1e-30)
-        worst = max(worst, float(np.abs(got - want).max(initial=0.0)) / scale)
+        worst = max(worst, relative_error(got, want))
     return worst
 
 

@@ -118,8 +118,9 @@ def _check_agreement(name: str, module: Any, example: tuple[Any, ...], order: li
         import onnxruntime as ort  # type: ignore[import-untyped]
     except ImportError:  # nothing to check against
         return
-    import numpy as np
     import torch
+
+    from pyparbench.reference import relative_error
 
     sess = ort.InferenceSession(str(files.file_path(name)),
                                 providers=["CPUExecutionProvider"])
@@ -135,7 +136,7 @@ def _check_agreement(name: str, module: Any, example: tuple[Any, ...], order: li
         if g.shape != w.shape:
             raise ValueError(f"the module given for {name} returns shape {g.shape} where "
                              f"the file returns {w.shape}")
-        err = float(np.abs(g - w).max()) / max(float(np.abs(w).max()), 1e-30)
+        err = relative_error(g, w)
         if not err <= _AGREEMENT:
             raise ValueError(f"the module given for {name} is not the file's network: max "
                              f"|module - ORT| / max |ORT| = {err:.2e} on random inputs "
