@@ -1,10 +1,11 @@
 """The regression gate on results folders the main job really writes.
 
-Five runs of a small quick suite (the Criteo-Kaggle-like DLRM at batch 1,
+Six runs of a small quick suite (the Criteo-Kaggle-like DLRM at batch 1,
 with the recommender, whose setting and confirmation rounds measure some
 settings in several processes: the folder's spread between processes),
-each in fresh processes: four of this machine, and one under ``taskset -c
-0``, where every setting that uses both cores on two CPUs gets one.
+each in fresh processes: four of this machine, and two under ``taskset -c
+0``, where every setting that uses both cores on two CPUs gets one. Sides
+of two runs (a folder of runs) test each row on its own processes.
 """
 
 from __future__ import annotations
@@ -224,3 +225,46 @@ def test_a_folder_of_runs_is_one_side_each_row_on_its_own_spread(
         assert done.returncode == 2 and "measured on another machine" in done.stderr, \
             done.stderr
         assert "one" in done.stderr
+
+
+def test_two_one_cpu_runs_against_two_fail_on_the_thread_scaling_rows(
+        runs: dict[str, Path], tmp_path: Path) -> None:
+    if "one" not in runs:
+        pytest.skip("taskset is missing or this process may use one CPU only")
+    # A second run on CPU 0: two runs a side, each row on its own processes
+    # (one run a side rests on the few settings a run measured twice).
+    done = pyparbench("run", *SUITE, "-o", str(tmp_path / "one2"), cpus="0")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    for side, folders in (("two", [runs["a"], runs["b"]]),
+                          ("one", [runs["one"], tmp_path / "one2"])):
+        for f in folders:
+            shutil.copytree(f, tmp_path / "sides" / side / f.name)
+    base, other = load(tmp_path / "sides" / "two"), load(tmp_path / "sides" / "one")
+    assert base.runs == other.runs == 2
+    scaling = {k for k, r in base.rows.items()
+               if k in other.rows and r.threads and r.threads >= 2
+               and r.median_ns and other.rows[k].median_ns
+               and other.rows[k].threads != r.threads}
+    assert scaling
+    c = compare([base, other], slower_than=1.05)
+    rows = {r.key: r for r in c.pairs[0].rows}
+    worst = max(rows[k].ratio or 0.0 for k in scaling)
+    if worst < 1.5:
+        pytest.skip(f"the thread-scaling rows are at most {worst:.2f}x slower on one CPU "
+                    "(a loaded machine): nothing for the gate to find")
+    steadiest = min(rows[k].own_spread or math.inf for k in scaling)
+    if math.log(worst / 1.05) < SPAN * steadiest:
+        pytest.skip(f"the thread-scaling rows' processes are {steadiest:.0%} apart at best "
+                    f"(a loaded machine): the gate cannot tell {worst:.2f}x from noise")
+    code, res = gate(str(tmp_path / "sides" / "two"), str(tmp_path / "sides" / "one"),
+                     "--fail-slower", "5%")
+    g = res["gate"]
+    assert isinstance(g, dict) and code == 1 and g["failed"], g
+    labels = {rows[k].label for k in scaling}
+    assert set(g["failing"]) <= labels, g
+    # Every scaling row 1.5x slower or more, on its own steady processes, fails.
+    for k in scaling:
+        r, ratio = rows[k], rows[k].ratio or 0.0
+        if ratio >= 1.5 and r.own_spread is not None \
+                and math.log(ratio / 1.05) >= SPAN * r.own_spread:
+            assert r.label in g["failing"], (r, g)
