@@ -113,11 +113,14 @@ with open(f"result-{os.getpid()}.json", "w") as f:
 
 def _python_shim(folder: Path) -> Path:
     """A ``python`` for the launch lines: this interpreter, ``-P``, with
-    pyparbench importable (the read-back's audit)."""
+    pyparbench importable (the read-back's audit), its stderr in a file of
+    its own (stderr-PID), as instances started together would interleave
+    libgomp's OMP_DISPLAY_ENV in one stream mid-line."""
     bin_dir = folder / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "python"
-    shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -P \"$@\"\n")
+    shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -P \"$@\" "
+                    "2> \"stderr-$$\"\n")
     shim.chmod(0o755)
     return bin_dir
 
@@ -160,13 +163,14 @@ def run_as_emitted(dep: Deployment, framework: str, folder: Path) -> list[dict[s
         env.pop(k, None)
     done = subprocess.run(["bash", "-c", script], cwd=folder, env=env, capture_output=True,
                           text=True, timeout=400)
-    assert done.returncode == 0, f"{script}\n{done.stderr[-3000:]}"
+    stderr = done.stderr + "".join(p.read_text() for p in sorted(folder.glob("stderr-*")))
+    assert done.returncode == 0, f"{script}\n{stderr[-3000:]}"
     results = [json.loads(p.read_text()) for p in folder.glob("result-*.json")]
-    assert len(results) == len(dep.instances), done.stderr[-3000:]
+    assert len(results) == len(dep.instances), stderr[-3000:]
     by_cpus = {tuple(r["process_cpus"]): r for r in results}
     out = [by_cpus[tuple(sorted(i.cpus))] for i in dep.instances]
     for r in out:
-        r["stderr"] = done.stderr
+        r["stderr"] = stderr
     return out
 
 

@@ -20,8 +20,8 @@ from pyparbench.machine.fingerprint import fingerprint_differences
 from pyparbench.resultfiles import ResultSet, Row
 from pyparbench.stats import ProcessSpread, estimate_ratio, input_spread, row_spread
 
-__all__ = ["NORMALIZE", "OWN_SPREAD_NOTE", "Comparison", "CompareError", "Normalize", "Pair", "RowResult", "Side",
-           "Test", "compare", "machine_differences"]
+__all__ = ["NORMALIZE", "OWN_SPREAD_NOTE", "Comparison", "CompareError", "Normalize", "Pair",
+           "RowResult", "Side", "Test", "compare", "machine_differences"]
 
 Normalize = Literal["none", "per-core", "per-peak"]
 NORMALIZE: tuple[Normalize, ...] = ("none", "per-core", "per-peak")

@@ -37,8 +37,8 @@ def to_json(c: Comparison, gate: Gate | None = None) -> dict[str, Any]:
         "alpha": c.alpha,
         "normalize": c.normalize,
         "unit": c.unit,
-        "inputs": [{"path": rs.path, "source": rs.source, "kind": rs.kind,
-                    "runs": rs.runs, "rows": len(rs.rows), "fingerprint": rs.fields, "cores": rs.cores,
+        "inputs": [{"path": rs.path, "source": rs.source, "kind": rs.kind, "runs": rs.runs,
+                    "rows": len(rs.rows), "fingerprint": rs.fields, "cores": rs.cores,
                     "spread": None if s is None else s.as_dict(),
                     "peak_gflops": ({str(k): v for k, v in sorted(rs.peak_gflops.items())}
                                     if rs.peak_gflops is not None else None)}

@@ -31,8 +31,9 @@ the checks of a record read back), ``records`` (our JSONL records and
 summaries), ``op_result`` (the operator tasks' typed record ``OpResult``
 with its ``OpTask``, ``OpShape``, ``OpPoint`` and ``OpNode``),
 ``measurements`` (peak files, conditions, and the operator record's check),
-``pytest_benchmark``, ``merged`` (several runs read as one input). What is computed from the rows (how much a setting's
-processes differ, ratios, regrets) is :mod:`pyparbench.stats`'s; the names
+``pytest_benchmark``, ``merged`` (several runs read as one input). What
+is computed from the rows (how much a setting's processes differ, ratios,
+regrets) is :mod:`pyparbench.stats`'s; the names
 it took from here (``ProcessSpread``, ``RatioEstimate``, ``estimate_ratio``,
 ``pooled_spread``, and the modules ``spread`` and ``processes``) are still
 importable from here.
