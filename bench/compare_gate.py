@@ -126,8 +126,6 @@ def sides(sets: list[ResultSet], per_side: int) -> list[tuple[ResultSet, ResultS
     return out  # type: ignore[return-value]
 
 
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("kind", choices=("folders", "pytest"))

@@ -5,9 +5,9 @@ pytest-benchmark JSON file, or a folder of runs of one suite on one machine
 (results folders, or pytest-benchmark files, each a process: every row
 then tested on its own spread between processes; two or three runs a side
 keep same-code comparisons at alpha on a shared 2-core VM). The first is
-the baseline; per matched row the command prints both medians, the ratio, a Mann-Whitney U test p-value and a
-mark when p < alpha, the fingerprint fields in which the machines differ,
-and the rows found on one side only. A file that is not a result is one
+the baseline; per matched row the command prints both medians, the ratio,
+a p-value and a mark when p < alpha, the fingerprint fields in which the
+machines differ, and the rows found on one side only. A file that is not a result is one
 line on stderr naming it, exit status 2.
 
 ``--fail-slower PCT`` (e.g. 5%) makes it a regression gate for CI: exit

@@ -21,8 +21,7 @@ from pyparbench.resultfiles.values import (
     show,
 )
 
-__all__ = ["bench_threads", "pytest_benchmark_fields", "read_pytest_benchmark",
-           "short_name"]
+__all__ = ["bench_threads", "pytest_benchmark_fields", "read_pytest_benchmark", "short_name"]
 
 
 def read_pytest_benchmark(source: Path, value: dict[str, Any]) -> ResultSet:
