@@ -31,6 +31,7 @@ from pyparbench.stats import (
     input_spread,
     pooled_spread,
     row_spread,
+    se_of_interval,
     t_quantile,
     t_two_sided_p,
 )
@@ -46,7 +47,7 @@ ASYNC = Settings(scheduler="async", inter_op=2, affinity="compact")
 
 
 @pytest.mark.parametrize("df", [0.7, 1, 2, 3.5, 7, 30, 1000])
-def test_student_t_matches_scipy(df: float) -> None:
+def test_student_t_is_two_sided_and_its_quantile_inverts_it(df: float) -> None:
     for t in (0.0, 0.3, 1.0, 2.0, 4.5, 12.0, 80.0):
         assert t_two_sided_p(t, df) == pytest.approx(2 * scipy_stats.t.sf(t, df), rel=1e-9,
                                                      abs=1e-300)
@@ -56,6 +57,23 @@ def test_student_t_matches_scipy(df: float) -> None:
         t_two_sided_p(1.0, 0)
     with pytest.raises(ValueError, match="p must be between 0 and 1, got 1.5"):
         t_quantile(1.5, df)
+    for t in (0.3, 2.0, 12.0):
+        assert t_quantile(t_two_sided_p(t, df), df) == pytest.approx(t, rel=1e-6)
+
+
+def test_a_standard_error_backed_out_of_an_interval_says_its_distribution() -> None:
+    spread = ProcessSpread(0.05, 4, 2)
+    est = estimate_ratio([10.0], [12.0], spread)
+    se = 0.05 * math.sqrt(2)
+    # A t interval read with its t gives back the standard error it was built from...
+    assert se_of_interval(est.low, est.high, est.level, est.df) == pytest.approx(se)
+    # ...and read as normal, the wider one a normal test needs to be as wide.
+    wide = se_of_interval(est.low, est.high, est.level)
+    assert wide == pytest.approx(se * scipy_stats.t.isf(0.025, 4) / scipy_stats.norm.isf(0.025))
+    with pytest.raises(ValueError, match=r"0 < low <= high, got \[2.0, 1.0\]"):
+        se_of_interval(2.0, 1.0, 0.95)
+    with pytest.raises(ValueError, match="level must be between 0 and 1, got 95"):
+        se_of_interval(1.0, 2.0, 95)
 
 
 def test_the_spread_pools_the_settings_measured_in_several_processes() -> None:

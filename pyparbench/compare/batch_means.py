@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as scipy_stats  # type: ignore[import-untyped]
 
 __all__ = ["MIN_BLOCKS", "BatchMeans", "BlockTest", "batch_means_test", "blocks_for"]
 
@@ -114,9 +115,7 @@ def batch_means_test(a: Sequence[float], b: Sequence[float], blocks_a: Sequence[
     test = BlockTest(sides[0], sides[1], diff, se)
     if se == 0:
         return (1.0 if diff == 0 else 0.0), "", test
-    from scipy.stats import t as student_t  # type: ignore[import-untyped]
-
     df = (va + vb) ** 2 / ((va ** 2 / (len(la) - 1) if va else 0.0)
                            + (vb ** 2 / (len(lb) - 1) if vb else 0.0))
-    p = float(2 * student_t.sf(abs(diff) / se, df))
+    p = float(2 * scipy_stats.t.sf(abs(diff) / se, df))
     return p, "", test

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from scipy import stats as scipy_stats  # type: ignore[import-untyped]
+
 from pyparbench.compare.batch_means import BlockTest, batch_means_test
 from pyparbench.compare.calibrate import (
     MIN_ROWS,
@@ -18,7 +20,13 @@ from pyparbench.compare.slower import slower_p_processes, slower_p_runs
 from pyparbench.compare.utest import CompareError, u_test
 from pyparbench.machine.fingerprint import fingerprint_differences
 from pyparbench.resultfiles import ResultSet, Row
-from pyparbench.stats import ProcessSpread, estimate_ratio, input_spread, row_spread
+from pyparbench.stats import (
+    ProcessSpread,
+    estimate_ratio,
+    input_spread,
+    row_spread,
+    se_of_interval,
+)
 
 __all__ = ["NORMALIZE", "OWN_SPREAD_NOTE", "Comparison", "CompareError", "Normalize", "Pair",
            "RowResult", "Side", "Test", "compare", "machine_differences"]
@@ -207,9 +215,7 @@ def _widen_runs(pair: Pair, ests: dict[str, tuple[float, float]], alpha: float,
     pair.between_spread = tau
     if not tau:
         return
-    from scipy.stats import norm  # type: ignore[import-untyped]
-
-    z = float(norm.ppf(1.0 - alpha / 2.0))
+    z = float(scipy_stats.norm.isf(alpha / 2.0))
     for i, r in enumerate(pair.rows):
         if r.key not in ests:
             continue
@@ -226,12 +232,11 @@ def _widen_runs(pair: Pair, ests: dict[str, tuple[float, float]], alpha: float,
 
 def _process_se(r: RowResult, alpha: float) -> float:
     """The standard error (log units) a row's interval at 1 - alpha holds
-    under the normal: its half-width over z, so that a normal test on it
-    is as wide as the row's t test was."""
-    from scipy.stats import norm
-
+    under the normal: its half-width over z, so that the normal test it
+    then meets (:func:`_widen_runs`) is as wide as the row's t test was,
+    never narrower."""
     assert r.low is not None and r.high is not None
-    return (math.log(r.high) - math.log(r.low)) / (2.0 * float(norm.ppf(1.0 - alpha / 2.0)))
+    return se_of_interval(r.low, r.high, 1.0 - alpha)
 
 
 def _widen(pair: Pair, blocks: dict[str, BlockTest], alpha: float,

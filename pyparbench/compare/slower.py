@@ -19,7 +19,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pyparbench.stats import t_quantile, t_two_sided_p
+from scipy import stats as scipy_stats  # type: ignore[import-untyped]
+
+from pyparbench.stats import se_of_interval
 
 __all__ = ["slower_p_processes", "slower_p_runs"]
 
@@ -32,15 +34,13 @@ def slower_p_processes(ratio: float, low: float, high: float, df: float, level: 
     d = math.log(ratio) - math.log(factor)
     if high <= low:  # processes that never differed: the difference is all there is
         return 0.0 if d > 0 else 1.0
-    se = (math.log(high) - math.log(low)) / (2.0 * t_quantile(1.0 - level, df))
-    two_sided = t_two_sided_p(d / se, df)
-    return two_sided / 2.0 if d >= 0 else 1.0 - two_sided / 2.0
+    se = se_of_interval(low, high, level, df)
+    return float(scipy_stats.t.sf(d / se, df))
 
 
 def slower_p_runs(baseline: Sequence[float], other: Sequence[float], factor: float) -> float:
     """The one-sided U test's p that ``other``'s runs are larger than
     ``baseline``'s times ``factor``."""
-    from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
-
-    p = float(mannwhitneyu(other, [x * factor for x in baseline], alternative="greater").pvalue)
+    p = float(scipy_stats.mannwhitneyu(other, [x * factor for x in baseline],
+                                       alternative="greater").pvalue)
     return 1.0 if math.isnan(p) else p

@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
+from scipy import stats as scipy_stats  # type: ignore[import-untyped]
+
 __all__ = ["MIN_SAMPLES", "CompareError", "smallest_p_at_least", "u_test"]
 
 MIN_SAMPLES = 3
@@ -47,12 +49,7 @@ def u_test(a: Sequence[float], b: Sequence[float], alpha: float) -> tuple[float 
     if smallest is not None:
         return None, (f"too few samples for a U test ({n1} and {n2}: the smallest p "
                       f"possible is {smallest:.3g} >= alpha {alpha:g})")
-    try:
-        from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
-    except ImportError:
-        raise CompareError("the U test needs scipy (a dependency of pyparbench): "
-                           "pip install scipy") from None
-    p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    p = float(scipy_stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
     if math.isnan(p):  # every sample equal: no evidence of a difference
         p = 1.0
     return p, ""
