@@ -223,6 +223,20 @@ def hybrid_desktop(path: Path, p_cores: int = 8, e_cores: int = 8,
     return write(root, path)
 
 
+def mixed_kind_siblings(path: Path) -> Path:
+    """Two 2-way SMT cores (siblings far apart: 0 and 2, 1 and 3) whose CPUs
+    are of three kinds, as hwloc's own CPU-kinds test file has them: CPUs 0
+    and 1 the least powerful, CPU 2 and CPU 3 (the P kind) each the sibling
+    of a slow CPU."""
+    root = lstopo_xml("package:1 core:2 pu:2")
+    renumber(root, lambda p, c, t: 2 * t + c)
+    fix_sets(root)
+    add_cpu_kinds(root, [([0, 1], 0, {"CoreType": "Small", "FrequencyMaxMHz": "1000"}),
+                         ([2], 7, {"CoreType": "Big", "FrequencyMaxMHz": "2000"}),
+                         ([3], 10, {"CoreType": "IntelCore", "FrequencyMaxMHz": "2000"})])
+    return write(root, path)
+
+
 def with_memory_only(path: Path) -> Path:
     """Two sockets of 4 cores (siblings far apart), a CXL memory-only NUMA
     node attached to the machine, and CPUs 1 and 9 disallowed."""

@@ -470,6 +470,20 @@ def test_slower_cores_are_candidates_of_their_own(tmp_path: Path) -> None:
                for r in rec.reasons)
 
 
+def test_siblings_of_different_kinds_get_an_answer(tmp_path: Path) -> None:
+    # Each P CPU is the SMT sibling of a slow one, and the slow kind spans both
+    # cores: it has more cores (and instance counts) than the P kind, and the
+    # calibration measures every thread count either kind's candidates take.
+    path = tx.mixed_kind_siblings(tmp_path / "kinds.xml")
+    t = topology(path)
+    assert len(t.cpu_kinds) == 3 and len(t.cores) == 2
+    rec = recommend(build("mlp-512", 8), topology=str(path), verify=0, objective="throughput",
+                    cache_dir=tmp_path / "cache")
+    check_cpus(t, rec.cpus, smt=rec.settings.smt)
+    assert rec.predicted.latency_ns > 0
+    assert any(p.settings.instances == 2 for p in rec.candidates)
+
+
 def test_an_hwloc_1x_file(tmp_path: Path) -> None:
     # hwloc 1.x's format (what its lstopo wrote, and what hwloc 2 writes with
     # `--export-xml-flags v1`): NUMA nodes are parents of "Socket" objects.

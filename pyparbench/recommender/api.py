@@ -99,7 +99,10 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
     for r in slower:
         for k, g in instance_graphs(graph, r, objective, instances).items():
             per_instance.setdefault(k, g)
-    choice = choose_model(per_instance, res, topo, model=model, calibrate=calibrate,
+    # Calibrated for the kind with the most cores: a slower kind can have more
+    # (and more instance counts) than the most powerful one.
+    widest = max((res, *slower), key=lambda r: r.cores)
+    choice = choose_model(per_instance, widest, topo, model=model, calibrate=calibrate,
                           libraries=libraries, recalibrate=recalibrate, cache_dir=cache_dir)
     cost = choice.model
     calibration = dict(choice.calibration)
