@@ -64,8 +64,9 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | N
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise ValueError(f"max_bytes must be an int >= 1, got {max_bytes!r}")
     proto, src, digest = load(model, max_bytes)
-    check(proto, src)
+    # First the opset: onnx's checker reads a newer one's ops as its own.
     opset = default_opset(proto, src)
+    check(proto, src)
     if name is None:
         name = (Path(os.fspath(model)).stem if not isinstance(model, onnx.ModelProto)
                 else proto.graph.name or "onnx_model")

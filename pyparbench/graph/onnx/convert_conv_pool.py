@@ -48,6 +48,10 @@ def conv(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
          a: dict[str, Any]) -> list[Value]:
     x = im.node_of(ins[0], "Conv's input")
     w = im.const_of(ins[1], "Conv's weight")
+    kernel = a.get("kernel_shape")
+    if kernel is not None and [int(v) for v in kernel] != list(w.shape[2:]):
+        raise Unsupported(f"kernel_shape {list(kernel)} contradicts the weights' shape "
+                          f"{w.shape}")
     bias = im.const_of(ins[2], "Conv's bias") if len(ins) > 2 and ins[2] is not None else None
     xs = im.shape(x)
     if w.ndim == 3 and len(xs) == 3:  # 1-D: a 2-D conv of width 1

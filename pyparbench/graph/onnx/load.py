@@ -88,10 +88,14 @@ def _all_tensors(g: onnx.GraphProto) -> list[onnx.TensorProto]:
 _GEOMETRY_ATTRS = frozenset({"kernel_shape", "strides", "dilations", "pads", "group",
                              "output_padding", "output_shape"})
 _GEOMETRY_BOUND = 1 << 24
+# The ops whose weights (input 1) hold the kernel in their axes 2 and on.
+_KERNEL_OPS = frozenset({"Conv", "ConvTranspose"})
+_DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def check(proto: onnx.ModelProto, src: str) -> None:
-    """onnx's checker, then the bound on every geometry attribute."""
+    """onnx's checker, the bound on every geometry attribute, and each
+    convolution's kernel_shape against its weights."""
     try:
         onnx.checker.check_model(proto)
     except Exception as e:
@@ -105,13 +109,43 @@ def check(proto: onnx.ModelProto, src: str) -> None:
             if any(abs(v) > _GEOMETRY_BOUND for v in values):
                 raise bad(src, f"node {n.name or n.op_type!r} ({n.op_type}) has {a.name} "
                           f"{values}: beyond {_GEOMETRY_BOUND} (not a real network's)")
+    _check_kernel_shapes(proto.graph, src)
+
+
+def _check_kernel_shapes(g: onnx.GraphProto, src: str) -> None:
+    """A convolution's kernel_shape must be its weights' spatial shape (onnx's
+    checker lets a 99x99 kernel_shape over 3x3 weights through). The weights
+    checked are the file's own, initialisers or Constant nodes; the Conv
+    converter checks weights computed from them."""
+    shapes = {t.name: tuple(t.dims) for t in g.initializer}
+    for n in g.node:
+        if n.op_type == "Constant" and n.domain in _DEFAULT_DOMAINS and n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    shapes[n.output[0]] = tuple(a.t.dims)
+    for n in g.node:
+        if n.op_type not in _KERNEL_OPS or n.domain not in _DEFAULT_DOMAINS or len(n.input) < 2:
+            continue
+        weights = shapes.get(n.input[1])
+        kernel = next((list(a.ints) for a in n.attribute if a.name == "kernel_shape"), None)
+        if weights is not None and kernel is not None and kernel != list(weights[2:]):
+            raise bad(src, f"node {n.name or n.op_type!r} ({n.op_type}) has kernel_shape "
+                      f"{kernel}, but its weights {n.input[1]!r} have shape {weights}: a "
+                      f"kernel of {weights[2:]}")
 
 
 def default_opset(proto: onnx.ModelProto, src: str) -> int:
-    """The opset of the default domain the model declares (0 for none)."""
-    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    """The opset of the default domain the model declares, from the oldest
+    that maps to the newest the installed onnx knows: a newer one's ops would
+    be read (checked, shape-inferred, folded) with an older opset's semantics."""
+    opset = next((o.version for o in proto.opset_import if o.domain in _DEFAULT_DOMAINS), 0)
     if opset < OLDEST_OPSET:
         raise bad(src, f"opset {opset} is older than the oldest supported ({OLDEST_OPSET})")
+    newest = onnx.defs.onnx_opset_version()
+    if opset > newest:
+        raise bad(src, f"opset {opset} is newer than opset {newest}, the newest the installed "
+                  f"onnx {onnx.__version__} knows (its ops would be read with an older "
+                  "opset's semantics)")
     return opset
 
 
