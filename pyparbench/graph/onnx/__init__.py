@@ -42,8 +42,10 @@ concatenated to the patches) becomes a ``constant`` node.
 A file that does not map fully is refused with ONE ValueError before
 anything is built for it to run, listing every unsupported op type with its
 count and first node. A file that is not ONNX, truncated, larger than
-``max_bytes``, missing its external data, or computing in a dtype other
-than float32 is refused with one line naming the file.
+``max_bytes``, missing its external data, computing in a dtype other
+than float32, declaring an opset newer than the installed onnx knows, or
+with a Conv whose kernel_shape contradicts its weights is refused with one
+line naming the file.
 
 The modules: ``load`` (reading the file, its checks, its inputs),
 ``importer`` (the values of the file's names, folding, node names, the

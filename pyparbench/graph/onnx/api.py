@@ -53,10 +53,11 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | N
     ------
     ValueError
         One line for a file that is not ONNX, truncated, too large, missing
-        its external data, computing in another dtype than float32, or with
-        NaN or infinite weights; for a
-        batch that contradicts a fixed one; and one listing every op the IR
-        cannot run (type, count, first node), before anything is built.
+        its external data, computing in another dtype than float32, with
+        NaN or infinite weights, declaring an opset newer than the installed
+        onnx knows, or with a Conv whose kernel_shape contradicts its weights;
+        for a batch that contradicts a fixed one; and one listing every op the
+        IR cannot run (type, count, first node), before anything is built.
     """
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
                               or batch < 1):
