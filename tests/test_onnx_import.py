@@ -840,3 +840,82 @@ def test_bad_arguments() -> None:
                 [_vi("y", None)])
     with pytest.raises(ValueError, match="symbolic dimension 'S' at axis 1"):
         from_onnx(m2)
+
+
+def _saved(tmp_path: Path, name: str, nodes: Sequence[Any], inputs: Sequence[Any],
+           outputs: Sequence[Any], inits: Sequence[Any] = (),
+           opsets: Sequence[tuple[str, int]] = (("", OPSET),)) -> Path:
+    """A model written as a file, its outputs' shapes given (not inferred)."""
+    g = helper.make_graph(list(nodes), "g", list(inputs), list(outputs), list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+    m.ir_version = 8
+    path = tmp_path / name
+    onnx.save_model(m, str(path))
+    return path
+
+
+@pytest.mark.parametrize("weight_from", ["initializer", "Constant node"])
+def test_a_kernel_shape_that_contradicts_the_weights_is_refused(tmp_path: Path,
+                                                                weight_from: str) -> None:
+    w = _rand(np.random.default_rng(10), 4, 3, 3, 3)
+    if weight_from == "initializer":
+        inits, source = [_init("w", w)], []
+    else:
+        inits, source = [], [helper.make_node("Constant", [], ["w"],
+                                              value=numpy_helper.from_array(w, "w"))]
+
+    def conv_file(name: str, kernel: list[int]) -> Path:
+        return _saved(tmp_path, name,
+                      [*source, helper.make_node("Conv", ["x", "w"], ["y"], name="/conv",
+                                                 kernel_shape=kernel)],
+                      [_vi("x", [1, 3, 8, 8])], [_vi("y", [1, 4, 6, 6])], inits)
+
+    assert from_onnx(conv_file("agrees.onnx", [3, 3]))["y"].shape == (1, 4, 6, 6)
+    path = conv_file("contradicts.onnx", [99, 99])
+    with pytest.raises(ValueError) as e:
+        from_onnx(path)
+    assert str(e.value) == (f"ONNX file {str(path)!r}: node '/conv' (Conv) has kernel_shape "
+                            "[99, 99], but its weights 'w' have shape (4, 3, 3, 3): a kernel "
+                            "of (3, 3)")
+
+
+def test_a_kernel_shape_that_contradicts_computed_weights_is_refused(tmp_path: Path) -> None:
+    # The weights reach the Conv through an op folded at import: the Conv's
+    # converter compares them.
+    w = _rand(np.random.default_rng(11), 4, 3, 3, 3)
+    path = _saved(tmp_path, "computed.onnx",
+                  [helper.make_node("Identity", ["w0"], ["w"]),
+                   helper.make_node("Conv", ["x", "w"], ["y"], name="/conv",
+                                    kernel_shape=[99, 99])],
+                  [_vi("x", [1, 3, 8, 8])], [_vi("y", [1, 4, 6, 6])], [_init("w0", w)])
+    with pytest.raises(ValueError, match=r"Conv x1 \(node '/conv': kernel_shape \[99, 99\] "
+                                         r"contradicts the weights' shape \(4, 3, 3, 3\)\)"):
+        from_onnx(path)
+
+
+def test_an_opset_newer_than_onnx_knows_is_refused_with_both_numbers(tmp_path: Path) -> None:
+    newest = onnx.defs.onnx_opset_version()
+
+    def relu_file(name: str, opset: int) -> Path:
+        return _saved(tmp_path, name, [helper.make_node("Relu", ["x"], ["y"])],
+                      [_vi("x", [2, 3])], [_vi("y", [2, 3])], opsets=[("", opset)])
+
+    assert from_onnx(relu_file("newest.onnx", newest)).meta["opset"] == newest
+    path = relu_file("future.onnx", 999)
+    with pytest.raises(ValueError) as e:
+        from_onnx(path)
+    assert str(e.value).startswith(f"ONNX file {str(path)!r}: opset 999 is newer than opset "
+                                   f"{newest}, the newest the installed onnx "
+                                   f"{onnx.__version__} knows")
+    assert "\n" not in str(e.value)
+
+
+def test_an_op_of_another_domain_is_refused_by_name(tmp_path: Path) -> None:
+    path = _saved(tmp_path, "contrib.onnx",
+                  [helper.make_node("FusedMatMul", ["x", "x"], ["y"], name="/fused",
+                                    domain="com.microsoft")],
+                  [_vi("x", [3, 3])], [_vi("y", [3, 3])],
+                  opsets=[("", OPSET), ("com.microsoft", 1)])
+    with pytest.raises(ValueError, match=r": unsupported ONNX ops: FusedMatMul x1 \(node "
+                                         r"'/fused': domain 'com.microsoft'\)$"):
+        from_onnx(path)

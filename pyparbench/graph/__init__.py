@@ -5,8 +5,8 @@
 * :mod:`~pyparbench.graph.ir` — :class:`Graph`;
 * :mod:`~pyparbench.graph.analysis` — FLOPs, bytes, depth, widths, work / span;
 * :mod:`~pyparbench.graph.builder` — :class:`GraphBuilder`;
-* :mod:`~pyparbench.graph.onnx_import` — :func:`from_onnx`, a user's ONNX file as a Graph,
-  after :mod:`~pyparbench.graph.onnx_rewrites` (exporters' multi-node patterns as one node);
+* :mod:`~pyparbench.graph.onnx` — :func:`from_onnx`, a user's ONNX file as a Graph: loading
+  and checks, the importer's state and folding, converters by op family;
 * :mod:`~pyparbench.graph.passes` — the optimisation passes run at compile time.
 
 A graph is compiled into a native plan by :func:`pyparbench.executor.compile_graph`.
@@ -31,13 +31,13 @@ from pyparbench.graph.opdefs import (
 )
 
 if TYPE_CHECKING:
-    from pyparbench.graph.onnx_import import from_onnx
+    from pyparbench.graph.onnx.api import from_onnx
 else:
     def __getattr__(name: str) -> Any:
         # onnx takes seconds to import: only a file's import pays for it,
         # not every process that builds or runs a graph.
         if name == "from_onnx":
-            from pyparbench.graph.onnx_import import from_onnx
+            from pyparbench.graph.onnx.api import from_onnx
 
             return from_onnx
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -75,6 +75,9 @@ class GraphBuilder:
     def shape(self, x: int) -> Shape:
         return self._node(x).shape
 
+    def dtype(self, x: int) -> str:
+        return self._node(x).dtype
+
     def _node(self, x: int) -> Node:
         if not isinstance(x, (int, np.integer)) or not 0 <= x < len(self._nodes):
             raise ValueError(f"{x!r} is not a node id of this builder")

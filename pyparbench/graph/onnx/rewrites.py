@@ -1,5 +1,5 @@
 """Rewrites of an ONNX file's nodes before they are mapped onto the IR
-(:mod:`pyparbench.graph.onnx_import`): patterns that exporters write as
+(:mod:`~pyparbench.graph.onnx.importer`): patterns that exporters write as
 several nodes and the IR runs as one.
 
 * :func:`erf_gelu`: x * 0.5 * (1 + erf(x / sqrt 2)) as one Gelu;
@@ -24,21 +24,13 @@ import numpy.typing as npt
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["REWRITES", "as_text", "erf_gelu", "gated_by_itself", "node_attrs", "pad_into_conv"]
+from pyparbench.graph.onnx.attributes import as_text, node_attrs
+
+__all__ = ["REWRITES", "erf_gelu", "gated_by_itself", "pad_into_conv"]
 
 Array = npt.NDArray[Any]
 Rewrite = Callable[[list[onnx.NodeProto], Mapping[str, object], set[str]],
                    list[onnx.NodeProto]]
-
-
-def node_attrs(n: onnx.NodeProto) -> dict[str, Any]:
-    """A node's attributes by name, as Python values."""
-    return {a.name: helper.get_attribute_value(a) for a in n.attribute}
-
-
-def as_text(v: Any) -> str:
-    """A string attribute (bytes in the file) as text."""
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _readers(nodes: list[onnx.NodeProto]) -> dict[str, list[int]]:

@@ -1,0 +1,60 @@
+"""A user's ONNX file as a :class:`~pyparbench.graph.ir.Graph`, with the file's own weights.
+
+:func:`from_onnx` reads the file, fixes every input shape (a symbolic batch
+dimension takes ``batch``), folds the shape arithmetic, and maps each
+remaining ONNX node onto the IR's ops (:mod:`pyparbench.graph.opdefs`), so
+that the native executor, the numpy reference and every graph pass run the
+file's network as they run a built one.
+
+Shape arithmetic is folded with onnx's own reference evaluator, one node
+at a time (:mod:`~pyparbench.graph.onnx.importer` says why).
+
+Patterns that exporters write as several nodes (the erf form of GELU, a
+value gated by its own sigmoid, a zero Pad before a Conv) are first
+rewritten as one (:mod:`~pyparbench.graph.onnx.rewrites`).
+
+What maps (everything else is refused, see below): Conv (2-D, groups
+incl. depthwise, dilation, asymmetric pads, auto_pad; 1-D as a 2-D one of
+width 1; a zero Pad of H and W before it folded into its pads), Gemm (alpha, beta, transA / transB) and MatMul with a constant
+weight (``linear``, a following bias Add folded in), MatMul of two values
+(2-D, batched, equal batch dims), Add / Sub / Mul / Div by a constant (a
+per-channel affine: a ``batch_norm`` with mean 0, var 1, eps 0 over a view
+of the tensor), Add / Sub / Mul of two values broadcasting one way, Relu,
+Sigmoid, Tanh, Gelu (exact), Clip as ReLU / ReLU6, HardSigmoid (affine,
+ReLU6, affine), HardSwish and Swish (one eltwise kernel each, as are
+x * Sigmoid(x) and x * HardSigmoid(x) with HardSwish's constants), MaxPool / AveragePool (2-D, pads,
+ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool,
+ReduceMean over (H, W), BatchNormalization (inference), LayerNormalization
+(last axis), Softmax (any axis), Concat, Reshape / Flatten / Squeeze /
+Unsqueeze (views), Transpose, Split along one axis and Slice along any
+axes with any positive step (per axis a view of rows where the axes before
+it have size 1, else between two transposes; a step > 1 takes one column of
+the axis seen as (count, step)), Pad in constant mode (a concat of constant
+blocks; zero pads a view), Gather of a value by constant indices that run in a row
+(``x[:, 0]``, an exporter's ``as_strided``: the same part), Gather of rows
+of a constant table by an int64
+graph input (``embedding_bag`` of bags of one; the input is fed as
+``(numel, 1)`` indices, its file shape kept in ``graph.meta``), Identity,
+Dropout and Cast to float32 (removed). A float constant that an op reads
+as data rather than as its weight (a vision transformer's class token
+concatenated to the patches) becomes a ``constant`` node.
+
+A file that does not map fully is refused with ONE ValueError before
+anything is built for it to run, listing every unsupported op type with its
+count and first node. A file that is not ONNX, truncated, larger than
+``max_bytes``, missing its external data, computing in a dtype other
+than float32, declaring an opset newer than the installed onnx knows, or
+with a Conv whose kernel_shape contradicts its weights is refused with one
+line naming the file.
+
+The modules: ``load`` (reading the file, its checks, its inputs),
+``importer`` (the values of the file's names, folding, node names, the
+problems), ``rewrites`` (multi-node patterns as one node), one
+``convert_*`` module per op family, ``registry`` (op type -> converter),
+``api`` (:func:`from_onnx`).
+"""
+
+from pyparbench.graph.onnx.api import from_onnx
+from pyparbench.graph.onnx.load import DEFAULT_MAX_BYTES
+
+__all__ = ["DEFAULT_MAX_BYTES", "from_onnx"]

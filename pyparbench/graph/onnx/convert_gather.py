@@ -1,0 +1,58 @@
+"""Converters of Gather: rows of a constant table by an int64 graph input (an
+embedding lookup), and a value by constant indices that run in a row."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import onnx
+
+from pyparbench.graph.onnx.convert_shape import part
+from pyparbench.graph.onnx.importer import Importer
+from pyparbench.graph.onnx.values import Array, Unsupported, Value
+
+__all__ = ["gather"]
+
+
+def gather(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+           a: dict[str, Any]) -> list[Value]:
+    idx_name = n.input[1]
+    table = ins[0]
+    if isinstance(table, int) and isinstance(ins[1], np.ndarray):
+        return [_gather_range(im, table, ins[1], int(a.get("axis", 0)))]
+    if not (isinstance(table, np.ndarray) and table.ndim == 2 and table.dtype == np.float32
+            and int(a.get("axis", 0)) == 0 and idx_name in im.input_shapes
+            and im.input_dtypes[idx_name] == "int64"):
+        raise Unsupported("only rows of a constant 2-D float table by an int64 graph input "
+                          "map (embedding lookups)")
+    shape = im.input_shapes[idx_name]
+    numel = math.prod(shape)
+    if idx_name not in im.index_inputs:
+        im.index_inputs[idx_name] = im.builder.input(idx_name, (numel, 1), "int64")
+    e = im.builder.embedding_bag(im.index_inputs[idx_name], int(table.shape[0]), int(table.shape[1]),
+                                 mode="sum", name=im.fresh("embedding") if shape != (numel,)
+                                 else im.node_name)
+    im.builder.set_weights(e, {"table": table})
+    if shape == (numel,):
+        return [e]
+    return [im.reshape(e, (*shape, int(table.shape[1])), final=True)]
+
+
+def _gather_range(im: Importer, x: int, idx: Array, axis: int) -> int:
+    """Gather of a value by constant indices that run in a row (``x[:, 0]``,
+    an exporter's ``as_strided``): a part of ``x`` along ``axis``, reshaped."""
+    xs = im.shape(x)
+    axis %= len(xs)
+    flat = np.asarray(idx, dtype=np.int64).reshape(-1)
+    if flat.size == 0 or np.any((flat < -xs[axis]) | (flat >= xs[axis])):
+        raise Unsupported(f"indices out of range for axis {axis} of {xs}")
+    flat = flat % xs[axis]
+    if np.any(np.diff(flat) != 1):
+        raise Unsupported("indices that do not run in a row (a general gather of a value)")
+    out = (*xs[:axis], *idx.shape, *xs[axis + 1:])
+    if not out:
+        raise Unsupported("a 0-D result")
+    piece = part(im, x, axis, int(flat[0]), int(flat.size), im.fresh("part"))
+    return im.reshape(piece, out, final=True)

@@ -1,0 +1,236 @@
+"""Reading an ONNX file: its bytes within a size bound, its external data,
+onnx's checker and the bounds on geometry attributes, the opset, the file's
+inputs (shapes with the batch set, dtypes) and initialisers, and the model
+with its inputs fixed, shape-inferred. Every refusal is one line naming the
+file."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper, shape_inference
+
+from pyparbench.graph.onnx.values import F32, INT_TYPES, Array, bad
+
+__all__ = ["DEFAULT_MAX_BYTES", "FileInputs", "check", "default_opset", "load", "read_inputs",
+           "with_fixed_inputs"]
+
+# Largest file (with its external data) the importer reads: 4 GiB.
+DEFAULT_MAX_BYTES = 4 << 30
+# The oldest opset of the default domain that maps.
+OLDEST_OPSET = 7
+
+
+def load(model: str | os.PathLike[str] | onnx.ModelProto, max_bytes: int
+         ) -> tuple[onnx.ModelProto, str, str]:
+    """The model with its external data, a name for messages, its content hash."""
+    if isinstance(model, onnx.ModelProto):
+        data = model.SerializeToString()
+        if len(data) > max_bytes:
+            raise bad("model", f"{len(data)} bytes is more than max_bytes={max_bytes}")
+        return model, "model", hashlib.sha256(data).hexdigest()
+    path = Path(os.fspath(model))
+    src = f"ONNX file {str(path)!r}"
+    if not path.is_file():
+        raise bad(src, "no such file")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise bad(src, f"{size} bytes is more than max_bytes={max_bytes}")
+    data = path.read_bytes()
+    if not data:
+        raise bad(src, "the file is empty: not an ONNX model")
+    try:
+        proto = onnx.load_model_from_string(data)
+    except Exception as e:  # protobuf's DecodeError and the like
+        raise bad(src, f"not an ONNX model, or a truncated one ({type(e).__name__})") from None
+    if not proto.graph.node and not proto.graph.output or not proto.opset_import:
+        raise bad(src, "not an ONNX model (no graph, outputs or opset), or a truncated one")
+    external = [t for t in _all_tensors(proto.graph)
+                if t.data_location == onnx.TensorProto.EXTERNAL]
+    if external:
+        total = size
+        for t in external:
+            info = {e.key: e.value for e in t.external_data}
+            loc = path.parent / info.get("location", "")
+            if not info.get("location") or not loc.is_file():
+                raise bad(src, f"external data of tensor {t.name!r} is missing "
+                          f"({str(loc)!r} not found)")
+            total += int(info.get("length", loc.stat().st_size))
+            if total > max_bytes:
+                raise bad(src, f"with its external data more than max_bytes={max_bytes} "
+                          "bytes")
+        try:
+            onnx.external_data_helper.load_external_data_for_model(proto, str(path.parent))
+        except Exception as e:
+            raise bad(src, f"external data cannot be read: {e}") from None
+    return proto, src, hashlib.sha256(data).hexdigest()
+
+
+def _all_tensors(g: onnx.GraphProto) -> list[onnx.TensorProto]:
+    out = list(g.initializer)
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                out.append(a.t)
+            elif a.type == onnx.AttributeProto.GRAPH:
+                out.extend(_all_tensors(a.g))
+    return out
+
+
+# Attributes that onnx's shape inference does arithmetic on; a value beyond
+# this bound is no real network's, and onnx's C++ aborts the process on some
+# (a MaxPool dilation of 2**40 fails an assertion in std::clamp).
+_GEOMETRY_ATTRS = frozenset({"kernel_shape", "strides", "dilations", "pads", "group",
+                             "output_padding", "output_shape"})
+_GEOMETRY_BOUND = 1 << 24
+# The ops whose weights (input 1) hold the kernel in their axes 2 and on.
+_KERNEL_OPS = frozenset({"Conv", "ConvTranspose"})
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def check(proto: onnx.ModelProto, src: str) -> None:
+    """onnx's checker, the bound on every geometry attribute, and each
+    convolution's kernel_shape against its weights."""
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise bad(src, f"not a valid ONNX model, or a truncated one: {first}") from None
+    for n in proto.graph.node:
+        for a in n.attribute:
+            if a.name not in _GEOMETRY_ATTRS:
+                continue
+            values = [a.i] if a.type == onnx.AttributeProto.INT else list(a.ints)
+            if any(abs(v) > _GEOMETRY_BOUND for v in values):
+                raise bad(src, f"node {n.name or n.op_type!r} ({n.op_type}) has {a.name} "
+                          f"{values}: beyond {_GEOMETRY_BOUND} (not a real network's)")
+    _check_kernel_shapes(proto.graph, src)
+
+
+def _check_kernel_shapes(g: onnx.GraphProto, src: str) -> None:
+    """A convolution's kernel_shape must be its weights' spatial shape (onnx's
+    checker lets a 99x99 kernel_shape over 3x3 weights through). The weights
+    checked are the file's own, initialisers or Constant nodes; the Conv
+    converter checks weights computed from them."""
+    shapes = {t.name: tuple(t.dims) for t in g.initializer}
+    for n in g.node:
+        if n.op_type == "Constant" and n.domain in _DEFAULT_DOMAINS and n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    shapes[n.output[0]] = tuple(a.t.dims)
+    for n in g.node:
+        if n.op_type not in _KERNEL_OPS or n.domain not in _DEFAULT_DOMAINS or len(n.input) < 2:
+            continue
+        weights = shapes.get(n.input[1])
+        kernel = next((list(a.ints) for a in n.attribute if a.name == "kernel_shape"), None)
+        if weights is not None and kernel is not None and kernel != list(weights[2:]):
+            raise bad(src, f"node {n.name or n.op_type!r} ({n.op_type}) has kernel_shape "
+                      f"{kernel}, but its weights {n.input[1]!r} have shape {weights}: a "
+                      f"kernel of {weights[2:]}")
+
+
+def default_opset(proto: onnx.ModelProto, src: str) -> int:
+    """The opset of the default domain the model declares, from the oldest
+    that maps to the newest the installed onnx knows: a newer one's ops would
+    be read (checked, shape-inferred, folded) with an older opset's semantics."""
+    opset = next((o.version for o in proto.opset_import if o.domain in _DEFAULT_DOMAINS), 0)
+    if opset < OLDEST_OPSET:
+        raise bad(src, f"opset {opset} is older than the oldest supported ({OLDEST_OPSET})")
+    newest = onnx.defs.onnx_opset_version()
+    if opset > newest:
+        raise bad(src, f"opset {opset} is newer than opset {newest}, the newest the installed "
+                  f"onnx {onnx.__version__} knows (its ops would be read with an older "
+                  "opset's semantics)")
+    return opset
+
+
+@dataclass(frozen=True)
+class FileInputs:
+    """The file's initialisers and graph inputs as the import reads them."""
+
+    initialisers: dict[str, Array]
+    shapes: dict[str, tuple[int, ...]]  # each input's shape, the batch set
+    dtypes: dict[str, str]  # "float32", or "int64" for indices of either int width
+    batch: int
+
+
+def read_inputs(g: onnx.GraphProto, src: str, want_batch: int | None) -> FileInputs:
+    """The initialisers (float32, integer or bool, finite) and every graph
+    input's dtype and shape, a symbolic batch set to ``want_batch`` (or 1)."""
+    initialisers: dict[str, Array] = {}
+    for t in g.initializer:
+        if t.data_type not in (F32, *INT_TYPES, onnx.TensorProto.BOOL):
+            dt = onnx.TensorProto.DataType.Name(t.data_type).lower()
+            raise bad(src, f"initializer {t.name!r} is {dt}: only float32 models "
+                      "are supported (compute dtype must be float32)")
+        arr = numpy_helper.to_array(t)
+        if t.data_type == F32 and not np.isfinite(arr).all():
+            broken = int(arr.size - np.isfinite(arr).sum())
+            raise bad(src, f"initializer {t.name!r} has {broken} NaN or infinite "
+                      f"value(s) of {arr.size}: a broken weight (and NaN timing is "
+                      "not the model's)")
+        initialisers[t.name] = arr
+    batch = want_batch or 1
+    fixed_batch: int | None = None
+    shapes: dict[str, tuple[int, ...]] = {}
+    dtypes: dict[str, str] = {}
+    for vi in g.input:
+        if vi.name in initialisers:
+            continue
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise bad(src, f"input {vi.name!r} is not a tensor")
+        if tt.elem_type == F32:
+            dtype = "float32"
+        elif tt.elem_type in INT_TYPES:
+            dtype = "int64"
+        else:
+            dt = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
+            raise bad(src, f"input {vi.name!r} is {dt}: only float32 models (with "
+                      "int64 indices) are supported (compute dtype must be float32)")
+        if not tt.HasField("shape"):
+            raise bad(src, f"input {vi.name!r} has no shape")
+        dims: list[int] = []
+        for ax, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                if ax == 0:
+                    if want_batch is not None and d.dim_value != want_batch:
+                        raise bad(src, f"input {vi.name!r} has a fixed batch of "
+                                  f"{d.dim_value}, not the batch={want_batch} asked "
+                                  "for")
+                    fixed_batch = d.dim_value
+                dims.append(int(d.dim_value))
+            elif ax == 0:
+                dims.append(batch)
+            else:
+                sym = d.dim_param or "?"
+                raise bad(src, f"input {vi.name!r} has a symbolic dimension {sym!r} "
+                          f"at axis {ax}: only the batch (axis 0) may be symbolic")
+        shapes[vi.name] = tuple(dims)
+        dtypes[vi.name] = dtype
+    if want_batch is None and fixed_batch is not None:
+        batch = fixed_batch
+    return FileInputs(initialisers, shapes, dtypes, batch)
+
+
+def with_fixed_inputs(proto: onnx.ModelProto, shapes: dict[str, tuple[int, ...]], src: str
+                      ) -> onnx.ModelProto:
+    """The model with every input's shape fixed, shape-inferred."""
+    m = onnx.ModelProto()
+    m.CopyFrom(proto)
+    for vi in m.graph.input:
+        if vi.name in shapes:
+            shape = vi.type.tensor_type.shape
+            for d, v in zip(shape.dim, shapes[vi.name], strict=True):
+                d.Clear()
+                d.dim_value = v
+    try:
+        return shape_inference.infer_shapes(m, check_type=False, strict_mode=False,
+                                            data_prop=True)
+    except Exception as e:
+        raise bad(src, f"shape inference fails: {str(e).splitlines()[0]}") from None

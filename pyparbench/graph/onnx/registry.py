@@ -1,0 +1,69 @@
+"""The converter of each ONNX op type that maps onto the IR; an op type
+missing here is listed as unsupported."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyparbench.graph.onnx.convert_conv_pool import conv, global_pool, pool
+from pyparbench.graph.onnx.convert_elementwise import (
+    binary,
+    clip,
+    eltwise,
+    hard_sigmoid,
+    pass_through,
+)
+from pyparbench.graph.onnx.convert_gather import gather
+from pyparbench.graph.onnx.convert_linear import gemm, matmul
+from pyparbench.graph.onnx.convert_normalisation import batch_norm, layer_norm, softmax
+from pyparbench.graph.onnx.convert_reduce import reduce_mean
+from pyparbench.graph.onnx.convert_shape import (
+    concat,
+    pad,
+    slice_,
+    split,
+    transpose,
+    view,
+)
+from pyparbench.graph.onnx.importer import Converter
+
+__all__ = ["CONVERTERS"]
+
+CONVERTERS: Mapping[str, Converter] = {
+    "Conv": conv,
+    "Gemm": gemm,
+    "MatMul": matmul,
+    "Add": binary,
+    "Sub": binary,
+    "Mul": binary,
+    "Div": binary,
+    "Relu": eltwise("relu"),
+    "Sigmoid": eltwise("sigmoid"),
+    "Tanh": eltwise("tanh"),
+    "Gelu": eltwise("gelu"),
+    "Clip": clip,
+    "HardSigmoid": hard_sigmoid,
+    "HardSwish": eltwise("hardswish"),
+    "Swish": eltwise("swish"),
+    "MaxPool": pool,
+    "AveragePool": pool,
+    "GlobalAveragePool": global_pool,
+    "GlobalMaxPool": global_pool,
+    "ReduceMean": reduce_mean,
+    "BatchNormalization": batch_norm,
+    "LayerNormalization": layer_norm,
+    "Softmax": softmax,
+    "Concat": concat,
+    "Reshape": view,
+    "Flatten": view,
+    "Squeeze": view,
+    "Unsqueeze": view,
+    "Transpose": transpose,
+    "Split": split,
+    "Slice": slice_,
+    "Pad": pad,
+    "Gather": gather,
+    "Identity": pass_through,
+    "Dropout": pass_through,
+    "Cast": pass_through,
+}
