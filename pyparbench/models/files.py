@@ -21,6 +21,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyparbench.graph import from_onnx
+
 if TYPE_CHECKING:
     from pyparbench.graph import Graph
 
@@ -117,8 +119,6 @@ def register(path: str | os.PathLike[str], *, check: bool = True) -> str:
     """
     name = file_name(path)
     if check:
-        from pyparbench.graph import from_onnx
-
         from_onnx(path)
     env_register(FILES_ENV, name, str(Path(path).resolve()))
     return name
@@ -152,8 +152,6 @@ def load(name: str, batch: int | None = None, **kw: Any) -> Graph:
         no longer hash to ``name`` (it changed after the run was planned),
         or a file that does not import at ``batch``.
     """
-    from pyparbench.graph import from_onnx
-
     kw.pop("seed", None)
     if kw:
         raise ValueError(f"model {name!r} is an ONNX file: builder options "
