@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.table import Table
 
 from pyparbench.cli._common import positive_int, print_json
-from pyparbench.graph import from_onnx
 from pyparbench.models import MODELS
 from pyparbench.models.files import file_name
 
@@ -62,6 +61,8 @@ def describe(model: str, batch: int | None = None) -> dict[str, Any]:
         graph = MODELS[model].build(batch)
         source: dict[str, Any] = {"kind": MODELS[model].kind, "family": MODELS[model].family}
     elif Path(model).is_file():
+        from pyparbench.graph import from_onnx  # noqa: PLC0415 (heavy: onnx)
+
         # Named as runs, records and reports name it: file name and content hash.
         graph = from_onnx(model, batch=batch, name=file_name(model))
         source = {"file": str(model), "sha256": graph.meta["sha256"]}

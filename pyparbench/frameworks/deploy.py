@@ -28,9 +28,6 @@ from pyparbench.frameworks.mapping import (
     NotApplicable,
     map_settings,
 )
-from pyparbench.frameworks.onnxruntime.knobs import code as ort_code
-from pyparbench.frameworks.tensorflow.knobs import code as tf_code
-from pyparbench.frameworks.torch.knobs import code as torch_code
 from pyparbench.settings import Settings
 
 if TYPE_CHECKING:
@@ -104,10 +101,16 @@ class Target:
         """The framework calls of instance ``i`` (no environment)."""
         knobs = self.configs[i].knobs
         if self.name == "torch":
+            from pyparbench.frameworks.torch.knobs import code as torch_code  # noqa: PLC0415 (heavy: loads torch)
+
             return torch_code(knobs)
         if self.name == "tensorflow":
+            from pyparbench.frameworks.tensorflow.knobs import code as tf_code  # noqa: PLC0415 (heavy: loads tensorflow)
+
             return tf_code(knobs)
         if self.name == "onnxruntime":
+            from pyparbench.frameworks.onnxruntime.knobs import code as ort_code  # noqa: PLC0415 (heavy: loads onnxruntime)
+
             return ort_code(knobs)
         return []
 

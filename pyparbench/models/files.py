@@ -21,8 +21,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyparbench.graph import from_onnx
-
 if TYPE_CHECKING:
     from pyparbench.graph import Graph
 
@@ -119,6 +117,8 @@ def register(path: str | os.PathLike[str], *, check: bool = True) -> str:
     """
     name = file_name(path)
     if check:
+        from pyparbench.graph import from_onnx  # noqa: PLC0415 (heavy: onnx)
+
         from_onnx(path)
     env_register(FILES_ENV, name, str(Path(path).resolve()))
     return name
@@ -156,6 +156,8 @@ def load(name: str, batch: int | None = None, **kw: Any) -> Graph:
     if kw:
         raise ValueError(f"model {name!r} is an ONNX file: builder options "
                          f"{', '.join(sorted(kw))} do not apply")
+    from pyparbench.graph import from_onnx  # noqa: PLC0415 (heavy: onnx)
+
     path = file_path(name)
     graph = from_onnx(path, batch=batch, name=name)
     if not name.endswith("@" + str(graph.meta["sha256"])[:_HASH_LEN]):
