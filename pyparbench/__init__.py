@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pyparbench._version import __version__
+
+if TYPE_CHECKING:
+    from pyparbench import memory, ops, threading
+    from pyparbench._core import DnnlError
+    from pyparbench.machine.info import info
+    from pyparbench.recommender import recommend
+    from pyparbench.threading.defaults import get_default_threads, set_default_threads
+    from pyparbench.threading.topology import topology
 
 __all__ = [
     "DnnlError",
+    "__version__",
     "get_default_threads",
     "info",
     "memory",
@@ -18,6 +30,21 @@ __all__ = [
     "threading",
     "topology",
 ]
+
+# The public API, loaded on first use: `import pyparbench` (and with it every
+# `import pyparbench.<module>`) then costs no native core, recommender or
+# numpy until a name is asked for. name -> (module, attribute; None: the module).
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "DnnlError": ("pyparbench._core", "DnnlError"),
+    "get_default_threads": ("pyparbench.threading.defaults", "get_default_threads"),
+    "info": ("pyparbench.machine.info", "info"),
+    "memory": ("pyparbench.memory", None),
+    "ops": ("pyparbench.ops", None),
+    "recommend": ("pyparbench.recommender", "recommend"),
+    "set_default_threads": ("pyparbench.threading.defaults", "set_default_threads"),
+    "threading": ("pyparbench.threading", None),
+    "topology": ("pyparbench.threading.topology", "topology"),
+}
 
 
 def _check_core() -> None:
@@ -34,8 +61,6 @@ def _check_core() -> None:
             "(python -P ignores the current directory)")
 
 
-from pyparbench._version import __version__
-
 # A framework's child process (pyparbench.frameworks) sets this: the
 # framework's own OpenMP and oneDNN runtimes must not meet the core's, so
 # only the pure-Python modules (graph, models, settings, timing) are used.
@@ -43,16 +68,21 @@ _NO_CORE = os.environ.get("PYPARBENCH_NO_CORE") == "1"
 
 if not _NO_CORE:
     _check_core()
-    from pyparbench import memory, ops, threading
-    from pyparbench._core import DnnlError
-    from pyparbench.machine.info import info
-    from pyparbench.recommender import recommend
-    from pyparbench.threading.defaults import get_default_threads, set_default_threads
-    from pyparbench.threading.topology import topology
 
 
 def __getattr__(name: str) -> Any:
-    if _NO_CORE and name in __all__:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'pyparbench' has no attribute {name!r}")
+    if _NO_CORE:
         raise ImportError(f"pyparbench.{name} needs the native core, which this process "
                           "does not load (PYPARBENCH_NO_CORE=1)")
-    raise AttributeError(f"module 'pyparbench' has no attribute {name!r}")
+    module_name, attribute = where
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value  # later lookups find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -43,6 +43,7 @@ from pyparbench.graph import NATIVE_ATTRS, NO_KERNEL_OPS, Graph, Node
 from pyparbench.graph.builder import rebuild
 from pyparbench.graph.passes import (BLOCKED_LAYOUTS, PASSES, OptimizeResult, cache_budget_bytes,
                                      optimize, pipeline)
+from pyparbench.models import build
 from pyparbench.settings import Settings, numa_domains, team_cpus
 from pyparbench.threading.audit import (NodeThreads, ThreadAudit, ThreadingMismatch,
                                         ThreadingMismatchError)
@@ -608,8 +609,6 @@ def model_runner(name: str, batch: int, settings: Settings, *,
         A batch that does not split into the instances; from a call, a
         negative ``min_time_s``.
     """
-    from pyparbench.models import build
-
     k = settings.instances
     if k == 1:
         cg = compile_graph(build(name, batch, **model_kw))

@@ -59,10 +59,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import pytest
 
+from pyparbench.executor import compile_graph
+from pyparbench.machine.fingerprint import machine_fingerprint
+from pyparbench.models import build, resolve
+from pyparbench.settings import Settings
+from pyparbench.threading.audit import audit
+from pyparbench.threading.placement import place
+from pyparbench.threading.topology import topology, topology_dict
+
 if TYPE_CHECKING:
-    import numpy as np
     import numpy.typing as npt
 
     from pyparbench.threading.audit import AuditReport
@@ -183,9 +191,6 @@ def ppb_threads(request: pytest.FixtureRequest) -> int:
 
 def fingerprint() -> dict[str, Any]:
     """pyparbench's machine fingerprint with the topology, for machine_info."""
-    from pyparbench.machine.fingerprint import machine_fingerprint
-    from pyparbench.threading.topology import topology, topology_dict
-
     return {**machine_fingerprint(), "topology": topology_dict(topology())}
 
 
@@ -242,7 +247,7 @@ class KernelBench:
             raise RuntimeError("this pytest-benchmark has no _make_stats: ppb_bench needs "
                                "pytest-benchmark 3 to 5")
         if bench._mode:
-            from pytest_benchmark.fixture import FixtureAlreadyUsed
+            from pytest_benchmark.fixture import FixtureAlreadyUsed  # noqa: PLC0415 (optional: pytest-benchmark)
 
             bench.has_error = True
             raise FixtureAlreadyUsed(f"the benchmark fixture was already used in "
@@ -250,8 +255,6 @@ class KernelBench:
         bench._mode = "ppb_bench(...)"
         sizes = [rounds // blocks + (i < rounds % blocks) for i in range(blocks)]
         try:
-            import numpy as np
-
             parts = []
             for i, n in enumerate(sizes):
                 if i and pause:
@@ -298,10 +301,6 @@ class ModelKernel:
     ``ppb_bench`` times a kernel: ``timeit(repeats=, warmup=)`` runs it whole."""
 
     def __init__(self, model: str, batch: int = 1, settings: Any = None) -> None:
-        from pyparbench.executor import compile_graph
-        from pyparbench.models import build, resolve
-        from pyparbench.settings import Settings
-
         self.name = resolve(model)  # a file: refused here when it does not import
         self.graph = build(self.name, batch)
         self.settings = settings if settings is not None else Settings()
@@ -317,8 +316,6 @@ class ModelKernel:
         return int(self.settings.inter_op * self.settings.intra_op)
 
     def timeit(self, *args: Any, repeats: int, warmup: int) -> npt.NDArray[np.float64]:
-        import numpy as np
-
         rec = self._cg.run(self.settings, repeats=repeats, warmup=warmup)
         return np.asarray(rec.ns, dtype=np.float64)
 
@@ -387,10 +384,6 @@ def pinned(*kernels: Any, cpus: Sequence[int] | None = None, affinity: str = "co
     A team larger than the machine's physical cores (CPUs with ``smt``)
     skips the test: it cannot be pinned one thread per core.
     """
-    from pyparbench.threading.audit import audit
-    from pyparbench.threading.placement import place
-    from pyparbench.threading.topology import topology
-
     if not kernels:
         raise ValueError("ppb_pinned needs at least one prepared kernel")
     threads = max(int(k.threads) for k in kernels)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,8 +59,8 @@ if TYPE_CHECKING:
 __all__ = ["PRESETS", "Settings", "allowed_cores", "allowed_layout", "allowed_sockets",
            "instance_cpus", "numa_domains", "preset", "team_cpus"]
 
-Affinity = Union[str, tuple[tuple[int, ...], ...]]
-OmpWait = Union[None, str, int]
+Affinity = str | tuple[tuple[int, ...], ...]
+OmpWait = None | str | int
 
 
 # Intel's advice is KMP_BLOCKTIME=1 (ms) for the Intel OpenMP runtime. libgomp
@@ -190,7 +190,7 @@ def team_cpus(settings: Settings, topo: Topology) -> tuple[int, ...]:
     team of as many cores as the process may use, up to ``intra_op``."""
     # Imported here: placement loads the native core, which a framework's
     # child (it reads Settings) must never load next to its framework.
-    from pyparbench.threading.placement import place
+    from pyparbench.threading.placement import place  # noqa: PLC0415 (framework child: no native core)
 
     affinity = "compact" if settings.affinity == "none" else settings.affinity
     try:
@@ -212,7 +212,7 @@ def instance_cpus(settings: Settings, topo: Topology) -> tuple[tuple[int, ...], 
     ValueError
         The setting does not fit ``topo`` (more threads than CPUs to pin).
     """
-    from pyparbench.threading.placement import place  # see team_cpus
+    from pyparbench.threading.placement import place  # see team_cpus  # noqa: PLC0415 (framework child: no native core)
 
     affinity = "compact" if settings.affinity == "none" else settings.affinity
     placement = place(topo, affinity, settings.instances * settings.inter_op, settings.intra_op,
@@ -278,7 +278,7 @@ def preset(name: str, topology: Topology | None = None, graph: Graph | None = No
     """
     choice("preset", name, PRESETS)
     if topology is None:
-        from pyparbench.threading.topology import topology as this_machine
+        from pyparbench.threading.topology import topology as this_machine  # noqa: PLC0415 (framework child: no native core)
 
         topology = this_machine()
     logical = len(topology.allowed_cpus)

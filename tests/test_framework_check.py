@@ -120,7 +120,7 @@ def test_not_installed_names_what_to_install(monkeypatch: pytest.MonkeyPatch,
     def never(*a: object, **k: object) -> None:
         raise AssertionError("the recommender ran for a framework that is not installed")
 
-    monkeypatch.setattr("pyparbench.recommender.recommend", never)
+    monkeypatch.setattr("pyparbench.cli.recommend.recommend", never)
     code, out, err = _main(capsys, "recommend", "mlp-512", "--batch", "1",
                            "--framework", "torch")
     assert code == 2 and out == ""

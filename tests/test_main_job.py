@@ -40,7 +40,7 @@ def test_the_main_job_survives_a_failing_recommender(
     def broken(*args: object, **kw: object) -> None:
         raise KeyError("node 'conv1/relu' (conv2d) has no calibrated time")
 
-    monkeypatch.setattr("pyparbench.recommender.recommend", broken)
+    monkeypatch.setattr("pyparbench.harness.job.recommend", broken)
     out_dir = tmp_path / "r"
     code, out = run_main_job(capsys, "--no-frameworks", "-o", str(out_dir))
     # Everything else measured; the exit status of a run with a failed configuration.
@@ -68,7 +68,7 @@ def test_the_main_job_survives_a_failing_recommender(
 def test_missing_frameworks_are_named_with_the_extra_to_install(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
-    monkeypatch.setattr("pyparbench.harness.suite.installed_frameworks", lambda: ())
+    monkeypatch.setattr("pyparbench.harness.job.installed_frameworks", lambda: ())
     code, out = run_main_job(capsys, "--no-recommend", "-o", str(tmp_path / "r"))
     assert code == 0, out
     line = next(ln for ln in out.splitlines() if "frameworks not installed" in ln)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import pyparbench
+
 PACKAGE = Path(__file__).resolve().parents[1] / "pyparbench"
 
 # The areas from bottom to top: an area may import from its own and from
@@ -223,3 +225,29 @@ def test_a_framework_child_imports_no_native_core() -> None:
     out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYPARBENCH_NO_CORE": "1"}, check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_importing_the_package_loads_none_of_its_api() -> None:
+    """``import pyparbench`` loads its public names on first use: no native
+    core, no numpy, no heavy library until one is asked for; each name then
+    resolves to the object its module defines."""
+    code = ("import sys, pyparbench\n"
+            "print(sorted(m for m in sys.modules if m.startswith('pyparbench')\n"
+            "             or m.split('.')[0] in ('numpy', 'onnx', 'torch', 'matplotlib')))\n"
+            "from pyparbench.threading.topology import topology\n"
+            "import pyparbench.ops, pyparbench._core\n"
+            "assert pyparbench.topology is topology\n"
+            "assert pyparbench.ops is sys.modules['pyparbench.ops']\n"
+            "assert pyparbench.DnnlError is pyparbench._core.DnnlError\n"
+            "assert set(pyparbench.__all__) <= set(dir(pyparbench))\n"
+            "print(sorted(n for n in pyparbench.__all__ if getattr(pyparbench, n) is None))\n")
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    loaded, unset = out.stdout.strip().splitlines()
+    assert loaded == "['pyparbench', 'pyparbench._version']", loaded
+    assert unset == "[]"
+
+
+def test_an_unknown_name_of_the_package_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        pyparbench.no_such_name  # noqa: B018 (the lookup is the test)

@@ -22,6 +22,7 @@ from pyparbench.graph.passes import executed_graph
 from pyparbench.models import build
 from pyparbench.recommender import AnalyticCostModel, ExecutorCosts, recommend
 from pyparbench.recommender import calibrate as cal_mod
+from pyparbench.recommender import modelchoice
 from pyparbench.recommender.costmodel import ALIAS_OPS, WaitCosts, op_key
 from pyparbench.settings import allowed_cores
 from pyparbench.harness.levels import DEFAULT_MODELS
@@ -97,7 +98,10 @@ def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[no
         def fake(synthetic: str | None = None):  # type: ignore[no-untyped-def]
             return topo if synthetic is None else real(synthetic)
 
+        # The function, and where the recommender holds it under its names.
         monkeypatch.setattr(topology_mod, "topology", fake)
+        monkeypatch.setattr(cal_mod, "topology", fake)
+        monkeypatch.setattr(modelchoice, "load", fake)
         monkeypatch.setenv("PYPARBENCH_CACHE", str(tmp_path / description.replace(" ", "_")))
         sockets = max(1, len(topo.packages))
         stubs = Stubs(max(1, allowed_cores(topo) // sockets))

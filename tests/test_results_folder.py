@@ -23,9 +23,12 @@ import pytest
 
 from pyparbench import models
 from pyparbench.cli import main
+from pyparbench.harness import operators as harness_operators
+from pyparbench.harness import suite as harness_suite
 from pyparbench.harness.folder import read_folder
 from pyparbench.harness.merge import MergeError, merge
 from pyparbench.machine import fingerprint as machine_fingerprint_module
+from pyparbench.machine import peak as machine_peak
 from pyparbench.machine.fingerprint import fingerprint_id
 
 # Slow (real runs in processes of their own, or many inputs): left out of the
@@ -204,8 +207,11 @@ def test_report_rebuilds_any_folder(runs: dict[str, Path], tmp_path: Path,
 
     # From the records, the plan's graph figures and the peak files alone:
     # a model that is a file could not be rebuilt by name.
-    monkeypatch.setattr(models, "build", no_build)
-    monkeypatch.setattr(machine_fingerprint_module, "machine_fingerprint", no_build)
+    # Each function, and the modules on the report's path that hold it.
+    for module in (models, harness_operators, harness_suite):
+        monkeypatch.setattr(module, "build", no_build)
+    for module in (machine_fingerprint_module, machine_peak):
+        monkeypatch.setattr(module, "machine_fingerprint", no_build)
     assert main(["report", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "report:" in out and (folder / "report.html").is_file()

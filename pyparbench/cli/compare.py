@@ -20,6 +20,9 @@ from __future__ import annotations
 import argparse
 
 from pyparbench.cli._common import output_file, print_json
+from pyparbench.compare import CompareError, compare, judge, print_text, to_json
+from pyparbench.compare.html import write_html
+from pyparbench.resultfiles import ResultFileError, load, parse_size
 
 __all__ = ["add_command", "max_bytes"]
 
@@ -53,8 +56,6 @@ def percent(text: str) -> float:
 
 def max_bytes(text: str) -> int:
     """An argparse type for ``--max-bytes``: a size such as 256M."""
-    from pyparbench.resultfiles import parse_size
-
     try:
         return parse_size(text)
     except ValueError as e:
@@ -62,9 +63,6 @@ def max_bytes(text: str) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from pyparbench.compare import CompareError, compare, judge, print_text, to_json
-    from pyparbench.resultfiles import load
-
     if args.html:
         try:
             output_file(args.html, "--html")  # before the inputs are read
@@ -76,8 +74,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                      slower_than=slower_than)
     gate = judge(result) if slower_than is not None else None
     if args.html:
-        from pyparbench.compare.html import write_html
-
         try:
             write_html(result, args.html, gate)
         except OSError as e:
@@ -114,7 +110,4 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="refuse input files larger than this (default 256M)")
     # Bad input is a file that is not a result, or inputs that cannot be
     # compared as asked; any other exception is a bug, shown with its traceback.
-    from pyparbench.compare.utest import CompareError
-    from pyparbench.resultfiles import ResultFileError
-
     p.set_defaults(func=_cmd_compare, user_errors=(ResultFileError, CompareError))

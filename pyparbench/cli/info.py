@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 
 from pyparbench.cli._common import print_json
+from pyparbench.machine.info import info
 from pyparbench.threading.cpulist import cpu_str
 
 __all__ = ["add_command"]
 
 
 def _print_info(data: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=f"pyparbench {data['pyparbench']}", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
@@ -57,8 +56,6 @@ def _size(n: int) -> str:
 
 
 def _topology_table(t: dict[str, Any]) -> Table:
-    from rich.table import Table
-
     table = Table(title=f"topology ({t['source']})", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
@@ -88,8 +85,6 @@ def _topology_table(t: dict[str, Any]) -> Table:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from pyparbench.machine.info import info
-
     data = info()
     if args.json:
         print_json(data)

@@ -12,13 +12,12 @@ import argparse
 from pyparbench.cli._common import output_folder
 from pyparbench.cli.compare import max_bytes
 from pyparbench.cli.report import show_report
+from pyparbench.harness.merge import merge
 
 __all__ = ["add_command"]
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    from pyparbench.harness.merge import merge
-
     output_folder(args.output, "-o")
     report = merge(args.inputs, args.output, max_bytes=args.max_bytes, force=args.force)
     dup = f" ({report.duplicates} duplicate(s) dropped)" if report.duplicates else ""

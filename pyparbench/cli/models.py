@@ -5,9 +5,15 @@ a user's ONNX file imported as :func:`pyparbench.graph.from_onnx` makes it."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from pyparbench.cli._common import positive_int, print_json
+from pyparbench.models import MODELS
+from pyparbench.models.files import file_name
 
 __all__ = ["add_command", "describe", "model_rows"]
 
@@ -18,8 +24,6 @@ def model_rows(batch: int | None = None) -> list[dict[str, Any]]:
     Building a graph allocates no weights, so this is quick even for the
     models with gigabytes of embedding tables.
     """
-    from pyparbench.models import MODELS
-
     rows = []
     for name, spec in MODELS.items():
         s = spec.build(batch).summary()
@@ -53,16 +57,11 @@ def describe(model: str, batch: int | None = None) -> dict[str, Any]:
     ValueError
         Neither a model's name nor a file, or a file that does not import.
     """
-    from pathlib import Path
-
-    from pyparbench.models import MODELS
-
     if model in MODELS:
         graph = MODELS[model].build(batch)
         source: dict[str, Any] = {"kind": MODELS[model].kind, "family": MODELS[model].family}
     elif Path(model).is_file():
-        from pyparbench.graph import from_onnx
-        from pyparbench.models.files import file_name
+        from pyparbench.graph import from_onnx  # noqa: PLC0415 (heavy: onnx)
 
         # Named as runs, records and reports name it: file name and content hash.
         graph = from_onnx(model, batch=batch, name=file_name(model))
@@ -80,9 +79,6 @@ def describe(model: str, batch: int | None = None) -> dict[str, Any]:
 
 
 def _print_description(d: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=f"pyparbench models --describe {d['model']}", show_header=False,
                   caption="heavy ops: conv2d, linear, matmul, embedding_bag; "
                           "avg width = heavy ops / depth of the heavy-op graph")
@@ -104,9 +100,6 @@ def _print_description(d: dict[str, Any]) -> None:
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title="pyparbench models",
                   caption="heavy ops: conv2d, linear, matmul, embedding_bag; "
                           "avg w = heavy / depth; --json adds work/span, bytes")

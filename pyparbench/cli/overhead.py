@@ -49,6 +49,9 @@ import json
 import sys
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from pyparbench.cli._common import (
     add_settings_args,
     non_negative_int,
@@ -58,7 +61,9 @@ from pyparbench.cli._common import (
     settings_from_args,
 )
 from pyparbench.frameworks import mapping
+from pyparbench.frameworks.overhead import measure_overhead
 from pyparbench.frameworks.spec import NO_MODULE
+from pyparbench.models import build, resolve
 
 __all__ = ["add_command"]
 
@@ -98,9 +103,6 @@ def _lat(lat: dict[str, Any] | None) -> str:
 
 
 def _print(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     console = Console()
     native = result["native"]
     title = (f"{result['model']} batch {result['batch']}, {result['settings_label']} "
@@ -206,8 +208,6 @@ def _print(result: dict[str, Any]) -> None:
 
 def _print_split(console: Any, split: dict[str, Any], frameworks: list[dict[str, Any]],
                  native_beyond: float | None) -> None:
-    from rich.table import Table
-
     def us(v: float | None) -> str:
         return "-" if v is None else f"{v / 1e3:.4g}"
 
@@ -254,8 +254,6 @@ def _us(v: dict[str, Any] | None) -> str:
 
 
 def _print_dispatch(console: Any, disp: dict[str, Any]) -> None:
-    from rich.table import Table
-
     ops = ", ".join(disp["ops"])
     d = Table(title=f"dispatch, us per node: chains of {disp['nodes'] + 1} and 1 tiny ops "
                     f"({ops} in turn on {tuple(disp['shape'])}), graph passes off")
@@ -281,9 +279,6 @@ def _print_dispatch(console: Any, disp: dict[str, Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pyparbench.frameworks.overhead import measure_overhead
-    from pyparbench.models import build, resolve
-
     args.model = resolve(args.model)  # an ONNX file: its name, checked before anything runs
     frameworks = "all" if not args.framework or "all" in args.framework else args.framework
     modes: dict[str, list[str]] = {}

@@ -6,11 +6,15 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
 from pyparbench.cli._common import output_folder, print_json
+from pyparbench.harness.folder import load_or_measure
+from pyparbench.machine.peak import measure_peak
 
 if TYPE_CHECKING:
-    from rich.console import Group
-
     from pyparbench.machine.peak import Peak
 
 __all__ = ["add_command", "peak_renderable"]
@@ -18,10 +22,6 @@ __all__ = ["add_command", "peak_renderable"]
 
 def peak_renderable(peak: Peak) -> Group:
     """The ISA and clock lines and a table of the ceilings per thread count."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
     clock = peak.clock
     others = ", ".join(f"{k} {v:.0f} MHz" for k, v in clock.readings.items()
                        if k != clock.source)
@@ -55,11 +55,6 @@ def peak_renderable(peak: Peak) -> Group:
 
 
 def _cmd_peak(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from pyparbench.harness.folder import load_or_measure
-    from pyparbench.machine.peak import measure_peak
-
     if args.remeasure and not args.output:
         raise ValueError("--remeasure measures again the ceilings cached in a results folder: "
                          "it needs -o DIR (without -o every call measures)")

@@ -29,6 +29,13 @@ from typing import TYPE_CHECKING
 
 from pyparbench import names
 from pyparbench.cli._common import positive_int, print_json
+from pyparbench.frameworks.deploy import TARGETS, deployment
+from pyparbench.frameworks.spec import ModelRef, not_applicable
+from pyparbench.frameworks.verified import check_in_framework, check_installed
+from pyparbench.models import build, resolve
+from pyparbench.recommender import recommend
+from pyparbench.settings import instance_cpus
+from pyparbench.threading.topology import topology
 
 if TYPE_CHECKING:
     from pyparbench.frameworks.deploy import Deployment
@@ -38,13 +45,10 @@ __all__ = ["add_command"]
 
 
 def _cmd_recommend(args: argparse.Namespace) -> int:
-    from pyparbench.models import build, resolve
-    from pyparbench.recommender import recommend
-
     if args.emit and not args.framework:
         # argparse's own error (usage, exit 2), before any work.
         args.parser.error("--emit needs --for FRAMEWORK (one of "
-                          f"{', '.join(_targets())})")
+                          f"{', '.join(TARGETS)})")
     name = resolve(args.model)
     if args.check_in:
         _check_first(args, name)
@@ -70,9 +74,6 @@ def _cmd_recommend(args: argparse.Namespace) -> int:
 
 def _check_first(args: argparse.Namespace, name: str) -> None:
     """What makes --framework impossible, said before the recommender runs."""
-    from pyparbench.frameworks.spec import ModelRef, not_applicable
-    from pyparbench.frameworks.verified import check_installed
-
     if args.topology is not None:
         args.parser.error("--framework measures on this machine: leave out --topology")
     check_installed(args.check_in)
@@ -84,11 +85,6 @@ def _check_first(args: argparse.Namespace, name: str) -> None:
 def _check(rec: Recommendation, args: argparse.Namespace, name: str) -> int:
     """The recommendation checked in --framework, and the fastest setting
     there as that framework takes it."""
-    from pyparbench.frameworks.deploy import deployment
-    from pyparbench.frameworks.verified import check_in_framework
-    from pyparbench.settings import instance_cpus
-    from pyparbench.threading.topology import topology
-
     check = check_in_framework(rec, name, args.check_in, steps=args.steps)
     target = args.framework or args.check_in
     dep = None
@@ -115,19 +111,10 @@ def _check(rec: Recommendation, args: argparse.Namespace, name: str) -> int:
     return 0
 
 
-def _targets() -> tuple[str, ...]:
-    from pyparbench.frameworks.deploy import TARGETS
-
-    return TARGETS
-
-
 def _deployment(rec: Recommendation, args: argparse.Namespace) -> Deployment:
     """The recommended setting as each framework takes it, on the topology
     it was recommended for."""
-    from pyparbench.frameworks.deploy import deployment
-    from pyparbench.threading.topology import topology
-
-    targets = (args.framework,) if args.framework else _targets()
+    targets = (args.framework,) if args.framework else TARGETS
     return deployment(rec.settings, rec.cpus, topology(args.topology),
                       batch=rec.predicted.instance_batch, targets=targets,
                       program=args.program)
@@ -158,7 +145,7 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--libraries", default="onednn", metavar="LIST",
                    help=f"math libraries to calibrate and try, comma-separated "
                         f"({', '.join(names.LIBRARIES)}; default onednn)")
-    p.add_argument("--for", dest="framework", choices=_targets(), default=None,
+    p.add_argument("--for", dest="framework", choices=TARGETS, default=None,
                    help="the framework the setting is written for (default: all of them)")
     p.add_argument("--framework", dest="check_in", choices=("onnxruntime", "torch",
                                                             "tensorflow"), default=None,

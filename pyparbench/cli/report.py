@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from pyparbench.cli.compare import max_bytes
+from pyparbench.harness.folder import read_folder, write_folder_report
+from pyparbench.harness.ui import ConsoleUI
+from pyparbench.resultfiles import ResultFileError
 
 __all__ = ["add_command", "show_report"]
 
@@ -24,8 +27,6 @@ def show_report(summary: dict[str, Any], page: Path | None, warnings: Sequence[s
                 done: str) -> None:
     """What ``report`` and ``merge`` print: the warnings (on stderr), the
     summary tables, what was read, and where the report is."""
-    from pyparbench.harness.ui import ConsoleUI
-
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     ui = ConsoleUI()
@@ -35,9 +36,6 @@ def show_report(summary: dict[str, Any], page: Path | None, warnings: Sequence[s
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from pyparbench.harness.folder import read_folder, write_folder_report
-    from pyparbench.resultfiles import ResultFileError
-
     folder = read_folder(args.folder, max_bytes=args.max_bytes)
     if not os.access(folder.path, os.W_OK | os.X_OK):
         raise ResultFileError(folder.path, "the folder cannot be written (summary.json and "
@@ -58,6 +56,4 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="refuse input files larger than this (default 256M)")
     # Bad input is a file that is not what its name says; any other exception
     # is a bug, shown with its traceback.
-    from pyparbench.resultfiles import ResultFileError
-
     p.set_defaults(func=_cmd_report, user_errors=(ResultFileError,))

@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 
 from pyparbench.cli._common import print_json
+from pyparbench.threading.topology import describe, topology, topology_dict
 
 __all__ = ["add_command"]
 
 
 def _cmd_topology(args: argparse.Namespace) -> int:
-    from pyparbench.threading.topology import describe, topology, topology_dict
-
     topo = topology(args.topology)
     if args.json:
         print_json(topology_dict(topo))

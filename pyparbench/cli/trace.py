@@ -13,14 +13,13 @@ from pyparbench.cli._common import (
     positive_int,
     settings_from_args,
 )
+from pyparbench.executor import compile_graph
+from pyparbench.models import build, resolve
 
 __all__ = ["add_command"]
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:
-    from pyparbench.executor import compile_graph
-    from pyparbench.models import build, resolve
-
     output_file(args.output, "-o")  # before the run, not after it
     args.model = resolve(args.model)  # an ONNX file: its name, checked before the run
     graph = build(args.model, args.batch)

@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats  # type: ignore[import-untyped]
 
 __all__ = ["MIN_BLOCKS", "BatchMeans", "BlockTest", "batch_means_test", "blocks_for"]
 
@@ -96,6 +95,8 @@ def batch_means_test(a: Sequence[float], b: Sequence[float], blocks_a: Sequence[
     """(Welch's two-sided p on the log block medians, "", the test's figures)
     or (None, why not, None); ``blocks_a``, ``blocks_b``: each side's
     recorded blocks (run counts), if any (:func:`blocks_for`)."""
+    from scipy import stats as scipy_stats  # type: ignore[import-untyped]
+
     if min(len(a), len(b)) == 0:
         return None, f"untested: no per-run times ({len(a)} and {len(b)})", None
     sides = []

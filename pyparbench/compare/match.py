@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from scipy import stats as scipy_stats  # type: ignore[import-untyped]
-
 from pyparbench.compare.batch_means import BlockTest, batch_means_test
 from pyparbench.compare.calibrate import (
     MIN_ROWS,
@@ -209,6 +207,8 @@ def _widen_runs(pair: Pair, ests: dict[str, tuple[float, float]], alpha: float,
     and each row tested against sqrt(se^2 + tau^2); ``ests``: each such
     row's (log ratio, se). Fewer than :data:`MIN_ROWS` rows, or rows whose
     processes explain their scatter (tau 0), keep their t test."""
+    from scipy import stats as scipy_stats  # type: ignore[import-untyped]
+
     if len(ests) < MIN_ROWS:
         return
     tau = between_spread([d for d, _ in ests.values()], [se for _, se in ests.values()])

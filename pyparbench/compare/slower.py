@@ -19,8 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from scipy import stats as scipy_stats  # type: ignore[import-untyped]
-
 from pyparbench.stats import se_of_interval
 
 __all__ = ["slower_p_processes", "slower_p_runs"]
@@ -31,6 +29,8 @@ def slower_p_processes(ratio: float, low: float, high: float, df: float, level: 
     """P(T >= t) for t = (ln ratio - ln factor) / se, where se is what the
     two-sided interval [low, high] at ``level`` with ``df`` degrees of
     freedom was built from (:func:`pyparbench.stats.estimate_ratio`)."""
+    from scipy import stats as scipy_stats  # type: ignore[import-untyped]
+
     d = math.log(ratio) - math.log(factor)
     if high <= low:  # processes that never differed: the difference is all there is
         return 0.0 if d > 0 else 1.0
@@ -41,6 +41,8 @@ def slower_p_processes(ratio: float, low: float, high: float, df: float, level: 
 def slower_p_runs(baseline: Sequence[float], other: Sequence[float], factor: float) -> float:
     """The one-sided U test's p that ``other``'s runs are larger than
     ``baseline``'s times ``factor``."""
+    from scipy import stats as scipy_stats
+
     p = float(scipy_stats.mannwhitneyu(other, [x * factor for x in baseline],
                                        alternative="greater").pvalue)
     return 1.0 if math.isnan(p) else p

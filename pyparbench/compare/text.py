@@ -6,6 +6,12 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
 from pyparbench.compare.match import Comparison, RowResult
 from pyparbench.compare.names import input_names
 from pyparbench.report.legend import SettingsLegend
@@ -72,12 +78,6 @@ def print_text(c: Comparison, *, file: Any = None, gate: Gate | None = None,
     then the name a setting ran under or its number), the settings in full
     in the legend under the tables. ``gate``: the verdict of
     ``--fail-slower`` marks its rows and closes the output."""
-    from rich import box
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-    from rich.text import Text
-
     con = Console(file=file, highlight=False, width=width)
     names = input_names(c.inputs)
     for name, rs in zip(names, c.inputs):

@@ -6,8 +6,6 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
-from scipy import stats as scipy_stats  # type: ignore[import-untyped]
-
 __all__ = ["MIN_SAMPLES", "CompareError", "smallest_p_at_least", "u_test"]
 
 MIN_SAMPLES = 3
@@ -42,6 +40,8 @@ def smallest_p_at_least(n1: int, n2: int, alpha: float) -> float | None:
 
 def u_test(a: Sequence[float], b: Sequence[float], alpha: float) -> tuple[float | None, str]:
     """(two-sided Mann-Whitney U p-value, "") or (None, why not)."""
+    from scipy import stats as scipy_stats  # type: ignore[import-untyped]
+
     n1, n2 = len(a), len(b)
     if min(n1, n2) < MIN_SAMPLES:
         return None, f"too few samples for a U test ({n1} and {n2}; {MIN_SAMPLES} a side needed)"

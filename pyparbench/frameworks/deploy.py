@@ -64,7 +64,7 @@ class Instance:
         nodes), else ``taskset -c ... program``."""
         # Imported here: pyparbench.threading loads the native core, which
         # a framework's child (it imports this package) must never load.
-        from pyparbench.threading.cpulist import cpu_str
+        from pyparbench.threading.cpulist import cpu_str  # noqa: PLC0415 (framework child: no native core)
 
         if self.nodes:
             return (f"numactl --physcpubind={cpu_str(self.cpus)} "
@@ -101,15 +101,15 @@ class Target:
         """The framework calls of instance ``i`` (no environment)."""
         knobs = self.configs[i].knobs
         if self.name == "torch":
-            from pyparbench.frameworks.torch.knobs import code as torch_code
+            from pyparbench.frameworks.torch.knobs import code as torch_code  # noqa: PLC0415 (heavy: loads torch)
 
             return torch_code(knobs)
         if self.name == "tensorflow":
-            from pyparbench.frameworks.tensorflow.knobs import code as tf_code
+            from pyparbench.frameworks.tensorflow.knobs import code as tf_code  # noqa: PLC0415 (heavy: loads tensorflow)
 
             return tf_code(knobs)
         if self.name == "onnxruntime":
-            from pyparbench.frameworks.onnxruntime.knobs import code as ort_code
+            from pyparbench.frameworks.onnxruntime.knobs import code as ort_code  # noqa: PLC0415 (heavy: loads onnxruntime)
 
             return ort_code(knobs)
         return []

@@ -57,7 +57,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyparbench.names import DEFAULT_MODES, FRAMEWORKS, MODES, check_framework, check_mode
-from pyparbench.settings import Settings
+from pyparbench.settings import INTEL_SPINCOUNT, Settings
 
 __all__ = ["DEFAULT_MODES", "FRAMEWORKS", "MODES", "OPENMP", "FrameworkConfig", "NotApplicable",
            "check_framework", "check_mode", "default_knobs", "map_settings"]
@@ -158,7 +158,7 @@ def _tensorflow(cfg: FrameworkConfig) -> None:
 
 
 def _torch(cfg: FrameworkConfig) -> None:
-    from pyparbench.threading.omp import omp_wait_env
+    from pyparbench.threading.omp import omp_wait_env  # noqa: PLC0415 (framework child: no native core)
 
     s = cfg.settings
     na = cfg.not_applicable
@@ -240,8 +240,7 @@ def _openmp(cfg: FrameworkConfig) -> None:
     """A plain OpenMP program: its environment only (any OpenMP runtime reads
     the OMP_ variables; GOMP_ ones are libgomp's, KMP_ ones the Intel / LLVM
     runtime's)."""
-    from pyparbench.settings import INTEL_SPINCOUNT
-    from pyparbench.threading.omp import omp_wait_env
+    from pyparbench.threading.omp import omp_wait_env  # noqa: PLC0415 (framework child: no native core)
 
     s = cfg.settings
     na = cfg.not_applicable

@@ -34,6 +34,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from pyparbench.frameworks.child import decode
 from pyparbench.frameworks.launch import Job, run_child
 from pyparbench.frameworks.mapping import (
     DEFAULT_MODES,
@@ -44,6 +47,8 @@ from pyparbench.frameworks.mapping import (
 from pyparbench.frameworks.overhead_split import beyond_kernels, split_native
 from pyparbench.frameworks.spec import ModelRef, build_graph, graph_to_spec
 from pyparbench.graph import Graph, GraphBuilder, Node
+from pyparbench.machine.fingerprint import machine_fingerprint
+from pyparbench.reference import relative_error
 from pyparbench.settings import Settings
 
 __all__ = ["DISPATCH_NODES", "DISPATCH_OPS", "dispatch_cost", "dispatch_graph", "entries",
@@ -122,11 +127,6 @@ def output_error(native: Mapping[str, Any], framework: Mapping[str, Any]) -> flo
     ValueError
         No output in common, or one of different shapes.
     """
-    import numpy as np
-
-    from pyparbench.frameworks.child import decode
-    from pyparbench.reference import relative_error
-
     common = sorted(set(native) & set(framework))
     if not common:
         raise ValueError(f"no output in common: native {sorted(native)}, "
@@ -384,8 +384,6 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
     ValueError
         An unknown model, framework or mode; a bad batch; ``instances`` > 1.
     """
-    from pyparbench.machine.fingerprint import machine_fingerprint
-
     settings = settings if settings is not None else Settings()
     if not isinstance(settings, Settings):
         raise TypeError(f"settings must be a pyparbench Settings, got {settings!r}")

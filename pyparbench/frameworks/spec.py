@@ -22,6 +22,9 @@ from typing import Any
 
 from pyparbench.graph import Graph, Node, Params, ParamSpec
 from pyparbench.graph._jsonable import jsonable
+from pyparbench.models import build
+from pyparbench.models.files import is_file_key
+from pyparbench.models.modules import attached_module
 
 __all__ = ["NO_MODULE", "GraphLike", "ModelRef", "build_graph", "describe", "graph_to_spec",
            "not_applicable", "spec_batch", "to_spec"]
@@ -112,8 +115,6 @@ def to_spec(graph: GraphLike) -> dict[str, Any]:
 def build_graph(spec: Mapping[str, Any]) -> Graph:
     """The graph a spec describes (builds a model, or remakes a serialised graph)."""
     if spec["kind"] == "model":
-        from pyparbench.models import build
-
         return build(spec["model"], int(spec["batch"]), seed=int(spec.get("seed", 0)),
                      **dict(spec.get("kwargs", {})))
     nodes = []
@@ -143,9 +144,6 @@ def not_applicable(framework: str, spec: Mapping[str, Any]) -> str | None:
     that is an ONNX file in TensorFlow, or in PyTorch without the module it
     was exported from, :func:`pyparbench.models.modules.attach_module`), or
     None."""
-    from pyparbench.models.files import is_file_key
-    from pyparbench.models.modules import attached_module
-
     model = str(spec.get("model", ""))
     if framework in _TRANSLATED and spec.get("kind") == "model" and is_file_key(model):
         if framework == "torch" and attached_module(model) is not None:

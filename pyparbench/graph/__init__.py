@@ -37,7 +37,7 @@ else:
         # onnx takes seconds to import: only a file's import pays for it,
         # not every process that builds or runs a graph.
         if name == "from_onnx":
-            from pyparbench.graph.onnx.api import from_onnx
+            from pyparbench.graph.onnx.api import from_onnx  # noqa: PLC0415 (heavy: onnx)
 
             return from_onnx
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

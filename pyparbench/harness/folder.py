@@ -26,7 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyparbench.report import SUMMARY_FILE
+from pyparbench.harness.operators import annotate
+from pyparbench.machine.fingerprint import fingerprint_id
+from pyparbench.machine.peak import measure_peak, peak_cache_path
+from pyparbench.report import SUMMARY_FILE, write_report
 from pyparbench.resultfiles import (
     DEFAULT_MAX_BYTES,
     Result,
@@ -132,8 +135,6 @@ def read_peaks(folder: Path, max_bytes: int = DEFAULT_MAX_BYTES, *,
         A peak file that is not one (naming it), or one whose ceilings are
         another machine's than its name says.
     """
-    from pyparbench.machine.fingerprint import fingerprint_id
-
     out: dict[str, Peak] = {}
     for p in sorted(folder.glob("peak-*.json")):
         m = PEAK_FILE.match(p.name)
@@ -196,8 +197,6 @@ def load_or_measure(directory: str | Path, *, quick: bool = False,
     by :func:`~pyparbench.resultfiles.measurements.read_peak_file`), else
     measured now and stored. Returns (peak, cached). A file that is not
     readable ceilings (cut short, an older layout) is measured again."""
-    from pyparbench.machine.peak import measure_peak, peak_cache_path
-
     path = peak_cache_path(directory)
     if path.is_file() and not remeasure:
         try:
@@ -234,8 +233,6 @@ def on_own_peaks(op_records: list[OpResult], peaks: dict[str, Peak]
     """Operator records placed on the roofline of their own host's ceilings
     (new records); where the folder lacks that host's peak file, the record
     keeps the roofline it was stored with, and a warning says so."""
-    from pyparbench.harness.operators import annotate
-
     out: list[OpResult] = []
     lacking: set[str] = set()
     for r in op_records:
@@ -268,8 +265,6 @@ class ResultsFolder:
     def peak(self) -> Peak | None:
         """The ceilings of the machine the summary describes (its first
         finished record's), else of any machine in the folder."""
-        from pyparbench.machine.fingerprint import fingerprint_id
-
         for r in self.records:
             if r.ok and r.machine:
                 found = self.peaks.get(fingerprint_id(r.machine))
@@ -309,7 +304,5 @@ def write_folder_report(folder: ResultsFolder) -> tuple[dict[str, Any], Path]:
     """``summary.json`` and ``report.html`` of the folder's records, written
     into it (every host listed, each with its ceilings); the summary and the
     report's path."""
-    from pyparbench.report import write_report
-
     return write_report(folder.path, folder.records, folder.op_records, folder.peak,
                         folder.conditions, peaks=folder.peaks, graphs=folder.graphs)

@@ -33,19 +33,38 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyparbench.harness.folder import OPERATORS_FILE, RESULTS_FILE
+from pyparbench.harness.confirm import PASSES, confirmations
+from pyparbench.harness.folder import (OPERATORS_FILE, RESULTS_FILE, load_or_measure, read_peaks,
+                                       write_graphs)
 from pyparbench.harness.levels import CONFIRM_SHARE, Level
+from pyparbench.harness.operators import run_op_tasks
+from pyparbench.harness.runner import Config, record_failures, run_configs
+from pyparbench.harness.shards import apply_shard, resolve_shard
+from pyparbench.harness.store import ResultStore
+from pyparbench.harness.suite import (AssumedCeilings, Ceilings, FRAMEWORK_RUNS, busy_slowdown,
+                                      estimate_config_s, installed_frameworks, plan_suite)
+from pyparbench.harness.turns import run_configs_in_turns
 from pyparbench.harness.ui import ConsoleUI
+from pyparbench.machine.cpuload import busy_cpus
+from pyparbench.machine.fingerprint import fingerprint_id
+from pyparbench.machine.peak import peak_cache_path
+from pyparbench.models import build
+from pyparbench.recommender import recommend
+from pyparbench.report import write_report
+from pyparbench.report.summary import busy_note
+from pyparbench.resultfiles import DEFAULT_MAX_BYTES, ResultFileError
+from pyparbench.resultfiles.measurements import read_peak_file
+from pyparbench.settings import Settings, allowed_cores, allowed_sockets
+from pyparbench.threading.topology import topology as load_topology
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from pyparbench.harness.shards import Shard
-    from pyparbench.harness.suite import Ceilings, SuitePlan
+    from pyparbench.harness.suite import SuitePlan
     from pyparbench.threading.topology import Topology
     from pyparbench.machine.peak import Peak
     from pyparbench.resultfiles import OpResult, Result
-    from pyparbench.settings import Settings
 
 __all__ = ["DEFAULT_OUTPUT", "OPERATORS_FILE", "PLAN_FILE", "RECOMMENDATIONS_FILE",
            "RESULTS_FILE", "JobOptions", "dry_run", "results_paths", "run_main_job"]
@@ -105,8 +124,6 @@ def _plan_line(plan: SuitePlan) -> str:
 
 def _read_recommendations(path: Path) -> Recommended:
     """What an earlier run into this folder recommended ({} if none or unreadable)."""
-    from pyparbench.settings import Settings
-
     try:
         items = json.loads(path.read_text())
         return {(str(i["model"]), int(i["batch"])):
@@ -125,9 +142,6 @@ def _recommend(level: Level, ui: ConsoleUI, *, calibrate: bool, path: Path, resu
     takes what ``path`` holds from the run it resumes. Whatever the
     recommender raises for a model is reported and kept as that model's
     reason: the rest of the main job goes on."""
-    from pyparbench.models import build
-    from pyparbench.recommender import recommend
-
     known = _read_recommendations(path) if resume else {}
     out: Recommended = {}
     failed: dict[tuple[str, int], str] = {}
@@ -158,10 +172,6 @@ def _run_plan(plan: SuitePlan, out: Path, results: Path, peak: Peak, options: Jo
     """Run every configuration and operator task of the plan under one
     progress bar; the plan, with the seconds each item took, goes to
     ``plan.json`` (estimates against what they measure)."""
-    from pyparbench.harness.operators import run_op_tasks
-    from pyparbench.harness.runner import run_configs
-    from pyparbench.harness.store import ResultStore
-
     weights = dict(zip((c.key for c in plan.configs), plan.config_s, strict=True))
     weights.update(zip((t.key for t in plan.tasks), plan.task_s, strict=True))
     measured: dict[str, float] = {}
@@ -195,13 +205,6 @@ def _confirm(records: list[Result], rounds: int, budget_s: float | None, peak: P
     """Confirmation rounds (:mod:`pyparbench.harness.confirm`): up to PASSES
     passes, each fitted to what is left of ``budget_s`` (None: no limit);
     returns the new records."""
-    from pyparbench.harness.confirm import PASSES, confirmations
-    from pyparbench.harness.runner import Config
-    from pyparbench.harness.store import ResultStore
-    from pyparbench.harness.suite import estimate_config_s
-    from pyparbench.harness.turns import run_configs_in_turns
-    from pyparbench.models import build
-
     added: list[Result] = []
     left = budget_s
     for depth in range(1, PASSES + 1):
@@ -240,8 +243,6 @@ def _confirm(records: list[Result], rounds: int, budget_s: float | None, peak: P
 def _frameworks(options: JobOptions) -> tuple[tuple[tuple[str, str], ...], list[str]]:
     """The framework runs of the plan (those installed), and the frameworks
     not installed."""
-    from pyparbench.harness.suite import FRAMEWORK_RUNS, installed_frameworks
-
     if not options.frameworks:
         return (), []
     have = installed_frameworks()
@@ -283,16 +284,6 @@ def dry_run(options: JobOptions, *, topology: str | None = None) -> dict[str, An
     ValueError
         A bad topology description or shard.
     """
-    from pyparbench.harness.shards import resolve_shard
-    from pyparbench.harness.suite import AssumedCeilings, Ceilings
-    from pyparbench.machine.peak import peak_cache_path
-    from pyparbench.models import build
-    from pyparbench.resultfiles import DEFAULT_MAX_BYTES, ResultFileError
-    from pyparbench.resultfiles.measurements import read_peak_file
-    from pyparbench.recommender import recommend
-    from pyparbench.settings import allowed_cores, allowed_sockets
-    from pyparbench.threading.topology import topology as load_topology
-
     level = options.level
     topo = load_topology(topology)
     where = (repr(topology) if topo.kind == "synthetic" else
@@ -339,10 +330,6 @@ def _hosts_peaks(out: Path, peak: Peak, ui: ConsoleUI) -> dict[str, Peak]:
     """The ceilings of every host that measured into the folder (a shard
     resumed on another node holds two), for the report's list of hosts:
     this job's own as it has them, the others' from their files."""
-    from pyparbench.harness.folder import read_peaks
-    from pyparbench.machine.fingerprint import fingerprint_id
-    from pyparbench.resultfiles import ResultFileError
-
     own = fingerprint_id(peak.fingerprint)
     try:
         others = read_peaks(out, skip={own})
@@ -359,8 +346,6 @@ def _plan(options: JobOptions, shard: Shard | None, *, peak: Ceilings,
     """The main job's plan (the dry run's too) and the seconds kept for
     confirmation: the level fitted to its budget, operator tasks on the
     first shard only; a shard's filter is the caller's."""
-    from pyparbench.harness.suite import plan_suite
-
     level = options.level
     budget, reserve = _budget(level, sharded=shard is not None, rec_s=rec_s,
                               confirm=bool(level.confirm_rounds and recommended))
@@ -382,17 +367,6 @@ def run_main_job(options: JobOptions, ui: ConsoleUI | None = None) -> int:
     OSError
         The results folder cannot be made or written.
     """
-    from pyparbench.harness.runner import Config, record_failures
-    from pyparbench.harness.folder import write_graphs
-    from pyparbench.harness.shards import apply_shard, resolve_shard
-    from pyparbench.harness.store import ResultStore
-    from pyparbench.harness.suite import busy_slowdown
-    from pyparbench.machine.cpuload import busy_cpus
-    from pyparbench.harness.folder import load_or_measure
-    from pyparbench.report import write_report
-    from pyparbench.report.summary import busy_note
-    from pyparbench.settings import Settings
-
     ui = ui if ui is not None else ConsoleUI()
     started = time.perf_counter()
     level = options.level

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyparbench.harness.grid import ALL, Grid, expand_all
+from pyparbench.models import MODELS, files, resolve
 from pyparbench.settings import Settings
 
 __all__ = ["BATCHES", "BUDGET_S", "CONFIRM_ROUNDS", "CONFIRM_SHARE", "DEFAULT_BATCHES",
@@ -125,8 +126,6 @@ def resolve_level(name: str, *, models: Sequence[str] | None = None,
         models or batches, a batch or repeat count below 1, negative
         confirmation rounds.
     """
-    from pyparbench.models import MODELS, files, resolve
-
     levels_upto(name)
     chosen = tuple(models) if models is not None else (
         tuple(MODELS) if name == "full" else DEFAULT_MODELS)

@@ -37,18 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyparbench.harness.folder import (
-    OPERATORS_FILE,
-    check_results_record,
-    folder_of,
-    read_checked,
-    read_folder,
-    read_graphs,
-    read_summary_conditions,
-    results_file,
-    write_folder_report,
-    write_graphs,
-)
+from pyparbench.harness.folder import (OPERATORS_FILE, check_results_record, folder_of,
+                                       read_checked, read_folder, read_graphs, read_peaks,
+                                       read_summary_conditions, results_file, write_folder_report,
+                                       write_graphs)
 from pyparbench.harness.shards import manifest_path
 from pyparbench.machine.fingerprint import Difference, fingerprint_differences
 from pyparbench.resultfiles import (
@@ -237,8 +229,6 @@ def _peak_files(folders: Sequence[Path], ops: Sequence[Source], max_bytes: int
     hold one host's (each shard run on that node measured them), the one
     of the folder whose operator records name them wins: their % of peak
     was computed with it."""
-    from pyparbench.harness.folder import read_peaks
-
     wanted: dict[str, Path] = {}
     for s in ops:
         wanted.setdefault(str(s.record.get("peak_id")), Path(s.where.rsplit(":", 1)[0]).parent)
@@ -325,7 +315,7 @@ def merge(inputs: Sequence[str | Path], output: str | Path, *,
         for old in out_dir.glob("peak-*.json"):
             if PEAK_FILE.match(old.name) and old.name not in {p.name for p in peaks.values()}:
                 old.unlink()
-    for pid, path in peaks.items():
+    for path in peaks.values():
         dest = out_dir / path.name
         if path.resolve() != dest.resolve():
             tmp = dest.with_name(dest.name + ".tmp")

@@ -32,13 +32,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from pyparbench import child_process
+from pyparbench import child_process, memory, ops, shapes
+from pyparbench.executor import compile_graph
+from pyparbench.graph import GraphBuilder
 from pyparbench.harness.levels import levels_upto
 from pyparbench.harness.resumable import run_resumable
 from pyparbench.harness.store import ResultStore
 from pyparbench.machine.fingerprint import fingerprint_id, machine_fingerprint
+from pyparbench.machine.peak import compact_cpus
+from pyparbench.models import build
 from pyparbench.resultfiles.op_result import OpResult, OpShape, OpTask
 from pyparbench.settings import Settings
+from pyparbench.timing import summarize
 
 if TYPE_CHECKING:
     from pyparbench.graph import Graph
@@ -75,8 +80,6 @@ _DLRM_BATCH = 2048
 
 def _resolve(kind: str, listing: str, entry: Any, level: str) -> OpShape:
     """The shape of one SELECTION entry, read from its published list."""
-    from pyparbench import shapes
-
     if kind == "gemm":
         m, n, k = entry
         found = [p for p in shapes.gemm_problems(listing) if (p.m, p.n, p.k) == (m, n, k)]
@@ -123,8 +126,6 @@ def standard_shapes(level: str) -> list[OpShape]:
 
 def shape_graph(shape: OpShape) -> Graph:
     """A one-node graph of the shape, for its FLOPs and bytes (``Graph.stats``)."""
-    from pyparbench.graph import GraphBuilder
-
     p = shape.params
     b = GraphBuilder(shape.name)
     if shape.kind == "gemm":
@@ -153,9 +154,6 @@ def _timer(shape: OpShape, threads: int, rng: np.random.Generator
            ) -> Callable[[int, int], npt.NDArray[np.float64]]:
     """A prepared kernel of ``shape`` on ``threads`` pinned threads, with its
     inputs bound: ``timer(repeats, warmup)`` returns per-run ns (C++ loop)."""
-    from pyparbench import memory, ops
-    from pyparbench.machine.peak import compact_cpus
-
     p = shape.params
     cpus = list(compact_cpus(threads))
     if shape.kind == "gemm":
@@ -190,9 +188,6 @@ def measure_scaling(shape: OpShape, threads: Sequence[int], *, repeats: int = 5,
     thread count, one pinned thread per core; ``repeats`` at least, more for
     short kernels (about ``target_s`` per point). One dict per count:
     threads, cpus, ns, summary, flops, bytes."""
-    from pyparbench.machine.peak import compact_cpus
-    from pyparbench.timing import summarize
-
     stats = shape_graph(shape).stats[-1]
     rng = np.random.default_rng(0)
     points = []
@@ -211,10 +206,6 @@ def measure_nodes(model: str, batch: int, threads: int, *, repeats: int = 5) -> 
     """Per-node times of ``model``'s heavy nodes: the graph run synchronously
     with ``threads`` intra-op threads (pinned compact, oneDNN), ``repeats``
     traced runs after a warm-up; each node's median over the runs."""
-    from pyparbench.executor import compile_graph
-    from pyparbench.models import build
-    from pyparbench.timing import summarize
-
     graph = build(model, batch)
     plan = compile_graph(graph)
     settings = Settings(intra_op=threads, affinity="compact")

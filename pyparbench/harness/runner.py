@@ -24,12 +24,16 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from pyparbench import child_process
+from pyparbench.executor import run_model
+from pyparbench.frameworks import ModelRef, run_framework
+from pyparbench.frameworks.overhead import output_error
+from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.harness.resumable import run_resumable
 from pyparbench.harness.store import ResultStore
 from pyparbench.machine.fingerprint import machine_fingerprint
+from pyparbench.models.files import is_file_key
 from pyparbench.resultfiles import Result, RunConfig, read_result
-from pyparbench.settings import Settings
-from pyparbench.timing import Summary
+from pyparbench.timing import Summary, summarize
 
 __all__ = ["MIN_MEASURE_S", "TEST_FAULT_ENV", "Config", "apply_test_fault", "check_config_record",
            "record_failures", "run_config", "run_configs"]
@@ -78,11 +82,6 @@ def _run_framework_config(config: Config, started: float, machine: dict[str, Any
     counterpart for go into ``resolved``. ONNX Runtime on a user's file runs
     the file itself, so ``resolved`` also says how far the native graph's
     outputs are from it (``output_error``, see :func:`_file_agreement`)."""
-    from pyparbench.frameworks import ModelRef, run_framework
-    from pyparbench.frameworks.spec import NO_MODULE
-    from pyparbench.models.files import is_file_key
-    from pyparbench.timing import summarize
-
     assert config.framework is not None
     agree = config.framework == "onnxruntime" and is_file_key(config.model)
     res = run_framework(ModelRef(config.model, config.batch), config.framework,
@@ -109,9 +108,6 @@ def _file_agreement(config: Config, framework_outputs: dict[str, Any], timeout: 
     user's file, on the same inputs: ``output_error`` = max |native - ORT| /
     max |ORT| (one native run in its own child, under the row's settings),
     or None with ``output_error_note`` saying why there is none."""
-    from pyparbench.frameworks import ModelRef, run_framework
-    from pyparbench.frameworks.overhead import output_error
-
     native = run_framework(ModelRef(config.model, config.batch), "native", config.settings,
                            repeats=1, warmup=0, outputs=True, timeout=timeout)
     if native.get("status") != "ok":
@@ -212,7 +208,6 @@ def _child_main() -> int:
     one JSON line with the timings and the resolved settings."""
     config = Config.from_dict(json.loads(sys.stdin.read()))
     apply_test_fault(config)
-    from pyparbench.executor import run_model
 
     record = run_model(config.model, config.batch, config.settings, repeats=config.repeats,
                        warmup=config.warmup, min_time_s=MIN_MEASURE_S)

@@ -22,13 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Union
 
 from pyparbench.harness.levels import Level
-from pyparbench.harness.operators import OpTask, standard_shapes
+from pyparbench.harness.operators import OpTask, shape_graph, standard_shapes
 from pyparbench.harness.runner import MIN_MEASURE_S, Config
+from pyparbench.machine.peak import thread_counts
+from pyparbench.models import build
 from pyparbench.names import PRESETS
-from pyparbench.settings import Settings, preset
+from pyparbench.recommender.costmodel import MachineSpec
+from pyparbench.settings import Settings, allowed_cores, preset
+from pyparbench.threading.topology import topology
 
 if TYPE_CHECKING:
     from pyparbench.graph import Graph
@@ -60,8 +65,6 @@ _FRAMEWORK_PACKAGES = {"tensorflow": ("tensorflow",), "torch": ("torch",),
 def installed_frameworks() -> tuple[str, ...]:
     """The frameworks whose packages are installed (found, not imported:
     each framework is only ever imported in its own child process)."""
-    from importlib.util import find_spec
-
     return tuple(f for f, pkgs in _FRAMEWORK_PACKAGES.items()
                  if all(find_spec(p) is not None for p in pkgs))
 
@@ -104,8 +107,6 @@ class AssumedCeilings:
 
     @classmethod
     def analytic(cls, cores_per_socket: int) -> AssumedCeilings:
-        from pyparbench.recommender.costmodel import MachineSpec
-
         spec = MachineSpec()
         return cls(spec.peak_gflops, spec.core_gbps, spec.socket_gbps, max(1, cores_per_socket))
 
@@ -258,10 +259,6 @@ def default_suite(level: Level, *, cores: int | None = None, topo: Topology | No
     ns)), the level's grids, then, at the level's first batch, each of
     ``frameworks`` ((framework, mode) pairs) under
     :func:`framework_settings`: presets first."""
-    from pyparbench.models import build
-    from pyparbench.settings import allowed_cores
-    from pyparbench.threading.topology import topology
-
     topo = topo if topo is not None else topology()
     n = cores or allowed_cores(topo)
     grid = level.sweep(n)
@@ -312,11 +309,6 @@ def plan_suite(level: Level, *, cores: int | None = None, peak: Ceilings = None,
     """
     if slowdown < 1.0:
         raise ValueError(f"slowdown must be >= 1, got {slowdown}")
-    from pyparbench.harness.operators import shape_graph
-    from pyparbench.machine.peak import thread_counts
-    from pyparbench.models import build
-    from pyparbench.settings import allowed_cores
-    from pyparbench.threading.topology import topology
 
     topo = topo if topo is not None else topology()
     n = cores or allowed_cores(topo)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyparbench import child_process
+from pyparbench.executor import RunRecord, model_runner
 from pyparbench.harness.resumable import run_resumable
 from pyparbench.harness.runner import MIN_MEASURE_S, Config, apply_test_fault, run_config
 from pyparbench.harness.store import ResultStore
@@ -228,8 +229,6 @@ def run_configs_in_turns(configs: Iterable[Config], store: ResultStore, *, resum
 def _child_main() -> int:
     """In the fresh process: load the configuration of the first line, then
     answer each request line (see the module docstring)."""
-    from pyparbench.executor import RunRecord, model_runner
-
     last: RunRecord | None = None
     run = None
     for n, line in enumerate(sys.stdin):

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from rich.console import Console
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from pyparbench.report.terminal import print_summary
 
 __all__ = ["ConsoleUI", "Step"]
 
@@ -26,8 +29,6 @@ class ConsoleUI:
     """The main job's terminal output (rich)."""
 
     def __init__(self, console: Console | None = None) -> None:
-        from rich.console import Console
-
         self.console = console if console is not None else Console()
 
     @property
@@ -36,8 +37,6 @@ class ConsoleUI:
 
     def say(self, text: str, *, style: str | None = None, wrap: bool = True) -> None:
         """One line (plain text: brackets are shown, not read as markup)."""
-        from rich.markup import escape
-
         self.console.print(escape(text), style=style, width=self.width if wrap else None,
                            soft_wrap=not wrap)
 
@@ -54,14 +53,6 @@ class ConsoleUI:
     def progress(self, total_s: float, items: int, *, eta: bool = True) -> Iterator[Step]:
         """A bar over ``items`` items whose units are estimated seconds (so
         its ETA weighs each item); yields the function that advances it."""
-        from rich.progress import (
-            BarColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
         columns: list[Any] = [TextColumn("{task.fields[n]:>4}/{task.fields[of]}"),
                               BarColumn(bar_width=20), TimeElapsedColumn()]
         if eta:
@@ -108,6 +99,4 @@ class ConsoleUI:
 
     def summary(self, summary: dict[str, Any]) -> None:
         """The summary's tables (:func:`pyparbench.report.terminal.print_summary`)."""
-        from pyparbench.report.terminal import print_summary
-
         print_summary(summary, self.console)

@@ -171,7 +171,7 @@ def cpu_features() -> dict[str, Any]:
     (the x86 kernel tiers it runs, widest first, then "generic"),
     ``kernels`` (the build each per-ISA kernel family runs: direct,
     embedding_bag, pool_nhwc, peak) and ``model`` (:func:`cpu_model_name`)."""
-    from pyparbench._core import runtime as _rt
+    from pyparbench._core import runtime as _rt  # noqa: PLC0415 (framework child: no native core)
 
     d = dict(_rt.cpu_features())
     d["flags"] = list(d["flags"])

@@ -100,7 +100,7 @@ def dotted(d: Mapping[str, Any], path: str) -> Any:
 
 def machine_fingerprint() -> dict[str, Any]:
     """What a result must carry to be compared with another machine's."""
-    from pyparbench.machine.info import info
+    from pyparbench.machine.info import info  # noqa: PLC0415 (framework child: no native core)
 
     d = info()
     governor = ""

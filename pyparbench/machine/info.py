@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from pyparbench._core import runtime as _rt
+from pyparbench._version import __version__
 from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.settings import allowed_layout
 from pyparbench.threading.topology import topology, topology_dict
@@ -51,6 +52,4 @@ def info() -> dict[str, Any]:
 
 
 def _version() -> str:
-    from pyparbench._version import __version__
-
     return __version__

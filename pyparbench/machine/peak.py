@@ -33,7 +33,6 @@ fingerprint in a results folder, so the main job measures once.
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from collections.abc import Sequence
@@ -42,6 +41,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from pyparbench.machine.cpu_features import cpu_model_name
+from pyparbench.machine.fingerprint import fingerprint_id, machine_fingerprint
+from pyparbench.settings import allowed_cores
 
 __all__ = [
     "Ceiling",
@@ -268,8 +271,8 @@ def assumed_clock(measured_mhz: float = 0.0) -> Clock:
 
 def compact_cpus(threads: int) -> tuple[int, ...]:
     """One CPU per physical core, compact order (no SMT sibling shares a core)."""
-    from pyparbench.threading.placement import place
-    from pyparbench.threading.topology import topology
+    from pyparbench.threading.placement import place  # noqa: PLC0415 (framework child: no native core)
+    from pyparbench.threading.topology import topology  # noqa: PLC0415 (framework child: no native core)
 
     placement = place(topology(), "compact", 1, threads, smt=False)
     return tuple(placement.pools[0] or ())
@@ -282,7 +285,7 @@ def _rate(work: float, ns: np.ndarray) -> tuple[float, float]:
 
 def _calibrate_fma(isa: str, cpus: Sequence[int], target_s: float) -> int:
     """Iterations that make one single-thread FMA run last about ``target_s``."""
-    from pyparbench._core import peak as _p
+    from pyparbench._core import peak as _p  # noqa: PLC0415 (framework child: no native core)
 
     iters = 100_000
     while True:
@@ -306,11 +309,8 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
         A thread count below 1 or above the physical cores available, or an
         ISA this CPU does not run.
     """
-    from pyparbench._core import peak as _p
-    from pyparbench.machine.cpu_features import cpu_model_name
-    from pyparbench.machine.fingerprint import machine_fingerprint
-    from pyparbench.settings import allowed_cores
-    from pyparbench.threading.topology import topology
+    from pyparbench._core import peak as _p  # noqa: PLC0415 (framework child: no native core)
+    from pyparbench.threading.topology import topology  # noqa: PLC0415 (framework child: no native core)
 
     started = time.perf_counter()
     topo = topology()
@@ -323,7 +323,7 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
     kernel = _p.fma_kernel(isa)
     if quick:
         repeats = max(3, repeats // 2)
-    from pyparbench.threading.cache_share import team_cache_bytes
+    from pyparbench.threading.cache_share import team_cache_bytes  # noqa: PLC0415 (framework child: no native core)
 
     # The caches of the widest team measured, taken whole even in a VM: the
     # arrays must be beyond whatever the hardware could keep of them.
@@ -404,8 +404,6 @@ def _shared_fma_warning(found: Sequence[str]) -> str:
 def peak_cache_path(directory: str | Path, fingerprint: dict[str, Any] | None = None) -> Path:
     """Where :func:`pyparbench.harness.folder.load_or_measure` keeps this
     machine's ceilings in ``directory``."""
-    from pyparbench.machine.fingerprint import fingerprint_id, machine_fingerprint
-
     if fingerprint is None:
         fingerprint = machine_fingerprint()
     return Path(directory) / f"peak-{fingerprint_id(fingerprint)}.json"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pyparbench.graph import Graph
+from pyparbench.models import files
 from pyparbench.models.dlrm import dlrm, dlrm_kaggle
 from pyparbench.models.googlenet import googlenet
 from pyparbench.models.inception_v2 import inception_v2
@@ -121,8 +122,6 @@ def resolve(model: str) -> str:
         Neither a model's name nor a file; a file that does not import (one
         line; unsupported ops listed in one error).
     """
-    from pyparbench.models import files
-
     if model in MODELS:
         return model
     if files.looks_like_file(model):
@@ -154,8 +153,6 @@ def build(name: str, batch: int | None = None, **kw: Any) -> Graph:
     """
     spec = MODELS.get(name)
     if spec is None:
-        from pyparbench.models import files
-
         if files.is_file_key(name) or files.looks_like_file(name):
             key = name if files.is_file_key(name) else files.register(name, check=False)
             return files.load(key, batch, **kw)

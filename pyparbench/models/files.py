@@ -117,7 +117,7 @@ def register(path: str | os.PathLike[str], *, check: bool = True) -> str:
     """
     name = file_name(path)
     if check:
-        from pyparbench.graph import from_onnx
+        from pyparbench.graph import from_onnx  # noqa: PLC0415 (heavy: onnx)
 
         from_onnx(path)
     env_register(FILES_ENV, name, str(Path(path).resolve()))
@@ -152,12 +152,12 @@ def load(name: str, batch: int | None = None, **kw: Any) -> Graph:
         no longer hash to ``name`` (it changed after the run was planned),
         or a file that does not import at ``batch``.
     """
-    from pyparbench.graph import from_onnx
-
     kw.pop("seed", None)
     if kw:
         raise ValueError(f"model {name!r} is an ONNX file: builder options "
                          f"{', '.join(sorted(kw))} do not apply")
+    from pyparbench.graph import from_onnx  # noqa: PLC0415 (heavy: onnx)
+
     path = file_path(name)
     graph = from_onnx(path, batch=batch, name=name)
     if not name.endswith("@" + str(graph.meta["sha256"])[:_HASH_LEN]):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pyparbench.models.files as files
+from pyparbench.reference import relative_error
 
 __all__ = ["MODULES_ENV", "attach_module", "attached_module"]
 
@@ -119,8 +120,6 @@ def _check_agreement(name: str, module: Any, example: tuple[Any, ...], order: li
     except ImportError:  # nothing to check against
         return
     import torch
-
-    from pyparbench.reference import relative_error
 
     sess = ort.InferenceSession(str(files.file_path(name)),
                                 providers=["CPUExecutionProvider"])

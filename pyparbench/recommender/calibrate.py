@@ -50,8 +50,9 @@ from typing import Any
 
 from pyparbench.machine.cpuload import ForeignLoad
 from pyparbench.graph import Graph, GraphBuilder
-from pyparbench.executor import team_budget_bytes
+from pyparbench.executor import compile_graph, run_instances, team_budget_bytes
 from pyparbench.graph.passes import executed_graph
+from pyparbench.machine.fingerprint import identity, machine_fingerprint
 from pyparbench.names import LIBRARIES, OPERATORS, POOLS
 from pyparbench.recommender.costmodel import (
     ALIAS_OPS,
@@ -65,7 +66,8 @@ from pyparbench.recommender.costmodel import (
 )
 from pyparbench.recommender.children import ChildFailed
 from pyparbench.recommender.waitpolicy import measure_wait, wait_teams
-from pyparbench.settings import Settings
+from pyparbench.settings import Settings, allowed_cores
+from pyparbench.threading.topology import topology
 
 __all__ = [
     "CACHE_VERSION",
@@ -134,8 +136,6 @@ def fingerprint() -> dict[str, Any]:
     another machine's (:func:`pyparbench.machine.fingerprint.identity`: host,
     CPU model, CPU and core counts, oneDNN version and ISA), plus the CPUs
     this process may use, the OpenMP runtime and the pyparbench version."""
-    from pyparbench.machine.fingerprint import identity, machine_fingerprint
-
     fp = machine_fingerprint()
     out: dict[str, Any] = identity(fp)
     out["allowed"] = list(fp["cpus"]["allowed"])
@@ -439,8 +439,6 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
         only lengthen; ``disturbed`` 1 when other processes used more than
         ``BUSY`` of the CPUs meanwhile, else 0.
     """
-    from pyparbench.executor import compile_graph
-
     compiled = compile_graph(graph)
     out: dict[str, dict[str, list[float]]] = {}
     seen: dict[str, float] = {} if loads is None else loads
@@ -518,8 +516,6 @@ def _parallel(branches: int, kind: str) -> Graph:
 
 def _probe(graph: Graph, settings: Settings, rounds: int) -> Sample:
     """Median total ns of ``graph`` under ``settings`` and each node's median ns."""
-    from pyparbench.executor import compile_graph
-
     compiled = compile_graph(graph)
     settings = settings.with_(graph_opt="none")  # trace node ids are the graph's
     compiled.run(settings, repeats=5, warmup=5)
@@ -609,8 +605,6 @@ def measure_instances(graph: Graph, instances: int, threads: int, *,
     the same cores. This is what a simulation of op times measured one
     instance at a time misses: copies streaming their weights at once
     share the caches and the memory bandwidth."""
-    from pyparbench.executor import run_instances
-
     copies = [graph, *(copy.deepcopy(graph) for _ in range(instances - 1))]
     settings = Settings(intra_op=threads, affinity="compact", graph_opt=graph_opt)
     est, _, _ = run_instances(copies[:1], settings, repeats=1, warmup=1)
@@ -692,9 +686,6 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
         Unknown operator mode, library or pool; a thread count < 1 or above
         the cores this process may use; rounds < 1.
     """
-    from pyparbench.settings import allowed_cores
-    from pyparbench.threading.topology import topology
-
     graphs = [graph] if isinstance(graph, Graph) else list(graph)
     for name, values, valid in (("operator", operators, OPERATORS),
                                 ("library", libraries, LIBRARIES), ("pool", pools, POOLS)):

@@ -19,10 +19,14 @@ from typing import Any
 
 from pyparbench.graph import Graph
 from pyparbench.names import POOLS
+from pyparbench.recommender.calibrate import EXECUTOR_BUSY, calibration_threads
+from pyparbench.recommender.calibrate import calibrate as measure
 from pyparbench.recommender.costmodel import AnalyticCostModel, CostModel, config_key
 from pyparbench.recommender.search import batch_of, instance_operators
 from pyparbench.recommender.simulate import Resources
-from pyparbench.threading.topology import Topology
+from pyparbench.settings import allowed_cores
+from pyparbench.threading.topology import Topology, is_topology_file
+from pyparbench.threading.topology import topology as load
 
 __all__ = ["ModelChoice", "choose_model", "topology_name", "topology_of"]
 
@@ -51,9 +55,6 @@ def topology_of(topology: Topology | str | os.PathLike[str] | None) -> tuple[Top
     TypeError
         Neither None, a string, a path nor a Topology.
     """
-    from pyparbench.threading.topology import is_topology_file
-    from pyparbench.threading.topology import topology as load
-
     if topology is None:
         return load(), "this machine"
     if isinstance(topology, (str, os.PathLike)):
@@ -81,9 +82,6 @@ def _calibrated(per_instance: dict[int, Graph], resources: Resources, topo: Topo
                 libraries: Sequence[str], recalibrate: bool,
                 cache_dir: str | Path | None) -> ModelChoice:
     """Op times of every instance count's graph, measured here (cached)."""
-    from pyparbench.recommender.calibrate import EXECUTOR_BUSY, calibration_threads
-    from pyparbench.recommender.calibrate import calibrate as measure
-
     cal = None
     used: list[tuple[Graph, list[str]]] = []
     measured: list[str] = []
@@ -129,8 +127,6 @@ def choose_model(per_instance: dict[int, Graph], resources: Resources, topo: Top
     ``topo`` (see the module docstring)."""
     if model is not None:
         return ModelChoice(model, model.describe())
-    from pyparbench.settings import allowed_cores
-    from pyparbench.threading.topology import topology as load
 
     here = allowed_cores(load())
     if calibrate and resources.cores <= here:

@@ -25,6 +25,7 @@ from pyparbench.graph import Graph
 from pyparbench.executor import team_budget_bytes
 from pyparbench.graph.passes import executed_graph, pipeline
 from pyparbench.graph.passes.optimizer import ExecutedGraphs
+from pyparbench.models import MODELS, build, files
 from pyparbench.recommender.costmodel import CostModel
 from pyparbench.recommender.simulate import Resources, simulate
 from pyparbench.recommender.types import Prediction
@@ -51,7 +52,6 @@ def graph_at(graph: Graph, batch: int) -> Graph | None:
     name = graph.meta.get("model")
     if not isinstance(name, str):
         return None
-    from pyparbench.models import MODELS, build, files
 
     if name not in MODELS and not files.is_file_key(name):
         return None

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pyparbench.graph import Graph
 from pyparbench.recommender.costmodel import ALIAS_OPS, CostModel
 from pyparbench.settings import Settings, allowed_cores, allowed_sockets, numa_domains
-from pyparbench.threading.topology import Topology
+from pyparbench.threading.topology import Topology, fastest_kind, kind_speed
 
 __all__ = ["Resources", "Simulation", "omp_team", "simulate"]
 
@@ -101,8 +101,6 @@ class Resources:
         where compact placement puts it first; ``kind`` another, at its speed
         (:func:`~pyparbench.threading.topology.kind_speed`, which must be
         known)."""
-        from pyparbench.threading.topology import fastest_kind, kind_speed
-
         cores = allowed_cores(topo)
         logical = len(topo.allowed_cpus)
         fast = fastest_kind(topo)
@@ -305,7 +303,7 @@ def simulate(graph: Graph, settings: Settings, model: CostModel,
         step = math.inf
         for i in active:
             step = min(step, running[i][2] / rate[i])
-        for i, r in running.items():
+        for r in running.values():
             if r[1] > now + 1e-9:
                 step = min(step, r[1] - now)
         step = max(step, 0.0)

@@ -32,7 +32,7 @@ def write_report(directory: str | Path, records: Sequence[Result],
     ``directory``; returns the summary and the report's path. ``peaks``:
     every host's ceilings by fingerprint id, for the list of hosts;
     ``graphs``: each (model, batch)'s graph figures, as the plan has them."""
-    from pyparbench.report.html import render_html
+    from pyparbench.report.html import render_html  # noqa: PLC0415 (heavy: matplotlib, in its plots)
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pyparbench.report import plots
+from pyparbench.report.legend import framework_label
 from pyparbench.report.page import escape, figure, page, table
 from pyparbench.report.summary import regret_unsure
 
@@ -93,7 +94,6 @@ def _overview(summary: Mapping[str, Any]) -> str:
             rows.append((link, "all failed", "", "", "", "", "", "", ""))
             continue
         sp = m.get("speedup", {})
-        regret = m.get("regret", {})
         pred = m.get("prediction")
         rows.append((link, f"{m['best']['median_ms']:.4g}", m["best"]["label"],
                      *[f"x{sp[k]:.2f}" if k in sp else "-"
@@ -238,7 +238,7 @@ def _overhead(summary: Mapping[str, Any]) -> str:
                "each framework's profiler, and splits the native time outside kernels into "
                "executor cost and memory / cache effects (kernels timed with the chain's "
                "data between calls).</p>")
-    rows = [(i["model"], i["batch"], plots.framework_label(i), i["setting"],
+    rows = [(i["model"], i["batch"], framework_label(i), i["setting"],
              f"{i['native_ms']:.4g}", f"{i['framework_ms']:.4g}", f"{i['overhead_ms']:.4g}",
              f"{i['overhead_pct']:.0f}%", f"x{i['framework_ms'] / i['native_ms']:.2f}"
              if i["native_ms"] > 0 else "-", _agreement_cell(i)) for i in items]

@@ -12,7 +12,15 @@ with the rows it holds for.
 
 from __future__ import annotations
 
-__all__ = ["SettingsLegend"]
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["SettingsLegend", "framework_label"]
+
+
+def framework_label(item: Mapping[str, Any]) -> str:
+    """'torch (script)', or the framework alone when no mode is recorded."""
+    return f"{item['framework']} ({item['mode']})" if item.get("mode") else str(item["framework"])
 
 
 class SettingsLegend:

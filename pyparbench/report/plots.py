@@ -5,18 +5,21 @@ nothing to draw). No pyplot: figures are made directly, so nothing global
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
+from pyparbench.report.legend import framework_label
 from pyparbench.report.page import png_bytes
 
-__all__ = ["effects_png", "framework_label", "heatmap_png", "model_effects_png", "overhead_png",
+__all__ = ["effects_png", "heatmap_png", "model_effects_png", "overhead_png",
            "roofline_png", "scaling_png", "speedup_png"]
 
 _PRESET_SHORT = {"tensorflow": "TensorFlow defaults", "intel": "Intel's advice",
@@ -38,7 +41,6 @@ def heatmap_png(entry: Mapping[str, Any]) -> bytes | None:
         return None
     inters = sorted({c["inter_op"] for c in grid})
     intras = sorted({c["intra_op"] for c in grid})
-    import numpy as np
 
     z = np.full((len(inters), len(intras)), np.nan)
     for c in grid:
@@ -89,8 +91,6 @@ def speedup_png(entry: Mapping[str, Any]) -> bytes | None:
 def _ratio_axis(ax: Axes, values: Sequence[float]) -> None:
     """A log axis centred on 1, so x2 and x0.5 look alike and an outlier
     does not flatten the rest."""
-    import math
-
     lo, hi = min([1.0, *values]) / 1.6, max([1.0, *values]) * 1.6
     ax.set_yscale("log")
     ax.set_ylim(lo, hi)
@@ -205,7 +205,6 @@ def roofline_png(roofline: Sequence[Mapping[str, Any]], scaling: Sequence[Mappin
     threads) on the roofline of this machine at the most threads measured."""
     if peak is None or not (roofline or scaling):
         return None
-    import numpy as np
 
     top = peak["points"][-1]
     fig = Figure(figsize=(9.0, 5.5))
@@ -259,11 +258,6 @@ def roofline_png(roofline: Sequence[Mapping[str, Any]], scaling: Sequence[Mappin
     ax.set_ylabel("GFLOP/s")
     ax.set_title(f"roofline at {top['threads']} threads; x: standard shapes", fontsize=9)
     return png_bytes(fig)
-
-
-def framework_label(item: Mapping[str, Any]) -> str:
-    """'torch (script)', or the framework alone when no mode is recorded."""
-    return f"{item['framework']} ({item['mode']})" if item.get("mode") else str(item["framework"])
 
 
 def overhead_png(items: Sequence[Mapping[str, Any]] | None) -> bytes | None:

@@ -93,6 +93,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pyparbench.machine.fingerprint import fingerprint_id
 from pyparbench.names import PRESETS
 from pyparbench.resultfiles import OpResult, Result
 from pyparbench.settings import Settings
@@ -355,8 +356,6 @@ def busy_note(busy: float, cpus: int) -> str | None:
 def _hosts(records: Sequence[Result], op_records: Sequence[OpResult],
            peaks: Mapping[str, Peak]) -> list[dict[str, Any]]:
     """Each machine (host and its allowed CPUs) the records were measured on."""
-    from pyparbench.machine.fingerprint import fingerprint_id
-
     hosts: dict[str, dict[str, Any]] = {}
     machines: list[tuple[str, Any]] = [("configs", r.machine) for r in records]
     machines += [("operator_tasks", r.machine) for r in op_records]
@@ -396,8 +395,6 @@ def summarize_run(records: Sequence[Result],
     ``graphs``: each (model, batch)'s graph figures, as the plan carries
     them (a model's entry has none without); ``fingerprint``: the machine
     when no record finished (none measured again here)."""
-    from pyparbench.machine.fingerprint import fingerprint_id
-
     native = [r for r in records if not r.config.framework]
     framework = [r for r in records if r.config.framework and r.ok]
     groups: dict[tuple[str, int], list[Result]] = defaultdict(list)

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pyparbench.frameworks.spec import NO_MODULE
-from pyparbench.report.legend import SettingsLegend
+from pyparbench.report.legend import SettingsLegend, framework_label
 from pyparbench.report.summary import regret_unsure
 
 __all__ = ["MAX_WIDTH", "overhead_table", "print_summary", "summary_renderable",
@@ -86,8 +86,6 @@ def _column_names(names: str) -> str:
 def overhead_table(summary: Mapping[str, Any]) -> Table | None:
     """Per model and batch, each framework run's latency over the native
     executor's under the same setting (None: no framework ran)."""
-    from pyparbench.report.plots import framework_label
-
     items = summary.get("framework_overhead") or []
     if not items:
         return None

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pyparbench.machine.peak import Peak, PeakPoint
 from pyparbench.resultfiles.op_result import OpResult
 from pyparbench.resultfiles.values import (
     MAX_COUNT,
@@ -28,9 +29,6 @@ from pyparbench.resultfiles.values import (
     read_text,
     show,
 )
-
-if TYPE_CHECKING:
-    from pyparbench.machine.peak import Peak
 
 __all__ = ["PEAK_FILE", "check_operator_record", "conditions", "read_peak_file"]
 
@@ -91,8 +89,6 @@ def read_peak_file(path: Path, max_bytes: int) -> Peak:
     ResultFileError
         Not a peak file, naming it and the first wrong value.
     """
-    from pyparbench.machine.peak import Peak, PeakPoint
-
     data = parse_json(path, read_text(path, max_bytes))
     if not isinstance(data, dict):
         raise ResultFileError(path, f"a JSON {json_type(data)}, not measured ceilings")

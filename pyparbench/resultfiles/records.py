@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from dataclasses import fields as dc_fields
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from pyparbench.resultfiles.values import (
     printable,
     show,
 )
+from pyparbench.settings import Settings
 
 __all__ = [
     "add_summary",
@@ -41,10 +43,6 @@ __all__ = [
 
 def settings_label(where: str, settings: dict[str, Any]) -> tuple[str, int]:
     """The settings' short label and their thread count; invalid settings are an error."""
-    from dataclasses import fields as dc_fields
-
-    from pyparbench.settings import Settings
-
     known = {f.name for f in dc_fields(Settings)}
     try:
         obj = Settings.from_dict({k: v for k, v in settings.items() if k in known})

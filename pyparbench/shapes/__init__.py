@@ -19,7 +19,7 @@ import csv
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +149,7 @@ def _unknown(kind: str, name: object, valid: list[str]) -> ValueError:
 # ---------------------------------------------------------------- GEMM
 
 
-@lru_cache(maxsize=None)
+@cache
 def _all_gemm() -> tuple[GemmProblem, ...]:
     out = []
     for i, row in enumerate(_data_rows(SHAPES_DIR / _GEMM_FILE)):
@@ -204,7 +204,7 @@ def conv_sources() -> list[str]:
     return list(DEEPBENCH_CONV_SOURCES) + list(_benchdnn_files())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _deepbench_conv(set_name: str) -> tuple[ConvProblem, ...]:
     out = []
     source = f"deepbench-{set_name.replace('_', '-')}"
@@ -241,7 +241,7 @@ def benchdnn_lines(path: Path) -> list[str]:
     return lines
 
 
-@lru_cache(maxsize=None)
+@cache
 def _benchdnn_conv(path: Path) -> tuple[ConvProblem, ...]:
     return tuple(parse_benchdnn_conv(line) for line in benchdnn_lines(path))
 
@@ -436,7 +436,7 @@ def parse_benchdnn_conv(line: str, *, allow_asymmetric_padding: bool = False) ->
 # ---------------------------------------------------------------- DLRM
 
 
-@lru_cache(maxsize=None)
+@cache
 def _dlrm_file() -> dict[str, Any]:
     with (SHAPES_DIR / _DLRM_FILE).open() as f:
         data: dict[str, Any] = json.load(f)

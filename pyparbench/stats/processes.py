@@ -22,7 +22,6 @@ of two merged settings in pairs of rounds (:func:`paired_ratio_of`).
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace

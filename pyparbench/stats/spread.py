@@ -44,11 +44,9 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from scipy import stats as scipy_stats  # type: ignore[import-untyped]
-
 __all__ = ["PairedEstimate", "ProcessSpread", "RatioEstimate", "estimate_paired_ratio",
-           "estimate_ratio", "median_interval", "pooled_spread", "row_spread", "sign_test_p",
-           "t_quantile", "t_two_sided_p"]
+           "estimate_ratio", "median_interval", "pooled_spread", "row_spread", "se_of_interval",
+           "sign_test_p", "t_quantile", "t_two_sided_p"]
 
 # Var(median of k standard normals) x k, for k = 1..10 (exact for 1 and 2,
 # else from 2 x 10^6 draws each);
@@ -304,6 +302,8 @@ def sign_test_p(above: int, below: int) -> float:
     ValueError
         A negative count.
     """
+    from scipy import stats as scipy_stats  # type: ignore[import-untyped]
+
     if above < 0 or below < 0:
         raise ValueError(f"counts must be >= 0, got {above} and {below}")
     if above + below == 0:
@@ -313,6 +313,8 @@ def sign_test_p(above: int, below: int) -> float:
 
 def t_two_sided_p(t: float, df: float) -> float:
     """P(|T| >= |t|) for Student's t with ``df`` (> 0) degrees of freedom."""
+    from scipy import stats as scipy_stats
+
     if not df > 0:
         raise ValueError(f"degrees of freedom must be > 0, got {df!r}")
     if not math.isfinite(t):
@@ -322,6 +324,8 @@ def t_two_sided_p(t: float, df: float) -> float:
 
 def t_quantile(p: float, df: float) -> float:
     """The t >= 0 with ``t_two_sided_p(t, df) == p`` (``p`` in (0, 1))."""
+    from scipy import stats as scipy_stats
+
     if not 0 < p < 1:
         raise ValueError(f"p must be between 0 and 1, got {p!r}")
     if not df > 0:
@@ -341,6 +345,8 @@ def se_of_interval(low: float, high: float, level: float, df: float | None = Non
     ValueError
         An interval that is not 0 < low <= high, or a level outside (0, 1).
     """
+    from scipy import stats as scipy_stats
+
     if not 0 < low <= high:
         raise ValueError(f"an interval needs 0 < low <= high, got [{low!r}, {high!r}]")
     if not 0 < level < 1:

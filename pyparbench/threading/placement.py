@@ -30,13 +30,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Union
 
 from pyparbench._core import threading as _t
 from pyparbench._checks import as_int
 from pyparbench.threading.topology import Topology
 
-Affinity = Union[str, Sequence[int], Sequence[Sequence[int]]]
+Affinity = str | Sequence[int] | Sequence[Sequence[int]]
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from pyparbench.graph import Graph
+from pyparbench.threading.cache_share import team_cache_bytes
+from pyparbench.threading.topology import topology
 
 __all__ = ["Flush", "all_caches_bytes", "single_call_times", "working_set_bytes"]
 
@@ -44,9 +46,6 @@ def all_caches_bytes(cpus: Iterable[int] | None = None) -> int:
     """Twice the data and unified caches of level 2 and up that the CPUs
     (default: those this process may use) run in, each instance whole (a VM's
     share cap is not applied: its host's cache must be flushed too)."""
-    from pyparbench.threading.cache_share import team_cache_bytes
-    from pyparbench.threading.topology import topology
-
     topo = topology()
     return 2 * team_cache_bytes(topo, cpus, under_hypervisor=False)
 

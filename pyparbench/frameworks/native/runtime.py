@@ -13,6 +13,7 @@ Imported in the native child process (pyparbench's core loaded, no framework).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,8 +66,6 @@ class NativeModel:
 
     def audit(self) -> dict[str, Any]:
         """The executor's own audit of one run: threads, CPUs, mismatches."""
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             rec = self.cg.run(self.settings, repeats=1, warmup=0, audit=True)

@@ -35,6 +35,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 __all__ = ["OPSET", "ModelVersions", "NoCommonVersion", "model_versions", "probe"]
 
 OPSET = 17
@@ -80,7 +82,6 @@ def model_versions() -> ModelVersions:
 
 def _tiny_model(versions: ModelVersions) -> bytes:
     """A one-node model (LayerNormalization, new in opset 17) in ``versions``."""
-    import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
     one = numpy_helper.from_array(np.ones(2, np.float32), "scale")

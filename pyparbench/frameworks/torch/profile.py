@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from pyparbench.frameworks._common import Profile, aggregate
 
@@ -79,8 +80,6 @@ def charge_event_name(name: str) -> str | None:
 def record(step: Callable[[], None], iterations: int) -> Profile:
     """Kernel times of ``iterations`` calls of ``step`` under ``torch.profiler``
     (after one call outside it), under ``torch.inference_mode``."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     with torch.inference_mode():
         step()
         with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -135,7 +135,7 @@ def preferred_layout() -> str:
     this machine and build (the C++ core asks it once): "nchw8c" / "nchw16c"
     where its direct kernels are the blocked ones (oneDNN 2.x), "nhwc" where
     they read channels-last (oneDNN 3.x's brgconv)."""
-    from pyparbench._core import graph as _g
+    from pyparbench._core import graph as _g  # noqa: PLC0415 (framework child: no native core)
 
     return _g.preferred_layout()
 

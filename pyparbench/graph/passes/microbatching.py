@@ -197,7 +197,7 @@ def cache_budget_bytes(topo: Topology | None = None, cpus: Sequence[int] | None 
     # Imported here: the topology loads the native core, which a framework's
     # child process (that builds graphs but runs them in its framework) must
     # never load next to the framework's own OpenMP.
-    from pyparbench.threading.cache_share import team_cache_bytes
+    from pyparbench.threading.cache_share import team_cache_bytes  # noqa: PLC0415 (framework child: no native core)
 
     if topo is None:
         return _this_machine_budget(None if cpus is None else tuple(cpus))
@@ -206,7 +206,7 @@ def cache_budget_bytes(topo: Topology | None = None, cpus: Sequence[int] | None 
 
 @functools.lru_cache(maxsize=256)
 def _this_machine_budget(cpus: tuple[int, ...] | None) -> int:
-    from pyparbench.threading.cache_share import team_cache_bytes
-    from pyparbench.threading.topology import topology
+    from pyparbench.threading.cache_share import team_cache_bytes  # noqa: PLC0415 (framework child: no native core)
+    from pyparbench.threading.topology import topology  # noqa: PLC0415 (framework child: no native core)
 
     return int(team_cache_bytes(topology(), cpus) * BUDGET_SHARE)
