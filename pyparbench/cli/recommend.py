@@ -71,7 +71,7 @@ def _cmd_recommend(args: argparse.Namespace) -> int:
 def _check_first(args: argparse.Namespace, name: str) -> None:
     """What makes --framework impossible, said before the recommender runs."""
     from pyparbench.frameworks.spec import ModelRef, not_applicable
-    from pyparbench.frameworks.verified import check_installed
+    from pyparbench.recommender.framework_check import check_installed
 
     if args.topology is not None:
         args.parser.error("--framework measures on this machine: leave out --topology")
@@ -85,7 +85,7 @@ def _check(rec: Recommendation, args: argparse.Namespace, name: str) -> int:
     """The recommendation checked in --framework, and the fastest setting
     there as that framework takes it."""
     from pyparbench.frameworks.deploy import deployment
-    from pyparbench.frameworks.verified import check_in_framework
+    from pyparbench.recommender.framework_check import check_in_framework
     from pyparbench.settings import instance_cpus
     from pyparbench.threading.topology import topology
 

@@ -25,9 +25,6 @@ in the result as not applicable.
   natively and in each framework.
 * :func:`deployment` — a setting as each framework takes it: launch lines,
   environment, code (``recommend --for/--emit``).
-* :func:`check_in_framework` — a recommendation's best candidates measured
-  in one framework against its defaults and Intel's preset, in lockstep
-  (``recommend --framework``).
 """
 
 from pyparbench.frameworks.deploy import Deployment, deployment
@@ -57,7 +54,6 @@ from pyparbench.frameworks.overhead import (
     operator_scaling,
 )
 from pyparbench.frameworks.spec import ModelRef, build_graph, graph_to_spec, to_spec
-from pyparbench.frameworks.verified import FrameworkCheck, check_in_framework
 
 __all__ = [
     "DEFAULT_MODES",
@@ -67,7 +63,6 @@ __all__ = [
     "TARGETS",
     "Contender",
     "Deployment",
-    "FrameworkCheck",
     "FrameworkConfig",
     "FrameworkError",
     "Job",
@@ -76,7 +71,6 @@ __all__ = [
     "NotApplicable",
     "PairedRatio",
     "build_graph",
-    "check_in_framework",
     "deployment",
     "dispatch_graph",
     "framework_outputs",

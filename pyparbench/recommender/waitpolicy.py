@@ -77,7 +77,7 @@ GAPS = (0.0, 1e4, 1e5, 1e6)
 ROUNDS = 3
 # A shorter spin measured at most this much slower than the setting chosen
 # (the median of the per-round ratios) is taken instead (see the module
-# docstring): the margin a switch needs (verify.SWITCH), the other way
+# docstring): the margin a switch needs (decision.SWITCH), the other way
 # round. Ten quick main jobs on the project's 2-core VM: where 20,000 was
 # taken and the default measured best, ours was 0.9-3.4 % off; where the
 # default was kept and 20,000 measured best, 5.0-14.7 %.

@@ -2,8 +2,8 @@
 (``recommend --framework``).
 
 The recommender's best predicted candidates (the recommended setting first,
-then the next best within :data:`pyparbench.recommender.verify.MARGIN` of
-it, :data:`~pyparbench.recommender.verify.TOP` in all, as pyparbench's own
+then the next best within :data:`~pyparbench.recommender.decision.MARGIN` of
+it, :data:`~pyparbench.recommender.decision.TOP` in all, as pyparbench's own
 verification picks them), each translated into the framework's knobs by
 :func:`~pyparbench.frameworks.mapping.map_settings` (the mapping the
 deployment text gives), are measured in that framework beside two
@@ -15,9 +15,9 @@ so that a slow spell of a shared machine falls on every contender alike;
 the answer is the contender measured fastest, read in pairs as the
 recommender's own verification reads its rounds (the recommended setting,
 unless another ran faster by more than
-:data:`~pyparbench.recommender.verify.SWITCH` in the median of the
+:data:`~pyparbench.recommender.decision.SWITCH` in the median of the
 per-step ratios and in at least
-:data:`~pyparbench.recommender.verify.CONSISTENT` of the steps), with its
+:data:`~pyparbench.recommender.decision.CONSISTENT` of the steps), with its
 paired ratio against each other one and that ratio's distribution-free
 interval.
 
@@ -31,17 +31,24 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pyparbench.child_process import child_cpus
 from pyparbench.frameworks.lockstep import Contender, LockstepResult, run_lockstep
 from pyparbench.frameworks.mapping import FRAMEWORKS, check_mode, map_settings
 from pyparbench.frameworks.spec import ModelRef, not_applicable
-from pyparbench.settings import Settings
-
-if TYPE_CHECKING:
-    from pyparbench.recommender import Recommendation
+from pyparbench.recommender.decision import (
+    CONSISTENT,
+    SWITCH,
+    TOP,
+    switch_to,
+    within_margin,
+)
+from pyparbench.recommender.types import Recommendation
+from pyparbench.settings import Settings, preset
 
 __all__ = ["DEFAULTS", "INTEL", "PACKAGES", "FrameworkCheck", "Measured", "check_installed",
            "check_in_framework", "contenders_for"]
@@ -128,10 +135,6 @@ class FrameworkCheck:
                 "regret": self.regret, "left_out": self.left_out, "errors": self.errors}
 
     def format(self) -> str:
-        # Here, not at the top: a framework's child imports this package and
-        # must never load the native core, which the recommender does.
-        from pyparbench.recommender.verify import CONSISTENT, SWITCH
-
         lines = [f"  in {self.framework} ({self.mode}), {self.steps} steps in lockstep, each "
                  "contender in a fresh process pinned to its CPUs:"]
         width = max(len(m.label) for m in self.measured)
@@ -168,18 +171,10 @@ def contenders_for(rec: Recommendation, framework: str, mode: str | None = None,
     """The contenders of ``rec`` in ``framework``: its defaults, Intel's
     preset and the ``top`` best candidates (see the module docstring); the
     settings behind each label; and the candidates left out, with why."""
-    from pyparbench.child_process import child_cpus
-    from pyparbench.recommender.verify import MARGIN, TOP
-    from pyparbench.settings import preset
-
     mode = check_mode(framework, mode)
     top = TOP if top is None else top
-    latency = rec.objective == "latency"
-    best = rec.predicted
-    close = [p for p in rec.candidates
-             if (p.latency_ns <= best.latency_ns * (1 + MARGIN) if latency
-                 else p.throughput >= best.throughput * (1 - MARGIN))
-             and p.settings.with_(name="") != rec.settings.with_(name="")]
+    close = [p for p in within_margin(rec.predicted, rec.candidates, rec.objective)
+             if p.settings.with_(name="") != rec.settings.with_(name="")]
     picked: dict[str, Settings] = {}
     left_out: dict[str, str] = {}
     seen: dict[str, str] = {}
@@ -245,25 +240,13 @@ def check_in_framework(rec: Recommendation, model: str, framework: str, *,
 def _summarise(lock: LockstepResult, contenders: Sequence[Contender],
                settings: dict[str, Settings], framework: str, mode: str, model: str,
                batch: int, confidence: float, left_out: dict[str, str]) -> FrameworkCheck:
-    import statistics
-
-    from pyparbench.recommender.verify import CONSISTENT, SWITCH
-
     ok = [c for c in contenders if c.label not in lock.errors]
     medians = {c.label: statistics.median(lock.ns[c.label]) for c in ok}
-    # As the recommender's verification switches: the recommended setting
-    # stands unless another is measured faster by more than SWITCH (the
-    # median of the per-step ratios) and in at least CONSISTENT of the
-    # steps; the best such one is taken.
-    fastest = RECOMMENDED if RECOMMENDED in medians else min(medians, key=medians.__getitem__)
-    best_gain, winner = 1.0, fastest
-    for c in ok:
-        if c.label == fastest:
-            continue
-        r = lock.ratio(c.label, fastest, confidence)  # above 1: c faster
-        if r.median > max(best_gain, 1 + SWITCH) and r.a_faster >= CONSISTENT * r.steps:
-            best_gain, winner = r.median, c.label
-    fastest = winner
+    # As the recommender's verification switches (the median of the
+    # per-step ratios, the share of the steps a contender was faster in).
+    first = RECOMMENDED if RECOMMENDED in medians else min(medians, key=medians.__getitem__)
+    ratios = (lock.ratio(c.label, first, confidence) for c in ok if c.label != first)
+    fastest = switch_to(first, ((r.a, r.median, r.a_faster / r.steps) for r in ratios))
     regret: dict[str, dict[str, float]] = {}
     measured = []
     for c in ok:
