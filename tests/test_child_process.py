@@ -212,4 +212,4 @@ def test_lockstep_skips_a_childs_stray_lines() -> None:
                               Contender("native", settings=Settings(intra_op=2), name="b")],
                        steps=3, warmup=1, timeout=120)
     assert res.errors == {} and res.steps == 3
-    assert res.answers["a"]["status"] == "ok" and res.answers["a"]["jobs"][0]["status"] == "ok"
+    assert res.answers["a"].ok and res.answers["a"].job.ok

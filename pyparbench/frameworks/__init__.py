@@ -13,7 +13,10 @@ framework's knobs as :mod:`.mapping` tabulates; what does not map is listed
 in the result as not applicable.
 
 * :func:`run_framework` — one graph in one framework: latency, reported
-  thread settings, threading audit, optional outputs and profile.
+  thread settings, threading audit, optional outputs and profile, as a
+  :class:`FrameworkRun` (:mod:`.answer`: a child's answer read once); a
+  child that fails or times out is a :class:`ChildFailed` where a result
+  is needed (:func:`framework_outputs`).
 * :func:`run_lockstep` — runtimes each in its own process, taking turns run
   by run: the paired ratio a slow spell of a shared machine cancels out of.
 * :func:`framework_outputs` — the outputs of graphs in a framework, to
@@ -27,10 +30,11 @@ in the result as not applicable.
   environment, code (``recommend --for/--emit``).
 """
 
+from pyparbench.child_process import ChildFailed
+from pyparbench.frameworks.answer import ChildAnswer, FrameworkRun, JobAnswer
 from pyparbench.frameworks.deploy import Deployment, deployment
 from pyparbench.frameworks.launch import (
     TARGETS,
-    FrameworkError,
     Job,
     framework_outputs,
     run_child,
@@ -61,11 +65,14 @@ __all__ = [
     "FRAMEWORKS",
     "MODES",
     "TARGETS",
+    "ChildAnswer",
+    "ChildFailed",
     "Contender",
     "Deployment",
     "FrameworkConfig",
-    "FrameworkError",
+    "FrameworkRun",
     "Job",
+    "JobAnswer",
     "LockstepResult",
     "ModelRef",
     "NotApplicable",

@@ -250,12 +250,11 @@ def _summarise(lock: LockstepResult, contenders: Sequence[Contender],
     regret: dict[str, dict[str, float]] = {}
     measured = []
     for c in ok:
-        answer = lock.answers.get(c.label, {})
-        mapping = answer.get("mapping", {})
-        reported = dict(answer.get("reported", {}))
-        jobs = answer.get("jobs") or [{}]
-        if "onnx_file" in jobs[0].get("info", {}):  # ONNX Runtime ran the user's file itself
-            reported["onnx_file"] = jobs[0]["info"]["onnx_file"]
+        run = lock.answers[c.label]
+        reported = dict(run.reported)
+        info = run.jobs[0].info if run.jobs else {}
+        if "onnx_file" in info:  # ONNX Runtime ran the user's file itself
+            reported["onnx_file"] = info["onnx_file"]
         if c.label == fastest:
             vs, lo, hi = 1.0, 1.0, 1.0
         else:
@@ -267,8 +266,8 @@ def _summarise(lock: LockstepResult, contenders: Sequence[Contender],
         setting = (f"{framework}'s own defaults: no knob set, every CPU" if c.defaults
                    else settings[c.label].label())
         measured.append(Measured(c.label, setting, medians[c.label], vs, lo, hi,
-                                 dict(mapping.get("knobs", {})), dict(answer.get("env", {})),
-                                 mapping.get("cpus"), reported,
+                                 dict(run.mapping.get("knobs", {})), dict(run.env),
+                                 run.mapping.get("cpus"), reported,
                                  None if c.defaults else settings[c.label]))
     measured.sort(key=lambda m: (m.label != fastest, m.vs_fastest))
     return FrameworkCheck(framework, mode, model, batch, lock.steps, confidence, measured,
