@@ -326,7 +326,7 @@ def test_pytorch_runs_the_module_attached_to_a_file(tmp_path: Path) -> None:
         attach_module(path, _Residual(), directory=tmp_path / "mods")
     with pytest.raises(ValueError, match="'mlp-512' is not an ONNX file"):
         attach_module("mlp-512", module)
-    assert np.isfinite(ort_run["ns"]).all()
+    assert np.isfinite(ort_run.job.ns).all()
 
 
 def test_output_error_reads_what_children_send() -> None:

@@ -50,8 +50,16 @@ from pyparbench.recommender.decision import (
 from pyparbench.recommender.types import Recommendation
 from pyparbench.settings import Settings, preset
 
-__all__ = ["DEFAULTS", "INTEL", "PACKAGES", "FrameworkCheck", "Measured", "check_installed",
-           "check_in_framework", "contenders_for"]
+__all__ = [
+    "DEFAULTS",
+    "INTEL",
+    "PACKAGES",
+    "FrameworkCheck",
+    "Measured",
+    "check_in_framework",
+    "check_installed",
+    "contenders_for",
+]
 
 DEFAULTS, INTEL, RECOMMENDED = "defaults", "intel", "recommended"
 # The modules each framework's run imports, and the pip package that installs each.
@@ -135,8 +143,8 @@ class FrameworkCheck:
                 "regret": self.regret, "left_out": self.left_out, "errors": self.errors}
 
     def format(self) -> str:
-        lines = [f"  in {self.framework} ({self.mode}), {self.steps} steps in lockstep, each "
-                 "contender in a fresh process pinned to its CPUs:"]
+        lines = [(f"  in {self.framework} ({self.mode}), {self.steps} steps in lockstep, "
+                  "each contender in a fresh process pinned to its CPUs:")]
         width = max(len(m.label) for m in self.measured)
         for m in self.measured:
             ratio = ("fastest" if m.label == self.fastest else
