@@ -199,7 +199,7 @@ def test_turns_skip_a_childs_stray_lines() -> None:
 def test_the_policy_children_skip_a_childs_stray_lines() -> None:
     with PolicyChildren([None, "passive"], timeout_s=60) as kids:
         env = kids.ask_all({"default": {"do": "env"}, "passive": {"do": "env"}})
-        assert env["passive"]["env"] == {"OMP_WAIT_POLICY": "passive"}
+        assert env["passive"].env == {"OMP_WAIT_POLICY": "passive"}
         # An error answer after stray lines is still the typed failure.
         with pytest.raises(ChildFailed, match="omp_wait=passive: unknown request 'dance'"):
             kids.ask("passive", {"do": "dance"})

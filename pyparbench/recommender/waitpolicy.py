@@ -130,9 +130,9 @@ def measure_wait(teams: Sequence[int], *, gaps: Sequence[float] = GAPS, rounds: 
             for r in range(rounds):
                 for p in _rotated(list(policies), r):
                     got = kids.ask(p, {"do": "gaps", "threads": list(teams),
-                                       "gaps": list(gaps)})["regions"]
+                                       "gaps": list(gaps)}).regions
                     for t in teams:
-                        samples[wait_key(p)][t].append(got[str(t)])
+                        samples[wait_key(p)][t].append(list(got[str(t)]))
         wall = max(time.monotonic() - t0, 1e-9)
         # The children's CPU time is this measurement's, not other processes'.
         mine = (kids.cpu_s - cpu0) / (wall * (os.cpu_count() or 1))
@@ -257,14 +257,14 @@ def measure_variants(model: str, runs: Sequence[tuple[Settings, int]],
                   for k, ix in groups.items()}
         per_round = 0.0
         for k, ix in groups.items():
-            for i, e in zip(ix, loaded[k]["estimates"], strict=True):
+            for i, e in zip(ix, loaded[k].estimates, strict=True):
                 repeats[i] = repeats_for(e)
                 per_round += e * (repeats[i] + ROUND_WARMUP)
         rounds = rounds_for(per_round, budget_ns)
         for r in range(rounds):
             for p in _rotated(policies, r):
                 ix = groups[wait_key(p)]
-                ns = kids.ask(p, {"do": "round", "repeats": [repeats[i] for i in ix]})["ns"]
+                ns = kids.ask(p, {"do": "round", "repeats": [repeats[i] for i in ix]}).ns
                 for i, v in zip(ix, ns, strict=True):
                     samples[i].append(float(v))
     return [Verified(s, statistics.median(samples[i]), rounds, tuple(samples[i]))
