@@ -7,13 +7,13 @@ here with the bounds a result file's values get
 (:mod:`pyparbench.resultfiles.values`) and becomes a :class:`ChildAnswer`
 of :class:`JobAnswer` values; a run, whatever became of its child, is a
 :class:`FrameworkRun`. Callers read attributes; :meth:`FrameworkRun.as_dict`
-gives the record as result files and the overhead tables hold it.
+gives the run as one JSON-able record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -31,10 +31,9 @@ from pyparbench.resultfiles.values import (
     show,
 )
 
-__all__ = ["RUN_STATUSES", "ChildAnswer", "FrameworkRun", "JobAnswer", "RunStatus"]
+__all__ = ["ChildAnswer", "FrameworkRun", "JobAnswer", "RunStatus"]
 
 RunStatus = Literal["ok", "error", "timeout", "not_applicable"]
-RUN_STATUSES: tuple[RunStatus, ...] = ("ok", "error", "timeout", "not_applicable")
 # The keys a job's answer holds beside its figures.
 _JOB_KEYS = ("graph", "status", "error")
 
@@ -217,10 +216,6 @@ class FrameworkRun:
         if not self.ok:
             return self.error
         return next((j.error for j in self.jobs if not j.ok), "")
-
-    def with_jobs(self, jobs: tuple[JobAnswer, ...]) -> FrameworkRun:
-        assert self.answer is not None
-        return replace(self, answer=replace(self.answer, jobs=jobs))
 
     def as_dict(self) -> dict[str, Any]:
         """The run as one record: the config, mapping, environment, the
