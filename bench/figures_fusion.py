@@ -46,12 +46,11 @@ def _native_round(name: str, batch: int, threads: int, repeats: int) -> dict[str
     for opt in ("full", "none"):
         s = Settings(intra_op=threads, affinity="compact", graph_opt=opt)
         res = run_child("native", [Job(ref, repeats=repeats, warmup=3)], s)
-        if res["status"] != "ok" or res["jobs"][0]["status"] != "ok":
-            out[f"native_{opt}"] = {"error": res.get("error") or res["jobs"][0].get("error")}
+        if res.first_error():
+            out[f"native_{opt}"] = {"error": res.first_error()}
             continue
-        job = res["jobs"][0]
-        out[f"native_{opt}"] = {"median": job["latency"]["median"] / 1e6,
-                                "graph_opt": job.get("info", {}).get("graph_opt")}
+        out[f"native_{opt}"] = {"median": res.job.latency["median"] / 1e6,
+                                "graph_opt": res.job.info.get("graph_opt")}
     return out
 
 
@@ -63,9 +62,9 @@ def _framework_round(name: str, batch: int, threads: int, repeats: int, framewor
     res = run_framework(ModelRef(name, batch, kwargs=SIZES.get(name, {})), framework,
                         Settings(intra_op=threads, affinity="compact"), mode=mode,
                         repeats=repeats, warmup=3)
-    if res["status"] != "ok":
-        return {"error": str(res.get("error"))[-300:]}
-    return {"median": res["latency"]["median"] / 1e6}
+    if not res.ok:
+        return {"error": res.error[-300:]}
+    return {"median": res.job.latency["median"] / 1e6}
 
 
 def _trace(name: str, batch: int, threads: int) -> dict[str, float]:

@@ -273,14 +273,14 @@ def measure(framework: str, mode: str, model: str, batch: int, threads: int, ste
     res = run_lockstep(ref, contenders, steps=steps, timeout=3600.0)
     if res.errors:
         raise RuntimeError(f"{tag}: {res.errors}")
-    job = res.answers["reference"]["jobs"][0]
+    job = res.answers["reference"].job
     r = res.ratio("reference", "ours")  # median of ours / reference
     row: dict[str, Any] = {
         "framework": framework, "mode": mode, "model": model, "batch": batch,
         "ours_ms": float(np.median(res.ns["ours"])) / 1e6,
         "reference_ms": float(np.median(res.ns["reference"])) / 1e6,
         "ratio": r.median, "low": r.low, "high": r.high, "steps": r.steps,
-        "reference": job["info"]["reference"], "seconds": time.monotonic() - t0}
+        "reference": job.info["reference"], "seconds": time.monotonic() - t0}
     if careful:
         d = res.ratio("default", "ours")
         row.update(default_ms=float(np.median(res.ns["default"])) / 1e6,

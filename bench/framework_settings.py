@@ -11,7 +11,7 @@ framework's knobs, and (e) the answer of ``recommend --framework`` (the
 recommender's best candidates measured in the framework, the fastest
 taken as the recommender's verification takes it): each in its own fresh
 pinned process, all taking turns run by run
-(:func:`pyparbench.frameworks.check_in_framework`, with the tuner as one
+(:func:`pyparbench.recommender.check_in_framework`, with the tuner as one
 more reference), so a slow spell of a shared machine falls on all alike.
 Printed per row: each one's median and (e)'s gain over (a), (b), (c) as
 the median of the paired ratios (above 1: (e) faster) with its 95 %
@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write every figure here")
     a = ap.parse_args()
 
-    from pyparbench.frameworks.verified import check_in_framework, check_installed
+    from pyparbench.recommender.framework_check import check_in_framework, check_installed
     from pyparbench.models import build
     from pyparbench.recommender import recommend
     from pyparbench.settings import preset

@@ -47,14 +47,16 @@ import tempfile
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Literal, TypeVar
 
 from pyparbench.settings import Settings
 
-__all__ = ["CHILD_CWD", "NO_CORE_ENV", "ChildFailed", "Finished", "Session", "answer", "ask_all",
+__all__ = ["CHILD_CWD", "NO_CORE_ENV", "ChildFailed", "FailedStatus", "Finished", "Session", "answer", "ask_all",
            "call", "child_command", "child_cpus", "child_env", "crash_text", "json_line", "kill",
            "outcome", "run", "signal_group", "start", "timeout_text"]
 
+# How a child that gave no answer failed (see ChildFailed).
+FailedStatus = Literal["error", "timeout"]
 # Where children run: never the user's directory (see the module docstring).
 CHILD_CWD = tempfile.gettempdir()
 # Set in a framework's child: the framework's own OpenMP and oneDNN must not
@@ -247,7 +249,7 @@ class ChildFailed(RuntimeError):
         Its answer, where it answered with an error (None otherwise).
     """
 
-    def __init__(self, error: str, status: str = "error", stderr: str = "",
+    def __init__(self, error: str, status: FailedStatus = "error", stderr: str = "",
                  answer: Mapping[str, Any] | None = None) -> None:
         super().__init__(error)
         self.error, self.status = error, status
@@ -475,7 +477,7 @@ class Session:
         self._err.seek(max(0, size - 16 * STDERR_CHARS))
         return self._err.read().decode(errors="replace")
 
-    def _failed(self, error: str, status: str = "error",
+    def _failed(self, error: str, status: FailedStatus = "error",
                 answer: Mapping[str, Any] | None = None,
                 stderr: str | None = None) -> ChildFailed:
         if stderr is None:

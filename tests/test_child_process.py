@@ -199,7 +199,7 @@ def test_turns_skip_a_childs_stray_lines() -> None:
 def test_the_policy_children_skip_a_childs_stray_lines() -> None:
     with PolicyChildren([None, "passive"], timeout_s=60) as kids:
         env = kids.ask_all({"default": {"do": "env"}, "passive": {"do": "env"}})
-        assert env["passive"]["env"] == {"OMP_WAIT_POLICY": "passive"}
+        assert env["passive"].env == {"OMP_WAIT_POLICY": "passive"}
         # An error answer after stray lines is still the typed failure.
         with pytest.raises(ChildFailed, match="omp_wait=passive: unknown request 'dance'"):
             kids.ask("passive", {"do": "dance"})
@@ -212,4 +212,4 @@ def test_lockstep_skips_a_childs_stray_lines() -> None:
                               Contender("native", settings=Settings(intra_op=2), name="b")],
                        steps=3, warmup=1, timeout=120)
     assert res.errors == {} and res.steps == 3
-    assert res.answers["a"]["status"] == "ok" and res.answers["a"]["jobs"][0]["status"] == "ok"
+    assert res.answers["a"].ok and res.answers["a"].job.ok

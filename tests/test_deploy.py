@@ -478,7 +478,7 @@ def test_a_refused_knob_comes_back_from_a_framework_run_in_one_line(
     monkeypatch.setenv(HOOK_ENV, "import=refusing_torch@torch")
     res = run_framework(ModelRef("mlp-512", 1, kwargs={"layers": 1}), "torch",
                         Settings(intra_op=2), timeout=120)
-    assert res["status"] == "error"
-    assert res["error"].endswith("PyTorch refused torch.set_num_threads(2): at most 1 thread "
-                                 "on this build, got 2")
-    assert "\n" not in res["error"]
+    assert res.status == "error"
+    assert res.error.endswith("PyTorch refused torch.set_num_threads(2): at most 1 thread "
+                              "on this build, got 2")
+    assert "\n" not in res.error

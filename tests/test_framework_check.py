@@ -1,5 +1,5 @@
 """The recommendation checked in a framework (`recommend --framework`,
-pyparbench/frameworks/verified.py): real runs on this machine, in lockstep
+pyparbench/recommender/framework_check.py): real runs on this machine, in lockstep
 with few steps, of the best candidates against the framework's own defaults
 and Intel's preset; a framework that is not installed; an ONNX file.
 """
@@ -18,11 +18,11 @@ import pytest
 
 from _support import cli_main
 from pyparbench.cli import main
-from pyparbench.frameworks import verified
 from pyparbench.frameworks.mapping import map_settings
 from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.models import files
-from pyparbench.recommender.verify import CONSISTENT, SWITCH
+from pyparbench.recommender import framework_check
+from pyparbench.recommender.decision import CONSISTENT, SWITCH
 from pyparbench.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +114,7 @@ def test_torch_check_measures_candidates_defaults_and_intel() -> None:
 def test_not_installed_names_what_to_install(monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     # A framework whose module cannot be found, said before any recommending.
-    monkeypatch.setitem(verified.PACKAGES, "torch",
+    monkeypatch.setitem(framework_check.PACKAGES, "torch",
                         (("pyparbench_no_such_module", "no-such-framework"),))
 
     def never(*a: object, **k: object) -> None:
@@ -127,7 +127,7 @@ def test_not_installed_names_what_to_install(monkeypatch: pytest.MonkeyPatch,
     assert err == ("pyparbench recommend: error: torch is not installed: pip install "
                    "no-such-framework (or pip install 'pyparbench[frameworks]')\n")
     with pytest.raises(ValueError, match="not installed: pip install no-such-framework"):
-        verified.check_installed("torch")
+        framework_check.check_installed("torch")
 
 
 def test_framework_with_topology_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -170,7 +170,8 @@ def test_a_file_is_not_applicable_in_torch_or_tensorflow(
         tmp_path: Path, framework: str, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv(files.FILES_ENV, raising=False)
-    monkeypatch.setitem(verified.PACKAGES, framework, (("json", "json"),))  # as if installed
+    # As if installed.
+    monkeypatch.setitem(framework_check.PACKAGES, framework, (("json", "json"),))
     path = _onnx_file(tmp_path / "my.onnx")
     code, out, err = _main(capsys, "recommend", str(path), "--framework", framework)
     assert code == 2 and out == ""
@@ -188,7 +189,7 @@ def test_when_no_contender_runs_the_check_says_why_for_each(
     # Every ONNX Runtime child imports a module that is not there.
     monkeypatch.setenv(HOOK_ENV, "import=pyparbench_no_such_module@onnxruntime")
     with pytest.raises(ValueError) as got:
-        verified.check_in_framework(rec, "mlp-512", "onnxruntime", steps=2, timeout=120)
+        framework_check.check_in_framework(rec, "mlp-512", "onnxruntime", steps=2, timeout=120)
     msg = str(got.value)
     assert msg.startswith("nothing measured in onnxruntime: ") and "\n" not in msg
     for label in ("recommended", "intel", "defaults"):

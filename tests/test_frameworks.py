@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from pyparbench.frameworks import (
-    FrameworkError,
+    ChildFailed,
     Job,
     ModelRef,
     build_graph,
@@ -253,54 +253,54 @@ def _threads() -> Settings:
 def test_tensorflow_reports_the_requested_threads() -> None:
     s = Settings(scheduler="async", inter_op=2, intra_op=3)
     res = run_framework(SMALL_MLP, "tensorflow", s, repeats=3, profile=2)
-    assert res["status"] == "ok", res.get("error")
-    assert res["reported"]["inter_op_parallelism_threads"] == 2
-    assert res["reported"]["intra_op_parallelism_threads"] == 3
-    assert res["reported"]["synchronous_execution"] is False
-    assert res["reported"]["TF_ENABLE_ONEDNN_OPTS"] == "1"
-    assert res["core_loaded"] is False
-    assert {k["op"] for k in res["kernels"]} >= {"linear"}
-    assert {n["knob"] for n in res["not_applicable"]} == {"pool"}  # openmp: TF has its own
+    assert res.ok and res.answer is not None, res.error
+    assert res.reported["inter_op_parallelism_threads"] == 2
+    assert res.reported["intra_op_parallelism_threads"] == 3
+    assert res.reported["synchronous_execution"] is False
+    assert res.reported["TF_ENABLE_ONEDNN_OPTS"] == "1"
+    assert res.answer.core_loaded is False
+    assert {k["op"] for k in res.job.figures["kernels"]} >= {"linear"}
+    assert {n["knob"] for n in res.not_applicable} == {"pool"}  # openmp: TF has its own
 
 
 @needs["torch"]
 def test_torch_reports_the_requested_threads() -> None:
     s = _threads()
     res = run_framework(SMALL_MLP, "torch", s, mode="script", repeats=3, profile=2)
-    assert res["status"] == "ok", res.get("error")
-    assert res["reported"]["num_threads"] == s.intra_op
-    assert res["reported"]["num_interop_threads"] == 1
-    assert res["core_loaded"] is False
+    assert res.ok and res.answer is not None, res.error
+    assert res.reported["num_threads"] == s.intra_op
+    assert res.reported["num_interop_threads"] == 1
+    assert res.answer.core_loaded is False
     cpus = child_cpus(s)
-    assert res["process_cpus"] == sorted(cpus or ALLOWED)
-    assert res["env"]["GOMP_CPU_AFFINITY"] == " ".join(map(str, cpus or []))
-    audit = res["proc_audit"]
+    assert list(res.answer.process_cpus) == sorted(cpus or ALLOWED)
+    assert res.env["GOMP_CPU_AFFINITY"] == " ".join(map(str, cpus or []))
+    audit = res.job.figures["proc_audit"]
     assert audit["working"] and set(audit["cpus_allowed"]) <= set(cpus or ALLOWED)
-    assert {k["op"] for k in res["kernels"]} >= {"linear", "eltwise"}
+    assert {k["op"] for k in res.job.figures["kernels"]} >= {"linear", "eltwise"}
     async_eager = run_framework(SMALL_MLP, "torch", Settings(scheduler="async", inter_op=2),
                                 mode="eager", repeats=2)
-    assert async_eager["reported"]["num_interop_threads"] == 2
-    assert [n["knob"] for n in async_eager["not_applicable"]] == ["scheduler"]
+    assert async_eager.reported["num_interop_threads"] == 2
+    assert [n["knob"] for n in async_eager.not_applicable] == ["scheduler"]
 
 
 @needs_onnx
 def test_onnxruntime_reports_the_requested_threads() -> None:
     s = _threads()
     res = run_framework(SMALL_MLP, "onnxruntime", s, repeats=3, profile=2)
-    assert res["status"] == "ok", res.get("error")
-    so = res["reported"]["session_options"]
+    assert res.ok, res.error
+    so = res.reported["session_options"]
     assert so["intra_op_num_threads"] == s.intra_op and so["inter_op_num_threads"] == 1
     assert so["execution_mode"] == "ORT_SEQUENTIAL"
     cpus = child_cpus(s) or []
     want = ";".join(str(c + 1) for c in cpus[1:]) or None  # ORT counts CPUs from 1
     assert so["session.intra_op_thread_affinities"] == want
-    assert {k["op"] for k in res["kernels"]} == {"linear"}
+    assert {k["op"] for k in res.job.figures["kernels"]} == {"linear"}
     # The IR version opset 17 needs (onnx's release table), whatever onnx writes by default.
-    assert (res["reported"]["onnx_ir_version"], res["reported"]["onnx_opset"]) == (8, 17)
-    assert res["info"]["onnx_ir_version"] == 8
+    assert (res.reported["onnx_ir_version"], res.reported["onnx_opset"]) == (8, 17)
+    assert res.job.info["onnx_ir_version"] == 8
     par = run_framework(SMALL_MLP, "onnxruntime", Settings(scheduler="async", inter_op=2,
                                                            intra_op=1), repeats=2)
-    so = par["reported"]["session_options"]
+    so = par.reported["session_options"]
     assert (so["execution_mode"], so["inter_op_num_threads"]) == ("ORT_PARALLEL", 2)
 
 
@@ -309,13 +309,13 @@ def test_tensorflow_profile_parsers_agree_on_ops() -> None:
     spec = ModelRef("resnet50", 1, kwargs={"image_size": 32})
     res = run_child("tensorflow", [Job(spec, repeats=0, profile=2),
                                    Job(spec, repeats=0, profile=2, profile_parser="xplane")])
-    assert res["status"] == "ok", res.get("error")
+    assert res.ok, res.error
     # Bookkeeping kernels ("other") may differ: the protobuf holds a few more events.
-    json_ops, xplane_ops = ({k["op"]: k["calls"] for k in j["kernels"] if k["op"] != "other"}
-                            for j in res["jobs"])
+    json_ops, xplane_ops = ({k["op"]: k["calls"] for k in j.figures["kernels"]
+                             if k["op"] != "other"} for j in res.jobs)
     assert json_ops == xplane_ops
     assert json_ops["conv2d"] == 53  # every convolution, BN / ReLU fused or not
-    assert res["jobs"][1]["info"]["profile_parser"] == "xplane"
+    assert res.jobs[1].info["profile_parser"] == "xplane"
 
 
 # ---------------------------------------------------------------- failures
@@ -335,14 +335,16 @@ def test_a_failing_child_names_its_configuration(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv(HOOK_ENV, hook)
     s = Settings(intra_op=1)
     res = run_framework(FAST, "torch", s, mode="script", timeout=timeout)
-    assert res["status"] == status
-    assert message in res["error"]
-    assert res["error"].startswith(f"torch (script) on mlp-512 batch 1 (layers=1) under "
-                                   f"{s.label()}")
-    assert res["config"]["framework"] == "torch" and res["config"]["mode"] == "script"
-    with pytest.raises(FrameworkError, match=message) as info:
+    assert res.status == status
+    assert message in res.error
+    assert res.error.startswith(f"torch (script) on mlp-512 batch 1 (layers=1) under "
+                                f"{s.label()}")
+    assert res.config["framework"] == "torch" and res.config["mode"] == "script"
+    assert res.answer is None and res.as_dict()["status"] == status
+    with pytest.raises(ChildFailed, match=message) as info:
         framework_outputs([FAST], "onnxruntime", timeout=timeout)
-    assert info.value.config["framework"] == "onnxruntime"
+    assert info.value.status == status
+    assert info.value.error.startswith("onnxruntime (all) on mlp-512 batch 1 (layers=1)")
 
 
 @needs_onnx
@@ -368,11 +370,12 @@ def test_a_failing_graph_is_reported_and_the_others_run() -> None:
     bad = {"kind": "model", "model": "mlp-512", "batch": 1, "seed": 0,
            "kwargs": {"no_such_argument": 1}}
     res = run_child("native", [Job(bad, repeats=1), Job(FAST, repeats=1)])
-    assert res["status"] == "ok"
-    first, second = res["jobs"]
-    assert first["status"] == "error" and "no_such_argument" in first["error"]
-    assert first["error"].startswith("native on mlp-512 batch 1 (no_such_argument=1)")
-    assert second["status"] == "ok" and second["latency"]["median"] > 0
+    assert res.ok
+    first, second = res.jobs
+    assert not first.ok and "no_such_argument" in first.error
+    assert first.error.startswith("native on mlp-512 batch 1 (no_such_argument=1)")
+    assert res.first_error() == first.error
+    assert second.ok and second.latency["median"] > 0
 
 
 @needs_onnx
@@ -389,12 +392,12 @@ def test_a_runtime_that_reads_no_common_version_fails_in_one_line(
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.setenv(HOOK_ENV, "import=ppb_old_onnxruntime@onnxruntime")
     res = run_framework(FAST, "onnxruntime", repeats=1)
-    assert res["status"] == "error"
-    assert "\n" not in res["error"]
+    assert res.status == "error"
+    assert "\n" not in res.error
     assert ("NoCommonVersion: onnxruntime 1.9.0 cannot read ONNX IR version 8 with opset 17"
-            in res["error"]), res["error"]
-    assert res["error"].endswith("Unsupported model IR version: 8, max supported IR version: 7")
-    assert res["reported"]["onnx_model_error"] in res["error"]
+            in res.error), res.error
+    assert res.error.endswith("Unsupported model IR version: 8, max supported IR version: 7")
+    assert res.reported["onnx_model_error"] in res.error
 
 
 def test_bad_input_is_named() -> None:

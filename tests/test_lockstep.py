@@ -97,9 +97,9 @@ def test_native_and_onnxruntime_take_turns() -> None:
     for label in ("native", "onnxruntime/all"):
         ns = res.ns[label]
         assert len(ns) == 5 and all(v > 0 for v in ns)
-        job = res.answers[label]["jobs"][0]
-        assert job["status"] == "ok" and job["latency"]["n"] == 5
-        assert job["ns"] == pytest.approx(ns, abs=1.0)  # the child's own record agrees
+        job = res.answers[label].job
+        assert job.ok and job.latency["n"] == 5
+        assert list(job.ns) == pytest.approx(ns, abs=1.0)  # the child's own record agrees
         assert len(res.settle_s[label]) == 5 and all(0 <= w <= 1.5 for w in res.settle_s[label])
     r = res.ratio("native", "onnxruntime/all")
     assert r.steps == 5 and 0 < r.low <= r.median <= r.high
@@ -160,8 +160,8 @@ def test_two_native_settings_need_names() -> None:
                                         python=sys.executable)],
                        steps=3, warmup=1)
     assert res.errors == {} and res.steps == 3
-    assert res.answers["2 threads"]["config"]["settings"]["intra_op"] == 2
-    assert res.answers["2 threads"]["config"]["python"] == sys.executable
+    assert res.answers["2 threads"].config["settings"]["intra_op"] == 2
+    assert res.answers["2 threads"].config["python"] == sys.executable
 
 
 def test_an_interpreter_that_cannot_start_is_named() -> None:
@@ -171,7 +171,7 @@ def test_an_interpreter_that_cannot_start_is_named() -> None:
                        steps=2, warmup=1, timeout=60)
     assert list(res.errors) == ["elsewhere"]
     assert "in /nonexistent/bin/python: cannot start" in res.errors["elsewhere"]
-    assert res.steps == 0 and res.answers["native"]["status"] == "ok"
+    assert res.steps == 0 and res.answers["native"].ok
 
 
 @needs_onnx
@@ -189,7 +189,7 @@ def test_a_failing_contender_is_named_and_the_others_end(
     assert message in res.errors["onnxruntime/all"]
     assert res.errors["onnxruntime/all"].startswith("onnxruntime (all) on mlp-512 batch 1")
     assert res.steps == 0 and res.ns == {"native": [], "onnxruntime/all": []}
-    assert res.answers["native"]["status"] == "ok"  # ended cleanly, not killed
+    assert res.answers["native"].ok  # ended cleanly, not killed
 
 
 @pytest.mark.parametrize("kwargs, message", [

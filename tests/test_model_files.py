@@ -305,28 +305,28 @@ def test_pytorch_runs_the_module_attached_to_a_file(tmp_path: Path) -> None:
 
     path = export_residual(tmp_path / "my.onnx")
     name = resolve(str(path))
-    assert run_framework(ModelRef(name, 2), "torch")["status"] == "not_applicable"
+    assert run_framework(ModelRef(name, 2), "torch").status == "not_applicable"
     torch.manual_seed(0)  # the weights the file was exported with
     module = _Residual()
     # Exported with a dynamic batch (at 2: torch.export fixes a batch of 1).
     assert attach_module(path, module, directory=tmp_path / "mods") == name
     assert attached_module(name) is not None and attached_module(name).is_file()
     ort_run = run_framework(ModelRef(name, 3), "onnxruntime", repeats=2, outputs=True)
-    assert ort_run["status"] == "ok"
+    assert ort_run.ok, ort_run.error
     for mode in ("eager", "script"):  # in a child, at another batch than the export's
         res = run_framework(ModelRef(name, 3), "torch", mode=mode, repeats=2, outputs=True)
-        assert res["status"] == "ok", res.get("error")
-        assert len(res["ns"]) == 2
-        assert output_error(res["outputs"], ort_run["outputs"]) <= 1e-5
+        assert res.ok, res.error
+        assert len(res.job.ns) == 2
+        assert output_error(res.job.outputs(), ort_run.job.outputs()) <= 1e-5
     # TensorFlow takes no module: still not applicable.
-    assert run_framework(ModelRef(name, 3), "tensorflow")["error"].endswith(NO_MODULE)
+    assert run_framework(ModelRef(name, 3), "tensorflow").error.endswith(NO_MODULE)
     # A module that is not the file's network, or a model pyparbench builds, is refused.
     torch.manual_seed(5)
     with pytest.raises(ValueError, match="is not the file's network: max"):
         attach_module(path, _Residual(), directory=tmp_path / "mods")
     with pytest.raises(ValueError, match="'mlp-512' is not an ONNX file"):
         attach_module("mlp-512", module)
-    assert np.isfinite(ort_run["ns"]).all()
+    assert np.isfinite(ort_run.job.ns).all()
 
 
 def test_output_error_reads_what_children_send() -> None:

@@ -67,7 +67,7 @@ def native_run() -> tuple[dict[str, object], float]:
     res = run_child("native", [Job(spec, repeats=20, warmup=3, kernel_repeats=3,
                                    inline_repeats=5, inline_inner=1, cache_repeats=5,
                                    cold_repeats=2)], settings, timeout=600)
-    assert res["status"] == "ok", res
+    assert res.ok, res.error
     chains = run_child("native", [Job(graph_to_spec(dispatch_graph(41)), repeats=50,
                                       warmup=5, inline_repeats=5),
                                   Job(graph_to_spec(dispatch_graph(1)), repeats=50, warmup=5)],

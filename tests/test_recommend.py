@@ -541,7 +541,8 @@ def test_recommended_settings_for_the_suite(cache: Path, monkeypatch: pytest.Mon
 
 
 def test_verify_choice_switches_only_to_a_clearly_faster_setting() -> None:
-    from pyparbench.recommender.verify import SWITCH, Verified, verify_choice
+    from pyparbench.recommender.decision import SWITCH
+    from pyparbench.recommender.verify import Verified, verify_choice
 
     a, b = Settings(intra_op=2, affinity="compact"), Settings(intra_op=1, affinity="compact")
 
@@ -623,7 +624,7 @@ def test_recommend_measures_its_best_candidates_whole(cache: Path,
     if cores < 2:
         pytest.skip("needs two cores to have a choice")
     # Every candidate is near enough to be measured, so three are.
-    monkeypatch.setattr("pyparbench.recommender.verify.MARGIN", 100.0)
+    monkeypatch.setattr("pyparbench.recommender.decision.MARGIN", 100.0)
     from pyparbench.recommender import selection as sel_mod
     from pyparbench.recommender import verify as verify_mod
 
@@ -649,7 +650,8 @@ def test_recommend_measures_its_best_candidates_whole(cache: Path,
     # (measured first) is kept unless another beats it by more than SWITCH in
     # CONSISTENT of the rounds (then the one that beats it most), and of that
     # one a shorter spin measured within SPIN_TIE of it may be taken.
-    from pyparbench.recommender.verify import CONSISTENT, SWITCH, paired_gain
+    from pyparbench.recommender.decision import CONSISTENT, SWITCH
+    from pyparbench.recommender.verify import paired_gain
     from pyparbench.recommender.waitpolicy import SPIN_TIE, spin_length, spin_only
 
     assert len(seen) == 1

@@ -20,7 +20,7 @@ from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.recommender import Resources, TableCostModel, candidates, predict, simulate
 from pyparbench.recommender import recommend
 from pyparbench.recommender import calibrate as cal_mod
-from pyparbench.recommender import selection, verify, waitpolicy
+from pyparbench.recommender import decision, selection, verify, waitpolicy
 from pyparbench.recommender.children import ChildFailed, PolicyChildren
 from pyparbench.recommender.costmodel import WaitCosts, wait_key, wait_policy
 from pyparbench.recommender.verify import MIN_ROUNDS, Verified
@@ -318,13 +318,13 @@ def test_a_wait_variant_predicted_far_slower_is_not_measured(monkeypatch: pytest
                                                              ) -> None:
     g = models.build("mlp-512", 1)
     # Passive predicted far dearer per region (its nodes then run alone, at
-    # twice the time: beyond verify.MARGIN for the whole run), 20,000 alike.
+    # twice the time: beyond decision.MARGIN for the whole run), 20,000 alike.
     model = TableCostModel({n.name: (lambda t: 2000.0 / t) for n in g.nodes},
                            wait=costs(passive=(1e6, 1e6), spin20000=(100.0, 1000.0)))
     preds = [predict(g, s, model, TWO) for s in candidates(g, model, TWO)]
     best = next(p for p in preds if p.settings == SYNC2)
     passive = next(p for p in preds if p.settings == SYNC2.with_(omp_wait="passive"))
-    assert passive.latency_ns > best.latency_ns * (1 + verify.MARGIN)
+    assert passive.latency_ns > best.latency_ns * (1 + decision.MARGIN)
     asked: list[Settings] = []
 
     def fake(name: str, runs: list[tuple[Settings, int]], budget_ns: float = 0.0
@@ -364,11 +364,11 @@ def test_each_child_runs_under_its_own_policy_and_failures_are_named() -> None:
     with PolicyChildren([None, "passive", INTEL_SPINCOUNT]) as kids:
         env = kids.ask_all({"default": {"do": "env"}, "passive": {"do": "env"},
                             "20000": {"do": "env"}})
-        assert env["default"]["env"] == {}
-        assert env["passive"]["env"] == {"OMP_WAIT_POLICY": "passive"}
-        assert env["20000"]["env"] == {"GOMP_SPINCOUNT": "20000"}
+        assert env["default"].env == {}
+        assert env["passive"].env == {"OMP_WAIT_POLICY": "passive"}
+        assert env["20000"].env == {"GOMP_SPINCOUNT": "20000"}
         got = kids.ask("passive", {"do": "gaps", "threads": [1], "gaps": [0.0, 1e4]})
-        assert len(got["regions"]["1"]) == 2 and min(got["regions"]["1"]) > 0
+        assert len(got.regions["1"]) == 2 and min(got.regions["1"]) > 0 and got.cpu_s > 0
         with pytest.raises(ChildFailed, match="omp_wait=passive: ValueError: gap_ns"):
             kids.ask("passive", {"do": "gaps", "threads": [1], "gaps": [-1.0]})
         with pytest.raises(ChildFailed, match="unknown request 'dance'"):

@@ -31,9 +31,9 @@ from pyparbench import names
 from pyparbench.cli._common import positive_int, print_json
 from pyparbench.frameworks.deploy import TARGETS, deployment
 from pyparbench.frameworks.spec import ModelRef, not_applicable
-from pyparbench.frameworks.verified import check_in_framework, check_installed
 from pyparbench.models import build, resolve
 from pyparbench.recommender import recommend
+from pyparbench.recommender.framework_check import check_in_framework, check_installed
 from pyparbench.settings import instance_cpus
 from pyparbench.threading.topology import topology
 

@@ -13,7 +13,10 @@ framework's knobs as :mod:`.mapping` tabulates; what does not map is listed
 in the result as not applicable.
 
 * :func:`run_framework` — one graph in one framework: latency, reported
-  thread settings, threading audit, optional outputs and profile.
+  thread settings, threading audit, optional outputs and profile, as a
+  :class:`FrameworkRun` (:mod:`.answer`: a child's answer read once); a
+  child that fails or times out is a :class:`ChildFailed` where a result
+  is needed (:func:`framework_outputs`).
 * :func:`run_lockstep` — runtimes each in its own process, taking turns run
   by run: the paired ratio a slow spell of a shared machine cancels out of.
 * :func:`framework_outputs` — the outputs of graphs in a framework, to
@@ -25,15 +28,13 @@ in the result as not applicable.
   natively and in each framework.
 * :func:`deployment` — a setting as each framework takes it: launch lines,
   environment, code (``recommend --for/--emit``).
-* :func:`check_in_framework` — a recommendation's best candidates measured
-  in one framework against its defaults and Intel's preset, in lockstep
-  (``recommend --framework``).
 """
 
+from pyparbench.child_process import ChildFailed
+from pyparbench.frameworks.answer import ChildAnswer, FrameworkRun, JobAnswer
 from pyparbench.frameworks.deploy import Deployment, deployment
 from pyparbench.frameworks.launch import (
     TARGETS,
-    FrameworkError,
     Job,
     framework_outputs,
     run_child,
@@ -57,7 +58,6 @@ from pyparbench.frameworks.overhead import (
     operator_scaling,
 )
 from pyparbench.frameworks.spec import ModelRef, build_graph, graph_to_spec, to_spec
-from pyparbench.frameworks.verified import FrameworkCheck, check_in_framework
 
 __all__ = [
     "DEFAULT_MODES",
@@ -65,18 +65,19 @@ __all__ = [
     "FRAMEWORKS",
     "MODES",
     "TARGETS",
+    "ChildAnswer",
+    "ChildFailed",
     "Contender",
     "Deployment",
-    "FrameworkCheck",
     "FrameworkConfig",
-    "FrameworkError",
+    "FrameworkRun",
     "Job",
+    "JobAnswer",
     "LockstepResult",
     "ModelRef",
     "NotApplicable",
     "PairedRatio",
     "build_graph",
-    "check_in_framework",
     "deployment",
     "dispatch_graph",
     "framework_outputs",

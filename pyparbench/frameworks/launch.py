@@ -9,19 +9,22 @@ crash, a hang past the time limit, an import failure or a job's exception
 comes back as an error that names the configuration, with the status
 every child's failure gets (:class:`pyparbench.child_process.ChildFailed`:
 "timeout" for the hang, "error" for the others); nothing raises out of
-:func:`run_child`.
+:func:`run_child`, which returns a
+:class:`~pyparbench.frameworks.answer.FrameworkRun` (the child's answer
+read once, :mod:`pyparbench.frameworks.answer`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from pyparbench.frameworks.child import HOOK_ENV, decode
+from pyparbench.frameworks.answer import ChildAnswer, FrameworkRun, RunStatus
+from pyparbench.frameworks.child import HOOK_ENV
 from pyparbench.frameworks.mapping import (
     FRAMEWORKS,
     check_framework,
@@ -32,11 +35,11 @@ from pyparbench.frameworks.mapping import (
 from pyparbench.frameworks.spec import GraphLike, describe, not_applicable, to_spec
 from pyparbench import child_process
 from pyparbench.child_process import ChildFailed, child_cpus
+from pyparbench.resultfiles.values import ResultFileError
 from pyparbench.settings import Settings
 
 __all__ = [
     "TARGETS",
-    "FrameworkError",
     "Job",
     "describe_config",
     "framework_outputs",
@@ -47,14 +50,6 @@ __all__ = [
 TARGETS = (*FRAMEWORKS, "native")
 # What a framework's child runs (python -m).
 CHILD_MODULE = "pyparbench.frameworks.child"
-
-
-class FrameworkError(RuntimeError):
-    """A framework run that gave no result; ``config`` names what was run."""
-
-    def __init__(self, message: str, config: Mapping[str, Any]) -> None:
-        super().__init__(message)
-        self.config = dict(config)
 
 
 @dataclass(frozen=True)
@@ -126,6 +121,13 @@ class ChildPlan:
     label: str
     base: dict[str, Any]  # config, mapping, not_applicable, env: every answer carries them
     python: str | None = None  # another install's interpreter (None: this one)
+
+    def run(self, status: RunStatus, error: str = "", stderr: str = "",
+            answer: ChildAnswer | None = None) -> FrameworkRun:
+        """What became of this child: ``status``, with what every run carries."""
+        b = self.base
+        return FrameworkRun(status, b["config"], b["mapping"], b["not_applicable"], b["env"],
+                            error, stderr, answer)
 
 
 def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = None,
@@ -205,43 +207,41 @@ def start_child(plan: ChildPlan, **session: Any) -> child_process.Session:
     return s
 
 
-def child_record(plan: ChildPlan, answer: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """The record of the child of ``plan``: its ``answer`` (a one-shot
-    call's or a session's last word), each failed job's error naming the
-    configuration; or, where ``answer`` raises ChildFailed, its status
-    ("error" or "timeout") with the error naming the configuration."""
-    base, label = plan.base, plan.label
+def child_record(plan: ChildPlan, answer: Callable[[], dict[str, Any]]) -> FrameworkRun:
+    """What became of the child of ``plan``: its ``answer`` (a one-shot
+    call's or a session's last word) read once, each failed job's error
+    naming the configuration; or, where ``answer`` raises ChildFailed or
+    does not read, its status ("error" or "timeout") with the error naming
+    the configuration."""
+    label = plan.label
     try:
-        got = answer()
+        got = ChildAnswer.parse("the child's answer", answer())
     except ChildFailed as e:
-        failed = {**base, "status": e.status, "error": f"{label}: {e.error}"}
-        return {**failed, "stderr": e.stderr} if e.stderr else failed
-    if got.get("status") != "ok":
-        return {**base, "status": "error", "error": f"{label}: {got.get('error')}"}
-    mode = plan.mode
-    for job in got["jobs"]:
-        if job.get("status") != "ok":
-            job["error"] = f"{plan.framework}{f' ({mode})' if mode else ''} on {job['graph']} " \
-                           f"under {plan.settings.label()}: {job.get('error')}"
-    return {**base, **got, "status": "ok"}
+        return plan.run(e.status, f"{label}: {e.error}", e.stderr)
+    except ResultFileError as e:
+        return plan.run("error", f"{label}: {e}")
+    mode = f" ({plan.mode})" if plan.mode else ""
+    jobs = tuple(j if j.ok else replace(
+        j, error=f"{plan.framework}{mode} on {j.graph} under {plan.settings.label()}: {j.error}")
+        for j in got.jobs)
+    return plan.run("ok", answer=replace(got, jobs=jobs))
 
 
 def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = None,
               mode: str | None = None, *, timeout: float = 600.0,
-              python: str | None = None) -> dict[str, Any]:
+              python: str | None = None) -> FrameworkRun:
     """Run ``jobs`` in one fresh child of ``framework`` (or "native"), in
     ``python`` (another install's interpreter) when given.
 
     Returns
     -------
-    dict
-        ``status`` "ok", "error", "timeout" (it ran past ``timeout`` and
-        was killed) or "not_applicable" (TensorFlow or PyTorch on an ONNX
-        file: nothing started, ``error`` says why); ``config`` (framework, mode, settings, graphs, the
-        framework's side of the settings and its environment);
-        ``not_applicable``; on success the child's answer (``reported``
-        thread settings, ``jobs``), else ``error``, a message naming the
-        configuration, and ``stderr``, the end of the child's.
+    FrameworkRun
+        ``status`` "ok" (``answer``: the reported thread settings, each
+        job's answer), "error", "timeout" (it ran past ``timeout`` and was
+        killed) or "not_applicable" (TensorFlow or PyTorch on an ONNX file:
+        nothing started, ``error`` says why), with ``error`` naming the
+        configuration and ``stderr`` the end of the child's; always
+        ``config``, ``mapping``, ``not_applicable`` and ``env``.
 
     Raises
     ------
@@ -252,7 +252,7 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
     why = next((w for j in plan.request["jobs"] if (w := not_applicable(framework, j["graph"]))),
                None)
     if why is not None:  # nothing to start: status "not_applicable", why as the error
-        return {**plan.base, "status": "not_applicable", "error": f"{plan.label}: {why}"}
+        return plan.run("not_applicable", f"{plan.label}: {why}")
     return child_record(plan, lambda: child_process.call(
         CHILD_MODULE, plan.request, cpus=plan.cpus, env=plan.env, timeout=timeout,
         python=plan.python))
@@ -261,7 +261,7 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
 def run_framework(graph: GraphLike, framework: str, settings: Settings | None = None, *,
                   mode: str | None = None, repeats: int = 20, warmup: int = 3,
                   profile: int = 0, outputs: bool = False, timeout: float = 600.0
-                  ) -> dict[str, Any]:
+                  ) -> FrameworkRun:
     """Run one graph in a fresh process of one framework and time it.
 
     Parameters
@@ -284,12 +284,14 @@ def run_framework(graph: GraphLike, framework: str, settings: Settings | None = 
 
     Returns
     -------
-    dict
-        ``status`` ("ok"; "error" or "timeout" with ``error``), ``latency`` (median,
-        quartiles, min, max in ns), ``ns``, ``reported`` (the thread settings
-        the framework reports back), ``not_applicable``, ``proc_audit``
-        (threads that worked and their CPUs), ``kernels`` (with
-        ``profile``), ``outputs`` (with ``outputs``), ``config``.
+    FrameworkRun
+        As :func:`run_child` returns it, its status "error" with the job's
+        error where the child ran and the job failed; ``job`` holds the
+        job's ``ns``, ``latency`` (median, quartiles, min, max in ns),
+        ``info``, ``outputs()`` (with ``outputs``) and its other figures
+        (``proc_audit``: threads that worked and their CPUs; ``kernels``
+        with ``profile``); ``reported``: the thread settings the framework
+        reports back.
 
     Raises
     ------
@@ -298,14 +300,9 @@ def run_framework(graph: GraphLike, framework: str, settings: Settings | None = 
     """
     res = run_child(framework, [Job(graph, repeats=repeats, warmup=warmup, profile=profile,
                                     outputs=outputs)], settings, mode, timeout=timeout)
-    if res["status"] != "ok":
-        return res
-    job = res.pop("jobs")[0]
-    if "outputs" in job:
-        job["outputs"] = {k: decode(v) for k, v in job["outputs"].items()}
-    if job["status"] != "ok":
-        return {**res, **job, "status": "error"}
-    return {**res, **job}
+    if res.ok and not res.job.ok:
+        return replace(res, status="error", error=res.job.error)
+    return res
 
 
 def framework_outputs(graphs: Sequence[GraphLike], framework: str,
@@ -317,9 +314,9 @@ def framework_outputs(graphs: Sequence[GraphLike], framework: str,
 
     Raises
     ------
-    FrameworkError
-        The child or one of the graphs failed (the message names the
-        configuration).
+    ChildFailed
+        The child or one of the graphs failed (``status`` "error" or
+        "timeout"; the message names the configuration).
     ValueError
         An unknown framework or mode.
     """
@@ -327,11 +324,11 @@ def framework_outputs(graphs: Sequence[GraphLike], framework: str,
     if framework != "native":
         check_framework(framework)
     res = run_child(framework, jobs, settings, mode, timeout=timeout)
-    if res["status"] != "ok":
-        raise FrameworkError(res["error"], res["config"])
+    if not res.ok:
+        raise res.failure()
     out = []
-    for job in res["jobs"]:
-        if job["status"] != "ok":
-            raise FrameworkError(job["error"], res["config"])
-        out.append({k: decode(v) for k, v in job["outputs"].items()})
+    for job in res.jobs:
+        if not job.ok:
+            raise ChildFailed(job.error)
+        out.append(job.outputs())
     return out

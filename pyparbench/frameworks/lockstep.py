@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyparbench.frameworks.answer import FrameworkRun
 from pyparbench.frameworks.child import STEP_MARK
 from pyparbench.child_process import ChildFailed
 from pyparbench.frameworks.launch import ChildPlan, Job, child_record, plan_child, start_child
@@ -98,14 +99,14 @@ class PairedRatio:
 class LockstepResult:
     """Per contender (by label) its timed runs in ns, aligned step by step;
     ``errors``: a contender that failed, and why (the steps before the
-    failure are kept); ``answers``: each child's final answer;
+    failure are kept); ``answers``: what became of each child (its answer read);
     ``settle_s``: per contender, the seconds waited before each of its runs,
     after the idle gap, until the other children were idle."""
 
     labels: list[str]
     ns: dict[str, list[float]]
     errors: dict[str, str] = field(default_factory=dict)
-    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    answers: dict[str, FrameworkRun] = field(default_factory=dict)
     settle_s: dict[str, list[float]] = field(default_factory=dict)
 
     @property
@@ -145,8 +146,8 @@ class _Child:
         self.label, self.plan = label, plan
         self.session = start_child(plan, pause=True, parse=_step)
 
-    def finish(self, timeout: float) -> dict[str, Any]:
-        """Ends it and returns its answer (or the error naming it)."""
+    def finish(self, timeout: float) -> FrameworkRun:
+        """Ends it and returns what became of it (its answer, or the error naming it)."""
         return child_record(self.plan, lambda: self.session.finish(timeout))
 
 
@@ -254,12 +255,12 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
     finally:
         for ch in children:
             left = max(deadline - time.monotonic(), 1.0)
-            answer = ch.finish(left)
-            result.answers[ch.label] = answer
+            run = ch.finish(left)
+            result.answers[ch.label] = run
             # The child's own error, else its job's; an error seen earlier stands.
-            failed = answer if answer["status"] != "ok" else answer["jobs"][0]
-            if ch.label not in result.errors and failed.get("status") != "ok":
-                result.errors[ch.label] = failed["error"]
+            failed = run.first_error()
+            if ch.label not in result.errors and failed:
+                result.errors[ch.label] = failed
     n = result.steps
     for lab in labels:
         del result.ns[lab][n:]

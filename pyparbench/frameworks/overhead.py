@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from pyparbench.frameworks.answer import FrameworkRun
 from pyparbench.frameworks.child import decode
 from pyparbench.frameworks.launch import Job, run_child
 from pyparbench.frameworks.mapping import (
@@ -142,52 +143,52 @@ def output_error(native: Mapping[str, Any], framework: Mapping[str, Any]) -> flo
     return worst
 
 
-def _native_section(res: Mapping[str, Any]) -> dict[str, Any]:
-    if res["status"] != "ok":  # "error" or "timeout", as the child ended
-        return {"status": res["status"], "error": res["error"]}
-    job = res["jobs"][0]
-    if job["status"] != "ok":
-        return {"status": job["status"], "error": job["error"]}
+def _native_section(res: FrameworkRun) -> dict[str, Any]:
+    if not res.ok:  # "error" or "timeout", as the child ended
+        return {"status": res.status, "error": res.error}
+    job = res.job
+    if not job.ok:
+        return {"status": job.status, "error": job.error}
+    fig = job.figures
     per_op = {op: {"ns": v["ns"], "nodes": v["calls"]}
-              for op, v in _per_op(job.get("kernels", [])).items()}
-    kernel_sum = float(sum(job.get("kernel_ns", [])))
-    executed = float(sum(job.get("inline_ns", [])))
-    med = float(job["latency"]["median"])
-    return {"status": "ok", "latency": job["latency"], "kernel_sum_ns": kernel_sum,
+              for op, v in _per_op(fig.get("kernels", [])).items()}
+    kernel_sum = float(sum(fig.get("kernel_ns", [])))
+    executed = float(sum(fig.get("inline_ns", [])))
+    med = float(job.latency["median"])
+    return {"status": "ok", "latency": job.latency, "kernel_sum_ns": kernel_sum,
             "executed_kernel_sum_ns": executed or None,
-            "executed_nodes": sum(1 for k in job.get("inline_ns", []) if k > 0),
-            "cache_ns": job.get("cache_ns"),
+            "executed_nodes": sum(1 for k in fig.get("inline_ns", []) if k > 0),
+            "cache_ns": fig.get("cache_ns"),
             "outside_kernels_ns": med - executed if executed else None,
-            "profiled_iteration_ns": job.get("profiled_iteration_ns"),
+            "profiled_iteration_ns": fig.get("profiled_iteration_ns"),
             "executor_over_kernels": med / kernel_sum if kernel_sum else None,
-            "per_op": per_op, "audit": job.get("native_audit"),
-            "proc_audit": job.get("proc_audit"), "setup_s": job.get("setup_s"),
-            "graph_opt": job.get("info", {}).get("graph_opt"),
-            "worker_cpus": job.get("info", {}).get("resolved", {}).get("worker_cpus")}
+            "per_op": per_op, "audit": fig.get("native_audit"),
+            "proc_audit": fig.get("proc_audit"), "setup_s": fig.get("setup_s"),
+            "graph_opt": job.info.get("graph_opt"),
+            "worker_cpus": job.info.get("resolved", {}).get("worker_cpus")}
 
 
-def _framework_section(fw: str, mode: str, res: Mapping[str, Any],
+def _framework_section(fw: str, mode: str, res: FrameworkRun,
                        native: Mapping[str, Any]) -> dict[str, Any]:
     base: dict[str, Any] = {"framework": fw, "mode": mode,
-                            "not_applicable": res.get("not_applicable", []),
-                            "knobs": res.get("mapping", {}).get("knobs", {}),
-                            "env": res.get("env", {})}
-    if res["status"] != "ok":
-        return {**base, "status": res["status"], "error": res["error"]}
-    job = res["jobs"][0]
-    base.update({"reported": res.get("reported", {}), "import_s": res.get("import_s"),
-                 "core_loaded": res.get("core_loaded")})
-    if job["status"] != "ok":
-        return {**base, "status": job["status"], "error": job["error"]}
-    med = float(job["latency"]["median"])
-    kernels = job.get("kernels", [])
+                            "not_applicable": res.not_applicable,
+                            "knobs": res.mapping.get("knobs", {}), "env": res.env}
+    if res.answer is None:
+        return {**base, "status": res.status, "error": res.error}
+    job = res.job
+    base.update({"reported": res.reported, "import_s": res.answer.import_s,
+                 "core_loaded": res.answer.core_loaded})
+    if not job.ok:
+        return {**base, "status": job.status, "error": job.error}
+    med = float(job.latency["median"])
+    kernels = job.figures.get("kernels", [])
     fw_ops = _per_op(kernels)
     kernel_ns = sum(v["ns"] for op, v in fw_ops.items() if op != "other")
     other_ns = fw_ops.get("other", {}).get("ns", 0.0)
-    out = {**base, "status": "ok", "latency": job["latency"], "setup_s": job.get("setup_s"),
-           "info": job.get("info", {}), "proc_audit": job.get("proc_audit"),
+    out = {**base, "status": "ok", "latency": job.latency, "setup_s": job.figures.get("setup_s"),
+           "info": job.info, "proc_audit": job.figures.get("proc_audit"),
            "kernels": kernels}
-    profiled = job.get("profiled_iteration_ns")
+    profiled = job.figures.get("profiled_iteration_ns")
     if kernels and profiled:
         # Kernels against the profiled iterations they ran in: both carry the
         # profiler's cost, so the share is comparable; scaled to the latency.
@@ -195,12 +196,12 @@ def _framework_section(fw: str, mode: str, res: Mapping[str, Any],
         out.update({"kernel_ns": kernel_ns, "framework_ops_ns": other_ns,
                     "profiled_iteration_ns": profiled, "outside_share": share,
                     "outside_kernels_ns": share * med})
-    nat_med = _median(native) if native.get("status") == "ok" else None
+    nat_med = _median(native) if native["status"] == "ok" else None
     if nat_med:
         out["overhead_ns"] = med - nat_med
         out["overhead_ratio"] = med / nat_med
     rows = []
-    nat_ops = native.get("per_op", {}) if native.get("status") == "ok" else {}
+    nat_ops = native["per_op"] if native["status"] == "ok" else {}
     for op in sorted(set(nat_ops) | set(fw_ops)):
         n = nat_ops.get(op, {})
         f = fw_ops.get(op, {})
@@ -217,22 +218,19 @@ def _framework_section(fw: str, mode: str, res: Mapping[str, Any],
     return out
 
 
-def dispatch_cost(res: Mapping[str, Any], nodes: int) -> dict[str, Any]:
-    """Per-node cost from a child's answer (:func:`~.launch.run_child`) to
+def dispatch_cost(res: FrameworkRun, nodes: int) -> dict[str, Any]:
+    """Per-node cost from a child's run (:func:`~.launch.run_child`) of
     the chain of ``nodes`` + 1 ops, then the chain of 1."""
-    if res["status"] != "ok":
-        return {"error": res["error"]}
-    long, short = res["jobs"]
-    for job in (long, short):
-        if job["status"] != "ok":
-            return {"error": job["error"]}
-    lo, sh = long["latency"], short["latency"]
+    if res.first_error():
+        return {"error": res.first_error()}
+    long, short = res.jobs
+    lo, sh = long.latency, short.latency
     out: dict[str, Any] = {
         "us_per_node": (lo["median"] - sh["median"]) / nodes / 1e3,
         # The spread: the long chain's quartiles less the short one's.
         "range_us": [(lo["q1"] - sh["q3"]) / nodes / 1e3, (lo["q3"] - sh["q1"]) / nodes / 1e3],
         "long": lo, "short": sh}
-    inline = [k for k in long.get("inline_ns", []) if k > 0]
+    inline = [k for k in long.figures.get("inline_ns", []) if k > 0]
     if inline:
         # The chain's own kernels alone (ReLU and tanh in turn): their mean is
         # the kernel's share of a node, the rest the executor's.
@@ -420,8 +418,8 @@ def measure_overhead(model: str, batch: int, settings: Settings | None = None, *
         res = run_child(fw, jobs(False), settings, mode, timeout=timeout)
         sections.append(_framework_section(fw, mode, res, native))
         if agree and sections[-1]["status"] == "ok" and native["status"] == "ok":
-            sections[-1]["output_error"] = output_error(nres["jobs"][0]["outputs"],
-                                                        res["jobs"][0]["outputs"])
+            sections[-1]["output_error"] = output_error(nres.job.outputs(),
+                                                        res.job.outputs())
     result: dict[str, Any] = {
         "model": model, "batch": batch, "model_kwargs": dict(model_kwargs or {}), "seed": seed,
         "graph": {"nodes": len(graph.nodes), "heavy_ops": graph.heavy_ops,
@@ -563,17 +561,17 @@ def operator_scaling(model: str, batch: int, *, frameworks: str | Sequence[str] 
                 fw, [Job(o["graph"], repeats=repeats, warmup=warmup) for o in ops], s, mode,
                 timeout=timeout)))
         for name, res in results:
-            if res["status"] != "ok":
-                errors.append(res["error"])
+            if not res.ok:
+                errors.append(res.error)
                 continue
-            for i, job in enumerate(res["jobs"]):
-                if job["status"] != "ok":
-                    errors.append(job["error"])
+            for i, job in enumerate(res.jobs):
+                if not job.ok:
+                    errors.append(job.error)
                     table[i][name][str(t)] = None
                 elif name == "native":
-                    table[i][name][str(t)] = max(job.get("kernel_ns", [0.0]))
+                    table[i][name][str(t)] = max(job.figures.get("kernel_ns", [0.0]))
                 else:
-                    table[i][name][str(t)] = float(job["latency"]["median"])
+                    table[i][name][str(t)] = float(job.latency["median"])
     out_ops = []
     for o, row in zip(ops, table, strict=True):
         speedup = {}

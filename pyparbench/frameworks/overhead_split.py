@@ -59,7 +59,7 @@ def split_native(native: Mapping[str, Any], cache: Mapping[str, Any] | None,
     not measured); None when there is no executed kernel sum. Each part is
     None where its measurement is missing, with ``missing`` saying why."""
     warm = native.get("executed_kernel_sum_ns")
-    if native.get("status") != "ok" or not warm:
+    if native["status"] != "ok" or not warm:
         return None
     latency = float(native["latency"]["median"])
     outside = latency - float(warm)

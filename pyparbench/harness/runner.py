@@ -87,17 +87,18 @@ def _run_framework_config(config: Config, started: float, machine: dict[str, Any
     res = run_framework(ModelRef(config.model, config.batch), config.framework,
                         config.settings, mode=config.mode, repeats=config.repeats,
                         warmup=config.warmup, outputs=agree, timeout=timeout)
-    if res.get("status") == "not_applicable":  # TensorFlow or PyTorch on an ONNX file
+    if res.status == "not_applicable":  # TensorFlow or PyTorch on an ONNX file
         return Result(config.key, config, "skipped", started, machine, error=NO_MODULE)
-    if res.get("status") != "ok":  # "timeout" as a native child's, else "error"
-        return Result(config.key, config, str(res.get("status", "error")), started, machine,
-                      error=str(res.get("error", "no result")))
-    ns = [float(v) for v in res["ns"]]
+    if not res.ok:  # "timeout" as a native child's, else "error"
+        return Result(config.key, config, res.status, started, machine, error=res.error)
+    ns = list(res.job.ns)
+    if not ns:
+        return Result(config.key, config, "error", started, machine,
+                      error=f"{config.framework}: the child's answer holds no timed run")
     resolved = {"framework": config.framework, "mode": config.mode,
-                "reported": res.get("reported"),
-                "not_applicable": res.get("not_applicable", [])}
+                "reported": res.reported, "not_applicable": res.not_applicable}
     if agree:
-        resolved.update(_file_agreement(config, res.get("outputs") or {}, timeout))
+        resolved.update(_file_agreement(config, res.job.outputs(), timeout))
     return Result(config.key, config, "ok", started, machine, ns=ns, summary=summarize(ns),
                   resolved=resolved)
 
@@ -110,11 +111,11 @@ def _file_agreement(config: Config, framework_outputs: dict[str, Any], timeout: 
     or None with ``output_error_note`` saying why there is none."""
     native = run_framework(ModelRef(config.model, config.batch), "native", config.settings,
                            repeats=1, warmup=0, outputs=True, timeout=timeout)
-    if native.get("status") != "ok":
+    if not native.ok:
         return {"output_error": None,
-                "output_error_note": f"the native run failed: {native.get('error', '')}"}
+                "output_error_note": f"the native run failed: {native.error}"}
     try:
-        return {"output_error": output_error(native.get("outputs") or {}, framework_outputs)}
+        return {"output_error": output_error(native.job.outputs(), framework_outputs)}
     except ValueError as e:
         return {"output_error": None, "output_error_note": str(e)}
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 from pyparbench.machine.fingerprint import resume_conflicts
 from pyparbench.resultfiles import DEFAULT_MAX_BYTES, read_jsonl
 from pyparbench.resultfiles.schema import SCHEMA, STATUSES
-from pyparbench.resultfiles.values import show
+from pyparbench.resultfiles.values import get_choice, show
 
 __all__ = ["ResultStore", "StoredRecord"]
 
@@ -126,9 +126,7 @@ class ResultStore:
             where = f"{self.path}: record {i + 1}"
             if not isinstance(r.get("key"), str):
                 raise ValueError(f"{where}: no key (a string): not a pyparbench record")
-            if r.get("status") not in STATUSES:
-                raise ValueError(f"{where}: status must be one of {', '.join(STATUSES)}, "
-                                 f"got {show(r.get('status'))}")
+            get_choice(where, r, "status", STATUSES)
             out.append((r["key"], read(where, r)))
         return out
 

@@ -32,7 +32,12 @@ The steps (:mod:`~pyparbench.recommender.api`), one module each:
   settings measured whole, side by side
   (:mod:`~pyparbench.recommender.verify`);
 * the reasons (:mod:`~pyparbench.recommender.reasons`), on the result types
-  (:mod:`~pyparbench.recommender.types`).
+  (:mod:`~pyparbench.recommender.types`);
+* the rule that settles between close settings by measuring them, stated
+  once (:mod:`~pyparbench.recommender.decision`);
+* a recommendation checked in the framework the user runs
+  (:func:`check_in_framework`, :mod:`~pyparbench.recommender.framework_check`:
+  ``recommend --framework``).
 
 The study's tuner only counts heavy ops and divides the cores by the average
 width; this recommender knows the ops' sizes, how each scales, what the
@@ -50,6 +55,7 @@ from pyparbench.recommender.costmodel import (
     MachineSpec,
     TableCostModel,
 )
+from pyparbench.recommender.framework_check import FrameworkCheck, check_in_framework
 from pyparbench.recommender.search import candidates, instance_operators, predict
 from pyparbench.recommender.selection import FRAMEWORK_MARGIN
 from pyparbench.recommender.simulate import Resources, simulate
@@ -62,12 +68,14 @@ __all__ = [
     "CalibratedCostModel",
     "CostModel",
     "ExecutorCosts",
+    "FrameworkCheck",
     "MachineSpec",
     "Prediction",
     "Recommendation",
     "Resources",
     "TableCostModel",
     "candidates",
+    "check_in_framework",
     "instance_operators",
     "predict",
     "recommend",

@@ -10,6 +10,7 @@ from pathlib import Path
 from pyparbench.graph import Graph
 from pyparbench.names import PRESETS
 from pyparbench.recommender.costmodel import CostModel
+from pyparbench.recommender.decision import TOP as VERIFY_TOP
 from pyparbench.recommender.modelchoice import choose_model, topology_of
 from pyparbench.recommender.reasons import explain, topology_reasons
 from pyparbench.recommender.search import (
@@ -23,7 +24,6 @@ from pyparbench.recommender.search import (
 from pyparbench.recommender.selection import choose, verified
 from pyparbench.recommender.simulate import Resources
 from pyparbench.recommender.types import OBJECTIVES, Prediction, Recommendation
-from pyparbench.recommender.verify import TOP as VERIFY_TOP
 from pyparbench.settings import Settings, instance_cpus, preset
 from pyparbench.threading.topology import Topology, fastest_kind, kind_speed
 

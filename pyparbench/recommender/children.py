@@ -29,7 +29,8 @@ JSON request line:
   started with (what its policy is);
 
 each answer with ``cpu_s``, the CPU time the child used for it, or
-``{"error": "..."}``.
+``{"error": "..."}``. The parent reads each answer once, with the bounds a
+result file's values get, as a :class:`PolicyAnswer`.
 """
 
 from __future__ import annotations
@@ -40,14 +41,22 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 # ChildFailed is re-exported: it is this module's documented failure.
 from pyparbench.child_process import ChildFailed, Session, ask_all, child_env
 from pyparbench.recommender.costmodel import wait_key
+from pyparbench.resultfiles.values import (
+    ResultFileError,
+    duration,
+    durations,
+    is_number,
+    show,
+)
 from pyparbench.settings import OmpWait, Settings
 
-__all__ = ["ChildFailed", "PolicyChildren"]
+__all__ = ["ChildFailed", "PolicyAnswer", "PolicyChildren"]
 
 MODULE = "pyparbench.recommender.children"
 # A child that answers nothing for this long is taken for hung.
@@ -55,6 +64,48 @@ ANSWER_TIMEOUT_S = 300.0
 # The repeats of one gap: about this long, between these bounds.
 GAP_WINDOW_NS = 40e6
 GAP_REPEATS = (20, 400)
+
+
+@dataclass(frozen=True)
+class PolicyAnswer:
+    """A measuring child's answer to one request: the CPU seconds it used,
+    and what the request asked for (the others empty): ``regions`` (per
+    team size, the median region ns after each gap), ``estimates`` (ns of
+    one warm run of each loaded setting), ``ns`` (each loaded setting's
+    median in a round), ``env`` (the OpenMP variables it started with)."""
+
+    cpu_s: float = 0.0
+    regions: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    estimates: tuple[float, ...] = ()
+    ns: tuple[float, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, where: str, raw: Mapping[str, Any]) -> PolicyAnswer:
+        """An answer line, as JSON.
+
+        Raises
+        ------
+        ResultFileError
+            A field out of its bounds (named).
+        """
+        regions = raw.get("regions", {})
+        env = raw.get("env", {})
+        if not isinstance(regions, dict):
+            raise ResultFileError(where, f"regions must be an object, got {show(regions)}")
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise ResultFileError(where, f"env must be an object of strings, got {show(env)}")
+        return cls(duration(where, raw.get("cpu_s", 0.0), "cpu_s", positive=False, scale=1.0),
+                   {str(t): durations(where, v, f"regions[{t}]", scale=1.0)
+                    for t, v in regions.items()},
+                   durations(where, raw.get("estimates", []), "estimates", scale=1.0),
+                   durations(where, raw.get("ns", []), "ns", scale=1.0), dict(env))
+
+
+def _cpu_s(answer: Mapping[str, Any] | None) -> float:
+    """The CPU seconds an error answer says its child used (0 if none)."""
+    v: Any = answer.get("cpu_s") if answer is not None else None
+    return max(0.0, float(v)) if is_number(v) else 0.0
 
 
 class PolicyChildren:
@@ -92,24 +143,28 @@ class PolicyChildren:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def ask(self, policy: OmpWait, request: Mapping[str, Any]) -> dict[str, Any]:
+    def ask(self, policy: OmpWait, request: Mapping[str, Any]) -> PolicyAnswer:
         """Send ``request`` to ``policy``'s child and return its answer; the
         child runs only meanwhile."""
         return self.ask_all({wait_key(policy): request})[wait_key(policy)]
 
-    def ask_all(self, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    def ask_all(self, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, PolicyAnswer]:
         """Send each child (by policy name: ``"default"``, ``"passive"``,
         ...) its request, all at once, and return their answers: for work
         that is neither timed nor sets up what is (the imports; not loading
         a model: see :func:`~pyparbench.recommender.waitpolicy.measure_variants`)."""
         try:
-            answers = ask_all(self._sessions, requests, self.timeout_s)
+            raw = ask_all(self._sessions, requests, self.timeout_s)
         except ChildFailed as e:
-            if e.answer is not None:  # it worked before it failed
-                self.cpu_s += float(e.answer.get("cpu_s", 0.0))
+            self.cpu_s += _cpu_s(e.answer)  # it worked before it failed
             raise
-        for answer in answers.values():
-            self.cpu_s += float(answer.get("cpu_s", 0.0))
+        answers = {}
+        for k, got in raw.items():
+            try:
+                answers[k] = PolicyAnswer.parse(f"the answer of omp_wait={k}", got)
+            except ResultFileError as e:
+                raise ChildFailed(str(e), answer=got) from None
+            self.cpu_s += answers[k].cpu_s
         return answers
 
     def close(self) -> None:

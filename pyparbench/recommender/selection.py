@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyparbench.graph import Graph
-from pyparbench.recommender import verify
+from pyparbench.recommender import decision, verify
 from pyparbench.recommender.search import batch_of, graph_at
 from pyparbench.recommender.children import ChildFailed
 from pyparbench.recommender.types import Prediction
@@ -162,9 +162,7 @@ def verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[i
     # met a passing state of the machine (dlrm-kaggle b1: passive, predicted
     # 0.030 ms against 0.019, measured faster in verification and chosen,
     # then 0.031 against 0.023 for 20,000 in the main job's processes).
-    close = [p for p in ranked if (p.latency_ns <= best.latency_ns * (1 + verify.MARGIN)
-                                   if latency else
-                                   p.throughput >= best.throughput * (1 - verify.MARGIN))]
+    close = decision.within_margin(best, ranked, objective)
     near = [p for p in close if p.settings != best.settings
             and p.settings.omp_wait is None and may_share_a_process(p.settings, best.settings)]
     chosen = [best, *near[:top - 1]]
@@ -212,9 +210,9 @@ def verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[i
     if winner.settings.name:  # a preset's setting: the recommendation names its own
         winner = _prediction_of(pick.with_(name=""), preds)
     verdict = ("the predicted choice is kept (no other is more than "
-               f"{verify.SWITCH:.0%} faster)" if faster == best.settings else
+               f"{decision.SWITCH:.0%} faster)" if faster == best.settings else
                f"{faster.label()} is taken: measured faster than the predicted "
-               f"{best.settings.label()} by more than {verify.SWITCH:.0%}")
+               f"{best.settings.label()} by more than {decision.SWITCH:.0%}")
     if pick != faster:
         verdict += (f"; then its shorter spin {pick.label()}, measured within "
                     f"{SPIN_TIE:.0%} of it (a shorter spin loses at most a wake-up per "
@@ -223,4 +221,4 @@ def verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[i
            if variants else "side by side")
     return winner, (f"measured whole, {how} in {measured[0].rounds} interleaved rounds "
                     f"(median over rounds; a switch needs the median of the per-round ratios "
-                    f"above {verify.SWITCH:.0%}): {figures}; {verdict}{failed}")
+                    f"above {decision.SWITCH:.0%}): {figures}; {verdict}{failed}")

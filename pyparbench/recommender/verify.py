@@ -17,23 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyparbench.graph import Graph
+from pyparbench.recommender.decision import switch_to
 from pyparbench.settings import Settings
 from pyparbench.stats import estimate_paired_ratio
 
-__all__ = ["CONSISTENT", "MARGIN", "SWITCH", "TOP", "Verified", "measure_whole", "paired_gain",
-           "repeats_for", "rounds_for", "runner", "verify_choice"]
-
-# How many of the best predicted settings are measured (the chosen one among them).
-TOP = 3
-# Only settings predicted within this fraction of the best are worth measuring.
-MARGIN = 0.25
-# The measured best replaces the predicted choice only when it is this much
-# faster (the median of its per-round ratios) and faster in at least this
-# share of the rounds: below either, two settings are the same within the
-# noise (a shared machine's slow spells hit one setting's runs of a round
-# and not the other's).
-SWITCH = 0.03
-CONSISTENT = 0.75
+__all__ = ["Verified", "measure_whole", "paired_gain", "repeats_for", "rounds_for", "runner",
+           "verify_choice"]
 # About this long is spent measuring, all settings and rounds together.
 BUDGET_NS = 2e9
 MIN_ROUNDS, MAX_ROUNDS = 2, 9
@@ -127,22 +116,17 @@ def _rounds(v: Verified) -> list[Verified]:
 
 def verify_choice(chosen: Settings, measured: Sequence[Verified],
                   value: Callable[[Verified], float], higher_is_better: bool) -> Settings:
-    """``chosen``, unless a measured setting beats it by more than SWITCH
-    (``value``: latency in ns, or samples per second): the median over
-    rounds of the two settings' ratio in the same round, so that a slow
-    spell that hit one round hits both sides of its ratio, and in at least
-    CONSISTENT of the rounds."""
+    """``chosen``, unless a measured setting beats it as
+    :func:`~pyparbench.recommender.decision.switch_to` says (``value``:
+    latency in ns, or samples per second): the median over rounds of the two
+    settings' ratio in the same round, so that a slow spell that hit one
+    round hits both sides of its ratio."""
     mine = next((v for v in measured if v.settings == chosen), None)
     if mine is None:
         return chosen
-    pick, best_gain = chosen, 1.0
-    for other in measured:
-        if other.settings == chosen:
-            continue
-        gain, wins = paired_gain(mine, other, value, higher_is_better)
-        if gain > best_gain and wins >= CONSISTENT:
-            pick, best_gain = other.settings, gain
-    return pick if best_gain > 1 + SWITCH else chosen
+    return switch_to(chosen, ((other.settings,
+                               *paired_gain(mine, other, value, higher_is_better))
+                              for other in measured if other.settings != chosen))
 
 
 def paired_gain(mine: Verified, other: Verified, value: Callable[[Verified], float],

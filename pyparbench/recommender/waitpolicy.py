@@ -77,7 +77,7 @@ GAPS = (0.0, 1e4, 1e5, 1e6)
 ROUNDS = 3
 # A shorter spin measured at most this much slower than the setting chosen
 # (the median of the per-round ratios) is taken instead (see the module
-# docstring): the margin a switch needs (verify.SWITCH), the other way
+# docstring): the margin a switch needs (decision.SWITCH), the other way
 # round. Ten quick main jobs on the project's 2-core VM: where 20,000 was
 # taken and the default measured best, ours was 0.9-3.4 % off; where the
 # default was kept and 20,000 measured best, 5.0-14.7 %.
@@ -130,9 +130,9 @@ def measure_wait(teams: Sequence[int], *, gaps: Sequence[float] = GAPS, rounds: 
             for r in range(rounds):
                 for p in _rotated(list(policies), r):
                     got = kids.ask(p, {"do": "gaps", "threads": list(teams),
-                                       "gaps": list(gaps)})["regions"]
+                                       "gaps": list(gaps)}).regions
                     for t in teams:
-                        samples[wait_key(p)][t].append(got[str(t)])
+                        samples[wait_key(p)][t].append(list(got[str(t)]))
         wall = max(time.monotonic() - t0, 1e-9)
         # The children's CPU time is this measurement's, not other processes'.
         mine = (kids.cpu_s - cpu0) / (wall * (os.cpu_count() or 1))
@@ -257,14 +257,14 @@ def measure_variants(model: str, runs: Sequence[tuple[Settings, int]],
                   for k, ix in groups.items()}
         per_round = 0.0
         for k, ix in groups.items():
-            for i, e in zip(ix, loaded[k]["estimates"], strict=True):
+            for i, e in zip(ix, loaded[k].estimates, strict=True):
                 repeats[i] = repeats_for(e)
                 per_round += e * (repeats[i] + ROUND_WARMUP)
         rounds = rounds_for(per_round, budget_ns)
         for r in range(rounds):
             for p in _rotated(policies, r):
                 ix = groups[wait_key(p)]
-                ns = kids.ask(p, {"do": "round", "repeats": [repeats[i] for i in ix]})["ns"]
+                ns = kids.ask(p, {"do": "round", "repeats": [repeats[i] for i in ix]}).ns
                 for i, v in zip(ix, ns, strict=True):
                     samples[i].append(float(v))
     return [Verified(s, statistics.median(samples[i]), rounds, tuple(samples[i]))

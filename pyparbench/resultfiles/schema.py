@@ -26,6 +26,7 @@ from pyparbench.resultfiles.values import (
     ResultFileError,
     duration,
     durations,
+    get_choice,
     get_int,
     get_object,
     get_string,
@@ -300,12 +301,9 @@ def check_outcome(where: str, r: dict[str, Any]) -> str:
     """The record's status, checked with its error text and machine
     fingerprint (the fields every record of a results folder has: the
     configurations' and the operator measurements')."""
-    status = r.get("status")
-    if status not in STATUSES:
-        raise ResultFileError(where, f"status must be one of {', '.join(STATUSES)}, "
-                                     f"got {show(status)}")
+    status = get_choice(where, r, "status", STATUSES)
     if "error" in r and not isinstance(r["error"], str):
         raise ResultFileError(where, f"error must be a string, got {show(r['error'])}")
     if "machine" in r and not isinstance(r["machine"], dict):
         raise ResultFileError(where, f"machine must be an object, got {show(r['machine'])}")
-    return str(status)
+    return status

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import stat
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -22,6 +23,7 @@ __all__ = [
     "duration",
     "durations",
     "first_line_is_object",
+    "get_choice",
     "get_int",
     "get_number",
     "get_object",
@@ -301,6 +303,15 @@ def get_object(where: str, d: dict[str, Any], key: str, name: str | None = None)
     if not isinstance(v, dict):
         raise ResultFileError(where, f"{name or key} must be an object, got {show(v)}")
     return v
+
+
+def get_choice(where: str, d: Mapping[str, Any], key: str, choices: Sequence[str]) -> str:
+    """``d[key]``, which must be one of ``choices``."""
+    v = d.get(key)
+    if v not in choices:
+        raise ResultFileError(where, f"{key} must be one of {', '.join(choices)}, "
+                                     f"got {show(v)}")
+    return cast(str, v)
 
 
 def get_string(where: str, d: dict[str, Any], key: str, name: str | None = None) -> str:

@@ -2,8 +2,8 @@
 (``recommend --framework``).
 
 The recommender's best predicted candidates (the recommended setting first,
-then the next best within :data:`pyparbench.recommender.verify.MARGIN` of
-it, :data:`~pyparbench.recommender.verify.TOP` in all, as pyparbench's own
+then the next best within :data:`~pyparbench.recommender.decision.MARGIN` of
+it, :data:`~pyparbench.recommender.decision.TOP` in all, as pyparbench's own
 verification picks them), each translated into the framework's knobs by
 :func:`~pyparbench.frameworks.mapping.map_settings` (the mapping the
 deployment text gives), are measured in that framework beside two
@@ -15,9 +15,9 @@ so that a slow spell of a shared machine falls on every contender alike;
 the answer is the contender measured fastest, read in pairs as the
 recommender's own verification reads its rounds (the recommended setting,
 unless another ran faster by more than
-:data:`~pyparbench.recommender.verify.SWITCH` in the median of the
+:data:`~pyparbench.recommender.decision.SWITCH` in the median of the
 per-step ratios and in at least
-:data:`~pyparbench.recommender.verify.CONSISTENT` of the steps), with its
+:data:`~pyparbench.recommender.decision.CONSISTENT` of the steps), with its
 paired ratio against each other one and that ratio's distribution-free
 interval.
 
@@ -31,20 +31,35 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pyparbench.child_process import child_cpus
 from pyparbench.frameworks.lockstep import Contender, LockstepResult, run_lockstep
 from pyparbench.frameworks.mapping import FRAMEWORKS, check_mode, map_settings
 from pyparbench.frameworks.spec import ModelRef, not_applicable
-from pyparbench.settings import Settings
+from pyparbench.recommender.decision import (
+    CONSISTENT,
+    SWITCH,
+    TOP,
+    switch_to,
+    within_margin,
+)
+from pyparbench.recommender.types import Recommendation
+from pyparbench.settings import Settings, preset
 
-if TYPE_CHECKING:
-    from pyparbench.recommender import Recommendation
-
-__all__ = ["DEFAULTS", "INTEL", "PACKAGES", "FrameworkCheck", "Measured", "check_installed",
-           "check_in_framework", "contenders_for"]
+__all__ = [
+    "DEFAULTS",
+    "INTEL",
+    "PACKAGES",
+    "FrameworkCheck",
+    "Measured",
+    "check_in_framework",
+    "check_installed",
+    "contenders_for",
+]
 
 DEFAULTS, INTEL, RECOMMENDED = "defaults", "intel", "recommended"
 # The modules each framework's run imports, and the pip package that installs each.
@@ -128,12 +143,8 @@ class FrameworkCheck:
                 "regret": self.regret, "left_out": self.left_out, "errors": self.errors}
 
     def format(self) -> str:
-        # Here, not at the top: a framework's child imports this package and
-        # must never load the native core, which the recommender does.
-        from pyparbench.recommender.verify import CONSISTENT, SWITCH
-
-        lines = [f"  in {self.framework} ({self.mode}), {self.steps} steps in lockstep, each "
-                 "contender in a fresh process pinned to its CPUs:"]
+        lines = [(f"  in {self.framework} ({self.mode}), {self.steps} steps in lockstep, "
+                  "each contender in a fresh process pinned to its CPUs:")]
         width = max(len(m.label) for m in self.measured)
         for m in self.measured:
             ratio = ("fastest" if m.label == self.fastest else
@@ -168,18 +179,10 @@ def contenders_for(rec: Recommendation, framework: str, mode: str | None = None,
     """The contenders of ``rec`` in ``framework``: its defaults, Intel's
     preset and the ``top`` best candidates (see the module docstring); the
     settings behind each label; and the candidates left out, with why."""
-    from pyparbench.child_process import child_cpus
-    from pyparbench.recommender.verify import MARGIN, TOP
-    from pyparbench.settings import preset
-
     mode = check_mode(framework, mode)
     top = TOP if top is None else top
-    latency = rec.objective == "latency"
-    best = rec.predicted
-    close = [p for p in rec.candidates
-             if (p.latency_ns <= best.latency_ns * (1 + MARGIN) if latency
-                 else p.throughput >= best.throughput * (1 - MARGIN))
-             and p.settings.with_(name="") != rec.settings.with_(name="")]
+    close = [p for p in within_margin(rec.predicted, rec.candidates, rec.objective)
+             if p.settings.with_(name="") != rec.settings.with_(name="")]
     picked: dict[str, Settings] = {}
     left_out: dict[str, str] = {}
     seen: dict[str, str] = {}
@@ -245,34 +248,21 @@ def check_in_framework(rec: Recommendation, model: str, framework: str, *,
 def _summarise(lock: LockstepResult, contenders: Sequence[Contender],
                settings: dict[str, Settings], framework: str, mode: str, model: str,
                batch: int, confidence: float, left_out: dict[str, str]) -> FrameworkCheck:
-    import statistics
-
-    from pyparbench.recommender.verify import CONSISTENT, SWITCH
-
     ok = [c for c in contenders if c.label not in lock.errors]
     medians = {c.label: statistics.median(lock.ns[c.label]) for c in ok}
-    # As the recommender's verification switches: the recommended setting
-    # stands unless another is measured faster by more than SWITCH (the
-    # median of the per-step ratios) and in at least CONSISTENT of the
-    # steps; the best such one is taken.
-    fastest = RECOMMENDED if RECOMMENDED in medians else min(medians, key=medians.__getitem__)
-    best_gain, winner = 1.0, fastest
-    for c in ok:
-        if c.label == fastest:
-            continue
-        r = lock.ratio(c.label, fastest, confidence)  # above 1: c faster
-        if r.median > max(best_gain, 1 + SWITCH) and r.a_faster >= CONSISTENT * r.steps:
-            best_gain, winner = r.median, c.label
-    fastest = winner
+    # As the recommender's verification switches (the median of the
+    # per-step ratios, the share of the steps a contender was faster in).
+    first = RECOMMENDED if RECOMMENDED in medians else min(medians, key=medians.__getitem__)
+    ratios = (lock.ratio(c.label, first, confidence) for c in ok if c.label != first)
+    fastest = switch_to(first, ((r.a, r.median, r.a_faster / r.steps) for r in ratios))
     regret: dict[str, dict[str, float]] = {}
     measured = []
     for c in ok:
-        answer = lock.answers.get(c.label, {})
-        mapping = answer.get("mapping", {})
-        reported = dict(answer.get("reported", {}))
-        jobs = answer.get("jobs") or [{}]
-        if "onnx_file" in jobs[0].get("info", {}):  # ONNX Runtime ran the user's file itself
-            reported["onnx_file"] = jobs[0]["info"]["onnx_file"]
+        run = lock.answers[c.label]
+        reported = dict(run.reported)
+        info = run.jobs[0].info if run.jobs else {}
+        if "onnx_file" in info:  # ONNX Runtime ran the user's file itself
+            reported["onnx_file"] = info["onnx_file"]
         if c.label == fastest:
             vs, lo, hi = 1.0, 1.0, 1.0
         else:
@@ -284,8 +274,8 @@ def _summarise(lock: LockstepResult, contenders: Sequence[Contender],
         setting = (f"{framework}'s own defaults: no knob set, every CPU" if c.defaults
                    else settings[c.label].label())
         measured.append(Measured(c.label, setting, medians[c.label], vs, lo, hi,
-                                 dict(mapping.get("knobs", {})), dict(answer.get("env", {})),
-                                 mapping.get("cpus"), reported,
+                                 dict(run.mapping.get("knobs", {})), dict(run.env),
+                                 run.mapping.get("cpus"), reported,
                                  None if c.defaults else settings[c.label]))
     measured.sort(key=lambda m: (m.label != fastest, m.vs_fastest))
     return FrameworkCheck(framework, mode, model, batch, lock.steps, confidence, measured,
