@@ -92,8 +92,8 @@ def child_cpus(settings: Settings) -> list[int] | None:
     """
     if settings.affinity == "none":
         return None
-    from pyparbench.threading.placement import place
-    from pyparbench.threading.topology import topology
+    from pyparbench.threading.placement import place  # noqa: PLC0415 (framework child: no native core)
+    from pyparbench.threading.topology import topology  # noqa: PLC0415 (framework child: no native core)
 
     placement = place(topology(), settings.affinity, settings.instances * settings.inter_op,
                       settings.intra_op, smt=settings.smt, group=settings.inter_op)
@@ -107,7 +107,7 @@ def child_env(settings: Settings, *, core: bool = True,
     the variable that keeps the core out (a framework's child); then ``extra``."""
     env = dict(os.environ)
     if core:
-        from pyparbench.threading.omp import omp_wait_env
+        from pyparbench.threading.omp import omp_wait_env  # noqa: PLC0415 (framework child: no native core)
 
         env.pop(NO_CORE_ENV, None)
         env.update(omp_wait_env(settings.omp_wait))

@@ -45,6 +45,14 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from pyparbench._version import __version__
+from pyparbench.frameworks import proc_audit
+from pyparbench.frameworks.spec import build_graph, describe
+from pyparbench.settings import Settings
+from pyparbench.timing import summarize
+
 HOOK_ENV = "PYPARBENCH_FRAMEWORK_HOOK"
 STEP_MARK = "@pyparbench-step "
 MODULES = {"tensorflow": "tensorflow", "torch": "torch", "onnxruntime": "onnxruntime",
@@ -52,34 +60,29 @@ MODULES = {"tensorflow": "tensorflow", "torch": "torch", "onnxruntime": "onnxrun
 
 
 def encode(arr: Any) -> dict[str, Any]:
-    import numpy as np
-
     a = np.ascontiguousarray(arr, dtype=np.float32)
     return {"shape": list(a.shape), "data": base64.b64encode(a.tobytes()).decode("ascii")}
 
 
 def decode(d: Mapping[str, Any]) -> Any:
-    import numpy as np
-
     return np.frombuffer(base64.b64decode(d["data"]), np.float32).reshape(d["shape"]).copy()
 
 
 def _prepare(framework: str, fw: Any, graph: Any, inputs: Any, req: Mapping[str, Any]) -> Any:
     knobs = req["knobs"]
     if framework == "tensorflow":
-        from pyparbench.frameworks.tensorflow import runtime as tf_runtime
+        from pyparbench.frameworks.tensorflow import runtime as tf_runtime  # noqa: PLC0415 (heavy: loads its framework)
 
         return tf_runtime.prepare(fw, graph, inputs, knobs)
     if framework == "torch":
-        from pyparbench.frameworks.torch import runtime as torch_runtime
+        from pyparbench.frameworks.torch import runtime as torch_runtime  # noqa: PLC0415 (heavy: loads its framework)
 
         return torch_runtime.prepare(fw, graph, inputs, req["mode"], knobs)
     if framework == "onnxruntime":
-        from pyparbench.frameworks.onnxruntime import runtime as ort_runtime
+        from pyparbench.frameworks.onnxruntime import runtime as ort_runtime  # noqa: PLC0415 (heavy: loads its framework)
 
         return ort_runtime.prepare(fw, graph, inputs, knobs)
-    from pyparbench.frameworks.native import runtime as native_runtime
-    from pyparbench.settings import Settings
+    from pyparbench.frameworks.native import runtime as native_runtime  # noqa: PLC0415 (the native core: only the native framework's child)
 
     s = dict(req["settings"])
     if isinstance(s.get("affinity"), list):
@@ -92,29 +95,23 @@ def _configure(framework: str, fw: Any, knobs: Mapping[str, Any], defaults: bool
     """Applies the knobs (``defaults``: none, the framework's own) and
     returns what the framework reports."""
     if framework == "tensorflow":
-        from pyparbench.frameworks.tensorflow import knobs as tf_knobs
+        from pyparbench.frameworks.tensorflow import knobs as tf_knobs  # noqa: PLC0415 (heavy: loads its framework)
 
         fw.get_logger().setLevel("ERROR")  # retracing notes when one child runs many graphs
         return tf_knobs.report(fw) if defaults else tf_knobs.configure(fw, knobs)
     if framework == "torch":
-        from pyparbench.frameworks.torch import knobs as torch_knobs
+        from pyparbench.frameworks.torch import knobs as torch_knobs  # noqa: PLC0415 (heavy: loads its framework)
 
         return torch_knobs.report(fw) if defaults else torch_knobs.configure(fw, knobs)
     if framework == "onnxruntime":
-        from pyparbench.frameworks.onnxruntime import knobs as ort_knobs
+        from pyparbench.frameworks.onnxruntime import knobs as ort_knobs  # noqa: PLC0415 (heavy: loads its framework)
 
         return ort_knobs.configure(fw, knobs)
-    from pyparbench._version import __version__
-
     return {"version": __version__}
 
 
 def _job(framework: str, fw: Any, job: Mapping[str, Any], req: Mapping[str, Any]
          ) -> dict[str, Any]:
-    from pyparbench.frameworks import proc_audit
-    from pyparbench.frameworks.spec import build_graph, describe
-    from pyparbench.timing import summarize
-
     out: dict[str, Any] = {"graph": describe(job["graph"])}
     t0 = time.perf_counter()
     graph = build_graph(job["graph"])
@@ -211,8 +208,6 @@ def main() -> int:
         try:
             jobs.append(_job(framework, fw, job, req))
         except Exception as e:
-            from pyparbench.frameworks.spec import describe
-
             jobs.append({"graph": describe(job["graph"]), "status": "error",
                          "error": f"{type(e).__name__}: {e}",
                          "traceback": traceback.format_exc(limit=8)})

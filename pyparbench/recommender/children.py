@@ -46,7 +46,9 @@ from typing import Any
 
 # ChildFailed is re-exported: it is this module's documented failure.
 from pyparbench.child_process import ChildFailed, Session, ask_all, child_env
+from pyparbench.models import build
 from pyparbench.recommender.costmodel import wait_key
+from pyparbench.recommender.verify import ROUND_WARMUP, runner
 from pyparbench.resultfiles.values import (
     ResultFileError,
     duration,
@@ -55,6 +57,7 @@ from pyparbench.resultfiles.values import (
     show,
 )
 from pyparbench.settings import OmpWait, Settings
+from pyparbench.threading.omp import omp_fork_join, omp_gap
 
 __all__ = ["ChildFailed", "PolicyAnswer", "PolicyChildren"]
 
@@ -180,8 +183,6 @@ class PolicyChildren:
 
 def _gaps(threads: Sequence[int], gaps: Sequence[float]) -> dict[str, list[float]]:
     """Each team size's median region ns after each gap."""
-    from pyparbench.threading.omp import omp_fork_join, omp_gap
-
     out: dict[str, list[float]] = {}
     for t in threads:
         omp_fork_join(t, repeats=200, warmup=50)  # the team made and warm
@@ -197,9 +198,6 @@ def _gaps(threads: Sequence[int], gaps: Sequence[float]) -> dict[str, list[float
 def _load(model: str, runs: Sequence[Mapping[str, Any]]
           ) -> list[tuple[Settings, Callable[[Settings, int, int], list[float]]]]:
     """Each run's setting and the runner of its graphs (one per instance)."""
-    from pyparbench.models import build
-    from pyparbench.recommender.verify import runner
-
     out = []
     for r in runs:
         s = Settings.from_dict(dict(r["settings"]))
@@ -208,8 +206,6 @@ def _load(model: str, runs: Sequence[Mapping[str, Any]]
 
 
 def _main() -> int:
-    from pyparbench.recommender.verify import ROUND_WARMUP
-
     loaded: list[tuple[Settings, Callable[[Settings, int, int], list[float]]]] = []
     for line in sys.stdin:
         cpu = time.process_time()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pyparbench.executor import compile_graph, instances_runner
 from pyparbench.graph import Graph
 from pyparbench.recommender.decision import switch_to
 from pyparbench.settings import Settings
@@ -52,8 +53,6 @@ class Verified:
 def runner(graphs: Sequence[Graph]) -> Runner:
     """Runs ``graphs`` (one per instance) under a setting: repeats, warmup ->
     each repeat's ns."""
-    from pyparbench.executor import compile_graph, instances_runner
-
     if len(graphs) == 1:
         compiled = compile_graph(graphs[0])
         return lambda s, repeats, warmup: list(
