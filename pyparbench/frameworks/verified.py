@@ -52,6 +52,7 @@ PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "tensorflow": (("tensorflow", "tensorflow-cpu==2.21.0"),),
     "torch": (("torch", "torch"),),
     "onnxruntime": (("onnxruntime", "onnxruntime"), ("onnx", "onnx")),
+    "openvino": (("openvino", "openvino"), ("onnx", "onnx")),
 }
 
 
