@@ -177,3 +177,23 @@ def test_openvino_is_loaded_only_in_its_own_child() -> None:
                           cwd="/", timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+@needs
+def test_overhead_charges_openvinos_counters_and_checks_a_files_outputs(tmp_path: Path
+                                                                         ) -> None:
+    from pyparbench.frameworks import measure_overhead
+    from pyparbench.models import resolve
+
+    name = resolve(str(small_file(tmp_path / "small.onnx")))
+    for model, batch, op in (("mlp-512", 1, "linear"), (name, 2, "conv2d")):
+        res = measure_overhead(model, batch, TWO, frameworks=["openvino"], repeats=3, warmup=1,
+                               profile=3, kernel_repeats=2, dispatch=False)
+        (ov,) = res["frameworks"]
+        assert ov["status"] == "ok", ov.get("error")
+        assert ov["overhead_ratio"] > 0 and ov["kernel_ns"] > 0
+        assert op in {row["op"] for row in ov["per_op"] if row["framework_ns"] > 0}
+        # A file is run as it is, and the native outputs are checked against it.
+        assert (ov.get("output_error") is not None) == (model == name)
+        if model == name:
+            assert ov["output_error"] <= 1e-5
