@@ -197,3 +197,33 @@ def test_overhead_charges_openvinos_counters_and_checks_a_files_outputs(tmp_path
         assert (ov.get("output_error") is not None) == (model == name)
         if model == name:
             assert ov["output_error"] <= 1e-5
+
+
+@needs
+def test_the_emitted_code_and_benchmark_app_line_take_the_setting(tmp_path: Path) -> None:
+    """``recommend --for openvino --emit python|shell``: the config dict
+    compiles a model to the setting's streams and threads, and the
+    benchmark_app line runs with the same flags."""
+    from pyparbench.frameworks import deployment
+    from pyparbench.frameworks.openvino.knobs import benchmark_app_command
+    from pyparbench.settings import instance_cpus
+    from pyparbench.threading.topology import topology
+
+    path = small_file(tmp_path / "small.onnx")
+    topo = topology()
+    dep = deployment(TWO, instance_cpus(TWO, topo), topo, batch=1, targets=("openvino",))
+    code = dep.python("openvino").replace("model.onnx", str(path))
+    code += ("print(compiled.get_property('INFERENCE_NUM_THREADS'), "
+             "compiled.get_property('NUM_STREAMS'))\n")
+    proc = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
+                          cwd="/", timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-2:] == [str(TWO.intra_op), "1"]
+    assert "benchmark_app -m model.onnx -d CPU -hint none -nstreams 1" in dep.shell("openvino")
+    knobs = dep.as_dict()["frameworks"]["openvino"]["knobs"][0]
+    args = benchmark_app_command(knobs, str(path))
+    bench = Path(sys.executable).with_name("benchmark_app")
+    run = subprocess.run([str(bench), *args[1:], "-shape", "[1,3,9,9]", "-niter", "4"],
+                         capture_output=True, text=True, cwd="/", timeout=300, check=False)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "Median:" in run.stdout

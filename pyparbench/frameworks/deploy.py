@@ -39,7 +39,7 @@ TARGETS = (*FRAMEWORKS, OPENMP)
 FORMS = ("shell", "python")
 PROGRAM = "python serve.py"
 _NAMES = {"tensorflow": "TensorFlow", "torch": "PyTorch", "onnxruntime": "ONNX Runtime",
-          OPENMP: "an OpenMP program"}
+          "openvino": "OpenVINO", OPENMP: "an OpenMP program"}
 # What a target's environment cannot say, whatever the setting.
 _NOTES = {
     "tensorflow": "OpenMP environment: none read. TensorFlow's oneDNN runs on TensorFlow's "
@@ -47,6 +47,9 @@ _NOTES = {
                   "OMP_NUM_THREADS, KMP_AFFINITY / OMP_PROC_BIND and KMP_BLOCKTIME / "
                   "GOMP_SPINCOUNT set none of its threads; the intra-op count sets oneDNN's "
                   "concurrency.",
+    "openvino": "OpenMP environment: none read (OpenVINO's threads are TBB's). "
+                "benchmark_app has no hyper-threading flag: the CPUs its launch line "
+                "confines it to decide which logical processors its streams use.",
 }
 
 
@@ -112,6 +115,10 @@ class Target:
             from pyparbench.frameworks.onnxruntime.knobs import code as ort_code
 
             return ort_code(knobs)
+        if self.name == "openvino":
+            from pyparbench.frameworks.openvino.knobs import code as ov_code
+
+            return ov_code(knobs)
         return []
 
     def code(self, i: int) -> list[str]:
@@ -157,7 +164,12 @@ class Deployment:
             lines.append(line + (" &" if many else ""))
         if many:
             lines.append("wait")
-        if any(t.knob_code(i.index) for i in self.instances):
+        if name == "openvino":  # the same setting as OpenVINO's own benchmark measures it
+            from pyparbench.frameworks.openvino.knobs import benchmark_app_line
+
+            lines.append("# the same setting in benchmark_app (model.onnx: your model):")
+            lines += [f"# {inst.launch(benchmark_app_line(t.configs[inst.index].knobs))}"
+                      for inst in self.instances]
             lines.append(f"# {self._program_name()} sets the rest ({_NAMES[name]}'s calls): "
                          "see --emit python")
         return "\n".join(lines) + "\n"
