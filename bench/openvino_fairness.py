@@ -74,14 +74,22 @@ def benchmark_app(path: Path, shapes: dict[str, Any], threads: int, cpus: list[i
     return float(found.group(1)) * (1e6 if found.group(2) == "ms" else 1e3)
 
 
-def compare(path: Path, batch: int, threads: int, rounds: int, repeats: int) -> dict[str, Any]:
+def compare(path: Path, batch: int, threads: int, rounds: int, repeats: int,
+            model: str | None = None) -> dict[str, Any]:
+    """Ours / benchmark_app's on ``path``; ``model``: the built-in model the
+    file was written from (pyparbench's child writes the same bytes again),
+    None for a user's file (the child reads it)."""
     from pyparbench.child_process import child_cpus
     from pyparbench.graph import from_onnx
 
-    key = resolve(str(path))
+    key = model if model is not None else resolve(str(path))
     settings = Settings(intra_op=threads, affinity="compact")
     cpus = child_cpus(settings) or list(range(threads))
-    shapes = from_onnx(path, batch=batch).meta["onnx_input_shapes"]
+    if model is not None:
+        graph = build_graph(ModelRef(model, batch).to_spec())
+        shapes = {graph.nodes[i].name: list(graph.nodes[i].shape) for i in graph.inputs}
+    else:
+        shapes = from_onnx(path, batch=batch).meta["onnx_input_shapes"]
     ours, theirs, ratios = [], [], []
     for _ in range(rounds):
         res = run_framework(ModelRef(key, batch), "openvino", settings, repeats=repeats,
@@ -93,7 +101,7 @@ def compare(path: Path, batch: int, threads: int, rounds: int, repeats: int) -> 
         ours.append(a)
         theirs.append(b)
         ratios.append(a / b)
-    return {"model": path.parent.name if path.name == "model.onnx" else path.name,
+    return {"model": model or path.name,
             "batch": batch, "threads": threads, "ours_ms": statistics.median(ours) / 1e6,
             "benchmark_app_ms": statistics.median(theirs) / 1e6,
             "ratio": statistics.median(ratios), "low": min(ratios), "high": max(ratios)}
@@ -111,11 +119,12 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="ppb-ov-fair-") as tmp:
-        paths = [write_model(m, args.batch, Path(tmp)) for m in args.models]
-        paths += [Path(f).resolve() for f in args.files]
-        for path in paths:
+        paths: list[tuple[Path, str | None]] = [
+            (write_model(m, args.batch, Path(tmp)), m) for m in args.models]
+        paths += [(Path(f).resolve(), None) for f in args.files]
+        for path, model in paths:
             for t in args.threads:
-                row = compare(path, args.batch, t, args.rounds, args.repeats)
+                row = compare(path, args.batch, t, args.rounds, args.repeats, model)
                 rows.append(row)
                 within = "within" if abs(row["ratio"] - 1) <= 0.03 else "OUTSIDE"
                 print(f"{row['model']:>22} b{row['batch']} t{t}: ours {row['ours_ms']:.4f} ms, "
