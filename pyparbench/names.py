@@ -21,14 +21,18 @@ PRESETS = ("tensorflow", "intel", "tftuner")
 # The frameworks a model also runs in, each with its modes (how it runs the
 # graph) and the modes it is measured in by default, the first when none is
 # named (pyparbench.frameworks).
-FRAMEWORKS = ("tensorflow", "torch", "onnxruntime")
+FRAMEWORKS = ("tensorflow", "torch", "onnxruntime", "openvino")
 MODES: dict[str, tuple[str, ...]] = {
     "tensorflow": ("function", "xla"),
     "torch": ("eager", "script", "compile"),
     "onnxruntime": ("all", "extended", "basic", "disabled"),
+    # OpenVINO's mode is its inference precision, always set (left unset it
+    # picks bf16 where the CPU has it).
+    "openvino": ("f32", "bf16", "f16"),
 }
 DEFAULT_MODES: dict[str, tuple[str, ...]] = {
-    "tensorflow": ("function",), "torch": ("eager", "script"), "onnxruntime": ("all",)}
+    "tensorflow": ("function",), "torch": ("eager", "script"), "onnxruntime": ("all",),
+    "openvino": ("f32",)}
 # The graph optimisation passes (pyparbench/graph/passes/), in pipeline order.
 GRAPH_PASSES = ("bn_fold", "residual", "activation", "layout", "blocked", "subsample",
                 "im2col", "microbatch", "memory")

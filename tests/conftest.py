@@ -18,6 +18,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "onnxruntime: an ONNX Runtime framework test (CI runs these again against "
         "the oldest onnxruntime declared: .ci/onnxruntime_oldest)")
+    config.addinivalue_line(
+        "markers", "openvino: an OpenVINO framework test (CI runs these again against the "
+        "oldest openvino declared: .ci/openvino_oldest)")
 
 
 @pytest.fixture(params=THREAD_COUNTS, ids=lambda t: f"t{t}")

@@ -26,7 +26,8 @@ from pyparbench.recommender.decision import CONSISTENT, SWITCH
 from pyparbench.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-HAVE = {m: importlib.util.find_spec(m) is not None for m in ("torch", "onnxruntime", "onnx")}
+HAVE = {m: importlib.util.find_spec(m) is not None
+        for m in ("torch", "onnxruntime", "onnx", "openvino")}
 STEPS = 6
 
 
@@ -76,13 +77,13 @@ def _check(framework: str, model: str = "mlp-512") -> dict[str, Any]:
     assert by["defaults"]["settings"] is None
     # Each candidate ran exactly what the mapping gives (one source of truth).
     for label, c in by.items():
-        if label == "defaults":
+        if c["settings"] is None:  # the defaults, or one of OpenVINO's presets
             continue
         cfg = map_settings(framework, _settings(c["settings"]), None, c["cpus"])
         assert c["knobs"] == json.loads(json.dumps(cfg.knobs)), label
         assert c["env"] == cfg.env, label
     # The JSON deploys the fastest (or says there is nothing to set).
-    if fc["fastest"] == "defaults":
+    if by[fc["fastest"]]["settings"] is None:
         assert doc["deploy"] is None
     else:
         assert framework in doc["deploy"]["frameworks"]
@@ -99,6 +100,24 @@ def test_onnxruntime_check_measures_candidates_defaults_and_intel() -> None:
     rec = _settings(by["recommended"]["settings"])
     assert by["recommended"]["reported"]["session_options"]["intra_op_num_threads"] == \
         rec.intra_op
+
+
+@pytest.mark.openvino
+@pytest.mark.skipif(not (HAVE["openvino"] and HAVE["onnx"]), reason="openvino is not installed")
+def test_openvino_check_measures_its_hints_beside_the_candidates() -> None:
+    fc = _check("openvino")
+    by = {c["label"]: c for c in fc["contenders"]}
+    # Its own tuner under each hint, and left entirely to itself, are presets to beat.
+    assert {"openvino-latency", "openvino-throughput", "openvino-defaults"} <= set(by)
+    held = {k: c["reported"]["compiled_properties"] for k, c in by.items()}
+    assert held["openvino-latency"]["PERFORMANCE_HINT"] == "LATENCY"
+    assert held["openvino-throughput"]["PERFORMANCE_HINT"] == "THROUGHPUT"
+    assert by["openvino-defaults"]["knobs"] == {}
+    # The precision is set wherever pyparbench sets anything.
+    for label in ("recommended", "intel", "defaults", "openvino-latency"):
+        assert held[label]["INFERENCE_PRECISION_HINT"] in ("f32", "float32"), label
+    rec = _settings(by["recommended"]["settings"])
+    assert held["recommended"]["INFERENCE_NUM_THREADS"] == rec.intra_op
 
 
 @pytest.mark.slow  # five PyTorch processes on two loaded cores: about 45 s

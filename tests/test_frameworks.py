@@ -96,6 +96,13 @@ ONNX_MARKS = (pytest.mark.skipif(not (_have("onnxruntime") and _have("onnx")),
               pytest.mark.onnxruntime)
 
 
+# Marked so that CI runs them again against the oldest openvino declared
+# (.ci/openvino_oldest: -m openvino); it reads the same ONNX files.
+OV_MARKS = (pytest.mark.skipif(not (_have("openvino") and _have("onnx")),
+                               reason="openvino or onnx is not installed"),
+            pytest.mark.openvino)
+
+
 def needs_onnx(test: Any) -> Any:
     for mark in ONNX_MARKS:
         test = mark(test)
@@ -212,6 +219,7 @@ OUT_SETTINGS = (Settings(scheduler="async", inter_op=2, affinity="compact") if C
     pytest.param("torch", "eager", marks=needs["torch"]),
     pytest.param("torch", "script", marks=needs["torch"]),
     pytest.param("onnxruntime", "all", marks=ONNX_MARKS),
+    pytest.param("openvino", "f32", marks=OV_MARKS),
     pytest.param("native", None),
 ])
 def test_every_model_matches_the_reference(framework: str, mode: str | None) -> None:
@@ -488,6 +496,7 @@ def test_heavy_ops_and_the_dispatch_chain() -> None:
     pytest.param("tensorflow", marks=needs["tensorflow"]),
     pytest.param("torch", marks=needs["torch"]),
     pytest.param("onnxruntime", marks=ONNX_MARKS),
+    pytest.param("openvino", marks=OV_MARKS),
 ])
 def test_a_framework_package_never_stands_in_for_its_framework(framework: str) -> None:
     """pyparbench.frameworks.torch (and .tensorflow, .onnxruntime) import the

@@ -73,7 +73,7 @@ def test_missing_frameworks_are_named_with_the_extra_to_install(
     assert code == 0, out
     line = next(ln for ln in out.splitlines() if "frameworks not installed" in ln)
     # As printed, the extra in its brackets (rich would read [frameworks] as markup).
-    assert "onnxruntime, tensorflow, torch (pip install 'pyparbench[frameworks]')" in \
+    assert "onnxruntime, openvino, tensorflow, torch (pip install 'pyparbench[frameworks]')" in \
         " ".join(out.split()), line
 
 

@@ -137,8 +137,11 @@ def _print(result: dict[str, Any]) -> None:
             t.add_row(name, "error", "", "", "", "")
             continue
         rep = f.get("reported", {})
-        threads = {k: v for k, v in {**rep, **rep.get("session_options", {})}.items()
-                   if ("thread" in k or "synchronous" in k) and not isinstance(v, dict)}
+        held = {**rep.get("session_options", {}), **rep.get("compiled_properties", {})}
+        threads = {k: v for k, v in {**rep, **held}.items()
+                   if any(w in k.lower() for w in ("thread", "synchronous", "streams",
+                                                     "precision"))
+                   and not isinstance(v, dict)}
         reports.append(f"{name} reports " + ", ".join(f"{k}={v}" for k, v in threads.items()))
         if f.get("output_error") is not None:  # an ONNX file, run by ONNX Runtime as it is
             reports.append(f"{name} ran the file itself; outputs: max |native - {name}| / "
@@ -325,7 +328,7 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="a framework, or all (the default); may be repeated")
     p.add_argument("--mode", action="append", type=_mode, metavar="FRAMEWORK=MODE[,MODE]",
                    help="modes of a framework (default: tensorflow=function, "
-                        "torch=eager,script, onnxruntime=all); may be repeated")
+                        "torch=eager,script, onnxruntime=all, openvino=f32); may be repeated")
     p.add_argument("--repeats", type=positive_int("--repeats"), default=20,
                    help="timed runs (20)")
     p.add_argument("--warmup", type=non_negative_int("--warmup"), default=5,

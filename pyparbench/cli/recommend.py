@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyparbench import names
 from pyparbench.cli._common import positive_int, print_json
 from pyparbench.frameworks.deploy import TARGETS, deployment
+from pyparbench.frameworks.openvino.knobs import benchmark_app_line, code
 from pyparbench.frameworks.spec import ModelRef, not_applicable
 from pyparbench.models import build, resolve
 from pyparbench.recommender import recommend
@@ -88,14 +89,17 @@ def _check(rec: Recommendation, args: argparse.Namespace, name: str) -> int:
     check = check_in_framework(rec, name, args.check_in, steps=args.steps)
     target = args.framework or args.check_in
     dep = None
-    settings = next(m.settings for m in check.measured if m.label == check.fastest)
+    won = next(m for m in check.measured if m.label == check.fastest)
+    settings = won.settings
     if settings is not None:
         topo = topology()
         dep = deployment(settings, instance_cpus(settings, topo), topo,
                          batch=rec.predicted.instance_batch, targets=(target,),
                          program=args.program)
     if args.emit:
-        if dep is None:
+        if dep is None and args.check_in == "openvino" and won.knobs:
+            sys.stdout.write(_openvino_preset(won.label, won.knobs, args.emit))
+        elif dep is None:
             sys.stdout.write(f"# {args.check_in}'s own defaults measured fastest: "
                              "set nothing\n")
         else:
@@ -107,8 +111,19 @@ def _check(rec: Recommendation, args: argparse.Namespace, name: str) -> int:
         print(rec.format())
         print(check.format())
         print(dep.format() if dep is not None else
+              f"  deploy: {args.check_in} as it comes, with only {won.knobs} set"
+              if won.knobs and args.check_in == "openvino" else
               f"  deploy: {args.check_in} as it comes (set no knob)")
     return 0
+
+
+def _openvino_preset(label: str, knobs: dict[str, Any], form: str) -> str:
+    """An OpenVINO preset that measured fastest (its hint and precision, its
+    tuner left the rest), as code or as a benchmark_app line."""
+    head = f"# OpenVINO's preset {label} measured fastest: only these properties set\n"
+    if form == "python":
+        return head + "\n".join(code(knobs)) + "\n"
+    return head + benchmark_app_line(knobs) + "\n"
 
 
 def _deployment(rec: Recommendation, args: argparse.Namespace) -> Deployment:
@@ -147,8 +162,9 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         f"({', '.join(names.LIBRARIES)}; default onednn)")
     p.add_argument("--for", dest="framework", choices=TARGETS, default=None,
                    help="the framework the setting is written for (default: all of them)")
-    p.add_argument("--framework", dest="check_in", choices=("onnxruntime", "torch",
-                                                            "tensorflow"), default=None,
+    p.add_argument("--framework", dest="check_in", choices=("onnxruntime", "openvino",
+                                                            "torch", "tensorflow"),
+                   default=None,
                    help="check the answer in this framework on this machine: the best "
                         "predicted candidates in its knobs against its own defaults and "
                         "Intel's preset, each in a pinned process, in lockstep; the "

@@ -174,7 +174,7 @@ def print_text(c: Comparison, *, file: Any = None, gate: Gate | None = None,
 
 
 # Frameworks by a short name in the row keys (their full name in the legend).
-_RUNNERS = {"tensorflow": "tf", "onnxruntime": "ort"}
+_RUNNERS = {"tensorflow": "tf", "onnxruntime": "ort", "openvino": "ov"}
 
 
 def _short(n: RowName, legend: SettingsLegend, runners: dict[str, str]) -> str:

@@ -56,7 +56,7 @@ from pyparbench.timing import summarize
 HOOK_ENV = "PYPARBENCH_FRAMEWORK_HOOK"
 STEP_MARK = "@pyparbench-step "
 MODULES = {"tensorflow": "tensorflow", "torch": "torch", "onnxruntime": "onnxruntime",
-           "native": "pyparbench._core"}
+           "openvino": "openvino", "native": "pyparbench._core"}
 
 
 def encode(arr: Any) -> dict[str, Any]:
@@ -82,6 +82,10 @@ def _prepare(framework: str, fw: Any, graph: Any, inputs: Any, req: Mapping[str,
         from pyparbench.frameworks.onnxruntime import runtime as ort_runtime  # noqa: PLC0415 (heavy: loads its framework)
 
         return ort_runtime.prepare(fw, graph, inputs, knobs)
+    if framework == "openvino":
+        from pyparbench.frameworks.openvino import runtime as ov_runtime  # noqa: PLC0415 (heavy: loads its framework)
+
+        return ov_runtime.prepare(fw, graph, inputs, knobs)
     from pyparbench.frameworks.native import runtime as native_runtime  # noqa: PLC0415 (the native core: only the native framework's child)
 
     s = dict(req["settings"])
@@ -107,6 +111,10 @@ def _configure(framework: str, fw: Any, knobs: Mapping[str, Any], defaults: bool
         from pyparbench.frameworks.onnxruntime import knobs as ort_knobs  # noqa: PLC0415 (heavy: loads its framework)
 
         return ort_knobs.configure(fw, knobs)
+    if framework == "openvino":
+        from pyparbench.frameworks.openvino import knobs as ov_knobs  # noqa: PLC0415 (heavy: loads its framework)
+
+        return ov_knobs.configure(fw, knobs)
     return {"version": __version__}
 
 
@@ -211,12 +219,13 @@ def main() -> int:
             jobs.append({"graph": describe(job["graph"]), "status": "error",
                          "error": f"{type(e).__name__}: {e}",
                          "traceback": traceback.format_exc(limit=8)})
-    if framework == "onnxruntime":
-        # ONNX Runtime's knobs live in each session's options.
-        for j in jobs:
-            if "session_options" in j.get("info", {}):
-                reported["session_options"] = j["info"]["session_options"]
-                break
+    # ONNX Runtime's knobs live in each session's options, OpenVINO's in each
+    # compiled model's properties.
+    held = {"onnxruntime": "session_options", "openvino": "compiled_properties"}.get(framework, "")
+    for j in jobs if held else []:
+        if held in j.get("info", {}):
+            reported[held] = j["info"][held]
+            break
     print(json.dumps({"status": "ok", "framework": framework, "mode": req.get("mode"),
                       "import_s": import_s, "reported": reported,
                       "core_loaded": "pyparbench._core" in sys.modules,

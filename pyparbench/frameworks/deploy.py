@@ -28,6 +28,8 @@ from pyparbench.frameworks.mapping import (
     NotApplicable,
     map_settings,
 )
+from pyparbench.frameworks.openvino.knobs import benchmark_app_line
+from pyparbench.frameworks.openvino.knobs import code as ov_code
 from pyparbench.settings import Settings
 
 if TYPE_CHECKING:
@@ -39,7 +41,7 @@ TARGETS = (*FRAMEWORKS, OPENMP)
 FORMS = ("shell", "python")
 PROGRAM = "python serve.py"
 _NAMES = {"tensorflow": "TensorFlow", "torch": "PyTorch", "onnxruntime": "ONNX Runtime",
-          OPENMP: "an OpenMP program"}
+          "openvino": "OpenVINO", OPENMP: "an OpenMP program"}
 # What a target's environment cannot say, whatever the setting.
 _NOTES = {
     "tensorflow": "OpenMP environment: none read. TensorFlow's oneDNN runs on TensorFlow's "
@@ -47,6 +49,9 @@ _NOTES = {
                   "OMP_NUM_THREADS, KMP_AFFINITY / OMP_PROC_BIND and KMP_BLOCKTIME / "
                   "GOMP_SPINCOUNT set none of its threads; the intra-op count sets oneDNN's "
                   "concurrency.",
+    "openvino": "OpenMP environment: none read (OpenVINO's threads are TBB's). "
+                "benchmark_app has no hyper-threading flag: the CPUs its launch line "
+                "confines it to decide which logical processors its streams use.",
 }
 
 
@@ -112,6 +117,8 @@ class Target:
             from pyparbench.frameworks.onnxruntime.knobs import code as ort_code  # noqa: PLC0415 (heavy: loads onnxruntime)
 
             return ort_code(knobs)
+        if self.name == "openvino":
+            return ov_code(knobs)
         return []
 
     def code(self, i: int) -> list[str]:
@@ -157,7 +164,10 @@ class Deployment:
             lines.append(line + (" &" if many else ""))
         if many:
             lines.append("wait")
-        if any(t.knob_code(i.index) for i in self.instances):
+        if name == "openvino":  # the same setting as OpenVINO's own benchmark measures it
+            lines.append("# the same setting in benchmark_app (model.onnx: your model):")
+            lines += [f"# {inst.launch(benchmark_app_line(t.configs[inst.index].knobs))}"
+                      for inst in self.instances]
             lines.append(f"# {self._program_name()} sets the rest ({_NAMES[name]}'s calls): "
                          "see --emit python")
         return "\n".join(lines) + "\n"

@@ -31,6 +31,7 @@ from pyparbench.frameworks.mapping import (
     check_mode,
     default_knobs,
     map_settings,
+    preset_knobs,
 )
 from pyparbench.frameworks.spec import GraphLike, describe, not_applicable, to_spec
 from pyparbench import child_process
@@ -132,11 +133,14 @@ class ChildPlan:
 
 def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = None,
                mode: str | None = None, *, python: str | None = None,
-               defaults: bool = False, **request_extra: Any) -> ChildPlan:
+               defaults: bool = False, preset: str | None = None,
+               **request_extra: Any) -> ChildPlan:
     """The request, environment and CPUs of a child running ``jobs`` (in
     ``python``, another install's interpreter, if given). ``defaults``: the
     framework as it comes, no knob set, no environment of ours, every CPU
-    (``settings`` then only labels the run)."""
+    (``settings`` then only labels the run); with ``preset``, one of
+    OpenVINO's own (:data:`~pyparbench.frameworks.mapping.OPENVINO_PRESETS`:
+    its hint, its tuner picking the rest)."""
     if framework not in TARGETS:
         raise ValueError(f"unknown framework {framework!r}; valid: {', '.join(TARGETS)}")
     settings = settings if settings is not None else Settings()
@@ -150,7 +154,10 @@ def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = 
         if framework == "native":
             raise ValueError("defaults=True is for a framework; native runs a Settings")
         mode = check_mode(framework, mode)
-        knobs: dict[str, Any] = default_knobs(framework, mode)
+        if preset is not None and framework != "openvino":
+            raise ValueError(f"preset {preset!r} is OpenVINO's; {framework} has none")
+        knobs: dict[str, Any] = (default_knobs(framework, mode) if preset is None
+                                 else preset_knobs(preset, mode))
         extra: dict[str, str] = {}
         if framework == "tensorflow":
             extra["TF_CPP_MIN_LOG_LEVEL"] = "2"  # the child's stderr: errors only
@@ -176,7 +183,8 @@ def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = 
               "graphs": [describe(r["graph"]) for r in requests], "cpus": cpus}
     label = describe_config(framework, mode, settings, [r["graph"] for r in requests])
     if defaults:
-        label = label.rsplit(" under ", 1)[0] + " under its own defaults"
+        label = label.rsplit(" under ", 1)[0] + (" under its own defaults" if preset is None
+                                                 else f" under its preset {preset}")
     env = child_process.child_env(settings, core=framework == "native", extra=extra)
     shown = dict(extra)
     if HOOK_ENV in env:

@@ -55,7 +55,8 @@ class Contender:
     contenders of one framework differ; ``python``: the interpreter of
     another install to run it in (for example pyparbench built against
     another oneDNN), None for this one; ``defaults``: the framework as it
-    comes, no knob set and every CPU (``settings`` ignored)."""
+    comes, no knob set and every CPU (``settings`` ignored), or with
+    ``preset`` one of OpenVINO's own presets (its hint)."""
 
     framework: str
     mode: str | None = None
@@ -63,6 +64,7 @@ class Contender:
     name: str | None = None
     python: str | None = None
     defaults: bool = False
+    preset: str | None = None
 
     @property
     def label(self) -> str:
@@ -223,7 +225,8 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
     if not timeout > 0:
         raise ValueError(f"timeout must be > 0, got {timeout!r}")
     plans = [plan_child(c.framework, [Job(graph, repeats=0, warmup=warmup)], c.settings,
-                        c.mode, python=c.python, defaults=c.defaults, lockstep=True)
+                        c.mode, python=c.python, defaults=c.defaults, preset=c.preset,
+                        lockstep=True)
              for c in contenders]
     deadline = time.monotonic() + timeout
     result = LockstepResult(labels, {lab: [] for lab in labels},

@@ -32,12 +32,26 @@ graph_opt      full: Grappler (always on);    full: as the mode optimises      f
                other values n/a               (freeze, inductor); other n/a    level); other values n/a
 =============  =============================  ===============================  ================================
 
+OpenVINO (its CPU plugin; property names as ``compile_model`` takes them):
+intra_op is INFERENCE_NUM_THREADS per stream (the total is instances x
+intra_op), instances are NUM_STREAMS (each stream one infer request on its
+own threads), affinity is ENABLE_CPU_PINNING (the child's CPU mask holds
+exactly the streams' CPUs), smt is ENABLE_HYPER_THREADING, and the mode is
+INFERENCE_PRECISION_HINT (f32, bf16, f16), always set. PERFORMANCE_HINT is
+left unset (``benchmark_app -hint none``): the explicit streams and threads
+decide. Not applicable: inter_op > 1 and the async scheduler (a stream runs
+its nodes in order), omp_wait (TBB threads, no OpenMP), library other than
+oneDNN, operator framework, pools other than TBB's, graph_opt.
+OpenVINO's own tuner is a preset (:data:`OPENVINO_PRESETS`): its LATENCY
+or THROUGHPUT hint at the mode's precision, or no property at all.
+
 Modes (the ways each framework's users run a model): TensorFlow ``function``
 (a ``tf.function``, XLA off) or ``xla`` (``jit_compile=True``); PyTorch
 ``eager``, ``script`` (``torch.jit.freeze`` of ``torch.jit.script`` under
 eval and inference mode) or ``compile`` (``torch.compile``, inductor); ONNX
 Runtime ``all``, ``extended``, ``basic`` or ``disabled`` (the graph
-optimisation level). A requested value with no counterpart is recorded in
+optimisation level); OpenVINO ``f32``, ``bf16`` or ``f16`` (the inference
+precision). A requested value with no counterpart is recorded in
 the result's ``not_applicable`` list with the reason and the closest
 setting the framework takes (``instead``), never dropped silently.
 
@@ -59,13 +73,19 @@ from typing import Any
 from pyparbench.names import DEFAULT_MODES, FRAMEWORKS, MODES, check_framework, check_mode
 from pyparbench.settings import INTEL_SPINCOUNT, Settings
 
-__all__ = ["DEFAULT_MODES", "FRAMEWORKS", "MODES", "OPENMP", "FrameworkConfig", "NotApplicable",
-           "check_framework", "check_mode", "default_knobs", "map_settings"]
+__all__ = ["DEFAULT_MODES", "FRAMEWORKS", "MODES", "OPENMP", "OPENVINO_PRESETS", "FrameworkConfig",
+           "NotApplicable", "check_framework", "check_mode", "default_knobs", "map_settings",
+           "preset_knobs"]
 
 # A plain OpenMP program: not a framework pyparbench runs, but one a setting
 # is deployed to (its environment).
 OPENMP = "openmp"
 
+# OpenVINO's own tuner as presets: the hint it is given (None: no property at
+# all, not even the precision: OpenVINO left entirely to itself).
+OPENVINO_PRESETS: dict[str, str | None] = {"openvino-latency": "LATENCY",
+                                           "openvino-throughput": "THROUGHPUT",
+                                           "openvino-defaults": None}
 
 
 @dataclass(frozen=True)
@@ -236,6 +256,33 @@ def _onnxruntime(cfg: FrameworkConfig) -> None:
             str(c + 1) for c in cfg.cpus[1:s.intra_op])
 
 
+def _openvino(cfg: FrameworkConfig) -> None:
+    s = cfg.settings
+    na = cfg.not_applicable
+    # Streams are instances: _common's line about one copy does not hold here.
+    na[:] = [n for n in na if n.knob != "instances"]
+    cfg.knobs.update({"NUM_STREAMS": s.instances,
+                      "INFERENCE_NUM_THREADS": s.instances * s.intra_op,
+                      "ENABLE_CPU_PINNING": cfg.cpus is not None,
+                      "ENABLE_HYPER_THREADING": s.smt,
+                      "INFERENCE_PRECISION_HINT": cfg.mode})
+    if s.inter_op > 1 or s.scheduler == "async":
+        na.append(NotApplicable(
+            "inter_op", f"{s.scheduler} {s.inter_op}", "an OpenVINO stream runs its nodes "
+            "one after another; parallel work is more streams (instances)",
+            f"sync, one stream of INFERENCE_NUM_THREADS={s.intra_op}"))
+    if s.library != "onednn" or s.operator != "library":
+        na.append(NotApplicable("library", f"{s.operator}/{s.library}", "OpenVINO's CPU "
+                                "plugin runs its own oneDNN kernels, each threaded inside",
+                                "operator=library on oneDNN"))
+    # No pool of pyparbench's is TBB.
+    na.append(NotApplicable("pool", s.pool, "OpenVINO's threads are TBB's (its streams "
+                            "executor)", f"TBB, INFERENCE_NUM_THREADS={s.instances * s.intra_op}"))
+    if s.omp_wait is not None:
+        na.append(NotApplicable("omp_wait", s.omp_wait, "OpenVINO runs on TBB, which has "
+                                "no wait policy to set", "TBB's own (spin briefly, then sleep)"))
+
+
 def _openmp(cfg: FrameworkConfig) -> None:
     """A plain OpenMP program: its environment only (any OpenMP runtime reads
     the OMP_ variables; GOMP_ ones are libgomp's, KMP_ ones the Intel / LLVM
@@ -273,7 +320,8 @@ def _affinity_name(s: Settings) -> str:
     return s.affinity if isinstance(s.affinity, str) else "explicit"
 
 
-MAPPERS = {"tensorflow": _tensorflow, "torch": _torch, "onnxruntime": _onnxruntime}
+MAPPERS = {"tensorflow": _tensorflow, "torch": _torch, "onnxruntime": _onnxruntime,
+           "openvino": _openvino}
 _LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED",
            "basic": "ORT_ENABLE_BASIC", "disabled": "ORT_DISABLE_ALL"}
 
@@ -294,7 +342,28 @@ def default_knobs(framework: str, mode: str | None = None) -> dict[str, Any]:
         return {"jit_compile": mode == "xla"}
     if framework == "torch":
         return {"fork_branches": False}
+    if framework == "openvino":  # the precision, never OpenVINO's pick
+        return {"INFERENCE_PRECISION_HINT": mode}
     return {"graph_optimization_level": _LEVELS[mode]}
+
+
+def preset_knobs(name: str, mode: str | None = None) -> dict[str, Any]:
+    """The knobs of OpenVINO's preset ``name`` (:data:`OPENVINO_PRESETS`) in
+    ``mode`` (its precision): its hint and the precision, streams and
+    threads left to its tuner; ``openvino-defaults``: no property at all.
+
+    Raises
+    ------
+    ValueError
+        An unknown preset or mode.
+    """
+    if name not in OPENVINO_PRESETS:
+        raise ValueError(f"unknown OpenVINO preset {name!r}; valid: "
+                         f"{', '.join(OPENVINO_PRESETS)}")
+    hint = OPENVINO_PRESETS[name]
+    if hint is None:
+        return {}
+    return {**default_knobs("openvino", mode), "PERFORMANCE_HINT": hint}
 
 
 def map_settings(framework: str, settings: Settings, mode: str | None = None,

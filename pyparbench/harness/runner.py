@@ -79,11 +79,11 @@ def _run_framework_config(config: Config, started: float, machine: dict[str, Any
     """A framework configuration: the model in a fresh child of that
     framework (:func:`pyparbench.frameworks.run_framework`), pinned as the
     settings say; the framework's reported threads and the knobs it has no
-    counterpart for go into ``resolved``. ONNX Runtime on a user's file runs
-    the file itself, so ``resolved`` also says how far the native graph's
+    counterpart for go into ``resolved``. ONNX Runtime and OpenVINO on a
+    user's file run the file itself, so ``resolved`` also says how far the native graph's
     outputs are from it (``output_error``, see :func:`_file_agreement`)."""
     assert config.framework is not None
-    agree = config.framework == "onnxruntime" and is_file_key(config.model)
+    agree = config.framework in ("onnxruntime", "openvino") and is_file_key(config.model)
     res = run_framework(ModelRef(config.model, config.batch), config.framework,
                         config.settings, mode=config.mode, repeats=config.repeats,
                         warmup=config.warmup, outputs=agree, timeout=timeout)
@@ -105,9 +105,9 @@ def _run_framework_config(config: Config, started: float, machine: dict[str, Any
 
 def _file_agreement(config: Config, framework_outputs: dict[str, Any], timeout: float
                     ) -> dict[str, Any]:
-    """How far the native executor's outputs are from ONNX Runtime's on the
-    user's file, on the same inputs: ``output_error`` = max |native - ORT| /
-    max |ORT| (one native run in its own child, under the row's settings),
+    """How far the native executor's outputs are from the framework's (ONNX
+    Runtime's or OpenVINO's) on the user's file, on the same inputs:
+    ``output_error`` = max |native - framework| / max |framework| (one native run in its own child, under the row's settings),
     or None with ``output_error_note`` saying why there is none."""
     native = run_framework(ModelRef(config.model, config.batch), "native", config.settings,
                            repeats=1, warmup=0, outputs=True, timeout=timeout)

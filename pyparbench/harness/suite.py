@@ -49,18 +49,19 @@ __all__ = ["FRAMEWORK_RUNS", "KEPT", "KEPT_FRAMEWORK_RUNS", "AssumedCeilings", "
 KEPT = (*PRESETS, "recommended")
 # The framework runs of each model (framework, mode), when installed: what
 # each framework's users run (TensorFlow's tf.function, PyTorch eager and
-# frozen TorchScript, ONNX Runtime with every graph optimisation).
+# frozen TorchScript, ONNX Runtime with every graph optimisation, OpenVINO at
+# float32).
 FRAMEWORK_RUNS = (("tensorflow", "function"), ("torch", "eager"), ("torch", "script"),
-                  ("onnxruntime", "all"))
+                  ("onnxruntime", "all"), ("openvino", "f32"))
 # The framework run a budget keeps for each model (the first of these the
 # plan has): the fastest runtime, so that the report always compares the
 # native executor with its strongest rival; the other runs rank with the
 # fourth grid setting.
 KEPT_FRAMEWORK_RUNS = (("onnxruntime", "all"), ("torch", "script"), ("torch", "eager"),
-                       ("tensorflow", "function"))
+                       ("tensorflow", "function"), ("openvino", "f32"))
 # The Python packages each framework run needs.
 _FRAMEWORK_PACKAGES = {"tensorflow": ("tensorflow",), "torch": ("torch",),
-                       "onnxruntime": ("onnxruntime", "onnx")}
+                       "onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx")}
 
 def installed_frameworks() -> tuple[str, ...]:
     """The frameworks whose packages are installed (found, not imported:
@@ -84,7 +85,7 @@ _START_S = 0.35
 _WEIGHTS_BPS = 0.4e9
 # A framework child's start (interpreter, the framework's import, the model
 # built from the graph) and its latency over the native executor's.
-_FRAMEWORK_START_S = {"tensorflow": 6.0, "torch": 3.0, "onnxruntime": 2.5}
+_FRAMEWORK_START_S = {"tensorflow": 6.0, "torch": 3.0, "onnxruntime": 2.5, "openvino": 2.5}
 _FRAMEWORK_SLOWDOWN = 1.5
 # Executor cost per node and run, and the share of the ceilings a model reaches.
 _NODE_S = 15e-6

@@ -38,7 +38,12 @@ from typing import Any
 
 from pyparbench.child_process import child_cpus
 from pyparbench.frameworks.lockstep import Contender, LockstepResult, run_lockstep
-from pyparbench.frameworks.mapping import FRAMEWORKS, check_mode, map_settings
+from pyparbench.frameworks.mapping import (
+    FRAMEWORKS,
+    OPENVINO_PRESETS,
+    check_mode,
+    map_settings,
+)
 from pyparbench.frameworks.spec import ModelRef, not_applicable
 from pyparbench.recommender.decision import (
     CONSISTENT,
@@ -67,6 +72,7 @@ PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "tensorflow": (("tensorflow", "tensorflow-cpu==2.21.0"),),
     "torch": (("torch", "torch"),),
     "onnxruntime": (("onnxruntime", "onnxruntime"), ("onnx", "onnx")),
+    "openvino": (("openvino", "openvino"), ("onnx", "onnx")),
 }
 
 
@@ -203,6 +209,9 @@ def contenders_for(rec: Recommendation, framework: str, mode: str | None = None,
     picked[INTEL] = intel
     contenders = [Contender(framework, mode, s, name=label) for label, s in picked.items()]
     contenders.append(Contender(framework, mode, Settings(), name=DEFAULTS, defaults=True))
+    if framework == "openvino":  # its own tuner, a preset to beat
+        contenders += [Contender(framework, mode, Settings(), name=p, defaults=True, preset=p)
+                       for p in OPENVINO_PRESETS]
     return contenders, picked, left_out
 
 
@@ -232,13 +241,14 @@ def check_in_framework(rec: Recommendation, model: str, framework: str, *,
         raise ValueError(why)
     contenders, settings, left_out = contenders_for(rec, framework, mode, top=top)
     for label, extra in (references or {}).items():
-        if label in settings or label == DEFAULTS:
+        if label in settings or label == DEFAULTS or label in OPENVINO_PRESETS:
             raise ValueError(f"reference label {label!r} is taken")
         settings[label] = extra.with_(name="")
-        contenders.insert(-1, Contender(framework, mode, settings[label], name=label))
+        at = next(i for i, c in enumerate(contenders) if c.defaults)
+        contenders.insert(at, Contender(framework, mode, settings[label], name=label))
     lock = run_lockstep(ref, contenders, steps=steps, warmup=warmup, timeout=timeout)
     ok = [c.label for c in contenders if c.label not in lock.errors]
-    if lock.steps == 0 or not any(lab not in (DEFAULTS, INTEL) for lab in ok):
+    if lock.steps == 0 or not any(lab not in (DEFAULTS, INTEL, *OPENVINO_PRESETS) for lab in ok):
         why_not = "; ".join(f"{k}: {v}" for k, v in lock.errors.items()) or "no step completed"
         raise ValueError(f"nothing measured in {framework}: {why_not}")
     return _summarise(lock, contenders, settings, framework, mode, model, rec.batch,
@@ -271,8 +281,12 @@ def _summarise(lock: LockstepResult, contenders: Sequence[Contender],
             vs, lo, hi = r.median, r.low, r.high
             regret[c.label] = {"median": 1 / r.median, "low": 1 / r.high, "high": 1 / r.low,
                                "fastest_faster_in": r.a_faster, "steps": r.steps}
-        setting = (f"{framework}'s own defaults: no knob set, every CPU" if c.defaults
-                   else settings[c.label].label())
+        setting = (settings[c.label].label() if not c.defaults
+                   else "openvino's own defaults at the precision asked "
+                        f"({mode}), every CPU" if c.preset is None and framework == "openvino"
+                   else f"{framework}'s own defaults: no knob set, every CPU" if c.preset is None
+                   else f"OpenVINO's {c.preset} preset: "
+                        f"{run.mapping.get('knobs') or 'no property set'}, every CPU")
         measured.append(Measured(c.label, setting, medians[c.label], vs, lo, hi,
                                  dict(run.mapping.get("knobs", {})), dict(run.env),
                                  run.mapping.get("cpus"), reported,
