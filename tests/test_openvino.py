@@ -23,7 +23,7 @@ from pyparbench.frameworks import (
 )
 from pyparbench.frameworks.child import HOOK_ENV
 from pyparbench.frameworks.mapping import OPENVINO_PRESETS, default_knobs, preset_knobs
-from pyparbench.frameworks.overhead import output_error
+from pyparbench.reference import output_error
 from pyparbench.settings import Settings
 
 HAVE = importlib.util.find_spec("openvino") is not None and \
@@ -111,14 +111,15 @@ def test_a_built_in_model_at_f32_matches_the_native_executor() -> None:
         assert sorted(g) == sorted(w)
         assert output_error(w, g) <= 1e-4
     res = run_framework(refs[0], "openvino", TWO, repeats=3, profile=2)
-    assert res["status"] == "ok", res.get("error")
-    held = res["reported"]["compiled_properties"]
+    assert res.ok, res.error
+    held = res.reported["compiled_properties"]
     # The precision asked for, not OpenVINO's pick (bf16 where the CPU has it).
     assert held["INFERENCE_PRECISION_HINT"] in ("f32", "float32")
     assert held["INFERENCE_NUM_THREADS"] == TWO.intra_op and held["NUM_STREAMS"] == 1
-    assert len(res["ns"]) == 3 and res["core_loaded"] is False
+    assert res.answer is not None
+    assert len(res.job.ns) == 3 and res.answer.core_loaded is False
     # Every fully connected layer charged to the graph's linear nodes.
-    linear = [k for k in res["kernels"] if k["op"] == "linear"]
+    linear = [k for k in res.job.figures["kernels"] if k["op"] == "linear"]
     assert linear and sum(k["calls"] for k in linear) == 8
 
 
@@ -128,33 +129,34 @@ def test_a_users_file_runs_itself_and_matches_the_native_executor(tmp_path: Path
 
     name = resolve(str(small_file(tmp_path / "small.onnx")))
     res = run_framework(ModelRef(name, 3), "openvino", TWO, repeats=2, outputs=True, profile=2)
-    assert res["status"] == "ok", res.get("error")
-    assert res["info"]["onnx_file"] == str(tmp_path / "small.onnx")
-    assert res["outputs"]["y"].shape == (3, 5)  # the file's batch fixed to the run's
+    assert res.ok, res.error
+    assert res.job.info["onnx_file"] == str(tmp_path / "small.onnx")
+    assert res.job.outputs()["y"].shape == (3, 5)  # the file's batch fixed to the run's
     native = framework_outputs([ModelRef(name, 3)], "native", TWO)[0]
-    assert output_error(native, res["outputs"]) <= 1e-5
-    ops = {k["op"] for k in res["kernels"]}
+    assert output_error(native, res.job.outputs()) <= 1e-5
+    ops = {k["op"] for k in res.job.figures["kernels"]}
     assert "conv2d" in ops and "linear" in ops
 
 
 def test_openvino_missing_is_an_answer(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pyparbench.frameworks import verified
     from pyparbench.harness import suite
+    from pyparbench.recommender import framework_check
 
     monkeypatch.setenv(HOOK_ENV, "import=pyparbench_no_such_module@openvino")
     res = run_framework(ModelRef("mlp-512", 1), "openvino", repeats=1)
-    assert res["status"] == "error"
-    assert res["error"].startswith("openvino (f32) on mlp-512 batch 1 under ")
-    assert "cannot import pyparbench_no_such_module" in res["error"]
+    assert res.status == "error"
+    assert res.error.startswith("openvino (f32) on mlp-512 batch 1 under ")
+    assert "cannot import pyparbench_no_such_module" in res.error
     real = importlib.util.find_spec
 
     def lacking(name: str, *args: Any) -> Any:
         return None if name == "openvino" else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", lacking)
+    monkeypatch.setattr(suite, "find_spec", lacking)
     assert "openvino" not in suite.installed_frameworks()
     with pytest.raises(ValueError, match=r"openvino is not installed: pip install openvino"):
-        verified.check_installed("openvino")
+        framework_check.check_installed("openvino")
 
 
 @needs
@@ -170,8 +172,8 @@ def test_openvino_is_loaded_only_in_its_own_child() -> None:
         "map_settings('openvino', Settings(intra_op=1))\n"
         "knobs.code({'NUM_STREAMS': 1})\n"
         "res = run_framework(ModelRef('mlp-512', 1), 'openvino', repeats=1)\n"
-        "assert res['status'] == 'ok', res.get('error')\n"
-        "assert res['core_loaded'] is False\n"
+        "assert res.ok, res.error\n"
+        "assert res.answer is not None and res.answer.core_loaded is False\n"
         "print(sorted(m for m in sys.modules if m == 'openvino' or m.startswith('openvino.')))\n")
     proc = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
                           cwd="/", timeout=300, check=False)
