@@ -271,7 +271,7 @@ class Calibration:
         for k, v in table.items():
             mine[k] = _merge(None if replace else mine.get(k), v)
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {"version": CACHE_VERSION, "fingerprint": self.fingerprint,
                 "executor": None if self.executor is None else self.executor.as_dict(),
                 "executor_attempts": self.executor_attempts, "tables": self.tables,
@@ -306,7 +306,7 @@ class Calibration:
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".recommend-", suffix=".json")
         try:
             with os.fdopen(fd, "w") as fh:
-                json.dump(self.to_dict(), fh)
+                json.dump(self.as_dict(), fh)
             os.replace(tmp, self.path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
