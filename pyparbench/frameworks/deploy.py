@@ -64,7 +64,7 @@ class Instance:
         nodes), else ``taskset -c ... program``."""
         # Imported here: pyparbench.threading loads the native core, which
         # a framework's child (it imports this package) must never load.
-        from pyparbench.threading.cpulist import cpu_str  # noqa: PLC0415 (framework child: no native core)
+        from pyparbench.cpulist import cpu_str  # noqa: PLC0415 (framework child: no native core)
 
         if self.nodes:
             return (f"numactl --physcpubind={cpu_str(self.cpus)} "

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TaskSample", "compare", "parse_cpu_list", "snapshot"]
+from pyparbench.cpulist import parse_cpu_list
+
+__all__ = ["TaskSample", "compare", "snapshot"]
 
 
 @dataclass(frozen=True)
@@ -27,17 +29,6 @@ class TaskSample:
     cpu_ns: int  # CPU time so far (the thread's CPU clock; else clock ticks)
     last_cpu: int
     allowed: tuple[int, ...]
-
-
-def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """'0-2,5' -> (0, 1, 2, 5)."""
-    out: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return tuple(out)
 
 
 def _thread_clock(tid: int) -> int:
