@@ -35,10 +35,9 @@ from pyparbench.resultfiles import (
     Result,
     ResultFileError,
     check_record,
-    parse_json,
+    read_json,
     read_jsonl,
     read_result,
-    read_text,
 )
 from pyparbench.resultfiles.measurements import PEAK_FILE, conditions, read_peak_file
 from pyparbench.resultfiles.op_result import OpResult
@@ -157,7 +156,7 @@ def read_graphs(folder: Path, warnings: list[str],
     if not path.is_file():
         return {}
     try:
-        value = parse_json(path, read_text(path, max_bytes))
+        value = read_json(path, max_bytes)
         if not isinstance(value, list):
             raise ResultFileError(path, f"a JSON {json_type(value)}, not a list of graphs")
         out: Graphs = {}
@@ -221,7 +220,7 @@ def read_summary_conditions(folder: Path, warnings: list[str],
     if not path.is_file():
         return {}
     try:
-        value = parse_json(path, read_text(path, max_bytes))
+        value = read_json(path, max_bytes)
     except ResultFileError as e:
         warnings.append(f"{e}: its conditions (how busy the machine was) are not reported")
         return {}

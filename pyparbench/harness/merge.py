@@ -47,8 +47,7 @@ from pyparbench.resultfiles import (
     DEFAULT_MAX_BYTES,
     ResultFileError,
     fingerprint_fields,
-    parse_json,
-    read_text,
+    read_json,
 )
 from pyparbench.resultfiles.measurements import PEAK_FILE, check_operator_record
 
@@ -169,7 +168,7 @@ def _manifests(files: Sequence[Path], max_bytes: int) -> list[tuple[Path, dict[s
         m = manifest_path(f)
         if not m.is_file():
             continue
-        data = parse_json(m, read_text(m, max_bytes))
+        data = read_json(m, max_bytes)
         ok = (isinstance(data, dict) and isinstance(data.get("index"), int)
               and isinstance(data.get("count"), int) and isinstance(data.get("suite_size"), int)
               and isinstance(data.get("suite_digest"), str) and isinstance(data.get("keys"), list)

@@ -66,6 +66,7 @@ from pyparbench.recommender.costmodel import (
 )
 from pyparbench.recommender.children import ChildFailed
 from pyparbench.recommender.waitpolicy import measure_wait, wait_teams
+from pyparbench.resultfiles import ResultFileError, read_json_object
 from pyparbench.settings import Settings, allowed_cores
 from pyparbench.threading.topology import topology
 
@@ -315,10 +316,10 @@ class Calibration:
 
 def _read(path: Path) -> Calibration | None:
     try:
-        d = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        d = read_json_object(path)
+    except ResultFileError:  # missing, cut short or not ours: measured again
         return None
-    if not isinstance(d, dict) or d.get("version") != CACHE_VERSION:
+    if d.get("version") != CACHE_VERSION:
         return None
     ex, wait = d.get("executor"), d.get("wait")
     try:
