@@ -20,7 +20,6 @@ host that measured it (the peak file its ``peak_id`` names), so that the
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from pyparbench.resultfiles import (
     read_result,
 )
 from pyparbench.resultfiles.measurements import PEAK_FILE, conditions, read_peak_file
+from pyparbench.resultfiles.atomic import write_atomic
 from pyparbench.resultfiles.op_result import OpResult
 from pyparbench.resultfiles.values import get_int, get_string, is_number, json_type
 
@@ -183,10 +183,9 @@ def write_graphs(folder: Path, graphs: Graphs) -> None:
     the figures it held of other models kept (a resumed or sharded run)."""
     kept = read_graphs(folder, [])
     kept.update(graphs)
-    tmp = folder / (GRAPHS_FILE + ".tmp")
-    tmp.write_text(json.dumps([{"model": m, "batch": b, **f} for (m, b), f in kept.items()],
-                              indent=1) + "\n")
-    os.replace(tmp, folder / GRAPHS_FILE)
+    write_atomic(folder / GRAPHS_FILE,
+                 json.dumps([{"model": m, "batch": b, **f} for (m, b), f in kept.items()],
+                            indent=1) + "\n")
 
 
 def load_or_measure(directory: str | Path, *, quick: bool = False,

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from pyparbench.harness.resumable import Keyed
 from pyparbench.resultfiles import ResultFileError, read_json_object
+from pyparbench.resultfiles.atomic import write_atomic
 
 __all__ = ["Shard", "apply_shard", "check_manifest", "manifest_path", "parse_shard",
            "resolve_shard", "select_shard", "shard_from_env", "suite_digest", "write_manifest"]
@@ -170,9 +171,7 @@ def write_manifest(results: str | Path, shard: Shard, keys: Sequence[str]) -> Pa
     data: dict[str, Any] = {"shard": str(shard), "index": shard.index, "count": shard.count,
                             "suite_size": len(keys), "suite_digest": suite_digest(keys),
                             "keys": shard.select(keys)}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1) + "\n")
     return path
 
 

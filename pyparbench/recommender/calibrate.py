@@ -41,7 +41,6 @@ import math
 import os
 import resource
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +66,7 @@ from pyparbench.recommender.costmodel import (
 from pyparbench.recommender.children import ChildFailed
 from pyparbench.recommender.waitpolicy import measure_wait, wait_teams
 from pyparbench.resultfiles import ResultFileError, read_json_object
+from pyparbench.resultfiles.atomic import write_atomic
 from pyparbench.settings import Settings, allowed_cores
 from pyparbench.threading.topology import topology
 
@@ -304,14 +304,7 @@ class Calibration:
                 self.wait_attempts = on_disk.wait_attempts
             for label, share in on_disk.load.items():
                 self.load.setdefault(label, share)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".recommend-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(self.as_dict(), fh)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.path, json.dumps(self.as_dict()))
 
 
 def _read(path: Path) -> Calibration | None:
