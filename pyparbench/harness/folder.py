@@ -203,9 +203,7 @@ def load_or_measure(directory: str | Path, *, quick: bool = False,
             pass
     peak = measure_peak(quick=quick)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(peak.as_dict(), indent=1))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(peak.as_dict(), indent=1))
     return peak, False
 
 
