@@ -195,7 +195,7 @@ def measure(plan: list[dict[str, Any]], passes: int, repeats: int, out: Path,
 
     def run(config: Config) -> None:
         b0, c0, p0, t0 = _busy(), _children_cpu(), time.process_time(), time.monotonic()
-        record = run_config(config, machine=machine).to_dict()
+        record = run_config(config, machine=machine).as_dict()
         wall = time.monotonic() - t0
         own = (_children_cpu() - c0) + (time.process_time() - p0)
         load = max(0.0, (_busy() - b0 - own) / (wall * (os.cpu_count() or 1)))

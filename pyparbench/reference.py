@@ -19,7 +19,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from pyparbench.graph import Graph, Node
 
-__all__ = ["assert_near", "conv2d_reference", "reference_forward", "relative_error"]
+__all__ = ["assert_near", "conv2d_reference", "output_error", "reference_forward",
+           "relative_error"]
 
 Array = npt.NDArray[Any]
 _erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf is exact to double
@@ -124,6 +125,31 @@ def relative_error(got: npt.ArrayLike, want: npt.ArrayLike) -> float:
         raise ValueError(f"shape {g.shape} against {w.shape}")
     scale = max(float(np.abs(w).max(initial=0.0)), 1e-30)
     return float(np.abs(g - w).max(initial=0.0)) / scale
+
+
+def output_error(got: Mapping[str, npt.ArrayLike], want: Mapping[str, npt.ArrayLike], *,
+                 labels: tuple[str, str] = ("got", "want")) -> float:
+    """The worst :func:`relative_error` over every output (by name) the two
+    runs share: how far one network's outputs in one runtime are from
+    another's on the same inputs. ``labels`` name the two in messages.
+
+    Raises
+    ------
+    ValueError
+        No output in common, or one of different shapes (naming it).
+    """
+    common = sorted(set(got) & set(want))
+    if not common:
+        raise ValueError(f"no output in common: {labels[0]} {sorted(got)}, "
+                         f"{labels[1]} {sorted(want)}")
+    worst = 0.0
+    for name in common:
+        g, w = np.asarray(got[name], np.float64), np.asarray(want[name], np.float64)
+        if g.shape != w.shape:
+            raise ValueError(f"output {name!r}: {labels[0]} shape {g.shape}, {labels[1]}'s "
+                             f"{w.shape}")
+        worst = max(worst, relative_error(g, w))
+    return worst
 
 
 def conv2d_reference(x: npt.ArrayLike, w: npt.ArrayLike, bias: npt.ArrayLike | None,

@@ -31,7 +31,7 @@ from pyparbench.frameworks.deploy import TARGETS, Deployment, deployment
 from pyparbench.frameworks.mapping import map_settings
 from pyparbench.settings import Settings, instance_cpus
 from pyparbench.threading import topology
-from pyparbench.threading.cpulist import cpu_str
+from pyparbench.cpulist import cpu_str
 
 ROOT = Path(__file__).resolve().parents[1]
 HAVE = {m: importlib.util.find_spec(m) is not None for m in ("torch", "onnxruntime",

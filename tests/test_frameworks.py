@@ -464,7 +464,7 @@ def test_settings_map_onto_each_framework() -> None:
 def test_graph_specs_remake_the_same_graph() -> None:
     g = all_ops_graph()
     again = build_graph(json.loads(json.dumps(graph_to_spec(g))))
-    assert again.to_dict() == g.to_dict()
+    assert again.as_dict() == g.as_dict()
     for a, b in zip(g.nodes, again.nodes, strict=True):
         for k in a.params:
             assert np.array_equal(a.params[k], b.params[k])

@@ -209,7 +209,7 @@ def test_a_constant_is_a_parameter_its_reader_moves() -> None:
     assert g.flops == 0 and g.num_params == 16
     # The concat reads both and writes its output; the constant moves nothing itself.
     assert g.bytes_moved == 4 * (16 + 80 + 96)
-    assert rebuild(g).to_dict() == g.to_dict()
+    assert rebuild(g).as_dict() == g.as_dict()
     xs = g.random_inputs(3)
     out = reference_forward(g, xs)[g[g.outputs[0]].name]
     np.testing.assert_array_equal(out[:, :1], g["token"].params["value"])

@@ -301,7 +301,7 @@ def test_pytorch_runs_the_module_attached_to_a_file(tmp_path: Path) -> None:
     import numpy as np
 
     from pyparbench.frameworks import ModelRef, run_framework
-    from pyparbench.frameworks.overhead import output_error
+    from pyparbench.reference import output_error
 
     path = export_residual(tmp_path / "my.onnx")
     name = resolve(str(path))
@@ -333,14 +333,22 @@ def test_output_error_reads_what_children_send() -> None:
     import numpy as np
 
     from pyparbench.frameworks.child import encode
-    from pyparbench.frameworks.overhead import output_error
+    from pyparbench.frameworks.overhead import decoded_outputs
+    from pyparbench.reference import output_error
 
     want = np.linspace(-2.0, 4.0, 12, dtype=np.float32).reshape(3, 4)
     got = want.copy()
     got[1, 2] += 0.004
-    assert output_error({"y": encode(got)}, {"y": encode(want)}) == pytest.approx(
-        0.004 / 4.0, rel=1e-3)
-    with pytest.raises(ValueError, match="no output in common"):
-        output_error({"y": encode(got)}, {"z": encode(want)})
-    with pytest.raises(ValueError, match="native shape"):
-        output_error({"y": encode(got)}, {"y": encode(want.reshape(4, 3))})
+    labels = ("native", "framework")
+
+    def error(a: dict[str, object], b: dict[str, object]) -> float:
+        return output_error(decoded_outputs(a), decoded_outputs(b), labels=labels)
+
+    assert error({"y": encode(got)}, {"y": encode(want)}) == pytest.approx(0.004 / 4.0,
+                                                                           rel=1e-3)
+    # Arrays pass through as they are.
+    assert error({"y": got}, {"y": encode(want)}) == pytest.approx(0.004 / 4.0, rel=1e-3)
+    with pytest.raises(ValueError, match=r"no output in common: native \['y'\], framework"):
+        error({"y": encode(got)}, {"z": encode(want)})
+    with pytest.raises(ValueError, match=r"output 'y': native shape \(3, 4\), framework's"):
+        error({"y": encode(got)}, {"y": encode(want.reshape(4, 3))})

@@ -194,7 +194,7 @@ def _result(model: str, s: Settings, ms: float | list[float], name: str = "", rn
 
 def _write(folder: Path, results: list[Result]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n"
+    (folder / "results.jsonl").write_text("".join(json.dumps(r.as_dict()) + "\n"
                                                   for r in results))
     return folder
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pyparbench.graph import Graph, GraphBuilder
-from pyparbench.reference import assert_near, reference_forward, relative_error
+from pyparbench.reference import assert_near, output_error, reference_forward, relative_error
 
 # Also run in the emulated arm64 job (.ci/aarch64).
 pytestmark = pytest.mark.aarch64
@@ -419,3 +419,14 @@ def test_relative_error_is_the_worst_difference_over_the_largest_reference() -> 
     assert relative_error(want, want) == 0.0
     with pytest.raises(ValueError, match=r"shape \(4, 5\) against \(5, 4\)"):
         relative_error(want, want.T)
+
+
+def test_output_error_is_the_worst_over_the_outputs_both_runs_have() -> None:
+    want = {"a": np.ones((2, 3)), "b": np.full(4, 10.0), "only_want": np.zeros(1)}
+    got = {"a": np.ones((2, 3)) + 0.01, "b": np.full(4, 10.0) + 0.5, "only_got": np.zeros(1)}
+    # a: 0.01 / 1; b: 0.5 / 10 (the worse); the outputs only one side has are left out.
+    assert output_error(got, want) == pytest.approx(0.05)
+    with pytest.raises(ValueError, match=r"no output in common: mine \['x'\], theirs \['y'\]"):
+        output_error({"x": np.ones(1)}, {"y": np.ones(1)}, labels=("mine", "theirs"))
+    with pytest.raises(ValueError, match=r"output 'a': got shape \(3, 2\), want's \(2, 3\)"):
+        output_error({"a": np.ones((3, 2))}, want)

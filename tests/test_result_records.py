@@ -33,7 +33,7 @@ def _today() -> Result:
 
 def test_a_record_is_written_as_results_jsonl_always_held_it() -> None:
     r = _today()
-    d = r.to_dict()
+    d = r.as_dict()
     assert list(d) == ["key", "config", "status", "started", "machine", "ns", "summary",
                        "resolved", "per_instance", "schema"]
     assert list(d["config"]) == ["model", "batch", "settings", "repeats", "warmup",
@@ -43,11 +43,11 @@ def test_a_record_is_written_as_results_jsonl_always_held_it() -> None:
     assert d["config"]["settings"] == r.config.settings.as_dict() and d["schema"] == 1
     line = json.dumps(d)
     back = read_result("line 1", json.loads(line))
-    assert json.dumps(back.to_dict()) == line
+    assert json.dumps(back.as_dict()) == line
     assert (back.config.key, back.summary, back.ns) == (r.config.key, r.summary, r.ns)
     # A failed one has no timings, and says so when asked for them.
     failed = Result(r.key, r.config, "error", 0.0, error="boom")
-    assert "summary" not in failed.to_dict() and "ns" not in failed.to_dict()
+    assert "summary" not in failed.as_dict() and "ns" not in failed.as_dict()
     with pytest.raises(ValueError, match="a 'error' result has no timings"):
         failed.timing
 
@@ -67,7 +67,7 @@ def test_the_stored_fixtures_read_back_typed(machine: str) -> None:
 
 
 def _good() -> dict[str, Any]:
-    return json.loads(json.dumps(_today().to_dict()))
+    return json.loads(json.dumps(_today().as_dict()))
 
 
 @pytest.mark.parametrize("change,message", [
@@ -102,9 +102,9 @@ def test_the_store_reads_its_results_back_typed(tmp_path: Path) -> None:
                   "machine": r.machine})
     with pytest.raises(ValueError, match="record 2: result record lacks"):
         store.resumable(r.machine, read_result)
-    (tmp_path / "results.jsonl").write_text(json.dumps(r.to_dict()) + "\n")
+    (tmp_path / "results.jsonl").write_text(json.dumps(r.as_dict()) + "\n")
     ((key, back),) = store.resumable(r.machine, read_result)
-    assert key == r.key and back.to_dict() == r.to_dict()
+    assert key == r.key and back.as_dict() == r.as_dict()
 
 
 def test_a_run_config_is_the_record_config_and_the_runner_config() -> None:
@@ -159,7 +159,7 @@ def test_one_jsonl_reader_skips_what_is_not_an_object_and_keeps_the_rest(
 
 
 def test_an_operator_record_reads_back_to_the_line_it_was() -> None:
-    # OpResult.to_dict writes the line the main job writes (as annotate
+    # OpResult.as_dict writes the line the main job writes (as annotate
     # places each point): read back, it is the same record and the same line.
     import json
 
@@ -191,7 +191,7 @@ def test_an_operator_record_reads_back_to_the_line_it_was() -> None:
                 "machine": {"host": "h"}, "peak_id": "0123456789ab", "status": "ok"}
         roof: Any = Roof()
         placed = annotate(OpResult.from_dict({**base, **out}, placed=False), roof)
-        line = json.dumps(placed.to_dict())
+        line = json.dumps(placed.as_dict())
         assert OpResult.from_dict(json.loads(line)) == placed
         assert "roofline" in line and json.loads(line)["task"] == task.as_dict()
         with pytest.raises(ResultFileError, match="roofline"):
@@ -199,7 +199,7 @@ def test_an_operator_record_reads_back_to_the_line_it_was() -> None:
     failed = {"key": "k", "task": {"kind": "nodes", "threads": [1], "repeats": 5},
               "status": "timeout",
               "error": "ran past 600 s", "machine": {}}
-    assert OpResult.from_dict(failed).to_dict() == {**failed, "started": 0.0, "schema": 1}
+    assert OpResult.from_dict(failed).as_dict() == {**failed, "started": 0.0, "schema": 1}
     with pytest.raises(ResultFileError, match=r"x:1: points\[0\].flops"):
         OpResult.from_dict({**failed, "task": tasks[0][0].as_dict(), "status": "ok",
                             "points": [{"threads": 1, "summary": summarize(ns).as_dict(),

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from pyparbench.cli._common import print_json
 from pyparbench.machine.info import info
-from pyparbench.threading.cpulist import cpu_str
+from pyparbench.cpulist import cpu_str
 
 __all__ = ["add_command"]
 

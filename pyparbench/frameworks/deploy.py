@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyparbench.cpulist import cpu_str
 from pyparbench.frameworks.mapping import (
     FRAMEWORKS,
     OPENMP,
@@ -67,10 +68,6 @@ class Instance:
     def launch(self, program: str = PROGRAM) -> str:
         """``numactl --physcpubind=... --membind=N program`` (several NUMA
         nodes), else ``taskset -c ... program``."""
-        # Imported here: pyparbench.threading loads the native core, which
-        # a framework's child (it imports this package) must never load.
-        from pyparbench.threading.cpulist import cpu_str  # noqa: PLC0415 (framework child: no native core)
-
         if self.nodes:
             return (f"numactl --physcpubind={cpu_str(self.cpus)} "
                     f"--membind={','.join(map(str, self.nodes))} {program}")

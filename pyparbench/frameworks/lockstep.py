@@ -36,10 +36,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyparbench.child_process import ChildFailed
 from pyparbench.frameworks.answer import FrameworkRun
 from pyparbench.frameworks.child import STEP_MARK
-from pyparbench.child_process import ChildFailed
 from pyparbench.frameworks.launch import ChildPlan, Job, child_record, plan_child, start_child
+from pyparbench.frameworks.proc_audit import read_task_stat
 from pyparbench.frameworks.spec import GraphLike
 from pyparbench.settings import Settings
 from pyparbench.stats import estimate_paired_ratio, median_interval
@@ -163,13 +164,8 @@ def running_threads(pid: int) -> int | None:
         return None
     running = 0
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue  # a thread that ended meanwhile
-        # "tid (comm) S ...": the comm may hold spaces and parentheses.
-        running += stat[stat.rfind(")") + 2:][:1] == "R"
+        stat = read_task_stat(pid, tid)  # None: a thread that ended meanwhile
+        running += stat is not None and stat.state == "R"
     return running
 
 

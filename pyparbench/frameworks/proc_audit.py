@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TaskSample", "compare", "parse_cpu_list", "snapshot"]
+from pyparbench.cpulist import parse_cpu_list
+
+__all__ = ["TaskSample", "TaskStat", "compare", "parse_task_stat", "read_task_stat", "snapshot"]
 
 
 @dataclass(frozen=True)
@@ -29,15 +31,44 @@ class TaskSample:
     allowed: tuple[int, ...]
 
 
-def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """'0-2,5' -> (0, 1, 2, 5)."""
-    out: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return tuple(out)
+@dataclass(frozen=True)
+class TaskStat:
+    """One thread's /proc/PID/task/TID/stat line, split: its name and the
+    fields after it (``fields[0]`` is the state, field 3 of proc(5))."""
+
+    name: str
+    fields: tuple[str, ...]
+
+    @property
+    def state(self) -> str:
+        """"R" running or ready to run, "S" asleep, ... (proc(5))."""
+        return self.fields[0]
+
+
+def parse_task_stat(text: str) -> TaskStat:
+    """A thread's stat line as :class:`TaskStat`.
+
+    Raises
+    ------
+    ValueError
+        A text with no "(name)" followed by fields, naming the text.
+    """
+    # "tid (name) S ...": the name may hold spaces and parentheses itself.
+    open_, close = text.find("("), text.rfind(")")
+    fields = tuple(text[close + 1:].split()) if close > open_ >= 0 else ()
+    if not fields:
+        raise ValueError(f"not a /proc task stat line: {text[:200]!r}")
+    return TaskStat(text[open_ + 1:close], fields)
+
+
+def read_task_stat(pid: int | str, tid: int | str) -> TaskStat | None:
+    """Thread ``tid`` of process ``pid`` ("self": this one) as its stat file
+    says now; None where it cannot be read (the thread ended meanwhile)."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            return parse_task_stat(f.read())
+    except OSError:
+        return None
 
 
 def _thread_clock(tid: int) -> int:
@@ -51,14 +82,13 @@ _TICK_NS = 10**9 // os.sysconf("SC_CLK_TCK")
 
 
 def _sample(task: Path) -> TaskSample | None:
+    stat = read_task_stat("self", task.name)
     try:
-        stat = (task / "stat").read_text()
         status = (task / "status").read_text()
     except OSError:  # the thread ended meanwhile
         return None
-    # The name sits in parentheses and may hold spaces or parentheses itself.
-    name = stat[stat.index("(") + 1:stat.rindex(")")]
-    fields = stat[stat.rindex(")") + 2:].split()
+    if stat is None:
+        return None
     allowed: tuple[int, ...] = ()
     for line in status.splitlines():
         if line.startswith("Cpus_allowed_list:"):
@@ -68,9 +98,9 @@ def _sample(task: Path) -> TaskSample | None:
         cpu_ns = time.clock_gettime_ns(_thread_clock(tid))
     except OSError:  # no per-thread clock: /proc's clock ticks
         # fields[0] is field 3 of proc(5): utime 14, stime 15.
-        cpu_ns = (int(fields[11]) + int(fields[12])) * _TICK_NS
+        cpu_ns = (int(stat.fields[11]) + int(stat.fields[12])) * _TICK_NS
     # processor: field 39 of proc(5).
-    return TaskSample(tid, name, cpu_ns, int(fields[36]), allowed)
+    return TaskSample(tid, stat.name, cpu_ns, int(stat.fields[36]), allowed)
 
 
 def snapshot() -> dict[int, TaskSample]:

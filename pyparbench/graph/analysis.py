@@ -64,7 +64,7 @@ class NodeStats:
     bytes: int
     level: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

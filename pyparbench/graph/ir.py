@@ -177,16 +177,16 @@ class Graph(GraphAnalysis):
                 out[n.name] = x
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """The graph's structure (no weights) as JSON-able data."""
         return {
             "name": self.name,
             "meta": jsonable(self.meta),
             "inputs": list(self.inputs),
             "outputs": list(self.outputs),
-            "nodes": [n.to_dict() for n in self.nodes],
+            "nodes": [n.as_dict() for n in self.nodes],
         }
 
     def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+        return json.dumps(self.as_dict(), indent=indent)
 

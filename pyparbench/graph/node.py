@@ -164,7 +164,7 @@ class Node:
         stats = ("mean", "var") if self.op == "batch_norm" else ()
         return sum(s.size for k, s in self.params.specs.items() if k not in stats)
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """JSON-able description, without weights."""
         return {
             "id": self.id,

@@ -20,7 +20,6 @@ host that measured it (the peak file its ``peak_id`` names), so that the
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,12 +34,12 @@ from pyparbench.resultfiles import (
     Result,
     ResultFileError,
     check_record,
-    parse_json,
+    read_json,
     read_jsonl,
     read_result,
-    read_text,
 )
 from pyparbench.resultfiles.measurements import PEAK_FILE, conditions, read_peak_file
+from pyparbench.resultfiles.atomic import write_atomic
 from pyparbench.resultfiles.op_result import OpResult
 from pyparbench.resultfiles.values import get_int, get_string, is_number, json_type
 
@@ -157,7 +156,7 @@ def read_graphs(folder: Path, warnings: list[str],
     if not path.is_file():
         return {}
     try:
-        value = parse_json(path, read_text(path, max_bytes))
+        value = read_json(path, max_bytes)
         if not isinstance(value, list):
             raise ResultFileError(path, f"a JSON {json_type(value)}, not a list of graphs")
         out: Graphs = {}
@@ -184,10 +183,9 @@ def write_graphs(folder: Path, graphs: Graphs) -> None:
     the figures it held of other models kept (a resumed or sharded run)."""
     kept = read_graphs(folder, [])
     kept.update(graphs)
-    tmp = folder / (GRAPHS_FILE + ".tmp")
-    tmp.write_text(json.dumps([{"model": m, "batch": b, **f} for (m, b), f in kept.items()],
-                              indent=1) + "\n")
-    os.replace(tmp, folder / GRAPHS_FILE)
+    write_atomic(folder / GRAPHS_FILE,
+                 json.dumps([{"model": m, "batch": b, **f} for (m, b), f in kept.items()],
+                            indent=1) + "\n")
 
 
 def load_or_measure(directory: str | Path, *, quick: bool = False,
@@ -205,9 +203,7 @@ def load_or_measure(directory: str | Path, *, quick: bool = False,
             pass
     peak = measure_peak(quick=quick)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(peak.as_dict(), indent=1))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(peak.as_dict(), indent=1))
     return peak, False
 
 
@@ -221,7 +217,7 @@ def read_summary_conditions(folder: Path, warnings: list[str],
     if not path.is_file():
         return {}
     try:
-        value = parse_json(path, read_text(path, max_bytes))
+        value = read_json(path, max_bytes)
     except ResultFileError as e:
         warnings.append(f"{e}: its conditions (how busy the machine was) are not reported")
         return {}

@@ -52,7 +52,7 @@ from pyparbench.models import build
 from pyparbench.recommender import recommend
 from pyparbench.report import write_report
 from pyparbench.report.summary import busy_note
-from pyparbench.resultfiles import DEFAULT_MAX_BYTES, ResultFileError
+from pyparbench.resultfiles import DEFAULT_MAX_BYTES, ResultFileError, read_json
 from pyparbench.resultfiles.measurements import read_peak_file
 from pyparbench.settings import Settings, allowed_cores, allowed_sockets
 from pyparbench.threading.topology import topology as load_topology
@@ -125,7 +125,7 @@ def _plan_line(plan: SuitePlan) -> str:
 def _read_recommendations(path: Path) -> Recommended:
     """What an earlier run into this folder recommended ({} if none or unreadable)."""
     try:
-        items = json.loads(path.read_text())
+        items = read_json(path)
         return {(str(i["model"]), int(i["batch"])):
                 (Settings.from_dict(i["settings"]), float(i["predicted_ns"]))
                 for i in items}

@@ -29,8 +29,6 @@ previous merge wrote (it holds ``merge.json``) is merged into again.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,10 +45,11 @@ from pyparbench.resultfiles import (
     DEFAULT_MAX_BYTES,
     ResultFileError,
     fingerprint_fields,
-    parse_json,
+    read_json,
     read_text,
 )
 from pyparbench.resultfiles.measurements import PEAK_FILE, check_operator_record
+from pyparbench.resultfiles.atomic import write_atomic
 
 __all__ = ["MERGE_FILE", "MergeError", "MergeReport", "merge", "merge_records", "results_file"]
 
@@ -169,7 +168,7 @@ def _manifests(files: Sequence[Path], max_bytes: int) -> list[tuple[Path, dict[s
         m = manifest_path(f)
         if not m.is_file():
             continue
-        data = parse_json(m, read_text(m, max_bytes))
+        data = read_json(m, max_bytes)
         ok = (isinstance(data, dict) and isinstance(data.get("index"), int)
               and isinstance(data.get("count"), int) and isinstance(data.get("suite_size"), int)
               and isinstance(data.get("suite_digest"), str) and isinstance(data.get("keys"), list)
@@ -214,13 +213,7 @@ def _suite_order(manifests: Sequence[tuple[Path, dict[str, Any]]], present: set[
 
 def _write_jsonl(target: Path, sources: Sequence[Source]) -> None:
     """Write the records at once: never a half-written results file."""
-    tmp = target.with_name(target.name + ".tmp")
-    with tmp.open("w") as fh:
-        for s in sources:
-            fh.write(json.dumps(s.record) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, target)
+    write_atomic(target, (json.dumps(s.record) + "\n" for s in sources))
 
 
 def _peak_files(folders: Sequence[Path], ops: Sequence[Source], max_bytes: int
@@ -318,9 +311,7 @@ def merge(inputs: Sequence[str | Path], output: str | Path, *,
     for path in peaks.values():
         dest = out_dir / path.name
         if path.resolve() != dest.resolve():
-            tmp = dest.with_name(dest.name + ".tmp")
-            shutil.copyfile(path, tmp)
-            os.replace(tmp, dest)
+            write_atomic(dest, read_text(path, max_bytes))
     _write_jsonl(target, merged)
     graphs: dict[tuple[str, int], dict[str, Any]] = {}
     for folder in folders:

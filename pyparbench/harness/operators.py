@@ -263,7 +263,7 @@ def run_op_task(task: OpTask, peak: Peak, *, timeout: float = 600.0,
     except child_process.ChildFailed as e:
         return replace(base, status=e.status, error=e.error)
     try:
-        measured = OpResult.from_dict({**base.to_dict(), "status": "ok", **out},
+        measured = OpResult.from_dict({**base.as_dict(), "status": "ok", **out},
                                       "the task's answer", placed=False)
         return annotate(measured, peak)
     except (TypeError, ValueError) as e:

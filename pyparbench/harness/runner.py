@@ -26,12 +26,12 @@ from typing import Any
 from pyparbench import child_process
 from pyparbench.executor import run_model
 from pyparbench.frameworks import ModelRef, run_framework
-from pyparbench.frameworks.overhead import output_error
 from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.harness.resumable import run_resumable
 from pyparbench.harness.store import ResultStore
 from pyparbench.machine.fingerprint import machine_fingerprint
 from pyparbench.models.files import is_file_key
+from pyparbench.reference import output_error
 from pyparbench.resultfiles import Result, RunConfig, read_result
 from pyparbench.timing import Summary, summarize
 
@@ -115,7 +115,8 @@ def _file_agreement(config: Config, framework_outputs: dict[str, Any], timeout: 
         return {"output_error": None,
                 "output_error_note": f"the native run failed: {native.error}"}
     try:
-        return {"output_error": output_error(native.job.outputs(), framework_outputs)}
+        return {"output_error": output_error(native.job.outputs(), framework_outputs,
+                                             labels=("native", "framework"))}
     except ValueError as e:
         return {"output_error": None, "output_error_note": str(e)}
 

@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pyparbench.harness.resumable import Keyed
+from pyparbench.resultfiles import ResultFileError, read_json_object
+from pyparbench.resultfiles.atomic import write_atomic
 
 __all__ = ["Shard", "apply_shard", "check_manifest", "manifest_path", "parse_shard",
            "resolve_shard", "select_shard", "shard_from_env", "suite_digest", "write_manifest"]
@@ -169,9 +171,7 @@ def write_manifest(results: str | Path, shard: Shard, keys: Sequence[str]) -> Pa
     data: dict[str, Any] = {"shard": str(shard), "index": shard.index, "count": shard.count,
                             "suite_size": len(keys), "suite_digest": suite_digest(keys),
                             "keys": shard.select(keys)}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1) + "\n")
     return path
 
 
@@ -209,15 +209,13 @@ def check_manifest(results: str | Path, shard: Shard, keys: Sequence[str]) -> No
         Naming the folder's shard and the one asked for.
     """
     path = manifest_path(results)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists():
         return
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: not a shard manifest ({e}); move it away or use another "
-                         "folder") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a shard manifest (a JSON {type(data).__name__})")
+    try:
+        data = read_json_object(path)
+    except ResultFileError as e:
+        raise ValueError(f"{path}: not a shard manifest ({e.what}); move it away or use "
+                         "another folder") from None
     theirs = (data.get("index"), data.get("count"))
     if theirs != (shard.index, shard.count):
         raise ValueError(f"{path} holds shard {data.get('shard', theirs)!s} and this run is "

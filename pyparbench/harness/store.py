@@ -43,7 +43,7 @@ class StoredRecord(Protocol):
     @property
     def status(self) -> str: ...
 
-    def to_dict(self) -> dict[str, Any]: ...
+    def as_dict(self) -> dict[str, Any]: ...
 
 
 class ResultStore:
@@ -140,7 +140,7 @@ class ResultStore:
             the message names the file; every whole line before stays
             readable, and a later append starts a fresh line.
         """
-        data = dict(record) if isinstance(record, Mapping) else record.to_dict()
+        data = dict(record) if isinstance(record, Mapping) else record.as_dict()
         line = (json.dumps(data) + "\n").encode()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from pyparbench.cpuinfo import cpuinfo_value, read_cpuinfo
 
 __all__ = ["ARM_IMPLEMENTERS", "ARM_PARTS", "ArmCore", "arm_cpu_name", "cpu_features",
            "cpu_model_name", "parse_arm_cpuinfo", "x86_tier_from_flags"]
-
-_CPUINFO = Path("/proc/cpuinfo")
 
 # "CPU implementer" of /proc/cpuinfo (MIDR_EL1 bits 31:24), as Linux's
 # arch/arm64/include/asm/cputype.h names them.
@@ -143,16 +142,11 @@ def cpu_model_name(text: str | None = None, arch: str = "") -> str:
     machine's); ``arch``: the architecture ("" any: Arm names when the text
     has no model name)."""
     if text is None:
-        try:
-            text = _CPUINFO.read_text()
-        except OSError:
-            return ""
+        text = read_cpuinfo()
     if arch == "aarch64":
         return arm_cpu_name(text)
-    for line in text.splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return arm_cpu_name(text)
+    name = cpuinfo_value(text, "model name")
+    return name if name is not None else arm_cpu_name(text)
 
 
 def x86_tier_from_flags(flags: set[str]) -> str:

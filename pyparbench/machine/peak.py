@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from pyparbench.cpuinfo import cpuinfo_value, read_cpuinfo
 from pyparbench.machine.cpu_features import cpu_model_name
 from pyparbench.machine.fingerprint import fingerprint_id, machine_fingerprint
 from pyparbench.settings import allowed_cores
@@ -80,7 +81,6 @@ _MIN_ARRAY_BYTES = 64 << 20
 GATHER_DIM = 64
 GATHER_BAG = 100
 _CPUFREQ_MAX = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-_CPUINFO = Path("/proc/cpuinfo")
 
 
 @dataclass(frozen=True)
@@ -234,13 +234,11 @@ def thread_counts(n: int) -> list[int]:
 
 
 def _read_cpuinfo_mhz() -> float | None:
+    mhz = cpuinfo_value(read_cpuinfo(), "cpu MHz")
     try:
-        for line in _CPUINFO.read_text().splitlines():
-            if line.startswith("cpu MHz"):
-                return float(line.split(":", 1)[1])
-    except (OSError, ValueError):
-        pass
-    return None
+        return float(mhz) if mhz is not None else None
+    except ValueError:
+        return None
 
 
 def _read_cpufreq_max_mhz() -> float | None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pyparbench.models.files as files
-from pyparbench.reference import relative_error
+from pyparbench.reference import output_error
 
 __all__ = ["MODULES_ENV", "attach_module", "attached_module"]
 
@@ -130,13 +130,13 @@ def _check_agreement(name: str, module: Any, example: tuple[Any, ...], order: li
     if len(got) != len(want):
         raise ValueError(f"the module given for {name} returns {len(got)} output(s), the "
                          f"file {len(want)}")
-    for g, w in zip(got, want, strict=True):
-        g = g.detach().numpy()
-        if g.shape != w.shape:
-            raise ValueError(f"the module given for {name} returns shape {g.shape} where "
-                             f"the file returns {w.shape}")
-        err = relative_error(g, w)
-        if not err <= _AGREEMENT:
-            raise ValueError(f"the module given for {name} is not the file's network: max "
-                             f"|module - ORT| / max |ORT| = {err:.2e} on random inputs "
-                             f"(at most {_AGREEMENT:g})")
+    names = [o.name for o in sess.get_outputs()]
+    try:
+        err = output_error(dict(zip(names, (g.detach().numpy() for g in got), strict=True)),
+                           dict(zip(names, want, strict=True)), labels=("the module", "the file"))
+    except ValueError as e:
+        raise ValueError(f"the module given for {name}: {e}") from None
+    if not err <= _AGREEMENT:
+        raise ValueError(f"the module given for {name} is not the file's network: max "
+                         f"|module - ORT| / max |ORT| = {err:.2e} on random inputs "
+                         f"(at most {_AGREEMENT:g})")

@@ -41,7 +41,6 @@ import math
 import os
 import resource
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +65,8 @@ from pyparbench.recommender.costmodel import (
 )
 from pyparbench.recommender.children import ChildFailed
 from pyparbench.recommender.waitpolicy import measure_wait, wait_teams
+from pyparbench.resultfiles import ResultFileError, read_json_object
+from pyparbench.resultfiles.atomic import write_atomic
 from pyparbench.settings import Settings, allowed_cores
 from pyparbench.threading.topology import topology
 
@@ -271,7 +272,7 @@ class Calibration:
         for k, v in table.items():
             mine[k] = _merge(None if replace else mine.get(k), v)
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {"version": CACHE_VERSION, "fingerprint": self.fingerprint,
                 "executor": None if self.executor is None else self.executor.as_dict(),
                 "executor_attempts": self.executor_attempts, "tables": self.tables,
@@ -303,22 +304,15 @@ class Calibration:
                 self.wait_attempts = on_disk.wait_attempts
             for label, share in on_disk.load.items():
                 self.load.setdefault(label, share)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".recommend-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(self.to_dict(), fh)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.path, json.dumps(self.as_dict()))
 
 
 def _read(path: Path) -> Calibration | None:
     try:
-        d = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        d = read_json_object(path)
+    except ResultFileError:  # missing, cut short or not ours: measured again
         return None
-    if not isinstance(d, dict) or d.get("version") != CACHE_VERSION:
+    if d.get("version") != CACHE_VERSION:
         return None
     ex, wait = d.get("executor"), d.get("wait")
     try:

@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from pyparbench.graph import NO_KERNEL_OPS, Graph, Node
+from pyparbench.graph import NO_KERNEL_OPS, Graph, Node, jsonable
 from pyparbench.settings import OmpWait
 
 __all__ = [
@@ -69,14 +69,6 @@ __all__ = [
 ALIAS_OPS = NO_KERNEL_OPS
 
 
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _jsonable(e) for k, e in sorted(v.items())}
-    if isinstance(v, (tuple, list)):
-        return [_jsonable(e) for e in v]
-    return v
-
-
 def op_key(graph: Graph, node: Node) -> str:
     """A string naming everything that decides a node's cost (not its name).
 
@@ -86,8 +78,9 @@ def op_key(graph: Graph, node: Node) -> str:
     """
     ins = [[list(graph[i].shape), graph[i].dtype] for i in node.inputs]
     params = {k: list(v) for k, v in sorted(node.params.shapes.items())}
-    return json.dumps([node.op, _jsonable(node.attrs), ins, params, list(node.shape)],
-                      separators=(",", ":"))
+    # Sorted keys: attributes written in another order are the same kernel.
+    return json.dumps([node.op, jsonable(node.attrs), ins, params, list(node.shape)],
+                      separators=(",", ":"), sort_keys=True)
 
 
 def graph_signature(graph: Graph) -> str:

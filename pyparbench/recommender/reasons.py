@@ -15,7 +15,7 @@ from pyparbench.recommender.simulate import Resources, Simulation, omp_team
 from pyparbench.recommender.types import Prediction, format_ns, format_value
 from pyparbench.recommender.waitpolicy import spin_only
 from pyparbench.settings import Settings
-from pyparbench.threading.cpulist import cpu_str
+from pyparbench.cpulist import cpu_str
 from pyparbench.threading.topology import Topology, fastest_kind, kind_name, kind_speed
 
 __all__ = ["explain", "topology_reasons"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from pyparbench.recommender.simulate import Simulation
 from pyparbench.settings import Settings
-from pyparbench.threading.cpulist import cpu_str
+from pyparbench.cpulist import cpu_str
 
 __all__ = ["OBJECTIVES", "Prediction", "Recommendation", "format_ns", "format_value"]
 

@@ -74,6 +74,8 @@ from pyparbench.resultfiles.values import (
     parse_size,
     printable,
     read_bytes,
+    read_json,
+    read_json_object,
     read_jsonl,
     read_text,
 )
@@ -100,6 +102,8 @@ __all__ = [
     "parse_size",
     "printable",
     "read_bytes",
+    "read_json",
+    "read_json_object",
     "read_jsonl",
     "read_result",
     "read_text",
@@ -211,7 +215,7 @@ def load(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ResultSet:
         rs = read_records(source, [(f"{source}:{n}", r) for n, r in lines])
     rs.path = str(path)
     if summary_path is not None:
-        summary = parse_json(summary_path, read_text(summary_path, max_bytes))
+        summary = read_json(summary_path, max_bytes)
         if not isinstance(summary, dict):
             raise ResultFileError(summary_path, f"a JSON {json_type(summary)}, not a summary "
                                                 "(an object)")

@@ -25,8 +25,7 @@ from pyparbench.resultfiles.values import (
     int_ok,
     is_number,
     json_type,
-    parse_json,
-    read_text,
+    read_json,
     show,
 )
 
@@ -89,7 +88,7 @@ def read_peak_file(path: Path, max_bytes: int) -> Peak:
     ResultFileError
         Not a peak file, naming it and the first wrong value.
     """
-    data = parse_json(path, read_text(path, max_bytes))
+    data = read_json(path, max_bytes)
     if not isinstance(data, dict):
         raise ResultFileError(path, f"a JSON {json_type(data)}, not measured ceilings")
     _peak_fields(str(path), data)

@@ -15,7 +15,7 @@ reads operator records (the main job's store, resume, merge, a results
 folder read back, the report) shares it. :meth:`OpResult.from_dict` checks
 every value it keeps and raises
 :class:`~pyparbench.resultfiles.values.ResultFileError` naming the record
-and the field; :meth:`OpResult.to_dict` writes the line exactly as the main
+and the field; :meth:`OpResult.as_dict` writes the line exactly as the main
 job writes it.
 """
 
@@ -146,7 +146,7 @@ class OpPoint:
     ns: tuple[float, ...] | None = None
     roofline: Ceiling | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"threads": self.threads}
         if self.cpus is not None:
             d["cpus"] = list(self.cpus)
@@ -174,7 +174,7 @@ class OpNode:
     ns: tuple[float, ...] | None = None
     roofline: Ceiling | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.id, "name": self.name, "op": self.op,
                              "flops": self.flops, "bytes": self.bytes}
         if self.shape is not None:
@@ -235,16 +235,16 @@ class OpResult:
         """What the task measured: the model's name, else the shape's."""
         return self.task.model or (self.task.shape.name if self.task.shape else None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """The record as written to ``operators.jsonl`` (None fields left out)."""
         d: dict[str, Any] = {
             "key": self.key, "task": self.task.as_dict(), "started": self.started,
             "schema": self.schema, "machine": self.machine, "peak_id": self.peak_id,
             "status": self.status, "error": self.error,
-            "points": None if self.points is None else [p.to_dict() for p in self.points],
+            "points": None if self.points is None else [p.as_dict() for p in self.points],
             "settings": None if self.settings is None else self.settings.as_dict(),
             "threads": self.threads,
-            "nodes": None if self.nodes is None else [n.to_dict() for n in self.nodes],
+            "nodes": None if self.nodes is None else [n.as_dict() for n in self.nodes],
             "graph_ns": None if self.graph_ns is None else self.graph_ns.as_dict()}
         return {k: v for k, v in d.items() if v is not None}
 

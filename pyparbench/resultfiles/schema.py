@@ -11,7 +11,7 @@ merge, the report, confirmation, compare) shares it.
 A record read back from a file goes through :meth:`Result.from_dict`, which
 checks every value it keeps (:func:`check_record` first: the file may come
 from anywhere) and raises :class:`~pyparbench.resultfiles.values.ResultFileError`
-naming the record and the field; :meth:`Result.to_dict` writes the line
+naming the record and the field; :meth:`Result.as_dict` writes the line
 exactly as the main job always has.
 """
 
@@ -210,7 +210,7 @@ class Result:
             raise ValueError(f"{self.config.what}: a {self.status!r} result has no timings")
         return self.summary
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """The record as written to ``results.jsonl`` (None fields left out)."""
         d: dict[str, Any] = {
             "key": self.key, "config": self.config.as_dict(), "status": self.status,

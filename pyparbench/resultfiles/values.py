@@ -41,6 +41,8 @@ __all__ = [
     "parse_size",
     "printable",
     "read_bytes",
+    "read_json",
+    "read_json_object",
     "read_jsonl",
     "read_text",
     "reject_constant",
@@ -165,6 +167,32 @@ def parse_json(path: Path, text: str) -> Any:
         return loads(text)
     except (ValueError, RecursionError) as e:
         raise ResultFileError(path, json_error(e)) from None
+
+
+def read_json(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+    """The JSON value of a whole file of at most ``max_bytes`` bytes.
+
+    Raises
+    ------
+    ResultFileError
+        The file is missing, not a regular file, over ``max_bytes``, or not
+        JSON text.
+    """
+    return parse_json(path, read_text(path, max_bytes))
+
+
+def read_json_object(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
+    """:func:`read_json` of a file that must hold one JSON object.
+
+    Raises
+    ------
+    ResultFileError
+        As :func:`read_json`, or the value is not an object (naming its type).
+    """
+    value = read_json(path, max_bytes)
+    if not isinstance(value, dict):
+        raise ResultFileError(path, f"a JSON {json_type(value)}, not an object")
+    return value
 
 
 def parse_jsonl(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:

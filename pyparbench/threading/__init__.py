@@ -25,7 +25,7 @@ from pyparbench.threading.audit import (
     check,
     compare,
 )
-from pyparbench.threading.cpulist import cpu_str
+from pyparbench.cpulist import cpu_str
 from pyparbench.threading.defaults import get_default_threads, set_default_threads
 from pyparbench.threading.omp import (
     current_tid,

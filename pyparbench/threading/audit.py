@@ -37,7 +37,7 @@ from typing import Any, Union
 from pyparbench._core import ops as _ops
 from pyparbench._core import threading as _t
 from pyparbench.threading.pools import Pool
-from pyparbench.threading.cpulist import cpu_str
+from pyparbench.cpulist import cpu_str
 
 Target = Union[Pool, "_ops.Kernel"]
 

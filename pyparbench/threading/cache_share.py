@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from pathlib import Path
 
+from pyparbench.cpuinfo import cpuinfo_value, read_cpuinfo
 from pyparbench.threading.topology import Topology
 
 __all__ = ["VM_SHARE_PER_CORE", "FALLBACK_CACHE_BYTES", "running_under_hypervisor",
@@ -41,12 +41,8 @@ FALLBACK_CACHE_BYTES = 32 << 20
 def running_under_hypervisor() -> bool:
     """Whether this machine's CPU says it runs under a hypervisor (the x86
     ``hypervisor`` flag in /proc/cpuinfo)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return False
-    return any(line.startswith("flags") and " hypervisor" in line
-               for line in text.splitlines())
+    flags = cpuinfo_value(read_cpuinfo(), "flags")
+    return flags is not None and "hypervisor" in flags.split()
 
 
 def team_cores(topo: Topology, cpus: Iterable[int]) -> set[int]:

@@ -24,7 +24,7 @@ import os
 from typing import Any
 
 from pyparbench._core import threading as _t
-from pyparbench.threading.cpulist import cpu_str
+from pyparbench.cpulist import cpu_str
 
 Topology = _t.Topology
 
