@@ -17,10 +17,10 @@ from _support import THREAD_COUNTS
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "onnxruntime: an ONNX Runtime framework test (CI runs these again against "
-        "the oldest onnxruntime declared: .ci/onnxruntime_oldest)")
+        "the oldest onnxruntime declared: .ci/oldest onnxruntime)")
     config.addinivalue_line(
         "markers", "openvino: an OpenVINO framework test (CI runs these again against the "
-        "oldest openvino declared: .ci/openvino_oldest)")
+        "oldest openvino declared: .ci/oldest openvino)")
 
 
 @pytest.fixture(params=THREAD_COUNTS, ids=lambda t: f"t{t}")

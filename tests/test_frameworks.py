@@ -90,14 +90,14 @@ def _have(module: str) -> bool:
 needs = {fw: pytest.mark.skipif(not _have(fw), reason=f"{fw} is not installed")
          for fw in ("tensorflow", "torch", "onnxruntime")}
 # Skipped without onnx and onnxruntime, and marked so that CI runs them again
-# against the oldest onnxruntime declared (.ci/onnxruntime_oldest: -m onnxruntime).
+# against the oldest onnxruntime declared (.ci/oldest onnxruntime: -m onnxruntime).
 ONNX_MARKS = (pytest.mark.skipif(not (_have("onnxruntime") and _have("onnx")),
                                  reason="onnxruntime or onnx is not installed"),
               pytest.mark.onnxruntime)
 
 
 # Marked so that CI runs them again against the oldest openvino declared
-# (.ci/openvino_oldest: -m openvino); it reads the same ONNX files.
+# (.ci/oldest openvino: -m openvino); it reads the same ONNX files.
 OV_MARKS = (pytest.mark.skipif(not (_have("openvino") and _have("onnx")),
                                reason="openvino or onnx is not installed"),
             pytest.mark.openvino)

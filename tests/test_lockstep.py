@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 FAST = ModelRef("mlp-512", 1, kwargs={"layers": 1})
 ONE = Settings(intra_op=1)
 # Skipped without onnx and onnxruntime, and marked so that CI runs them again
-# against the oldest onnxruntime declared (.ci/onnxruntime_oldest: -m onnxruntime).
+# against the oldest onnxruntime declared (.ci/oldest onnxruntime: -m onnxruntime).
 ONNX_MARKS = (pytest.mark.skipif(
     importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("onnx") is None,
     reason="onnxruntime or onnx is not installed"), pytest.mark.onnxruntime)

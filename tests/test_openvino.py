@@ -29,7 +29,7 @@ from pyparbench.settings import Settings
 HAVE = importlib.util.find_spec("openvino") is not None and \
     importlib.util.find_spec("onnx") is not None
 # Marked so that CI runs them again against the oldest openvino declared
-# (.ci/openvino_oldest: -m openvino).
+# (.ci/oldest openvino: -m openvino).
 NEEDS_OPENVINO = (pytest.mark.skipif(not HAVE, reason="openvino or onnx is not installed"),
                   pytest.mark.openvino)
 TWO = Settings(intra_op=min(2, os.cpu_count() or 1), affinity="compact")
