@@ -5,6 +5,9 @@ several nodes and the IR runs as one.
 * :func:`erf_gelu`: x * 0.5 * (1 + erf(x / sqrt 2)) as one Gelu;
 * :func:`gated_by_itself`: x * Sigmoid(x) as Swish, x * HardSigmoid(x) with
   HardSwish's constants as HardSwish (where nothing else reads the gate);
+* :func:`nan_guard_of_softmax`: Where(IsNaN(s), c, s) of a Softmax's s as
+  s (the softmax of finite scores holds no NaN; exporters guard a row
+  masked whole, which an additive mask of the float32 minimum never makes);
 * :func:`pad_into_conv`: a zero Pad of H and W read only by a Conv folded
   into the Conv's pads.
 
@@ -26,7 +29,7 @@ from onnx import helper, numpy_helper
 
 from pyparbench.graph.onnx.attributes import as_text, node_attrs
 
-__all__ = ["REWRITES", "erf_gelu", "gated_by_itself", "pad_into_conv"]
+__all__ = ["REWRITES", "erf_gelu", "gated_by_itself", "nan_guard_of_softmax", "pad_into_conv"]
 
 Array = npt.NDArray[Any]
 Rewrite = Callable[[list[onnx.NodeProto], Mapping[str, object], set[str]],
@@ -95,6 +98,11 @@ def erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
         if other == [x]:  # x * (1 + erf), then * 0.5
             m2 = only_reader(nodes[m1].output[0], "Mul")
             if m2 is None or (split(nodes[m2]) or ("", 0.0))[1] != 0.5:
+                continue
+            chain.append(m2)
+        elif other and other[0] in consts and consts[other[0]] == 0.5:  # x * (0.5 * (1 + erf))
+            m2 = only_reader(nodes[m1].output[0], "Mul")
+            if m2 is None or sorted(nodes[m2].input) != sorted([x, nodes[m1].output[0]]):
                 continue
             chain.append(m2)
         elif other and other[0] in producer and nodes[producer[other[0]]].op_type == "Mul" \
@@ -190,5 +198,31 @@ def pad_into_conv(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
     return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
 
 
+def nan_guard_of_softmax(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
+                         outputs: set[str]) -> list[onnx.NodeProto]:
+    """Where(IsNaN(s), c, s) of a Softmax's output s as s: a softmax of
+    finite scores holds no NaN, so the guard (torch's attention writes it
+    for rows masked whole by -inf) never fires."""
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output}
+    readers = _readers(nodes)
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type != "Where" or len(n.input) != 3:
+            continue
+        cond, s = n.input[0], n.input[2]
+        j = producer.get(cond)
+        if j is None or nodes[j].op_type != "IsNaN" or nodes[j].input[0] != s \
+                or cond in outputs or len(readers.get(cond, [])) != 1:
+            continue
+        src = producer.get(s)
+        if src is None or nodes[src].op_type != "Softmax":
+            continue
+        new[k] = helper.make_node("Identity", [s], [n.output[0]], name=n.name)
+        drop.add(j)
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
+
+
 # In this order: a Gelu's or a gate's pattern is whole before a Pad is looked at.
-REWRITES: tuple[Rewrite, ...] = (erf_gelu, gated_by_itself, pad_into_conv)
+REWRITES: tuple[Rewrite, ...] = (erf_gelu, gated_by_itself, nan_guard_of_softmax,
+                                 pad_into_conv)
