@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
 @pytest.mark.parametrize("seq", [8, 16])
-@pytest.mark.parametrize("family", ["bert", "distilbert", "electra"])
+@pytest.mark.parametrize("family", ["bert", "distilbert", "electra", "albert"])
 def test_encoder_matches_onnx_runtime(tmp_path: Path, family: str, seq: int,
                                       dynamo: bool) -> None:
     path = export_encoder(family, tmp_path / f"{family}.onnx", seq, dynamo)

@@ -236,7 +236,8 @@ class GraphBuilder:
                          params)
 
     def eltwise(self, x: int, kind: str, *, name: str | None = None) -> int:
-        """Element-wise activation: relu, relu6, sigmoid, tanh, gelu (erf form), swish
+        """Element-wise activation: relu, relu6, sigmoid, tanh, gelu (erf form), gelu_tanh
+        (its tanh approximation), swish
         (x sigmoid x, SiLU) or hardswish (x relu6(x + 3) / 6)."""
         xs = self._f32(x, "eltwise")
         if kind not in ELTWISE_FLOPS:
