@@ -163,10 +163,14 @@ class Importer:
         return self.reshape(e, mv.view, final=True)
 
     def index_input(self, name: str) -> int:
-        """The int64 graph input ``name``, fed as (numel, 1) indices."""
+        """The int64 graph input ``name`` (of the file's shape) viewed as
+        (numel, 1): one lookup per index, as an embedding reads it."""
         if name not in self.index_inputs:
-            numel = math.prod(self.input_shapes[name])
-            self.index_inputs[name] = self.builder.input(name, (numel, 1), "int64")
+            shape = self.input_shapes[name]
+            numel = math.prod(shape)
+            x = self.builder.input(name, shape, "int64")
+            self.index_inputs[name] = x if shape == (numel, 1) else self.builder.reshape(
+                x, (numel, 1), name=self.node_name_for("", f"{name}/as_indices"))
         return self.index_inputs[name]
 
     def _problem_text(self) -> str:
