@@ -147,7 +147,7 @@ class Importer:
                 nodes, self.values, self.input_shapes, self.input_dtypes, self.output_names,
                 self.opset, {**self.input_shapes, **self.inferred_shapes})
         except Unsupported as e:
-            self.problems.append(("(mask)", "", str(e)))
+            self.problems.append(("(computed from an int64 input)", "", str(e)))
             return
         self.absorbed |= chain
         self.values.update(shapes)

@@ -21,6 +21,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
 
 from pyparbench.graph.onnx.values import Array, Unsupported
 
@@ -30,6 +31,18 @@ __all__ = ["MaskValue", "find_mask_values"]
 _SHAPE_ONLY = frozenset({"Shape", "Size"})
 # Random masks tried beside all zeros and all ones.
 _PROBES = 4
+
+
+class GatherElements(OpRun):
+    """GatherElements by numpy (the reference evaluator's fails on a (1, n) table;
+    the evaluator takes an op by its class name)."""
+
+    op_domain = ""
+
+    def _run(self, data: Array, indices: Array, axis: int = 0) -> tuple[Array]:
+        axis %= data.ndim
+        idx = np.where(indices < 0, indices + data.shape[axis], indices)
+        return (np.take_along_axis(data, idx, axis),)
 
 
 @dataclass(frozen=True)
@@ -159,7 +172,7 @@ def _evaluate(nodes: Sequence[onnx.NodeProto], inside: set[int],
         [numpy_helper.from_array(v, k) for k, v in feeds_const.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     try:
-        ev = ReferenceEvaluator(model)
+        ev = ReferenceEvaluator(model, new_ops=[GatherElements])
 
         def run(m: Array) -> list[Array]:
             return [np.asarray(v) for v in ev.run(wanted, {mask: m})]
@@ -181,7 +194,7 @@ def _evaluate(nodes: Sequence[onnx.NodeProto], inside: set[int],
 def _as_mask_value(name: str, mask: str, shape: tuple[int, ...], zeros: Array, ones: Array,
                    probes: list[tuple[Array, Array]]) -> MaskValue:
     """The value as two constants picked by the mask's (batch, key) element."""
-    why = f"value {name!r} computed from mask {mask!r}"
+    why = f"value {name!r} computed from the int64 input {mask!r} alone"
     if zeros.dtype != np.float32 or zeros.ndim < len(shape) or len(shape) != 2:
         raise Unsupported(f"{why} is not a float32 value of rank >= 2 (dtype "
                           f"{zeros.dtype}, shape {zeros.shape})")
