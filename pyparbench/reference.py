@@ -224,6 +224,11 @@ def _gelu(x: Array) -> Array:
     return np.asarray(0.5 * x * (1 + np.asarray(_erf(x / math.sqrt(2)), dtype=x.dtype)))
 
 
+def _gelu_tanh(x: Array) -> Array:
+    """GELU's tanh approximation: x / 2 * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
+    return np.asarray(0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))))
+
+
 def _sigmoid(x: Array) -> Array:
     # exp(-log(1 + exp(-x))) never overflows, unlike 1 / (1 + exp(-x)).
     return np.exp(-np.logaddexp(0, -x))
@@ -235,6 +240,7 @@ _ELTWISE: dict[str, Callable[[Array], Array]] = {
     "sigmoid": _sigmoid,
     "tanh": np.tanh,
     "gelu": _gelu,
+    "gelu_tanh": _gelu_tanh,
     "swish": lambda x: x * _sigmoid(x),
     "hardswish": lambda x: x * (np.clip(x + 3, 0, 6) / 6),
 }

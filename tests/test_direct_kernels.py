@@ -33,7 +33,7 @@ F64 = npt.NDArray[np.float64]
 
 ONE = Settings(intra_op=1, graph_opt="none")
 TAILS = range(1, 65)
-GRAPH_KINDS = ("relu", "relu6", "sigmoid", "tanh", "gelu", "swish", "hardswish")
+GRAPH_KINDS = ("relu", "relu6", "sigmoid", "tanh", "gelu", "gelu_tanh", "swish", "hardswish")
 TINY = float(np.finfo(np.float32).tiny)
 # IEEE special values: NaN, the infinities, denormals of both signs (the
 # smallest among them), the largest finite values, and inputs whose results

@@ -145,8 +145,8 @@ def all_ops_graph(batch: int = 2) -> Graph:
     pair = b.matmul(emb, emb_sum, trans_b=True)
     bn3 = b.reshape(b.batch_norm(b.reshape(g0, (batch, 2, 4))), (batch, 8))
     feats = [b.global_avg_pool(x) for x in (p1, p2, s4, p4, p5, sq)]
-    z = b.concat([*feats, tri, emb, pair, b.eltwise(b.eltwise(bn3, "hardswish"), "tanh")],
-                 axis=1)
+    act = b.eltwise(b.eltwise(b.eltwise(bn3, "hardswish"), "gelu_tanh"), "tanh")
+    z = b.concat([*feats, tri, emb, pair, act], axis=1)
     y = b.linear(b.linear(z, 32, relu=True), 10)
     return b.build([b.softmax(y), b.eltwise(g0, "relu")])
 

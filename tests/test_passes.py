@@ -81,8 +81,8 @@ def test_bn_fold_skips_a_conv_read_elsewhere() -> None:
     assert bn_fold(g) is g
 
 
-@pytest.mark.parametrize("act", ["relu", "relu6", "sigmoid", "tanh", "gelu", "swish",
-                                 "hardswish"])
+@pytest.mark.parametrize("act", ["relu", "relu6", "sigmoid", "tanh", "gelu", "gelu_tanh",
+                                 "swish", "hardswish"])
 def test_activation_fusion_equals_unfused(act: str) -> None:
     b = GraphBuilder("act", seed=1)
     x = b.input("x", (3, 16))

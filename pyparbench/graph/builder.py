@@ -219,10 +219,12 @@ class GraphBuilder:
 
     def embedding_bag(self, indices: int, rows: int, dim: int, *, mode: str = "sum",
                       name: str | None = None) -> int:
-        """Sum or mean of ``table`` rows per bag; ``indices`` an int64 (batch, bag) input."""
+        """Sum or mean of ``table`` rows per bag; ``indices`` an int64 (batch, bag)
+        input, or a reshape of one."""
         n = self._node(indices)
-        if n.op != "input" or n.dtype != "int64" or len(n.shape) != 2:
-            raise ValueError(f"embedding_bag indices must be a 2-D int64 input node, got "
+        if n.op not in ("input", "reshape") or n.dtype != "int64" or len(n.shape) != 2:
+            raise ValueError(f"embedding_bag indices must be a 2-D int64 input node (or a "
+                             f"reshape of one), got "
                              f"{n.name!r} ({n.op}, {n.dtype}, {n.shape})")
         if mode not in ("sum", "mean"):
             raise ValueError(f"embedding_bag mode must be 'sum' or 'mean', got {mode!r}")
@@ -236,7 +238,8 @@ class GraphBuilder:
                          params)
 
     def eltwise(self, x: int, kind: str, *, name: str | None = None) -> int:
-        """Element-wise activation: relu, relu6, sigmoid, tanh, gelu (erf form), swish
+        """Element-wise activation: relu, relu6, sigmoid, tanh, gelu (erf form), gelu_tanh
+        (its tanh approximation), swish
         (x sigmoid x, SiLU) or hardswish (x relu6(x + 3) / 6)."""
         xs = self._f32(x, "eltwise")
         if kind not in ELTWISE_FLOPS:
@@ -343,8 +346,10 @@ class GraphBuilder:
         return self._add("softmax", (x,), {"axis": axis % len(xs)}, xs, name)
 
     def reshape(self, x: int, shape: Sequence[int], *, name: str | None = None) -> int:
-        """The same elements in a new full shape (one dim may be -1)."""
-        xs = self._f32(x, "reshape")
+        """The same elements in a new full shape (one dim may be -1); of an
+        int64 node (indices viewed as an embedding lookup reads them), int64."""
+        dtype = self._node(x).dtype
+        xs = self._node(x).shape
         want = [int(d) for d in shape]
         total = math.prod(xs)
         if want.count(-1) > 1 or any(d < 1 and d != -1 for d in want):
@@ -356,7 +361,8 @@ class GraphBuilder:
             want[want.index(-1)] = total // rest
         if math.prod(want) != total:
             raise ValueError(f"cannot reshape {xs} ({total} elements) to {tuple(want)}")
-        return self._add("reshape", (x,), {"shape": tuple(want)}, tuple(want), name)
+        return self._add("reshape", (x,), {"shape": tuple(want)}, tuple(want), name,
+                         dtype=dtype)
 
     def slice(self, x: int, start: int, rows: int, *, after: Sequence[int] = (),
               name: str | None = None) -> int:

@@ -7,7 +7,7 @@ random initialiser. Nodes and their lazily made parameters are defined in
 :mod:`pyparbench.graph.node` (re-exported here).
 
 Op vocabulary (attributes in brackets; all tensors float32 except the int64
-index inputs of ``embedding_bag``):
+index inputs of ``embedding_bag`` and their reshapes):
 
 ========================  ==========================================================
 ``input``                 [dtype] a named graph input
@@ -19,9 +19,10 @@ index inputs of ``embedding_bag``):
                           input; params ``weight`` (out, in), ``bias``?
 ``matmul``                [trans_b] a · b (or a · bᵀ) of two nodes, 2-D or batched 3-D
 ``embedding_bag``         [mode sum|mean] params ``table`` (rows, dim); one input, int64
-                          indices (batch, bag_size) -> (batch, dim)
-``eltwise``               [kind relu|relu6|sigmoid|tanh|gelu|swish|hardswish]; gelu is the
-                          exact (erf) one, swish x sigmoid x, hardswish x relu6(x + 3) / 6
+                          indices (batch, bag_size) -> (batch, dim): an input or its reshape
+``eltwise``               [kind relu|relu6|sigmoid|tanh|gelu|gelu_tanh|swish|hardswish]; gelu
+                          is the exact (erf) one, gelu_tanh its tanh approximation, swish
+                          x sigmoid x, hardswish x relu6(x + 3) / 6
 ``add``                   [relu] a + b; b has a's rank and broadcasts where its size is 1
 ``mul``                   a * b; b has a's rank and broadcasts where its size is 1
 ``concat``                [axis] one or more inputs
@@ -168,7 +169,9 @@ class Graph(GraphAnalysis):
             n = self.nodes[i]
             if n.dtype == "int64":
                 # Valid rows of every table they index (any value when none does).
-                rows = min((self.nodes[c].params.shapes["table"][0] for c in self.consumers[i]
+                readers = [c for r in self.consumers[i] for c in (
+                    self.consumers[r] if self.nodes[r].op == "reshape" else (r,))]
+                rows = min((self.nodes[c].params.shapes["table"][0] for c in readers
                             if self.nodes[c].op == "embedding_bag"), default=1)
                 out[n.name] = rng.integers(0, rows, size=n.shape, dtype=np.int64)
             else:

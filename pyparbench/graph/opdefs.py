@@ -25,6 +25,7 @@ ELTWISE_FLOPS = {
     "sigmoid": 4,   # negate, exp, add, divide
     "tanh": 5,      # (exp(2x) - 1) / (exp(2x) + 1): multiply, exp, subtract, add, divide
     "gelu": 5,      # 0.5 * x * (1 + erf(x / sqrt 2)): divide, erf, add, multiply, multiply
+    "gelu_tanh": 9,  # 0.5 x (1 + tanh(c (x + 0.044715 x^3))): cube (2), 3 multiplies, 2 adds, tanh
     "swish": 5,     # x * sigmoid(x) (SiLU): the sigmoid's four, multiply
     "hardswish": 5,  # x * relu6(x + 3) / 6: add, max, min, multiply, multiply
 }

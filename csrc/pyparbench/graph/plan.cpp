@@ -68,7 +68,9 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
       if (in < 0 || in >= i)
         throw std::invalid_argument("node '" + s.name + "' reads node " + std::to_string(in) +
                                     ", which does not come before it");
-      if (nodes_[in].int64 && s.op != OpKind::embedding_bag)
+      // An int64 node is read by an embedding lookup, or viewed by an int64 reshape.
+      if (nodes_[in].int64 && s.op != OpKind::embedding_bag &&
+          !(s.op == OpKind::reshape && s.int64))
         throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
                                     ") cannot read the int64 node '" + nodes_[in].name + "'");
       distinct.insert(in);
@@ -83,6 +85,8 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
     if (s.op == OpKind::reshape) {
       if (s.inputs.size() != 1 || elements(nodes_[s.inputs[0]].shape) != elements(s.shape))
         throw std::invalid_argument("reshape node '" + s.name + "' changes the element count");
+      if (s.int64 != nodes_[s.inputs[0]].int64)
+        throw std::invalid_argument("reshape node '" + s.name + "' must keep its input's element type");
       b.alias_of = s.inputs[0];
       offset[i] = offset[b.alias_of];
       root[i] = root[b.alias_of];

@@ -40,7 +40,8 @@ class OrtModel:
         versions = probe(ort)  # NoCommonVersion: one line, before any work
         self._dir = tempfile.TemporaryDirectory(prefix="ppb-onnx-")
         source = graph.meta.get("onnx_file")
-        # The file's own shapes: a Gather's indices are fed to the graph as (numel, 1).
+        # The file's own shapes (a graph's input has them; a view keeps a caller's
+        # flat feeds working).
         shapes: dict[str, Any] = dict(graph.meta.get("onnx_input_shapes", {})) if source else {}
         self._model: str | bytes
         if source:

@@ -179,6 +179,16 @@ class _Builder:
                            f"{s}.add")
             m = self.node("Mul", [x, e1], f"{s}.mul")
             return self.node("Mul", [m, self.init(f"{s}.half", np.array(0.5, np.float32))], s)
+        if kind == "gelu_tanh":  # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+            def c(tag: str, v: float) -> str:
+                return self.init(f"{s}.{tag}", np.array(v, np.float32))
+            cube = self.node("Mul", [x, self.node("Mul", [x, x], f"{s}.sq")], f"{s}.cube")
+            inner = self.node("Add", [x, self.node("Mul", [cube, c("k", 0.044715)],
+                                                   f"{s}.kcube")], f"{s}.inner")
+            t = self.node("Tanh", [self.node("Mul", [inner, c("c", math.sqrt(2 / math.pi))],
+                                             f"{s}.scaled")], f"{s}.tanh")
+            t1 = self.node("Add", [t, c("one", 1.0)], f"{s}.add")
+            return self.node("Mul", [self.node("Mul", [x, c("half", 0.5)], f"{s}.halfx"), t1], s)
         if kind == "swish":  # x * sigmoid(x), as exporters write SiLU
             return self.node("Mul", [x, self.node("Sigmoid", [x], f"{s}.sigmoid")], s)
         return self.node({"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh",

@@ -134,7 +134,7 @@ class GraphFunction:
             return x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0)
         fn = {"relu": tf.nn.relu, "relu6": tf.nn.relu6, "sigmoid": tf.math.sigmoid,
               "tanh": tf.math.tanh, "swish": tf.nn.silu}.get(kind)
-        return fn(x) if fn is not None else tf.nn.gelu(x, approximate=False)
+        return fn(x) if fn is not None else tf.nn.gelu(x, approximate=kind == "gelu_tanh")
 
     def _op(self, node: Node, ins: list[tuple[Any, bool]]) -> tuple[Any, bool]:
         if node.op == "reorder":  # a layout change of the native plan: an identity here

@@ -33,8 +33,10 @@ from pyparbench.graph import Graph, Node
 
 __all__ = ["build_module", "generate", "import_source"]
 
-_ACT = {"relu": "torch.relu", "relu6": "F.relu6", "sigmoid": "torch.sigmoid",
-        "tanh": "torch.tanh", "gelu": "F.gelu", "swish": "F.silu", "hardswish": "F.hardswish"}
+_ACT = {"relu": "torch.relu({})", "relu6": "F.relu6({})", "sigmoid": "torch.sigmoid({})",
+        "tanh": "torch.tanh({})", "gelu": "F.gelu({})",
+        "gelu_tanh": "F.gelu({}, approximate='tanh')", "swish": "F.silu({})",
+        "hardswish": "F.hardswish({})"}
 _WORKDIR: Path | None = None
 
 
@@ -99,7 +101,7 @@ class _Gen:
                 # and nn.ReLU6(inplace=True) do in torchvision's models.
                 expr = f"torch.relu_({x})" if kind == "relu" else f"F.relu6({x}, inplace=True)"
             else:
-                expr = f"{_ACT[kind]}({x})"
+                expr = _ACT[kind].format(x)
         elif op == "add":
             expr = f"torch.relu_({x} + {ins[1]})" if a["relu"] else f"{x} + {ins[1]}"
         elif op == "mul":
@@ -143,7 +145,7 @@ class _Gen:
         if op == "conv2d" and len(ins) == 2:
             expr = f"{expr} + {ins[1]}"
         if a.get("activation"):
-            expr = f"{_ACT[a['activation']]}({expr})"
+            expr = _ACT[a["activation"]].format(expr)
         return f"v{node.id} = {expr}"
 
     def _add(self, node: Node, module: nn.Module) -> str:

@@ -33,8 +33,10 @@ the axis seen as (count, step)), Pad in constant mode (a concat of constant
 blocks; zero pads a view), Gather of a value by constant indices that run in a row
 (``x[:, 0]``, an exporter's ``as_strided``: the same part), Gather of rows
 of a constant table by an int64
-graph input (``embedding_bag`` of bags of one; the input is fed as
-``(numel, 1)`` indices, its file shape kept in ``graph.meta``), Identity,
+graph input (``embedding_bag`` of bags of one over an int64 reshape of the
+input to ``(numel, 1)``: the graph's input keeps the file's shape), values
+computed from an int64 attention mask alone (one two-row lookup of the
+mask, :mod:`~pyparbench.graph.onnx.mask_values`), Identity,
 Dropout and Cast to float32 (removed). A float constant that an op reads
 as data rather than as its weight (a vision transformer's class token
 concatenated to the patches) becomes a ``constant`` node.

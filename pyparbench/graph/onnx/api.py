@@ -47,7 +47,7 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | N
         Its ``meta`` holds ``batch``, ``family`` "onnx", ``source`` (the file
         name), ``sha256`` (of the file's bytes), ``opset`` and
         ``onnx_input_shapes`` (each input's shape in the file, with the batch
-        set: a Gather's int64 indices are fed to the graph as ``(numel, 1)``).
+        set; the graph's inputs have these shapes, int64 ids included).
 
     Raises
     ------

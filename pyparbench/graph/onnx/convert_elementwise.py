@@ -63,9 +63,12 @@ def binary(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
 def eltwise(kind: str) -> Converter:
     def f(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
           a: dict[str, Any]) -> list[Value]:
-        if kind == "gelu" and as_text(a.get("approximate", "none")) != "none":
-            raise Unsupported("the tanh approximation (a kernel is needed)")
-        return [im.builder.eltwise(im.node_of(ins[0], n.op_type), kind, name=im.node_name)]
+        approximate = as_text(a.get("approximate", "none")) if kind == "gelu" else "none"
+        if approximate not in ("none", "tanh"):
+            raise Unsupported(f"approximate {approximate!r}")
+        return [im.builder.eltwise(im.node_of(ins[0], n.op_type),
+                                   "gelu_tanh" if approximate == "tanh" else kind,
+                                   name=im.node_name)]
     return f
 
 

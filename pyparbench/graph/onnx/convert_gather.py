@@ -29,9 +29,7 @@ def gather(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
                           "map (embedding lookups)")
     shape = im.input_shapes[idx_name]
     numel = math.prod(shape)
-    if idx_name not in im.index_inputs:
-        im.index_inputs[idx_name] = im.builder.input(idx_name, (numel, 1), "int64")
-    e = im.builder.embedding_bag(im.index_inputs[idx_name], int(table.shape[0]), int(table.shape[1]),
+    e = im.builder.embedding_bag(im.index_input(idx_name), int(table.shape[0]), int(table.shape[1]),
                                  mode="sum", name=im.fresh("embedding") if shape != (numel,)
                                  else im.node_name)
     im.builder.set_weights(e, {"table": table})

@@ -36,6 +36,7 @@ from pyparbench.graph.builder import GraphBuilder
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.onnx.attributes import node_attrs
 from pyparbench.graph.onnx.load import FileInputs, with_fixed_inputs
+from pyparbench.graph.onnx.mask_values import MaskValue, find_mask_values
 from pyparbench.graph.onnx.rewrites import REWRITES
 from pyparbench.graph.onnx.values import (
     F32,
@@ -114,6 +115,7 @@ class Importer:
         self.nodes = nodes
         live = self._live(nodes)
         self.output_names = {o.name for o in self.g.output}
+        self._mask_values(nodes)
         for k, n in enumerate(nodes):
             if k not in live or k in self.absorbed:
                 continue
@@ -136,6 +138,40 @@ class Importer:
                 "onnx_input_shapes": {k: list(v) for k, v in self.input_shapes.items()
                                       if k in self.float_inputs or k in self.index_inputs}}
         return self.builder.build(outs, meta)
+
+    def _mask_values(self, nodes: Sequence[onnx.NodeProto]) -> None:
+        """Values computed from an int64 mask alone, each one embedding
+        lookup of the mask (see :mod:`~pyparbench.graph.onnx.mask_values`)."""
+        try:
+            found, chain, shapes = find_mask_values(
+                nodes, self.values, self.input_shapes, self.input_dtypes, self.output_names,
+                self.opset, {**self.input_shapes, **self.inferred_shapes})
+        except Unsupported as e:
+            self.problems.append(("(computed from an int64 input)", "", str(e)))
+            return
+        self.absorbed |= chain
+        self.values.update(shapes)
+        for mv in found:
+            self.values[mv.name] = self._mask_node(mv)
+
+    def _mask_node(self, mv: MaskValue) -> int:
+        self.node_name = self.node_name_for(mv.name, mv.name)
+        e = self.builder.embedding_bag(self.index_input(mv.mask), 2, 1, mode="sum",
+                                       name=self.fresh("lookup"))
+        self.builder.set_weights(e, {"table": np.array([[mv.rows[0]], [mv.rows[1]]],
+                                                       np.float32)})
+        return self.reshape(e, mv.view, final=True)
+
+    def index_input(self, name: str) -> int:
+        """The int64 graph input ``name`` (of the file's shape) viewed as
+        (numel, 1): one lookup per index, as an embedding reads it."""
+        if name not in self.index_inputs:
+            shape = self.input_shapes[name]
+            numel = math.prod(shape)
+            x = self.builder.input(name, shape, "int64")
+            self.index_inputs[name] = x if shape == (numel, 1) else self.builder.reshape(
+                x, (numel, 1), name=self.node_name_for("", f"{name}/as_indices"))
+        return self.index_inputs[name]
 
     def _problem_text(self) -> str:
         counts: dict[str, list[Any]] = {}
@@ -430,6 +466,11 @@ def _block(c: Array, i: int, j: int) -> Array:
 
 def _run_node(n: onnx.NodeProto, feeds: Mapping[str, Array], opset: int) -> list[Array]:
     """The node's outputs on constant inputs, by onnx's reference evaluator."""
+    if n.op_type == "GatherElements":  # the reference evaluator's fails on a (1, n) table
+        data, idx = (np.asarray(feeds[i]) for i in n.input[:2])
+        axis = int(node_attrs(n).get("axis", 0)) % data.ndim
+        idx = np.where(idx < 0, idx + data.shape[axis], idx)
+        return [np.take_along_axis(data, idx, axis)]
     ev = ReferenceEvaluator(n, opsets={"": opset})
     return [np.asarray(v) for v in ev.run(None, dict(feeds))]
 

@@ -5,6 +5,10 @@ several nodes and the IR runs as one.
 * :func:`erf_gelu`: x * 0.5 * (1 + erf(x / sqrt 2)) as one Gelu;
 * :func:`gated_by_itself`: x * Sigmoid(x) as Swish, x * HardSigmoid(x) with
   HardSwish's constants as HardSwish (where nothing else reads the gate);
+* :func:`tanh_gelu`: GELU's tanh approximation as one Gelu (approximate "tanh");
+* :func:`nan_guard_of_softmax`: Where(IsNaN(s), c, s) of a Softmax's s as
+  s (the softmax of finite scores holds no NaN; exporters guard a row
+  masked whole, which an additive mask of the float32 minimum never makes);
 * :func:`pad_into_conv`: a zero Pad of H and W read only by a Conv folded
   into the Conv's pads.
 
@@ -26,7 +30,8 @@ from onnx import helper, numpy_helper
 
 from pyparbench.graph.onnx.attributes import as_text, node_attrs
 
-__all__ = ["REWRITES", "erf_gelu", "gated_by_itself", "pad_into_conv"]
+__all__ = ["REWRITES", "erf_gelu", "gated_by_itself", "nan_guard_of_softmax", "pad_into_conv",
+           "tanh_gelu"]
 
 Array = npt.NDArray[Any]
 Rewrite = Callable[[list[onnx.NodeProto], Mapping[str, object], set[str]],
@@ -97,6 +102,11 @@ def erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
             if m2 is None or (split(nodes[m2]) or ("", 0.0))[1] != 0.5:
                 continue
             chain.append(m2)
+        elif other and other[0] in consts and consts[other[0]] == 0.5:  # x * (0.5 * (1 + erf))
+            m2 = only_reader(nodes[m1].output[0], "Mul")
+            if m2 is None or sorted(nodes[m2].input) != sorted([x, nodes[m1].output[0]]):
+                continue
+            chain.append(m2)
         elif other and other[0] in producer and nodes[producer[other[0]]].op_type == "Mul" \
                 and split(nodes[producer[other[0]]]) == (x, 0.5) \
                 and len(readers.get(other[0], [])) == 1:  # (x * 0.5) * (1 + erf)
@@ -110,6 +120,75 @@ def erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
         new[chain[-1]] = helper.make_node("Gelu", [x], [last.output[0]],
                                           name=n.name or last.name)
         drop.update(chain[:-1])
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
+
+
+def _scalars(nodes: list[onnx.NodeProto], inits: Mapping[str, object]) -> dict[str, float]:
+    """The float scalars among the constants and Constant nodes, by value name."""
+    consts: dict[str, float] = {}
+    for key, val in inits.items():
+        if isinstance(val, np.ndarray) and val.size == 1 and val.dtype.kind == "f":
+            consts[key] = float(val.reshape(-1)[0])
+    for n in nodes:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            v = numpy_helper.to_array(n.attribute[0].t)
+            if v.size == 1 and v.dtype.kind == "f":
+                consts[n.output[0]] = float(v.reshape(-1)[0])
+    return consts
+
+
+def tanh_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
+              outputs: set[str]) -> list[onnx.NodeProto]:
+    """GELU's tanh approximation as exporters write it (ALBERT's gelu_new):
+    (x * 0.5) * (1 + tanh((x + Pow(x, 3) * 0.044715) * sqrt(2 / pi))) as one
+    Gelu node of approximate "tanh"."""
+    consts = _scalars(nodes, inits)
+    readers = _readers(nodes)
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output}
+
+    def only_reader(value: str, op: str) -> int | None:
+        r = [] if value in outputs else readers.get(value, [])
+        return r[0] if len(r) == 1 and nodes[r[0]].op_type == op else None
+
+    def other(k: int, value: str) -> str:
+        a, b = (str(i) for i in nodes[k].input[:2])
+        return b if a == value else a
+
+    def near(name: str, want: float) -> bool:
+        return name in consts and math.isclose(consts[name], want, rel_tol=1e-5)
+
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type != "Pow" or not near(n.input[1], 3.0):
+            continue
+        x = n.input[0]
+        chain = [k]
+        m1 = only_reader(n.output[0], "Mul")
+        if m1 is None or not near(other(m1, n.output[0]), 0.044715):
+            continue
+        a1 = only_reader(nodes[m1].output[0], "Add")
+        if a1 is None or other(a1, nodes[m1].output[0]) != x:
+            continue
+        m2 = only_reader(nodes[a1].output[0], "Mul")
+        if m2 is None or not near(other(m2, nodes[a1].output[0]), math.sqrt(2 / math.pi)):
+            continue
+        t = only_reader(nodes[m2].output[0], "Tanh")
+        a2 = only_reader(nodes[t].output[0], "Add") if t is not None else None
+        if t is None or a2 is None or not near(other(a2, nodes[t].output[0]), 1.0):
+            continue
+        last = only_reader(nodes[a2].output[0], "Mul")
+        if last is None:
+            continue
+        half = producer.get(other(last, nodes[a2].output[0]))
+        if half is None or nodes[half].op_type != "Mul" or sorted(nodes[half].input) != sorted(
+                [x, next((i for i in nodes[half].input if near(i, 0.5)), "")]) \
+                or len(readers.get(nodes[half].output[0], [])) != 1:
+            continue
+        chain += [m1, a1, m2, t, a2, half]
+        new[last] = helper.make_node("Gelu", [x], [nodes[last].output[0]], approximate="tanh",
+                                     name=nodes[last].name or n.name)
+        drop.update(chain)
     return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
 
 
@@ -190,5 +269,31 @@ def pad_into_conv(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
     return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
 
 
+def nan_guard_of_softmax(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
+                         outputs: set[str]) -> list[onnx.NodeProto]:
+    """Where(IsNaN(s), c, s) of a Softmax's output s as s: a softmax of
+    finite scores holds no NaN, so the guard (torch's attention writes it
+    for rows masked whole by -inf) never fires."""
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output}
+    readers = _readers(nodes)
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type != "Where" or len(n.input) != 3:
+            continue
+        cond, s = n.input[0], n.input[2]
+        j = producer.get(cond)
+        if j is None or nodes[j].op_type != "IsNaN" or nodes[j].input[0] != s \
+                or cond in outputs or len(readers.get(cond, [])) != 1:
+            continue
+        src = producer.get(s)
+        if src is None or nodes[src].op_type != "Softmax":
+            continue
+        new[k] = helper.make_node("Identity", [s], [n.output[0]], name=n.name)
+        drop.add(j)
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
+
+
 # In this order: a Gelu's or a gate's pattern is whole before a Pad is looked at.
-REWRITES: tuple[Rewrite, ...] = (erf_gelu, gated_by_itself, pad_into_conv)
+REWRITES: tuple[Rewrite, ...] = (erf_gelu, tanh_gelu, gated_by_itself, nan_guard_of_softmax,
+                                 pad_into_conv)

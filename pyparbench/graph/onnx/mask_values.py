@@ -1,0 +1,214 @@
+"""Values computed from an int64 attention mask alone: the additive mask an
+exporter builds from a (batch, sequence) mask of 0 / 1 (Cast to bool,
+gathers and expands of shapes, And with constant masks, Where(m, 0, min)).
+
+Such a chain is no compute of the network: its result is one of two
+constants per element, picked by the mask element of its (batch, key). It
+is found without reading the pattern: every node whose inputs depend on the
+mask and on nothing else but constants is evaluated (onnx's reference
+evaluator) on all-zero, all-one and random 0 / 1 masks, and where each value
+read by the rest of the network is ``where(mask[b, k], c1, c0)`` broadcast
+along its other axes, it runs natively as a two-row embedding lookup of the
+mask (the cast) viewed as (batch, 1, ..., 1, sequence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
+
+from pyparbench.graph.onnx.values import Array, Unsupported
+
+__all__ = ["MaskValue", "find_mask_values"]
+
+# Ops that read only their input's shape, fixed at import.
+_SHAPE_ONLY = frozenset({"Shape", "Size"})
+# Random masks tried beside all zeros and all ones.
+_PROBES = 4
+
+
+class GatherElements(OpRun):
+    """GatherElements by numpy (the reference evaluator's fails on a (1, n) table;
+    the evaluator takes an op by its class name)."""
+
+    op_domain = ""
+
+    def _run(self, data: Array, indices: Array, axis: int = 0) -> tuple[Array]:
+        axis %= data.ndim
+        idx = np.where(indices < 0, indices + data.shape[axis], indices)
+        return (np.take_along_axis(data, idx, axis),)
+
+
+@dataclass(frozen=True)
+class MaskValue:
+    """A value of ONNX name ``name``: ``rows[mask[b, k]]`` viewed as ``view``."""
+
+    name: str
+    mask: str
+    rows: tuple[float, float]  # the value where the mask is 0, where it is 1
+    view: tuple[int, ...]
+
+
+def _depends(nodes: Sequence[onnx.NodeProto], graph_inputs: set[str]) -> dict[str, set[str]]:
+    """The graph inputs each value depends on (a shape read depends on none)."""
+    deps: dict[str, set[str]] = {i: {i} for i in graph_inputs}
+    for n in nodes:
+        d: set[str] = set()
+        if n.op_type not in _SHAPE_ONLY:
+            for i in n.input:
+                d |= deps.get(i, set())
+        for o in n.output:
+            deps[o] = d
+    return deps
+
+
+def find_mask_values(nodes: Sequence[onnx.NodeProto], constants: Mapping[str, object],
+                     input_shapes: Mapping[str, tuple[int, ...]],
+                     input_dtypes: Mapping[str, str], outputs: set[str], opset: int,
+                     shapes_of: Mapping[str, tuple[int, ...]]
+                     ) -> tuple[list[MaskValue], set[int], dict[str, Array]]:
+    """The mask values the rest of ``nodes`` reads, the indexes of the nodes
+    they replace, and the shape reads among those that the rest reads as
+    constants. ``constants`` holds the file's initialisers (name -> array).
+
+    Raises :class:`Unsupported` for a value computed from a mask that is not
+    one of two constants per (batch, key) element. ``shapes_of`` holds the
+    values' shapes from shape inference."""
+    ints = {i for i, t in input_dtypes.items() if t == "int64"}
+    deps = _depends(nodes, set(input_shapes))
+    # The int64 inputs that some node reads other than as a Gather's indices.
+    masks = sorted({i for n in nodes for j, i in enumerate(n.input) if i in ints
+                    and not (n.op_type == "Gather" and j == 1)})
+    found: list[MaskValue] = []
+    chain: set[int] = set()
+    shapes: dict[str, Array] = {}
+    for mask in masks:
+        inside = {k for k, n in enumerate(nodes)
+                  if (deps.get(n.input[0]) == {mask} if n.op_type in _SHAPE_ONLY
+                      else bool(n.output) and deps.get(n.output[0]) == {mask})}
+        made = {o for k in inside for o in nodes[k].output if o}
+        read_outside = [o for o in sorted(made) if o in outputs or any(
+            o in n.input for k, n in enumerate(nodes) if k not in inside)]
+        floats: list[str] = []
+        for o in read_outside:
+            k = next(j for j in inside if o in nodes[j].output)
+            if nodes[k].op_type in _SHAPE_ONLY:
+                continue
+            floats.append(o)
+        if not floats:
+            continue
+        arrays = _evaluate(nodes, inside, constants, mask, input_shapes[mask], floats, opset,
+                           shapes_of)
+        shape = input_shapes[mask]
+        for o, (zeros, ones, probes) in arrays.items():
+            found.append(_as_mask_value(o, mask, shape, zeros, ones, probes))
+        chain |= inside
+        for k in inside:
+            n = nodes[k]
+            if n.op_type in _SHAPE_ONLY and any(o in read_outside for o in n.output):
+                shapes[n.output[0]] = _shape_read(n, shapes_of)
+    return found, chain, shapes
+
+
+def _ancestors(nodes: Sequence[onnx.NodeProto], inside: set[int],
+               shapes_of: Mapping[str, tuple[int, ...]]) -> list[onnx.NodeProto]:
+    """The nodes of ``inside`` and the constant nodes they read, in file
+    order; a shape read is a Constant of the shape (its input may be data)."""
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    keep = set(inside)
+    stack = [i for k in inside if nodes[k].op_type not in _SHAPE_ONLY for i in nodes[k].input]
+    while stack:
+        v = stack.pop()
+        k = producer.get(v)
+        if k is not None and k not in keep:
+            keep.add(k)
+            if nodes[k].op_type not in _SHAPE_ONLY:
+                stack.extend(nodes[k].input)
+    out: list[onnx.NodeProto] = []
+    for k in sorted(keep):
+        n = nodes[k]
+        if n.op_type in _SHAPE_ONLY:
+            n = helper.make_node("Constant", [], [n.output[0]],
+                                 value=numpy_helper.from_array(_shape_read(n, shapes_of)))
+        out.append(n)
+    return out
+
+
+def _shape_read(n: onnx.NodeProto, shapes_of: Mapping[str, tuple[int, ...]]) -> Array:
+    """The value of a Shape or Size node, from its input's inferred shape."""
+    shape = shapes_of.get(n.input[0])
+    if shape is None:
+        raise Unsupported(f"the shape of {n.input[0]!r} is not known at import")
+    if n.op_type == "Size":
+        return np.array(int(np.prod(shape)), np.int64)
+    a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+    return np.array(shape, np.int64)[a.get("start", 0):a.get("end", len(shape))]
+
+
+def _evaluate(nodes: Sequence[onnx.NodeProto], inside: set[int],
+              constants: Mapping[str, object], mask: str, shape: tuple[int, ...],
+              wanted: list[str], opset: int, shapes_of: Mapping[str, tuple[int, ...]]
+              ) -> dict[str, tuple[Array, Array, list[tuple[Array, Array]]]]:
+    """Each wanted value on an all-zero mask, an all-one mask, and random
+    0 / 1 masks (with the mask each was given)."""
+    sub = _ancestors(nodes, inside, shapes_of)
+    made = {o for n in sub for o in n.output}
+    read = {i for n in sub for i in n.input if i and i not in made}
+    feeds_const = {i: np.asarray(constants[i]) for i in read
+                   if i != mask and isinstance(constants.get(i), np.ndarray)}
+    missing = read - set(feeds_const) - {mask}
+    if missing:
+        raise Unsupported(f"a mask computation reads {min(missing)!r}, not a constant")
+    graph = helper.make_graph(
+        sub, "mask",
+        [helper.make_tensor_value_info(mask, onnx.TensorProto.INT64, list(shape))],
+        [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in wanted],
+        [numpy_helper.from_array(v, k) for k, v in feeds_const.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    try:
+        ev = ReferenceEvaluator(model, new_ops=[GatherElements])
+
+        def run(m: Array) -> list[Array]:
+            return [np.asarray(v) for v in ev.run(wanted, {mask: m})]
+
+        zeros = run(np.zeros(shape, np.int64))
+        ones = run(np.ones(shape, np.int64))
+        rng = np.random.default_rng(0)
+        probes: list[list[tuple[Array, Array]]] = [[] for _ in wanted]
+        for _ in range(_PROBES):
+            m = rng.integers(0, 2, shape).astype(np.int64)
+            for j, v in enumerate(run(m)):
+                probes[j].append((m, v))
+    except Exception as e:
+        raise Unsupported(f"cannot evaluate a mask computation: {str(e).splitlines()[0]}"
+                          ) from None
+    return {o: (zeros[j], ones[j], probes[j]) for j, o in enumerate(wanted)}
+
+
+def _as_mask_value(name: str, mask: str, shape: tuple[int, ...], zeros: Array, ones: Array,
+                   probes: list[tuple[Array, Array]]) -> MaskValue:
+    """The value as two constants picked by the mask's (batch, key) element."""
+    why = f"value {name!r} computed from the int64 input {mask!r} alone"
+    if zeros.dtype != np.float32 or zeros.ndim < len(shape) or len(shape) != 2:
+        raise Unsupported(f"{why} is not a float32 value of rank >= 2 (dtype "
+                          f"{zeros.dtype}, shape {zeros.shape})")
+    c0, c1 = zeros.reshape(-1)[0], ones.reshape(-1)[0]
+    if not (np.all(zeros == c0) and np.all(ones == c1)):
+        raise Unsupported(f"{why} differs along its elements where the mask does not")
+    batch, keys = shape
+    out = zeros.shape
+    if out[0] not in (1, batch) or out[-1] != keys or (out[0] == 1 and batch != 1):
+        raise Unsupported(f"{why} of shape {out} is not (batch, ..., sequence)")
+    view = (batch, *(1,) * (len(out) - 2), keys)
+    for m, v in probes:
+        want = np.where(m.reshape(view) != 0, c1, c0)
+        if v.shape != out or not np.array_equal(np.broadcast_to(want, out), v):
+            raise Unsupported(f"{why} is not the mask's (batch, key) element picking one "
+                              "of two constants")
+    return MaskValue(name, mask, (float(c0), float(c1)), view)

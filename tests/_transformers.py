@@ -1,0 +1,82 @@
+"""Hugging Face encoders exported to ONNX as a user would: a tiny random
+configuration of each family (nothing downloaded), wrapped so that its
+inputs are (input_ids, attention_mask) and its output the last hidden
+state, through either of torch's exporters."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import types
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def _import_transformers() -> Any:
+    """transformers, importable where the installed torchvision was built
+    against another torch (its meta registrations then fail at import: a
+    module without them is enough, as no encoder uses torchvision's ops)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            import torchvision  # noqa: F401
+        except Exception:
+            for name in [m for m in sys.modules if m.startswith("torchvision")]:
+                del sys.modules[name]
+            sys.modules["torchvision._meta_registrations"] = types.ModuleType(
+                "torchvision._meta_registrations")
+        return pytest.importorskip("transformers")
+
+
+transformers = _import_transformers()
+
+VOCAB = 100
+HIDDEN = 32
+_COMMON = {"hidden_size": HIDDEN, "num_hidden_layers": 2, "num_attention_heads": 2,
+           "intermediate_size": 64, "vocab_size": VOCAB, "max_position_embeddings": 64}
+# Each family's (config class, model class, configuration).
+FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "bert": ("BertConfig", "BertModel", _COMMON),
+    "distilbert": ("DistilBertConfig", "DistilBertModel",
+                   {"dim": HIDDEN, "n_layers": 2, "n_heads": 2, "hidden_dim": 64,
+                    "vocab_size": VOCAB, "max_position_embeddings": 64}),
+    "electra": ("ElectraConfig", "ElectraModel", {**_COMMON, "embedding_size": 16}),
+    "albert": ("AlbertConfig", "AlbertModel", {**_COMMON, "embedding_size": 16}),
+    "roberta": ("RobertaConfig", "RobertaModel", _COMMON),
+}
+
+
+class _Encoder(torch.nn.Module):  # type: ignore[misc]
+    """The model called with named inputs, its last hidden state returned."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def export_encoder(family: str, path: Path, seq: int, dynamo: bool) -> Path:
+    """``family``'s tiny random model (seeded) exported to ``path`` for
+    (1, seq) int64 ids and mask, by the TorchScript exporter (opset 17) or
+    the dynamo one (opset 18, its own)."""
+    config_name, model_name, config = FAMILIES[family]
+    torch.manual_seed(0)
+    model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config))
+    encoder = _Encoder(model.eval()).eval()
+    ids = torch.randint(0, VOCAB, (1, seq))
+    mask = torch.ones(1, seq, dtype=torch.int64)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(encoder, (ids, mask), str(path), dynamo=dynamo,
+                          input_names=["input_ids", "attention_mask"],
+                          output_names=["last_hidden_state"],
+                          opset_version=18 if dynamo else 17)
+    return path
