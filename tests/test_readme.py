@@ -149,3 +149,30 @@ def test_every_command_line_parses(line: int, args: str) -> None:
         parser.parse_args(shlex.split(args))
     except SystemExit as e:
         pytest.fail(f"README.md:{line}: `pyparbench {args}` does not parse (exit {e.code})")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped but
+    hyphens, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_contents_and_every_link_in_the_readme_reach_a_heading() -> None:
+    text = README.read_text()
+    in_code = False
+    anchors: set[str] = set()
+    sections: list[str] = []  # the "## " headings, in order
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and (m := re.match(r"^(#{2,4}) (.+)$", line)):
+            anchors.add(_slug(m.group(2)))
+            if len(m.group(1)) == 2:
+                sections.append(m.group(2))
+    links = re.findall(r"\]\(#([^)\s]+)\)", text)
+    assert not [a for a in links if a not in anchors]
+    # The first section is the contents, and it names every other section.
+    assert sections and sections[0] == "Contents", sections[:1]
+    contents = text.split("\n## Contents\n", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"\]\(#([^)\s]+)\)", contents))
+    assert [h for h in sections[1:] if _slug(h) not in listed] == []
