@@ -268,20 +268,18 @@ class Importer:
 
     def node_name_for(self, output: str, label: str) -> str:
         """A fresh node name: the output's when it is a graph output, else ``label``."""
-        base = output if output in self.output_names else label
+        return self._unique(output if output in self.output_names else label)
+
+    def fresh(self, suffix: str) -> str:
+        """A fresh name for a further node the current one makes."""
+        return self._unique(f"{self.node_name}/{suffix}")
+
+    def _unique(self, base: str) -> str:
+        """``base``, or ``base_2``, ``base_3``...: the first no node or input has."""
         name, i = base, 1
         while name in self.used_names or name in self.input_shapes:
             i += 1
             name = f"{base}_{i}"
-        self.used_names.add(name)
-        return name
-
-    def fresh(self, suffix: str) -> str:
-        """A fresh name for a further node the current one makes."""
-        name, i = f"{self.node_name}/{suffix}", 1
-        while name in self.used_names or name in self.input_shapes:
-            i += 1
-            name = f"{self.node_name}/{suffix}_{i}"
         self.used_names.add(name)
         return name
 

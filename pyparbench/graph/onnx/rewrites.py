@@ -47,26 +47,25 @@ def _readers(nodes: list[onnx.NodeProto]) -> dict[str, list[int]]:
     return readers
 
 
+def _only_reader(nodes: list[onnx.NodeProto], readers: Mapping[str, list[int]],
+                 outputs: set[str]) -> Callable[[str, str], int | None]:
+    """(value, op) -> the one node reading ``value`` (no graph output), if it
+    is an ``op``; else None."""
+    def only_reader(value: str, op: str) -> int | None:
+        r = [] if value in outputs else readers.get(value, [])
+        return r[0] if len(r) == 1 and nodes[r[0]].op_type == op else None
+
+    return only_reader
+
+
 def erf_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
               outputs: set[str]) -> list[onnx.NodeProto]:
     """The exact GELU exporters write as x * 0.5 * (1 + erf(x / sqrt 2)) (any
     order of the two products, x / sqrt 2 or x * (1 / sqrt 2)) as one Gelu node."""
-    consts: dict[str, float] = {}
-    for key, val in inits.items():
-        if isinstance(val, np.ndarray) and val.size == 1 and val.dtype.kind == "f":
-            consts[key] = float(val.reshape(-1)[0])
-    for n in nodes:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            v = numpy_helper.to_array(n.attribute[0].t)
-            if v.size == 1 and v.dtype.kind == "f":
-                consts[n.output[0]] = float(v.reshape(-1)[0])
+    consts = _scalars(nodes, inits)
     readers = _readers(nodes)
     producer = {o: k for k, n in enumerate(nodes) for o in n.output}
-
-    def only_reader(value: str, op: str) -> int | None:
-        """The one node reading ``value`` (no graph output), if it is an ``op``."""
-        r = [] if value in outputs else readers.get(value, [])
-        return r[0] if len(r) == 1 and nodes[r[0]].op_type == op else None
+    only_reader = _only_reader(nodes, readers, outputs)
 
     def split(n: onnx.NodeProto) -> tuple[str, float] | None:
         """(the value, the constant) of a binary node with one scalar constant."""
@@ -145,10 +144,7 @@ def tanh_gelu(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
     consts = _scalars(nodes, inits)
     readers = _readers(nodes)
     producer = {o: k for k, n in enumerate(nodes) for o in n.output}
-
-    def only_reader(value: str, op: str) -> int | None:
-        r = [] if value in outputs else readers.get(value, [])
-        return r[0] if len(r) == 1 and nodes[r[0]].op_type == op else None
+    only_reader = _only_reader(nodes, readers, outputs)
 
     def other(k: int, value: str) -> str:
         a, b = (str(i) for i in nodes[k].input[:2])
