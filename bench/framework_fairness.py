@@ -233,11 +233,9 @@ def _launcher(directory: str, name: str, args: list[str]) -> str:
 
 def _compare(ours: Mapping[str, Any], ref: Mapping[str, Any]) -> float:
     """The largest difference of the outputs, relative to their largest magnitude."""
-    from pyparbench.frameworks.child import decode
-
     worst = 0.0
     for k, want in ours.items():
-        got = decode(ref[k])
+        got = np.asarray(ref[k])
         worst = max(worst, float(np.abs(got - want).max()) / max(1.0, float(np.abs(want).max())))
     return worst
 
@@ -287,13 +285,13 @@ def measure(framework: str, mode: str, model: str, batch: int, threads: int, ste
                    default_ratio=d.median, default_low=d.low, default_high=d.high,
                    careful=careful[0], idiomatic=careful[1])
     if framework == "tensorflow":  # Keras' own weights: the same architecture, by count
-        row["same_params"] = job["info"]["params"] == job["info"]["graph_params"]
+        row["same_params"] = job.info["params"] == job.info["graph_params"]
     else:
         (ours_out,) = framework_outputs([ref], framework, s, mode=mode)
-        row["max_rel_difference"] = _compare(ours_out, job["outputs"])
+        row["max_rel_difference"] = _compare(ours_out, job.outputs())
         for key in ("exported_ir_version", "exported_opset"):
-            if key in job["info"]:
-                row[key] = job["info"][key]
+            if key in job.info:
+                row[key] = job.info[key]
     return row
 
 

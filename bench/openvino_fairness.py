@@ -94,9 +94,9 @@ def compare(path: Path, batch: int, threads: int, rounds: int, repeats: int,
     for _ in range(rounds):
         res = run_framework(ModelRef(key, batch), "openvino", settings, repeats=repeats,
                             warmup=5)
-        if res["status"] != "ok":
-            raise RuntimeError(res["error"])
-        a = float(res["latency"]["median"])
+        if not res.ok or not res.job.ok:
+            raise RuntimeError(res.first_error())
+        a = float(res.job.latency["median"])
         b = benchmark_app(path, shapes, threads, cpus, repeats)
         ours.append(a)
         theirs.append(b)
