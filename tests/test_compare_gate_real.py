@@ -262,10 +262,14 @@ def test_two_one_cpu_runs_against_two_fail_on_the_thread_scaling_rows(
     if worst < 1.5:
         pytest.skip(f"the thread-scaling rows are at most {worst:.2f}x slower on one CPU "
                     "(a loaded machine): nothing for the gate to find")
-    steadiest = min(rows[k].own_spread or math.inf for k in scaling)
-    if math.log(worst / 1.05) < SPAN * steadiest:
-        pytest.skip(f"the thread-scaling rows' processes are {steadiest:.0%} apart at best "
-                    f"(a loaded machine): the gate cannot tell {worst:.2f}x from noise")
+    # The data decide only on a row that is both 1.5x slower and steady on its
+    # own processes (the slowest row and the steadiest one may differ).
+    decisive = [k for k in scaling if _decides(rows[k].ratio, rows[k].own_spread)]
+    if not decisive:
+        shown = ", ".join(f"{rows[k].ratio or 0.0:.2f}x with processes "
+                          f"{rows[k].own_spread or math.inf:.0%} apart" for k in sorted(scaling))
+        pytest.skip(f"no thread-scaling row is both 1.5x slower and steady ({shown}; a loaded "
+                    "machine): the gate cannot tell them from noise")
     code, res = gate(str(tmp_path / "sides" / "two"), str(tmp_path / "sides" / "one"),
                      "--fail-slower", "5%")
     g = res["gate"]
@@ -273,8 +277,12 @@ def test_two_one_cpu_runs_against_two_fail_on_the_thread_scaling_rows(
     labels = {rows[k].label for k in scaling}
     assert set(g["failing"]) <= labels, g
     # Every scaling row 1.5x slower or more, on its own steady processes, fails.
-    for k in scaling:
-        r, ratio = rows[k], rows[k].ratio or 0.0
-        if ratio >= 1.5 and r.own_spread is not None \
-                and math.log(ratio / 1.05) >= SPAN * r.own_spread:
-            assert r.label in g["failing"], (r, g)
+    for k in decisive:
+        assert rows[k].label in g["failing"], (rows[k], g)
+
+
+def _decides(ratio: float | None, own_spread: float | None) -> bool:
+    """Whether a row ``ratio`` times slower, its processes ``own_spread``
+    apart, is beyond doubt slower than the gate's 5 %."""
+    return (ratio is not None and ratio >= 1.5 and own_spread is not None
+            and math.log(ratio / 1.05) >= SPAN * own_spread)
