@@ -231,21 +231,13 @@ def _launcher(directory: str, name: str, args: list[str]) -> str:
     return path
 
 
-def _compare(ours: Mapping[str, Any], ref: Mapping[str, Any]) -> float:
-    """The largest difference of the outputs, relative to their largest magnitude."""
-    worst = 0.0
-    for k, want in ours.items():
-        got = np.asarray(ref[k])
-        worst = max(worst, float(np.abs(got - want).max()) / max(1.0, float(np.abs(want).max())))
-    return worst
-
-
 def measure(framework: str, mode: str, model: str, batch: int, threads: int, steps: int,
             kwargs: dict[str, Any], workdir: str) -> dict[str, Any]:
     """One row: ours, the reference (and the idiomatic default) in lockstep."""
     import subprocess
 
     from pyparbench.frameworks import Contender, ModelRef, framework_outputs, run_lockstep
+    from pyparbench.reference import output_error
     from pyparbench.settings import Settings
 
     s = Settings(intra_op=threads, affinity="compact")
@@ -288,7 +280,8 @@ def measure(framework: str, mode: str, model: str, batch: int, threads: int, ste
         row["same_params"] = job.info["params"] == job.info["graph_params"]
     else:
         (ours_out,) = framework_outputs([ref], framework, s, mode=mode)
-        row["max_rel_difference"] = _compare(ours_out, job.outputs())
+        row["max_rel_difference"] = output_error(job.outputs(), ours_out,
+                                                 labels=("reference", "ours"))
         for key in ("exported_ir_version", "exported_opset"):
             if key in job.info:
                 row[key] = job.info[key]

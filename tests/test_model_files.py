@@ -332,8 +332,7 @@ def test_pytorch_runs_the_module_attached_to_a_file(tmp_path: Path) -> None:
 def test_output_error_reads_what_children_send() -> None:
     import numpy as np
 
-    from pyparbench.frameworks.child import encode
-    from pyparbench.frameworks.overhead import decoded_outputs
+    from pyparbench.frameworks.child import decode, encode
     from pyparbench.reference import output_error
 
     want = np.linspace(-2.0, 4.0, 12, dtype=np.float32).reshape(3, 4)
@@ -341,8 +340,11 @@ def test_output_error_reads_what_children_send() -> None:
     got[1, 2] += 0.004
     labels = ("native", "framework")
 
+    def decoded(outputs: dict[str, object]) -> dict[str, object]:
+        return {k: decode(v) if isinstance(v, dict) else v for k, v in outputs.items()}
+
     def error(a: dict[str, object], b: dict[str, object]) -> float:
-        return output_error(decoded_outputs(a), decoded_outputs(b), labels=labels)
+        return output_error(decoded(a), decoded(b), labels=labels)
 
     assert error({"y": encode(got)}, {"y": encode(want)}) == pytest.approx(0.004 / 4.0,
                                                                            rel=1e-3)

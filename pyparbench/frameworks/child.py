@@ -49,7 +49,13 @@ import numpy as np
 
 from pyparbench._version import __version__
 from pyparbench.frameworks import proc_audit
+from pyparbench.frameworks.onnxruntime import knobs as ort_knobs
+from pyparbench.frameworks.onnxruntime import runtime as ort_runtime
+from pyparbench.frameworks.openvino import knobs as ov_knobs
+from pyparbench.frameworks.openvino import runtime as ov_runtime
 from pyparbench.frameworks.spec import build_graph, describe
+from pyparbench.frameworks.tensorflow import knobs as tf_knobs
+from pyparbench.frameworks.tensorflow import runtime as tf_runtime
 from pyparbench.settings import Settings
 from pyparbench.timing import summarize
 
@@ -71,20 +77,14 @@ def decode(d: Mapping[str, Any]) -> Any:
 def _prepare(framework: str, fw: Any, graph: Any, inputs: Any, req: Mapping[str, Any]) -> Any:
     knobs = req["knobs"]
     if framework == "tensorflow":
-        from pyparbench.frameworks.tensorflow import runtime as tf_runtime  # noqa: PLC0415 (heavy: loads its framework)
-
         return tf_runtime.prepare(fw, graph, inputs, knobs)
     if framework == "torch":
-        from pyparbench.frameworks.torch import runtime as torch_runtime  # noqa: PLC0415 (heavy: loads its framework)
+        from pyparbench.frameworks.torch import runtime as torch_runtime  # noqa: PLC0415 (heavy: imports torch)
 
         return torch_runtime.prepare(fw, graph, inputs, req["mode"], knobs)
     if framework == "onnxruntime":
-        from pyparbench.frameworks.onnxruntime import runtime as ort_runtime  # noqa: PLC0415 (heavy: loads its framework)
-
         return ort_runtime.prepare(fw, graph, inputs, knobs)
     if framework == "openvino":
-        from pyparbench.frameworks.openvino import runtime as ov_runtime  # noqa: PLC0415 (heavy: loads its framework)
-
         return ov_runtime.prepare(fw, graph, inputs, knobs)
     from pyparbench.frameworks.native import runtime as native_runtime  # noqa: PLC0415 (the native core: only the native framework's child)
 
@@ -99,21 +99,15 @@ def _configure(framework: str, fw: Any, knobs: Mapping[str, Any], defaults: bool
     """Applies the knobs (``defaults``: none, the framework's own) and
     returns what the framework reports."""
     if framework == "tensorflow":
-        from pyparbench.frameworks.tensorflow import knobs as tf_knobs  # noqa: PLC0415 (heavy: loads its framework)
-
         fw.get_logger().setLevel("ERROR")  # retracing notes when one child runs many graphs
         return tf_knobs.report(fw) if defaults else tf_knobs.configure(fw, knobs)
     if framework == "torch":
-        from pyparbench.frameworks.torch import knobs as torch_knobs  # noqa: PLC0415 (heavy: loads its framework)
+        from pyparbench.frameworks.torch import knobs as torch_knobs  # noqa: PLC0415 (heavy: imports torch)
 
         return torch_knobs.report(fw) if defaults else torch_knobs.configure(fw, knobs)
     if framework == "onnxruntime":
-        from pyparbench.frameworks.onnxruntime import knobs as ort_knobs  # noqa: PLC0415 (heavy: loads its framework)
-
         return ort_knobs.configure(fw, knobs)
     if framework == "openvino":
-        from pyparbench.frameworks.openvino import knobs as ov_knobs  # noqa: PLC0415 (heavy: loads its framework)
-
         return ov_knobs.configure(fw, knobs)
     return {"version": __version__}
 

@@ -35,7 +35,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyparbench.frameworks.answer import FrameworkRun
-from pyparbench.frameworks.child import decode
 from pyparbench.frameworks.launch import Job, run_child
 from pyparbench.frameworks.mapping import (
     DEFAULT_MODES,
@@ -50,7 +49,7 @@ from pyparbench.machine.fingerprint import machine_fingerprint
 from pyparbench.reference import output_error
 from pyparbench.settings import Settings
 
-__all__ = ["DISPATCH_NODES", "DISPATCH_OPS", "decoded_outputs", "dispatch_cost", "dispatch_graph",
+__all__ = ["DISPATCH_NODES", "DISPATCH_OPS", "dispatch_cost", "dispatch_graph",
            "entries", "heavy_op_graphs", "measure_dispatch", "measure_overhead", "operator_scaling"]
 
 DISPATCH_NODES = 400
@@ -113,12 +112,6 @@ def _per_op(kernels: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]
         slot["ns"] += float(k["ns"])
         slot["calls"] += float(k["calls"])
     return out
-
-
-def decoded_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
-    """Outputs as a child encodes them, or as arrays (as run_framework
-    returns them), as arrays by name: what reference.output_error takes."""
-    return {k: decode(v) if isinstance(v, Mapping) else v for k, v in outputs.items()}
 
 
 def _native_section(res: FrameworkRun) -> dict[str, Any]:
