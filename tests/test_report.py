@@ -345,6 +345,28 @@ def test_framework_overhead_is_paired_with_the_native_run() -> None:
     assert "framework overhead" in {alt for alt, _ in page.images}
 
 
+def test_every_framework_column_is_shown_whole_in_80_columns() -> None:
+    runs = [("tensorflow", "function"), ("torch", "eager"), ("torch", "script"),
+            ("onnxruntime", "all"), ("openvino", "f32")]
+    records = [_result("native", RunConfig("dlrm-kaggle", 1, Settings(intra_op=2)), 2.0e6)]
+    records += [_result(f"{f}-{m}", RunConfig("dlrm-kaggle", 1, Settings(intra_op=2),
+                                              framework=f, mode=m), (3.0 + i) * 1e6)
+                for i, (f, m) in enumerate(runs)]
+    summary = summarize_run(records, fingerprint={"host": "h"})
+    buf = io.StringIO()
+    print_summary(summary, Console(file=buf, width=80))
+    lines = buf.getvalue().splitlines()
+    assert max(len(x) for x in lines) <= 80, "\n".join(lines)
+    assert not any("\u2026" in x for x in lines), "\n".join(lines)  # nothing clipped
+    head = next(i for i, x in enumerate(lines) if "native ms" in x)
+    for _, m in runs:
+        assert f"({m})" in lines[head], lines[head]
+    # Each run's ratio over the native executor's 2.0 ms, in the order run.
+    row = next(x for x in lines[head:] if x.split()[:1] == ["dlrm-kaggle"])
+    assert row.split()[3:] == ["x1.50", "x2.00", "x2.50", "x3.00", "x3.50"], row
+    assert any("ort: ONNX Runtime" in x for x in lines)
+
+
 def test_quick_plan_fits_its_budget_and_keeps_every_preset() -> None:
     plan = plan_suite(resolve_level("quick"), cores=2)
     budget = BUDGET_S["quick"]

@@ -75,6 +75,8 @@ def summary_table(summary: Mapping[str, Any], legend: SettingsLegend | None = No
 
 
 _COLUMN_NAMES = {"recommended": "ours", "tftuner": "tuner", "tensorflow": "tf"}
+# The frameworks table's headers: five frameworks' runs fit 80 columns.
+_FRAMEWORK_COLUMNS = {"tensorflow": "tf", "onnxruntime": "ort", "openvino": "ov"}
 
 
 def _column_names(names: str) -> str:
@@ -97,8 +99,9 @@ def overhead_table(summary: Mapping[str, Any]) -> Table | None:
     table.add_column("b", justify="right", no_wrap=True)
     table.add_column("native ms", justify="right", no_wrap=True)
     for r in runs:
-        table.add_column(r.replace(" (", "\n("), justify="right",
-                         no_wrap=True)
+        name, _, mode = r.partition(" (")
+        table.add_column(_FRAMEWORK_COLUMNS.get(name, name) + (f"\n({mode}" if mode else ""),
+                         justify="right", no_wrap=True)
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     for i in items:
         row = rows.setdefault((i["model"], i["batch"]), {"native": i["native_ms"]})
@@ -146,7 +149,8 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
         parts.append(frameworks)
         parts.append(Text("xN: the framework's median latency over the native executor's "
                           "(above 1: the framework is slower; pyparbench overhead MODEL "
-                          "splits it per op type)."))
+                          "splits it per op type). tf: TensorFlow, ort: ONNX Runtime, "
+                          "ov: OpenVINO."))
         parts += [Text(line) for line in agreement_lines(summary)]
     busy = summary.get("conditions", {}).get("busy")
     if busy:
