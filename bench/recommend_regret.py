@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from pyparbench import models
-from pyparbench.names import PRESETS
+from pyparbench.choices import PRESETS
 from pyparbench.recommender import Recommendation, Resources, predict, recommend
 from pyparbench.recommender.calibrate import MAX_ATTEMPTS
 from pyparbench.harness.store import ResultStore

@@ -50,7 +50,7 @@ from pyparbench._checks import is_int as _is_int
 from pyparbench._checks import padding4 as _padding4
 from pyparbench._checks import pair as _pair
 from pyparbench._checks import thread_count as _thread_count
-from pyparbench.names import LIBRARIES
+from pyparbench.choices import LIBRARIES
 from pyparbench.threading.defaults import get_default_threads
 
 __all__ = [

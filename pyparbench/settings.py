@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pyparbench._checks import MAX_RUN_THREADS, as_int, choice, thread_count
-from pyparbench.names import (
+from pyparbench.choices import (
     AFFINITIES,
     LIBRARIES,
     OPERATORS,

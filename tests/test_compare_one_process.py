@@ -19,7 +19,7 @@ import pytest
 
 from pyparbench.compare import compare
 from pyparbench.compare.batch_means import MIN_BLOCKS, batch_means_test, blocks_for
-from pyparbench.compare.calibrate import MIN_ROWS, between_spread, p_with_spread
+from pyparbench.compare.between_spread import MIN_ROWS, between_spread, p_with_spread
 from pyparbench.compare.match import OWN_SPREAD_NOTE
 from pyparbench.resultfiles import load
 from _support import IMPORTED_FROM

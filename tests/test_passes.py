@@ -22,7 +22,7 @@ from pyparbench.graph.passes import (
     residual_fusion,
     subsample,
 )
-from pyparbench.names import GRAPH_OPTS
+from pyparbench.choices import GRAPH_OPTS
 from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
 

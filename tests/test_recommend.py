@@ -542,7 +542,7 @@ def test_recommended_settings_for_the_suite(cache: Path, monkeypatch: pytest.Mon
 
 def test_verify_choice_switches_only_to_a_clearly_faster_setting() -> None:
     from pyparbench.recommender.decision import SWITCH
-    from pyparbench.recommender.verify import Verified, verify_choice
+    from pyparbench.recommender.side_by_side import Verified, verify_choice
 
     a, b = Settings(intra_op=2, affinity="compact"), Settings(intra_op=1, affinity="compact")
 
@@ -573,7 +573,7 @@ def test_verify_choice_switches_only_to_a_clearly_faster_setting() -> None:
 
 
 def test_measure_whole_runs_each_setting_and_skips_what_cannot_run() -> None:
-    from pyparbench.recommender.verify import MAX_ROUNDS, MIN_ROUNDS, measure_whole
+    from pyparbench.recommender.side_by_side import MAX_ROUNDS, MIN_ROUNDS, measure_whole
 
     cores = ppb.settings.allowed_cores(ppb.topology())
     one = models.build("mlp-512", 2)
@@ -597,7 +597,7 @@ def test_measure_whole_warms_each_setting_up_in_every_round(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # The first run of a setting after another's is cold: every round's
     # timed runs follow an untimed one, whatever the graph's length.
-    from pyparbench.recommender import verify
+    from pyparbench.recommender import side_by_side as verify
 
     calls: list[tuple[Settings, int, int]] = []
 
@@ -626,7 +626,7 @@ def test_recommend_measures_its_best_candidates_whole(cache: Path,
     # Every candidate is near enough to be measured, so three are.
     monkeypatch.setattr("pyparbench.recommender.decision.MARGIN", 100.0)
     from pyparbench.recommender import selection as sel_mod
-    from pyparbench.recommender import verify as verify_mod
+    from pyparbench.recommender import side_by_side as verify_mod
 
     seen: list[list[verify_mod.Verified]] = []
     real_verify_choice = verify_mod.verify_choice
@@ -634,7 +634,7 @@ def test_recommend_measures_its_best_candidates_whole(cache: Path,
     def spy(chosen: Settings, measured: list[verify_mod.Verified], *a: Any, **k: Any) -> Settings:
         seen.append(list(measured))
         return real_verify_choice(chosen, measured, *a, **k)
-    monkeypatch.setattr(sel_mod.verify, "verify_choice", spy)
+    monkeypatch.setattr(sel_mod.side_by_side, "verify_choice", spy)
     graph = models.build("mlp-512", 8)
     rec = recommend(graph, cache_dir=cache)
     verified = rec.calibration.get("verified")
@@ -651,7 +651,7 @@ def test_recommend_measures_its_best_candidates_whole(cache: Path,
     # CONSISTENT of the rounds (then the one that beats it most), and of that
     # one a shorter spin measured within SPIN_TIE of it may be taken.
     from pyparbench.recommender.decision import CONSISTENT, SWITCH
-    from pyparbench.recommender.verify import paired_gain
+    from pyparbench.recommender.side_by_side import paired_gain
     from pyparbench.recommender.waitpolicy import SPIN_TIE, spin_length, spin_only
 
     assert len(seen) == 1

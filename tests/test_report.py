@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from pyparbench.names import PRESETS
+from pyparbench.choices import PRESETS
 from pyparbench.report import write_report
 from pyparbench.report.html import model_anchor, render_html
 from pyparbench.report.summary import summarize_run

@@ -155,8 +155,8 @@ def test_settings_grid_crosses_and_filters() -> None:
 
 
 def test_native_name_lists_match_the_python_ones() -> None:
-    from pyparbench import _core, names
+    from pyparbench import _core, choices
     from pyparbench.threading import KINDS
 
-    assert tuple(_core.ops.LIBRARIES) == names.LIBRARIES
-    assert KINDS == names.POOLS
+    assert tuple(_core.ops.LIBRARIES) == choices.LIBRARIES
+    assert KINDS == choices.POOLS

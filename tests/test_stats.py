@@ -12,7 +12,7 @@ import pytest
 
 from pyparbench.frameworks.lockstep import LockstepResult
 from pyparbench.harness.confirm import _to_confirm
-from pyparbench.recommender.verify import Verified, paired_gain
+from pyparbench.recommender.side_by_side import Verified, paired_gain
 from pyparbench.report.summary import summarize_run
 from pyparbench.resultfiles import Result, RunConfig
 from pyparbench.settings import Settings

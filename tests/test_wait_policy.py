@@ -20,10 +20,10 @@ from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.recommender import Resources, TableCostModel, candidates, predict, simulate
 from pyparbench.recommender import recommend
 from pyparbench.recommender import calibrate as cal_mod
-from pyparbench.recommender import decision, selection, verify, waitpolicy
+from pyparbench.recommender import decision, selection, side_by_side, waitpolicy
 from pyparbench.recommender.children import ChildFailed, PolicyChildren
 from pyparbench.recommender.costmodel import WaitCosts, wait_key, wait_policy
-from pyparbench.recommender.verify import MIN_ROUNDS, Verified
+from pyparbench.recommender.side_by_side import MIN_ROUNDS, Verified
 from pyparbench.settings import INTEL_SPINCOUNT, Settings, preset
 
 # Slow (real runs in processes of their own, or many inputs): left out of the
@@ -253,7 +253,7 @@ def test_verified_takes_a_measured_faster_wait_variant(monkeypatch: pytest.Monke
         raise ChildFailed("the measuring child of omp_wait=20000: the child died of SIGKILL")
 
     monkeypatch.setattr(selection, "measure_variants", broken)
-    monkeypatch.setattr(verify, "measure_whole",
+    monkeypatch.setattr(side_by_side, "measure_whole",
                         lambda settings, graphs_of, budget_ns=0.0: [
                             Verified(s, 100.0, 2, (100.0, 100.0)) for s in settings])
     win, why = selection.verified(best, preds, {1: g}, "latency", 2, {},

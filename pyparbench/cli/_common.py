@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyparbench import names
+from pyparbench import choices
 from pyparbench.graph import Graph
 from pyparbench.settings import Settings, preset
 
@@ -102,22 +102,22 @@ def print_json(data: Any) -> None:
 def add_settings_args(p: argparse.ArgumentParser) -> None:
     """The Settings knobs as options (a preset, then individual overrides)."""
     g = p.add_argument_group("settings (a preset, then overrides)")
-    g.add_argument("--preset", choices=names.PRESETS, help="start from a preset")
-    g.add_argument("--scheduler", choices=names.SCHEDULERS)
+    g.add_argument("--preset", choices=choices.PRESETS, help="start from a preset")
+    g.add_argument("--scheduler", choices=choices.SCHEDULERS)
     g.add_argument("--inter-op", type=positive_int("--inter-op"), metavar="N",
                    help="inter-op workers")
     g.add_argument("--intra-op", type=positive_int("--intra-op"), metavar="N",
                    help="threads per worker")
-    g.add_argument("--operator", choices=names.OPERATORS)
-    g.add_argument("--library", choices=names.LIBRARIES)
-    g.add_argument("--pool", choices=names.POOLS)
+    g.add_argument("--operator", choices=choices.OPERATORS)
+    g.add_argument("--library", choices=choices.LIBRARIES)
+    g.add_argument("--pool", choices=choices.POOLS)
     g.add_argument("--affinity",
-                   help=f"{', '.join(names.AFFINITIES)}, or CPU lists such as 0,1:2,3")
+                   help=f"{', '.join(choices.AFFINITIES)}, or CPU lists such as 0,1:2,3")
     g.add_argument("--smt", action=argparse.BooleanOptionalAction, default=None)
-    g.add_argument("--placement", choices=names.PLACEMENTS)
+    g.add_argument("--placement", choices=choices.PLACEMENTS)
     g.add_argument("--graph-opt", metavar="PASSES",
                    help="graph passes applied to the native plan: full (the default), none "
-                        f"(op for op as built), one of {', '.join(names.GRAPH_PASSES)}, or "
+                        f"(op for op as built), one of {', '.join(choices.GRAPH_PASSES)}, or "
                         "several joined by '+'")
 
 
@@ -132,14 +132,14 @@ def settings_from_args(args: argparse.Namespace, graph: Graph | None = None) -> 
             changes[f] = v
     if args.affinity is not None:
         a = args.affinity
-        if a in names.AFFINITIES:
+        if a in choices.AFFINITIES:
             changes["affinity"] = a
         else:
             try:
                 changes["affinity"] = tuple(tuple(int(c) for c in part.split(","))
                                             for part in a.split(":"))
             except ValueError:
-                raise ValueError(f"--affinity must be {', '.join(names.AFFINITIES)} or CPU "
+                raise ValueError(f"--affinity must be {', '.join(choices.AFFINITIES)} or CPU "
                                  f"lists such as 0,1:2,3, got {a!r}") from None
     if changes.get("inter_op", base.inter_op) > 1 and "scheduler" not in changes:
         changes["scheduler"] = "async"

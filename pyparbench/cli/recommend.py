@@ -27,7 +27,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pyparbench import names
+from pyparbench import choices
 from pyparbench.cli._common import positive_int, print_json
 from pyparbench.frameworks.deploy import TARGETS, deployment
 from pyparbench.frameworks.openvino.knobs import benchmark_app_line, code
@@ -159,7 +159,7 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--smt", action="store_true", help="also try settings on SMT siblings")
     p.add_argument("--libraries", default="onednn", metavar="LIST",
                    help=f"math libraries to calibrate and try, comma-separated "
-                        f"({', '.join(names.LIBRARIES)}; default onednn)")
+                        f"({', '.join(choices.LIBRARIES)}; default onednn)")
     p.add_argument("--for", dest="framework", choices=TARGETS, default=None,
                    help="the framework the setting is written for (default: all of them)")
     p.add_argument("--framework", dest="check_in", choices=("onnxruntime", "openvino",

@@ -23,7 +23,7 @@ faster), tested one of three ways:
 * pytest-benchmark files (one process a side): batch means of blocks of
   runs (:mod:`pyparbench.compare.batch_means`), with the spread between
   the two processes estimated from the rows of the comparison added to
-  each row's error (:mod:`pyparbench.compare.calibrate`); fewer than 8
+  each row's error (:mod:`pyparbench.compare.between_spread`); fewer than 8
   rows tested, and the rows are untested;
 * else (our older folders, which never measured a setting twice), the
   two-sided Mann-Whitney U test of the two sets
@@ -68,7 +68,7 @@ from pyparbench.compare.match import (
     machine_differences,
 )
 from pyparbench.compare.gate import Gate, Verdict, holm, judge
-from pyparbench.compare.names import input_names
+from pyparbench.compare.input_names import input_names
 from pyparbench.compare.text import dumps, format_time, print_text, to_json
 from pyparbench.compare.utest import MIN_SAMPLES, smallest_p_at_least, u_test
 

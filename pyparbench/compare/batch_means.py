@@ -14,7 +14,7 @@ negligible. Welch's t test of the log block medians then gives the p.
 
 What this still cannot see: with one process a side, how much two
 processes differ (the part of a difference that comes with the process,
-not with its runs) is not measured here: :mod:`pyparbench.compare.calibrate`
+not with its runs) is not measured here: :mod:`pyparbench.compare.between_spread`
 estimates it from the rows of a comparison.
 """
 

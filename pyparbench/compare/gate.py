@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pyparbench.compare.match import Comparison
-from pyparbench.compare.names import input_name
+from pyparbench.compare.input_names import input_name
 
 __all__ = ["Gate", "Verdict", "holm", "judge"]
 

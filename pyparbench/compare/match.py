@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pyparbench.compare.batch_means import BlockTest, batch_means_test
-from pyparbench.compare.calibrate import (
+from pyparbench.compare.between_spread import (
     MIN_ROWS,
     between_spread,
     p_slower_with_spread,
@@ -91,7 +91,7 @@ class Pair:
     failed: list[str] = field(default_factory=list)  # "label: side status (error)"
     # One process a side (batch means), or one run a side (processes): how
     # far the two are apart beyond what each row's runs or processes show,
-    # in log units, from the rows (compare.calibrate).
+    # in log units, from the rows (compare.between_spread).
     between_spread: float | None = None
 
 
@@ -203,7 +203,7 @@ def _widen_runs(pair: Pair, ests: dict[str, tuple[float, float]], alpha: float,
     apart (the machine's state from one run to the next, a setting whose
     processes differ more than those the run measured twice). The pair's
     rows share the two runs, so that is estimated from their scatter as for
-    batch means (:func:`~pyparbench.compare.calibrate.between_spread`, tau)
+    batch means (:func:`~pyparbench.compare.between_spread.between_spread`, tau)
     and each row tested against sqrt(se^2 + tau^2); ``ests``: each such
     row's (log ratio, se). Fewer than :data:`MIN_ROWS` rows, or rows whose
     processes explain their scatter (tau 0), keep their t test."""
@@ -243,7 +243,7 @@ def _widen(pair: Pair, blocks: dict[str, BlockTest], alpha: float,
            slower_than: float | None) -> None:
     """Batch-means rows (one process a side): each tested against its blocks'
     error and the spread between the two processes that the pair's rows show
-    (:mod:`pyparbench.compare.calibrate`), or left untested when too few
+    (:mod:`pyparbench.compare.between_spread`), or left untested when too few
     rows tell; with a gate, its one-sided p of "slower by more than
     ``slower_than``" the same way."""
     tested = [blocks[r.key] for r in pair.rows if r.key in blocks]

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pyparbench.compare.match import Comparison, RowResult
-from pyparbench.compare.names import input_names
+from pyparbench.compare.input_names import input_names
 from pyparbench.report.legend import SettingsLegend
 from pyparbench.resultfiles import RowName
 
@@ -61,7 +61,7 @@ def to_json(c: Comparison, gate: Gate | None = None) -> dict[str, Any]:
             "failed": p.failed,
             # One process or one run a side: how far the two are apart beyond
             # what each row's runs or processes show (log units), from the
-            # rows (pyparbench.compare.calibrate).
+            # rows (pyparbench.compare.between_spread).
             "between_spread": p.between_spread,
         } for p, vs in zip(c.pairs, verdicts, strict=True)],
         "notes": c.notes,

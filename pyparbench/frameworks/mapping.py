@@ -70,7 +70,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyparbench.names import DEFAULT_MODES, FRAMEWORKS, MODES, check_framework, check_mode
+from pyparbench.choices import DEFAULT_MODES, FRAMEWORKS, MODES, check_framework, check_mode
 from pyparbench.settings import INTEL_SPINCOUNT, Settings
 
 __all__ = ["DEFAULT_MODES", "FRAMEWORKS", "MODES", "OPENMP", "OPENVINO_PRESETS", "FrameworkConfig",

@@ -30,7 +30,7 @@ from pyparbench.harness.operators import OpTask, shape_graph, standard_shapes
 from pyparbench.harness.runner import MIN_MEASURE_S, Config
 from pyparbench.machine.peak import thread_counts
 from pyparbench.models import build
-from pyparbench.names import PRESETS
+from pyparbench.choices import PRESETS
 from pyparbench.recommender.costmodel import MachineSpec
 from pyparbench.settings import Settings, allowed_cores, preset
 from pyparbench.threading.topology import topology

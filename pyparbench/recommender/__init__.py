@@ -30,7 +30,7 @@ The steps (:mod:`~pyparbench.recommender.api`), one module each:
 * the choice (:mod:`~pyparbench.recommender.selection`): ties, the
   framework-mode margin, and on this machine the few best predicted
   settings measured whole, side by side
-  (:mod:`~pyparbench.recommender.verify`);
+  (:mod:`~pyparbench.recommender.side_by_side`);
 * the reasons (:mod:`~pyparbench.recommender.reasons`), on the result types
   (:mod:`~pyparbench.recommender.types`);
 * the rule that settles between close settings by measuring them, stated

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyparbench.graph import Graph
-from pyparbench.names import PRESETS
+from pyparbench.choices import PRESETS
 from pyparbench.recommender.costmodel import CostModel
 from pyparbench.recommender.decision import TOP as VERIFY_TOP
 from pyparbench.recommender.modelchoice import choose_model, topology_of
@@ -72,7 +72,7 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
         With the calibrated model on this machine: how many of the best
         predicted settings (within 25 % of the best) are then measured whole,
         side by side, the measured best being taken when it is more than 3 %
-        faster (:mod:`pyparbench.recommender.verify`; a few seconds). 0: the
+        faster (:mod:`pyparbench.recommender.side_by_side`; a few seconds). 0: the
         prediction alone decides.
 
     Raises

@@ -52,7 +52,7 @@ from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.executor import compile_graph, run_instances, team_budget_bytes
 from pyparbench.graph.passes import executed_graph
 from pyparbench.machine.fingerprint import identity, machine_fingerprint
-from pyparbench.names import LIBRARIES, OPERATORS, POOLS
+from pyparbench.choices import LIBRARIES, OPERATORS, POOLS
 from pyparbench.recommender.costmodel import (
     ALIAS_OPS,
     CalibratedCostModel,

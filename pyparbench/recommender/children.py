@@ -48,7 +48,7 @@ from typing import Any
 from pyparbench.child_process import ChildFailed, Session, ask_all, child_env
 from pyparbench.models import build
 from pyparbench.recommender.costmodel import wait_key
-from pyparbench.recommender.verify import ROUND_WARMUP, runner
+from pyparbench.recommender.side_by_side import ROUND_WARMUP, runner
 from pyparbench.resultfiles.values import (
     ResultFileError,
     duration,

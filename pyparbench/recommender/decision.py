@@ -1,7 +1,7 @@
 """The rule that settles between close settings by measuring them, stated once.
 
 Both the recommender's own verification (settings measured whole in
-pyparbench, :mod:`~pyparbench.recommender.verify`) and its check inside a
+pyparbench, :mod:`~pyparbench.recommender.side_by_side`) and its check inside a
 framework (:mod:`~pyparbench.recommender.framework_check`) measure the
 predicted choice beside the next best predicted settings, and switch only
 when one of those is clearly faster. Which settings are measured, and what

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pyparbench.graph import Graph
-from pyparbench.names import POOLS
+from pyparbench.choices import POOLS
 from pyparbench.recommender.calibrate import EXECUTOR_BUSY, calibration_threads
 from pyparbench.recommender.calibrate import calibrate as measure
 from pyparbench.recommender.costmodel import AnalyticCostModel, CostModel, config_key

@@ -13,7 +13,7 @@
 * With the calibrated model on this machine, the few best predicted settings
   that may share a process with the chosen one are then measured whole,
   side by side, and the measured best is taken when it is clearly faster
-  (:mod:`~pyparbench.recommender.verify`). Settings on Eigen's pool are
+  (:mod:`~pyparbench.recommender.side_by_side`). Settings on Eigen's pool are
   measured only beside settings on Eigen's pool: its idle threads spin
   before they sleep and slow another pool's runs. OpenMP's (library mode)
   and the std pool's measure alike side by side and alone. The wait
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyparbench.graph import Graph
-from pyparbench.recommender import decision, verify
+from pyparbench.recommender import decision, side_by_side
 from pyparbench.recommender.search import batch_of, graph_at
 from pyparbench.recommender.children import ChildFailed
 from pyparbench.recommender.types import Prediction
@@ -153,7 +153,7 @@ def verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[i
     """The prediction of the setting measured best among the ``top`` best
     predicted, their wait variants under ``policies`` and the ``presets``
     that differ from one of them only by spin count (see
-    :mod:`pyparbench.recommender.verify`), and a reason line;
+    :mod:`pyparbench.recommender.side_by_side`), and a reason line;
     ``calibration["verified"]`` gets the figures."""
     latency = objective == "latency"
     ranked = sorted(preds, key=lambda p: p.value(objective), reverse=not latency)
@@ -193,13 +193,14 @@ def verified(best: Prediction, preds: Sequence[Prediction], per_instance: dict[i
             copies = [g, *(graph_at(g, batch_of(g)) for _ in range(s.instances - 1))]
             return None if any(c is None for c in copies) else [c for c in copies if c]
 
-        measured = verify.measure_whole([p.settings for p in chosen], graphs_of)
+        measured = side_by_side.measure_whole([p.settings for p in chosen], graphs_of)
     samples = {p.settings: p.samples for p in chosen}
 
-    def value(v: verify.Verified) -> float:
+    def value(v: side_by_side.Verified) -> float:
         return v.ns if latency else samples[v.settings] / v.ns * 1e9
 
-    faster = verify.verify_choice(best.settings, measured, value, higher_is_better=not latency)
+    faster = side_by_side.verify_choice(best.settings, measured, value,
+                                        higher_is_better=not latency)
     pick = shorter_spin(faster, measured, value, higher_is_better=not latency)
     calibration["verified"] = [{"label": v.settings.label(), "ns": v.ns, "rounds": v.rounds}
                                for v in measured]

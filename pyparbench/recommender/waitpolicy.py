@@ -53,7 +53,7 @@ from pyparbench.machine.cpuload import ForeignLoad
 from pyparbench.recommender.children import PolicyChildren
 from pyparbench.recommender.costmodel import WaitCosts, wait_key
 from pyparbench.recommender.simulate import omp_team
-from pyparbench.recommender.verify import (
+from pyparbench.recommender.side_by_side import (
     BUDGET_NS,
     ROUND_WARMUP,
     Verified,
@@ -173,7 +173,7 @@ def shorter_spin(pick: Settings, measured: Sequence[Verified],
     us against 1.1-1.3 us for the spinning policies on the project's 2-core
     VM), so where it measures alike the machine was busy at that moment.
     ``value`` and ``higher_is_better`` as for
-    :func:`~pyparbench.recommender.verify.verify_choice`."""
+    :func:`~pyparbench.recommender.side_by_side.verify_choice`."""
     mine = next((v for v in measured if v.settings == pick), None)
     if mine is None or not omp_team(pick):
         return pick

@@ -94,7 +94,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyparbench.machine.fingerprint import fingerprint_id
-from pyparbench.names import PRESETS
+from pyparbench.choices import PRESETS
 from pyparbench.resultfiles import OpResult, Result
 from pyparbench.settings import Settings
 from pyparbench.stats import (

@@ -34,7 +34,7 @@ from pyparbench.resultfiles.values import (
     is_plain,
     show,
 )
-from pyparbench.names import check_mode
+from pyparbench.choices import check_mode
 from pyparbench.settings import Settings
 from pyparbench.timing import Summary
 
@@ -60,7 +60,7 @@ class RunConfig:
     same configuration in another process, at another time (the main job's
     confirmation rounds). A framework's ``mode`` is resolved when the
     configuration is made (None: the framework's default,
-    :func:`pyparbench.names.check_mode`): the mode a record holds is the one
+    :func:`pyparbench.choices.check_mode`): the mode a record holds is the one
     its child used."""
 
     model: str

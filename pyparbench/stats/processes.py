@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from pyparbench.names import PRESETS
+from pyparbench.choices import PRESETS
 from pyparbench.resultfiles.rows import ResultSet
 from pyparbench.resultfiles.schema import Result, RunConfig
 from pyparbench.settings import Settings

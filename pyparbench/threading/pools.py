@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyparbench._core import threading as _t
-from pyparbench.names import POOLS
+from pyparbench.choices import POOLS
 from pyparbench._checks import as_int, thread_count
 
 KINDS = POOLS  # the pool kinds, as Settings.pool names them

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pyparbench.choices import MODES as FRAMEWORK_MODES
 from pyparbench.frameworks._common import Array, Profile, python_loop
 from pyparbench.frameworks.torch import profile as torch_profile
 from pyparbench.frameworks.torch.translate import build_module
@@ -32,7 +33,7 @@ from pyparbench.models.modules import attached_module
 
 __all__ = ["MODES", "TorchModel", "prepare"]
 
-MODES = ("eager", "script", "compile")
+MODES = FRAMEWORK_MODES["torch"]
 
 
 class TorchModel:

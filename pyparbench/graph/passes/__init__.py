@@ -102,7 +102,7 @@ from pyparbench.graph.passes.optimizer import (
     unsupported,
 )
 from pyparbench.graph.passes.rewrite import DerivedParams
-from pyparbench.names import GRAPH_OPTS
+from pyparbench.choices import GRAPH_OPTS
 
 __all__ = ["BLOCKED_LAYOUTS", "BLOCKED_MIN_BATCH", "GRAPH_OPTS", "MAX_MICRO_BATCHES", "PASSES",
            "DerivedParams", "MicroBatchPlan", "OptimizeResult", "PassSettings",

@@ -14,7 +14,7 @@ from pyparbench.graph.passes.fusion import activation_fusion, bn_fold, residual_
 from pyparbench.graph.passes.layout import blocked_choice, layout_blocked_unchecked, layout_nhwc
 from pyparbench.graph.passes import microbatching
 from pyparbench.graph.passes.microbatching import microbatch_plan, split_batch
-from pyparbench.names import GRAPH_PASSES, graph_opt_passes
+from pyparbench.choices import GRAPH_PASSES, graph_opt_passes
 
 __all__ = ["PASSES", "ExecutedGraphs", "OptimizeResult", "PassSettings", "executed_graph",
            "optimize", "pipeline", "unsupported"]
@@ -45,7 +45,7 @@ class OptimizeResult:
 
 def pipeline(graph_opt: str) -> tuple[str, ...]:
     """The passes a Settings.graph_opt value asks for (see
-    :func:`~pyparbench.names.graph_opt_passes`)."""
+    :func:`~pyparbench.choices.graph_opt_passes`)."""
     return graph_opt_passes(graph_opt)
 
 
