@@ -226,6 +226,36 @@ def test_overhead_of_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "onnxruntime (all) ran the file itself; outputs: max |native" in flat
 
 
+def test_the_framework_rows_of_one_file_share_one_native_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyparbench.harness import runner
+    from pyparbench.resultfiles import RunConfig
+    from pyparbench.settings import Settings
+
+    path = export_residual(tmp_path / "my.onnx")
+    key = resolve(str(path))
+    started: list[str] = []
+    real = runner.run_framework
+
+    def counting(model: Any, framework: str, *a: Any, **k: Any) -> Any:
+        started.append(framework)
+        return real(model, framework, *a, **k)
+
+    monkeypatch.setattr(runner, "run_framework", counting)
+    monkeypatch.setattr(runner, "_NATIVE_OUTPUTS", type(runner._NATIVE_OUTPUTS)())
+    errors = []
+    for threads in (1, 2, 1):
+        config = RunConfig(key, 1, Settings(intra_op=threads), repeats=1, warmup=0,
+                           framework="onnxruntime", mode="all")
+        res = runner.run_config(config, timeout=120)
+        assert res.status == "ok", res.error
+        assert res.resolved is not None
+        errors.append(res.resolved["output_error"])
+    # Three ONNX Runtime rows, one native run whose outputs all three are checked against.
+    assert started == ["onnxruntime", "native", "onnxruntime", "onnxruntime"]
+    assert all(e is not None and 0 < e <= 1e-4 for e in errors), errors
+
+
 # ------------------------------------------------------------------ run, resumed
 
 
@@ -297,7 +327,8 @@ def test_run_a_file_then_a_changed_file_is_not_resumed(
 # ------------------------------------------------------------------ a module given
 
 
-def test_pytorch_runs_the_module_attached_to_a_file(tmp_path: Path) -> None:
+def test_pytorch_runs_the_module_attached_to_a_file(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import numpy as np
 
     from pyparbench.frameworks import ModelRef, run_framework
@@ -308,8 +339,15 @@ def test_pytorch_runs_the_module_attached_to_a_file(tmp_path: Path) -> None:
     assert run_framework(ModelRef(name, 2), "torch").status == "not_applicable"
     torch.manual_seed(0)  # the weights the file was exported with
     module = _Residual()
-    # Exported with a dynamic batch (at 2: torch.export fixes a batch of 1).
+    # Exported with a dynamic batch (at 2: torch.export fixes a batch of 1),
+    # the file imported once for its inputs.
+    imported: list[int | None] = []
+    real_load = files.load
+    monkeypatch.setattr(files, "load",
+                        lambda n, b=None, **k: imported.append(b) or real_load(n, b, **k))
     assert attach_module(path, module, directory=tmp_path / "mods") == name
+    assert imported == [1]
+    monkeypatch.setattr(files, "load", real_load)
     assert attached_module(name) is not None and attached_module(name).is_file()
     ort_run = run_framework(ModelRef(name, 3), "onnxruntime", repeats=2, outputs=True)
     assert ort_run.ok, ort_run.error

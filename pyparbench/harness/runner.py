@@ -20,12 +20,13 @@ import os
 import signal
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from pyparbench import child_process
 from pyparbench.executor import run_model
-from pyparbench.frameworks import ModelRef, run_framework
+from pyparbench.frameworks import FrameworkRun, ModelRef, run_framework
 from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.harness.resumable import run_resumable
 from pyparbench.harness.store import ResultStore
@@ -38,6 +39,14 @@ from pyparbench.timing import Summary, summarize
 __all__ = ["MIN_MEASURE_S", "TEST_FAULT_ENV", "Config", "apply_test_fault", "check_config_record",
            "record_failures", "run_config", "run_configs"]
 
+
+# A user's file's native outputs per (model key, batch): every framework row
+# of one file and batch (ONNX Runtime's and OpenVINO's, under each setting)
+# is checked against one native run, since the native executor's outputs
+# under any setting agree to float rounding. A run takes its files one
+# after another, so a few are kept.
+_NATIVE_OUTPUTS: OrderedDict[tuple[str, int], FrameworkRun] = OrderedDict()
+_NATIVE_OUTPUTS_KEPT = 4
 
 # One measurement to make: the configuration a result record names (its
 # framework's mode resolved when made), under its older name.
@@ -107,10 +116,19 @@ def _file_agreement(config: Config, framework_outputs: dict[str, Any], timeout: 
                     ) -> dict[str, Any]:
     """How far the native executor's outputs are from the framework's (ONNX
     Runtime's or OpenVINO's) on the user's file, on the same inputs:
-    ``output_error`` = max |native - framework| / max |framework| (one native run in its own child, under the row's settings),
-    or None with ``output_error_note`` saying why there is none."""
-    native = run_framework(ModelRef(config.model, config.batch), "native", config.settings,
-                           repeats=1, warmup=0, outputs=True, timeout=timeout)
+    ``output_error`` = max |native - framework| / max |framework|, or None
+    with ``output_error_note`` saying why there is none. The native outputs
+    come from one run in its own child per file and batch (under the first
+    such row's settings; see ``_NATIVE_OUTPUTS``)."""
+    key = (config.model, config.batch)
+    native = _NATIVE_OUTPUTS.get(key)
+    if native is None:
+        native = run_framework(ModelRef(config.model, config.batch), "native",
+                               config.settings, repeats=1, warmup=0, outputs=True,
+                               timeout=timeout)
+        _NATIVE_OUTPUTS[key] = native
+        while len(_NATIVE_OUTPUTS) > _NATIVE_OUTPUTS_KEPT:
+            _NATIVE_OUTPUTS.popitem(last=False)
     if not native.ok:
         return {"output_error": None,
                 "output_error_note": f"the native run failed: {native.error}"}

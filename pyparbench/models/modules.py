@@ -78,12 +78,12 @@ def attach_module(model: str | os.PathLike[str], module: Any, *, batch: int = 1,
     # A batch of 1 would be specialised (torch.export fixes sizes 0 and 1):
     # the dynamic export takes 2 at least.
     dim = torch.export.Dim("batch", min=1, max=1 << 16)
+    example, order, shapes, feeds = _example(name, batch)  # the file imported once
+    wide = example if batch >= 2 else tuple(torch.cat([t, t]) for t in example)
     try:
-        example, order, shapes, feeds = _example(name, max(batch, 2))
-        program = torch.export.export(module, example,
-                                      dynamic_shapes=tuple({0: dim} for _ in example))
+        program = torch.export.export(module, wide,
+                                      dynamic_shapes=tuple({0: dim} for _ in wide))
     except Exception:  # a module that fixes its batch: exported at this one
-        example, order, shapes, feeds = _example(name, batch)
         try:
             program = torch.export.export(module, example)
         except Exception as e:
