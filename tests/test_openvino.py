@@ -229,3 +229,58 @@ def test_the_emitted_code_and_benchmark_app_line_take_the_setting(tmp_path: Path
                          capture_output=True, text=True, cwd="/", timeout=300, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "Median:" in run.stdout
+
+
+@needs
+def test_the_main_job_runs_openvinos_hints_beside_the_shared_setting() -> None:
+    import io
+
+    from rich.console import Console
+
+    from pyparbench.harness.levels import resolve_level
+    from pyparbench.harness.runner import run_config
+    from pyparbench.harness.suite import FRAMEWORK_PRESETS, default_suite, framework_settings
+    from pyparbench.report.html import render_html
+    from pyparbench.report.summary import summarize_run
+    from pyparbench.report.terminal import print_summary
+
+    level = resolve_level("quick")
+    configs = [c for c in default_suite(level, cores=2, frameworks=[("openvino", "f32")])
+               if c.model == "mlp-512" and c.batch == 1]
+    ov = [c for c in configs if c.framework == "openvino"]
+    # The shared setting (the native run's), then each hint with nothing else set.
+    assert ov[0].settings.with_(name="") == framework_settings(2)
+    assert [c.settings.name for c in ov[1:]] == list(FRAMEWORK_PRESETS["openvino"])
+    assert all(c.settings.with_(name="") == Settings() for c in ov[1:])
+    shared = next(c for c in configs if c.framework is None
+                  and c.settings.with_(name="") == ov[0].settings.with_(name=""))
+    records = [run_config(c.__class__(c.model, c.batch, c.settings, repeats=5, warmup=1,
+                                      framework=c.framework, mode=c.mode), timeout=300)
+               for c in (shared, *ov)]
+    assert all(r.status == "ok" for r in records), [r.error for r in records]
+    for r in records[2:]:
+        assert r.resolved is not None and r.resolved["preset"] == r.config.settings.name
+        compiled = r.resolved["compiled"]
+        # What OpenVINO's tuner chose under the hint, at the precision set.
+        assert compiled["PERFORMANCE_HINT"] == OPENVINO_PRESETS[r.config.settings.name]
+        assert compiled["INFERENCE_PRECISION_HINT"] == "f32"
+        assert compiled["NUM_STREAMS"] >= 1 and compiled["INFERENCE_NUM_THREADS"] >= 1
+    summary = summarize_run(records, fingerprint={"host": "h"})
+    # The hint runs pair with OpenVINO's run under the shared setting, not the native one.
+    assert [i["framework"] for i in summary["framework_overhead"]] == ["openvino"]
+    items = summary["framework_presets"]
+    assert [i["preset"] for i in items] == list(FRAMEWORK_PRESETS["openvino"])
+    shared_ms = records[1].timing.median / 1e6
+    for i, r in zip(items, records[2:]):
+        assert i["setting_ms"] == shared_ms and i["ms"] == r.timing.median / 1e6
+        assert i["ratio"] == pytest.approx(i["ms"] / shared_ms)
+    buf = io.StringIO()
+    print_summary(summary, Console(file=buf, width=80))
+    lines = buf.getvalue().splitlines()
+    assert max(len(x) for x in lines) <= 80
+    row = next(x for x in lines if x.split()[:3] == ["mlp-512", "1", "ov"])
+    compiled = items[0]["compiled"]
+    per_stream = max(1, compiled["INFERENCE_NUM_THREADS"] // compiled["NUM_STREAMS"])
+    assert f"x{items[0]['ratio']:.2f} {compiled['NUM_STREAMS']}s{per_stream}t" in row, row
+    page = render_html(summary)
+    assert "A framework's own tuner" in page and f"x{items[1]['ratio']:.2f}" in page

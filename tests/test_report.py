@@ -37,6 +37,7 @@ from pyparbench.timing import Summary
 from pyparbench.harness.levels import BUDGET_S, DEFAULT_MODELS, resolve_level
 from pyparbench.harness.job import _plan_line
 from pyparbench.harness.suite import (
+    FRAMEWORK_PRESETS,
     FRAMEWORK_RUNS,
     KEPT_FRAMEWORK_RUNS,
     busy_slowdown,
@@ -119,9 +120,16 @@ def _identity(r: dict[str, Any]) -> str:
 
 def _check_frameworks(records: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     """Every framework run is paired with the native run of the same setting."""
-    runs = [r for r in records if r["config"].get("framework")]
+    runs = [r for r in records if r["config"].get("framework")
+            and "preset" not in (r.get("resolved") or {})]
     items = summary["framework_overhead"] or []
     assert len(items) == len(runs)
+    # A framework under its own presets (OpenVINO's hints), against itself
+    # under the shared setting.
+    hints = [r for r in records if "preset" in (r.get("resolved") or {})]
+    assert [(i["model"], i["preset"], i["ms"]) for i in summary["framework_presets"] or []] \
+        == [(r["config"]["model"], r["config"]["settings"]["name"], r["summary"]["median"] / 1e6)
+            for r in hints]
     native = {(r["config"]["model"], r["config"]["batch"],
                json.dumps(r["config"]["settings"], sort_keys=True)): r["summary"]["median"]
               for r in records if not r["config"].get("framework")}
@@ -421,7 +429,11 @@ def test_the_plan_adds_the_recommended_setting_and_the_framework_runs() -> None:
     # Framework runs at the first batch only, under the native setting they
     # are compared with, which the plan runs too.
     fw = [c for c in plan.configs if c.framework]
-    assert [(c.framework, c.mode) for c in fw] == list(runs) and {c.batch for c in fw} == {1}
+    hints = list(FRAMEWORK_PRESETS["openvino"])
+    assert [(c.framework, c.mode, c.settings.name if c.settings.name in hints else "")
+            for c in fw] == [*[(f, m, "") for f, m in runs],
+                             *[("openvino", "f32", h) for h in hints]]
+    assert {c.batch for c in fw} == {1}
     native = [c for c in plan.configs if not c.framework and c.batch == 1
               and c.settings == fw[0].settings]
     assert len(native) == 1 and native[0].settings.with_(name="") == framework_settings(2)
@@ -444,7 +456,7 @@ def test_the_plan_adds_the_recommended_setting_and_the_framework_runs() -> None:
     assert all(whys[c.what].startswith("a framework run left out" if c.framework else
                                        "a grid setting left out") for c in tight.dropped)
     grid, frameworks = tight.dropped_counts
-    assert frameworks == len(runs) - 1 and grid == len(tight.dropped) - frameworks > 0
+    assert frameworks == len(runs) - 1 + len(hints) and grid == len(tight.dropped) - frameworks > 0
     assert (f"; {grid} grid settings and {frameworks} framework runs left out to fit the 0 s "
             "budget (--full runs them)") in _plan_line(tight)
     no_ort = plan_suite(replace(resolve_level("default", models=["mlp-512"]), budget_s=0.0),

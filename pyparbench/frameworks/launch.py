@@ -237,9 +237,12 @@ def child_record(plan: ChildPlan, answer: Callable[[], dict[str, Any]]) -> Frame
 
 def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = None,
               mode: str | None = None, *, timeout: float = 600.0,
-              python: str | None = None) -> FrameworkRun:
+              python: str | None = None, preset: str | None = None) -> FrameworkRun:
     """Run ``jobs`` in one fresh child of ``framework`` (or "native"), in
-    ``python`` (another install's interpreter) when given.
+    ``python`` (another install's interpreter) when given; with ``preset``,
+    under one of OpenVINO's own presets in place of ``settings``
+    (:data:`~pyparbench.frameworks.mapping.OPENVINO_PRESETS`: its hint, its
+    tuner picking the rest, on every CPU).
 
     Returns
     -------
@@ -256,7 +259,8 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
     ValueError
         An unknown framework or mode; a Job with bad counts.
     """
-    plan = plan_child(framework, jobs, settings, mode, python=python)
+    plan = plan_child(framework, jobs, settings, mode, python=python,
+                      defaults=preset is not None, preset=preset)
     why = next((w for j in plan.request["jobs"] if (w := not_applicable(framework, j["graph"]))),
                None)
     if why is not None:  # nothing to start: status "not_applicable", why as the error
@@ -268,8 +272,8 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
 
 def run_framework(graph: GraphLike, framework: str, settings: Settings | None = None, *,
                   mode: str | None = None, repeats: int = 20, warmup: int = 3,
-                  profile: int = 0, outputs: bool = False, timeout: float = 600.0
-                  ) -> FrameworkRun:
+                  profile: int = 0, outputs: bool = False, timeout: float = 600.0,
+                  preset: str | None = None) -> FrameworkRun:
     """Run one graph in a fresh process of one framework and time it.
 
     Parameters
@@ -289,6 +293,9 @@ def run_framework(graph: GraphLike, framework: str, settings: Settings | None = 
         Iterations under the framework's profiler (0: none).
     outputs
         Include one run's outputs (numpy arrays, by output name).
+    preset
+        One of OpenVINO's own presets, run in place of ``settings`` (see
+        :func:`run_child`).
 
     Returns
     -------
@@ -307,7 +314,8 @@ def run_framework(graph: GraphLike, framework: str, settings: Settings | None = 
         An unknown framework or mode, or bad counts.
     """
     res = run_child(framework, [Job(graph, repeats=repeats, warmup=warmup, profile=profile,
-                                    outputs=outputs)], settings, mode, timeout=timeout)
+                                    outputs=outputs)], settings, mode, timeout=timeout,
+                    preset=preset)
     if res.ok and not res.job.ok:
         return replace(res, status="error", error=res.job.error)
     return res

@@ -27,6 +27,7 @@ from typing import Any
 from pyparbench import child_process
 from pyparbench.executor import run_model
 from pyparbench.frameworks import FrameworkRun, ModelRef, run_framework
+from pyparbench.frameworks.mapping import OPENVINO_PRESETS
 from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.harness.resumable import run_resumable
 from pyparbench.harness.store import ResultStore
@@ -93,9 +94,10 @@ def _run_framework_config(config: Config, started: float, machine: dict[str, Any
     outputs are from it (``output_error``, see :func:`_file_agreement`)."""
     assert config.framework is not None
     agree = config.framework in ("onnxruntime", "openvino") and is_file_key(config.model)
+    preset = config.settings.name if config.settings.name in OPENVINO_PRESETS else None
     res = run_framework(ModelRef(config.model, config.batch), config.framework,
                         config.settings, mode=config.mode, repeats=config.repeats,
-                        warmup=config.warmup, outputs=agree, timeout=timeout)
+                        warmup=config.warmup, outputs=agree, timeout=timeout, preset=preset)
     if res.status == "not_applicable":  # TensorFlow or PyTorch on an ONNX file
         return Result(config.key, config, "skipped", started, machine, error=NO_MODULE)
     if not res.ok:  # "timeout" as a native child's, else "error"
@@ -106,6 +108,8 @@ def _run_framework_config(config: Config, started: float, machine: dict[str, Any
                       error=f"{config.framework}: the child's answer holds no timed run")
     resolved = {"framework": config.framework, "mode": config.mode,
                 "reported": res.reported, "not_applicable": res.not_applicable}
+    if preset is not None:  # what OpenVINO's tuner chose under its hint
+        resolved.update(preset=preset, compiled=res.job.info.get("compiled_properties"))
     if agree:
         resolved.update(_file_agreement(config, res.job.outputs(), timeout))
     return Result(config.key, config, "ok", started, machine, ns=ns, summary=summarize(ns),

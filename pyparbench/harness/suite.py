@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from pyparbench.machine.peak import Peak
     from pyparbench.threading.topology import Topology
 
-__all__ = ["FRAMEWORK_RUNS", "KEPT", "KEPT_FRAMEWORK_RUNS", "AssumedCeilings", "Ceilings",
+__all__ = ["FRAMEWORK_PRESETS", "FRAMEWORK_RUNS", "KEPT", "KEPT_FRAMEWORK_RUNS", "AssumedCeilings", "Ceilings",
            "SuitePlan", "busy_slowdown",
            "default_suite", "estimate_config_s", "estimate_task_s", "framework_settings",
            "installed_frameworks", "plan_suite"]
@@ -53,6 +53,9 @@ KEPT = (*PRESETS, "recommended")
 # float32).
 FRAMEWORK_RUNS = (("tensorflow", "function"), ("torch", "eager"), ("torch", "script"),
                   ("onnxruntime", "all"), ("openvino", "f32"))
+# A framework's own presets, run beside it where it runs (its tuner left to
+# pick the setting, on every CPU): OpenVINO's LATENCY and THROUGHPUT hints.
+FRAMEWORK_PRESETS = {"openvino": ("openvino-latency", "openvino-throughput")}
 # The framework run a budget keeps for each model (the first of these the
 # plan has): the fastest runtime, so that the report always compares the
 # native executor with its strongest rival; the other runs rank with the
@@ -259,7 +262,8 @@ def default_suite(level: Level, *, cores: int | None = None, topo: Topology | No
     setting (from ``recommended``: (model, batch) -> (settings, predicted
     ns)), the level's grids, then, at the level's first batch, each of
     ``frameworks`` ((framework, mode) pairs) under
-    :func:`framework_settings`: presets first."""
+    :func:`framework_settings`, and under each of the framework's own
+    presets (:data:`FRAMEWORK_PRESETS`): presets first."""
     topo = topo if topo is not None else topology()
     n = cores or allowed_cores(topo)
     grid = level.sweep(n)
@@ -287,6 +291,9 @@ def default_suite(level: Level, *, cores: int | None = None, topo: Topology | No
                     configs.append(Config(model, batch, fs, repeats=repeats))
                 configs += [Config(model, batch, native, repeats=repeats, framework=f, mode=m)
                             for f, m in frameworks]
+                configs += [Config(model, batch, Settings(name=p), repeats=repeats, framework=f,
+                                   mode=m)
+                            for f, m in frameworks for p in FRAMEWORK_PRESETS.get(f, ())]
     return configs
 
 

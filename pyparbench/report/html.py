@@ -3,7 +3,7 @@ inline CSS, no script, nothing fetched) rendered from the summary dict."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyparbench.report import plots
@@ -250,7 +250,30 @@ def _overhead(summary: Mapping[str, Any]) -> str:
         out.append("<p>The outputs are compared where ONNX Runtime runs a user's file as it "
                    "is (not a translation of pyparbench's graph): one run of each on the same "
                    "inputs.</p>")
+    out.append(_framework_presets(summary.get("framework_presets") or []))
     return "\n".join(out)
+
+
+def _framework_presets(items: Sequence[Mapping[str, Any]]) -> str:
+    """A framework under its own presets against itself under the shared setting."""
+    if not items:
+        return ""
+    rows = []
+    for i in items:
+        compiled = i.get("compiled") or {}
+        chose = ", ".join(f"{k} {compiled[k]}" for k in ("NUM_STREAMS", "INFERENCE_NUM_THREADS")
+                          if compiled.get(k) is not None) or "-"
+        rows.append((i["model"], i["batch"], framework_label(i), i["preset"], f"{i['ms']:.4g}",
+                     i["setting"] or "-",
+                     f"{i['setting_ms']:.4g}" if i["setting_ms"] is not None else "-",
+                     f"x{i['ratio']:.2f}" if i["ratio"] is not None else "-", chose))
+    return ("<h3>A framework's own tuner</h3><p>OpenVINO under its LATENCY and THROUGHPUT "
+            "hints (its tuner picks streams and threads, on every CPU) against OpenVINO under "
+            "the setting it shares with the native executor; above 1, the shared setting is "
+            "faster.</p>"
+            + table(["model", "batch", "framework", "preset", "ms", "shared setting",
+                     "shared ms", "preset / shared", "its tuner chose"], rows,
+                    [False, True, False, False, True, False, True, True, False]))
 
 
 def _agreement_cell(item: Mapping[str, Any]) -> str:

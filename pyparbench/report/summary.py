@@ -79,6 +79,14 @@ beside it (``median_ns``) so the two can be matched exactly:
     native)}; ONNX Runtime on a user's file (which it runs as it is) adds
     output_error, max |native - ORT| / max |ORT| on the same inputs (None
     with output_error_note where it could not be had).
+``framework_presets``
+    None unless a framework ran under one of its own presets (OpenVINO's
+    LATENCY and THROUGHPUT hints: its tuner picks streams and threads on
+    every CPU). Per such run {model, batch, framework, mode, preset, ms,
+    compiled (what the tuner chose: streams, threads, precision), setting
+    and setting_ms (the same framework under the setting it shares with the
+    native executor), ratio (preset / setting; above 1: the shared setting
+    is faster)}.
 ``operators``
     ``scaling``: per standard shape, each thread count's latency, GFLOP/s,
     GB/s, intensity, bound and percentage of it, and the speed-up at the
@@ -295,6 +303,8 @@ def _framework_overhead(native: Sequence[Result],
     out = []
     for r in framework:
         c = r.config
+        if _preset_of(r) is not None:  # no native run of the same setting: see below
+            continue
         n = by_setting.get((c.model, c.batch, settings_label(c.settings)))
         if n is None:
             continue
@@ -308,6 +318,37 @@ def _framework_overhead(native: Sequence[Result],
                      if k in ("output_error", "output_error_note")}
         out.append({**item, **agreement})
     return out
+
+
+def _preset_of(r: Result) -> str | None:
+    """The framework's own preset a framework run ran under, if any."""
+    preset = (r.resolved or {}).get("preset")
+    return preset if isinstance(preset, str) else None
+
+
+def _framework_presets(framework: Sequence[Result]) -> list[dict[str, Any]] | None:
+    plain: dict[tuple[str, int, str | None, str | None], Result] = {}
+    for r in framework:
+        c = r.config
+        if _preset_of(r) is None:
+            plain.setdefault((c.model, c.batch, c.framework, c.mode), r)
+    out = []
+    for r in framework:
+        c, preset = r.config, _preset_of(r)
+        if preset is None:
+            continue
+        ms = r.timing.median / 1e6
+        item: dict[str, Any] = {"model": c.model, "batch": c.batch, "framework": c.framework,
+                                "mode": c.mode, "preset": preset, "ms": ms,
+                                "compiled": (r.resolved or {}).get("compiled"),
+                                "setting": None, "setting_ms": None, "ratio": None}
+        shared = plain.get((c.model, c.batch, c.framework, c.mode))
+        if shared is not None:
+            sm = shared.timing.median / 1e6
+            item.update(setting=settings_label(shared.config.settings), setting_ms=sm,
+                        ratio=ms / sm if sm > 0 else None)
+        out.append(item)
+    return out or None
 
 
 def _scaling(rec: OpResult) -> dict[str, Any]:
@@ -428,6 +469,7 @@ def summarize_run(records: Sequence[Result],
         "models": [_model_entry(m, b, rs, spread, (graphs or {}).get((m, b)))
                    for (m, b), rs in groups.items()],
         "framework_overhead": _framework_overhead([r for r in native if r.ok], framework),
+        "framework_presets": _framework_presets(framework),
         "operators": {
             "scaling": [_scaling(r) for r in ok_ops if r.kind == "scaling"],
             "roofline": [_roofline(r) for r in ok_ops if r.kind == "nodes"],

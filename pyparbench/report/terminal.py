@@ -112,6 +112,47 @@ def overhead_table(summary: Mapping[str, Any]) -> Table | None:
     return table
 
 
+def presets_table(summary: Mapping[str, Any]) -> Table | None:
+    """Per model, batch and framework run, the framework under each of its
+    own presets over the same framework under the setting it shares with
+    the native executor (None: no framework ran under a preset)."""
+    items = summary.get("framework_presets") or []
+    if not items:
+        return None
+    presets = list(dict.fromkeys(i["preset"] for i in items))
+    table = Table(title="a framework's own tuner: under its presets / under the shared setting",
+                  title_style="bold", pad_edge=False, expand=False, box=BOX,
+                  collapse_padding=True)
+    table.add_column("model", no_wrap=True, max_width=14)
+    table.add_column("b", justify="right", no_wrap=True)
+    table.add_column("run", no_wrap=True)
+    table.add_column("shared ms", justify="right", no_wrap=True)
+    for p in presets:
+        table.add_column(p.replace("-", "\n"), justify="right", no_wrap=True)
+    rows: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for i in items:
+        row = rows.setdefault((i["model"], i["batch"], framework_label(i)), {})
+        row[""] = i["setting_ms"]
+        row[i["preset"]] = _preset_cell(i)
+    for (model, batch, run), row in rows.items():
+        name, _, mode = run.partition(" (")
+        run = _FRAMEWORK_COLUMNS.get(name, name) + (f" ({mode}" if mode else "")
+        shared = f"{row['']:.3g}" if row[""] is not None else "-"
+        table.add_row(model, str(batch), run, shared, *[row.get(p, "-") for p in presets])
+    return table
+
+
+def _preset_cell(item: Mapping[str, Any]) -> str:
+    """'x1.25 2s1t': the ratio, and the streams and threads per stream the
+    tuner chose (as far as the framework reports them)."""
+    ratio = f"x{item['ratio']:.2f}" if item["ratio"] is not None else f"{item['ms']:.3g}ms"
+    compiled = item.get("compiled") or {}
+    streams, threads = compiled.get("NUM_STREAMS"), compiled.get("INFERENCE_NUM_THREADS")
+    if isinstance(streams, int) and isinstance(threads, int) and streams > 0:
+        return f"{ratio} {streams}s{max(1, threads // streams)}t"
+    return ratio
+
+
 def agreement_lines(summary: Mapping[str, Any]) -> list[str]:
     """Per user's file and batch, how far the native outputs are from ONNX
     Runtime's running the file itself (the worst over its settings)."""
@@ -152,6 +193,13 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
                           "splits it per op type). tf: TensorFlow, ort: ONNX Runtime, "
                           "ov: OpenVINO."))
         parts += [Text(line) for line in agreement_lines(summary)]
+    hints = presets_table(summary)
+    if hints is not None:
+        parts.append(hints)
+        parts.append(Text("xN: the run under the framework's own preset over the same run "
+                          "under the setting it shares with the native executor (above 1: "
+                          "the shared setting is faster); NsMt: the streams and threads per "
+                          "stream its tuner chose, on every CPU."))
     busy = summary.get("conditions", {}).get("busy")
     if busy:
         parts.append(Text(busy, style="yellow"))
