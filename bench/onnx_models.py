@@ -2,19 +2,22 @@
 imported: does every one map, match ONNX Runtime, and run as fast?
 
     python bench/onnx_models.py [--models resnet18,...] [--threads 1,2] [--steps 21]
-                                [--batch 1] [--out DIR] [--json out.json] [--strict]
+                                [--frameworks onnxruntime,openvino] [--batch 1]
+                                [--out DIR] [--json out.json] [--strict]
 
 Each model is torchvision's architecture with random weights (no download),
 exported with ``torch.onnx.export(..., dynamo=True)`` at ``--batch``, then,
 per model: the nodes in the file, in the imported graph and after the graph
 passes; the import's output error against ONNX Runtime on the same file and
 random inputs (max |native - ORT| / max |ORT|); and the latency of the
-native executor and of ONNX Runtime running the file itself, at each
-``--threads`` count, each in its own pinned process, in lockstep
-(:func:`pyparbench.frameworks.run_lockstep`: paired runs taking turns, so a
-slow spell of a shared machine falls on both), as ORT / native (above 1:
-native is faster) with its 95 % interval. Then the geomean ratio per thread
-count, and the op types of the files that do not import.
+native executor and of each of ``--frameworks`` running the file itself
+(ONNX Runtime; OpenVINO at f32, its precision set explicitly, where
+installed), at each ``--threads`` count, each in its own pinned process, in
+lockstep (:func:`pyparbench.frameworks.run_lockstep`: runs taking turns, so
+a slow spell of a shared machine falls on all), as framework / native
+(above 1: native is faster) with its 95 % interval. Then the geomean ratio
+per framework and thread count, and the op types of the files that do not
+import.
 
 Needs torch and torchvision (a bench-only dependency: ``pip install --no-deps
 torchvision``; a torchvision wheel built against another torch release than
@@ -26,6 +29,7 @@ use: this script skips that registration module).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -98,12 +102,26 @@ def output_error(path: Path, batch: int) -> tuple[int, int, int, float]:
     return in_file, len(graph.nodes), after, err
 
 
+# How the columns name each runtime beside the native executor.
+SHORT = {"onnxruntime": "ORT", "openvino": "OV"}
+
+
+def _installed(frameworks: tuple[str, ...]) -> list[str]:
+    return [f for f in frameworks if importlib.util.find_spec(f) is not None]
+
+
+def _median(ns: list[float]) -> float:
+    return sorted(ns)[len(ns) // 2]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--threads", default=f"1,{len(os.sched_getaffinity(0))}")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--steps", type=int, default=21, help="paired runs per model and count")
+    ap.add_argument("--frameworks", default=",".join(_installed(("onnxruntime", "openvino"))),
+                    help="the runtimes that run each file beside the native executor")
     ap.add_argument("--out", default="onnx-models", help="where the exported files go")
     ap.add_argument("--json", help="also write every figure here")
     ap.add_argument("--strict", action="store_true",
@@ -117,7 +135,11 @@ def main() -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     threads = sorted({int(t) for t in a.threads.split(",")})
-    head = "".join(f"  ORT/native t{t:<3d} [95 %]         " for t in threads)
+    frameworks = [f for f in a.frameworks.split(",") if f]
+    if not frameworks or set(frameworks) - set(SHORT):
+        ap.error(f"--frameworks: one or more of {', '.join(SHORT)}, got {a.frameworks!r}")
+    head = "".join(f"  {f'{SHORT[f]}/native t{t} [95 %]':<30s}" for t in threads
+                   for f in frameworks)
     print(f"{'model':20s} {'file':>5s} {'graph':>5s} {'run':>5s} {'error':>8s}{head}")
     rows: list[dict[str, Any]] = []
     refused: dict[str, str] = {}
@@ -145,28 +167,29 @@ def main() -> None:
             s = Settings(intra_op=t, affinity="compact")
             res = run_lockstep(ModelRef(key, a.batch),
                                [Contender("native", settings=s),
-                                Contender("onnxruntime", settings=s)],
+                                *[Contender(f, settings=s) for f in frameworks]],
                                steps=a.steps, timeout=1800.0)
             if res.errors or not res.steps:
                 refused.setdefault(name, f"failed at {t} thread(s): {res.errors}")
-                row[f"t{t}"] = {"errors": res.errors}
+                for f in frameworks:
+                    row[f"{f}_t{t}"] = {"errors": res.errors}
                 cells += f"  failed: {res.errors}"
                 continue
-            r = res.ratio("native", "onnxruntime")
-            row[f"t{t}"] = {**r.as_dict(),
-                            "native_ms": sorted(res.ns["native"])[len(res.ns["native"]) // 2]
-                            / 1e6,
-                            "ort_ms": sorted(res.ns["onnxruntime"])[len(res.ns["onnxruntime"])
-                                                                   // 2] / 1e6}
-            cells += f"  x{r.median:5.3f} [{r.low:5.3f}, {r.high:5.3f}]{'':6s}"
+            for f in frameworks:
+                r = res.ratio("native", f)
+                row[f"{f}_t{t}"] = {**r.as_dict(), "native_ms": _median(res.ns["native"]) / 1e6,
+                                    "framework_ms": _median(res.ns[f]) / 1e6}
+                cells += f"  {f'x{r.median:5.3f} [{r.low:5.3f}, {r.high:5.3f}]':<30s}"
         print(f"{name:20s} {nodes:5d} {imported:5d} {after:5d} {err:8.1e}{cells}", flush=True)
         rows.append(row)
-    for t in threads:
-        got = [r[f"t{t}"]["median"] for r in rows if "median" in r.get(f"t{t}", {})]
-        if got:
-            gm = math.exp(sum(math.log(x) for x in got) / len(got))
-            print(f"geomean ORT/native at {t} thread(s): x{gm:.3f} over {len(got)} models "
-                  f"(worst x{min(got):.3f})")
+    for f in frameworks:
+        for t in threads:
+            got = [r[f"{f}_t{t}"]["median"] for r in rows
+                   if "median" in r.get(f"{f}_t{t}", {})]
+            if got:
+                gm = math.exp(sum(math.log(x) for x in got) / len(got))
+                print(f"geomean {SHORT[f]}/native at {t} thread(s): x{gm:.3f} over {len(got)} "
+                      f"models (worst x{min(got):.3f})")
     for name, why in refused.items():
         print(f"not imported: {name}: {why}")
     if a.json:
