@@ -28,6 +28,7 @@ from pyparbench.stats import (
     ProcessSpread,
     estimate_paired_ratio,
     estimate_ratio,
+    holm,
     input_spread,
     pooled_spread,
     row_spread,
@@ -255,7 +256,8 @@ def test_compare_tests_processes_where_both_inputs_measured_settings_twice(
             assert r.own_spread is None
             est = estimate_ratio(ra.processes, rb.processes, spread_a, spread_b)
         assert r.p_value == pytest.approx(est.p_value) and r.ratio == pytest.approx(est.ratio)
-        assert r.significant == (est.p_value < 0.05)
+        assert r.p_adjusted is not None and r.p_adjusted >= r.p_value
+        assert r.significant == (r.p_adjusted < 0.05)
     # 2 % apart, inside the spread: nothing significant.
     assert not any(r.significant for r in c.pairs[0].rows)
     out = io.StringIO()
@@ -384,3 +386,33 @@ def test_confirmation_targets_rows_whose_interval_is_wide() -> None:
                            _result("w", ONE, 10.0, rnd=1)]
     todo = confirmations(more, rounds=2)
     assert [c.model for c in todo[:2]] == ["a", "a"]
+
+
+def test_rows_of_identical_code_are_marked_after_holms_correction(tmp_path: Path) -> None:
+    # Many comparisons of identical code, 48 rows each measured in three
+    # processes a side (5 % apart): p < alpha alone marks about alpha of the
+    # rows; after Holm's correction over the pair's rows some row is marked
+    # in at most about alpha of the comparisons. A real 2x change still is.
+    rng = np.random.default_rng(7)
+    raw = marked = comparisons_marked = 0
+    trials, rows = 12, 48
+
+    def side(folder: Path, slow: float) -> Path:
+        return _write(folder, [_result(f"m{k}", SYNC, float(10.0 * math.exp(rng.normal(0, 0.05)))
+                                       * (slow if k == 0 else 1.0), rnd=r)
+                               for k in range(rows) for r in range(3)])
+
+    for t in range(trials):
+        c = compare([load(side(tmp_path / f"a{t}", 1.0)), load(side(tmp_path / f"b{t}", 1.0))])
+        got = c.pairs[0].rows
+        assert len(got) == rows and all(r.test == "processes" for r in got)
+        assert [r.p_adjusted for r in got] == pytest.approx(holm([r.p_value for r in got]))
+        assert all(r.significant == (r.p_adjusted < c.alpha) for r in got)
+        raw += sum(r.p_value < c.alpha for r in got)
+        marked += sum(r.significant for r in got)
+        comparisons_marked += any(r.significant for r in got)
+    assert raw >= 5  # what unadjusted marks would have shown (13 of 576 with this seed)
+    assert marked <= raw and comparisons_marked <= 2, (raw, marked, comparisons_marked)
+    c = compare([load(side(tmp_path / "a", 1.0)), load(side(tmp_path / "b", 2.0))])
+    changed = next(r for r in c.pairs[0].rows if r.label.startswith("m0 "))
+    assert changed.ratio == pytest.approx(2.0, rel=0.15) and changed.significant

@@ -32,7 +32,9 @@ faster), tested one of three ways:
   all (with n1 and n2 samples the smallest two-sided p is
   2 / C(n1 + n2, n1)); otherwise the row says so.
 
-A row is marked significant when p < alpha.
+A row is marked significant when its p, Holm-adjusted over the pair's
+tested rows (``p_adjusted``), is below alpha: on identical code some row
+is marked in at most alpha of comparisons, not alpha of the rows.
 
 ``gate`` is the regression gate of ``--fail-slower PCT`` (one-sided tests
 of "slower beyond PCT", Holm's correction over the rows); ``names`` the
@@ -67,10 +69,11 @@ from pyparbench.compare.match import (
     compare,
     machine_differences,
 )
-from pyparbench.compare.gate import Gate, Verdict, holm, judge
+from pyparbench.compare.gate import Gate, Verdict, judge
 from pyparbench.compare.input_names import input_names
 from pyparbench.compare.text import dumps, format_time, print_text, to_json
 from pyparbench.compare.utest import MIN_SAMPLES, smallest_p_at_least, u_test
+from pyparbench.stats import holm
 
 __all__ = ["MIN_SAMPLES", "NORMALIZE", "Comparison", "CompareError", "Gate", "Normalize", "Pair",
            "RowResult", "Side", "Verdict", "compare", "dumps", "format_time", "holm",

@@ -25,8 +25,9 @@ from typing import Any
 
 from pyparbench.compare.match import Comparison
 from pyparbench.compare.input_names import input_name
+from pyparbench.stats import holm
 
-__all__ = ["Gate", "Verdict", "holm", "judge"]
+__all__ = ["Gate", "Verdict", "judge"]
 
 
 @dataclass(frozen=True)
@@ -72,20 +73,6 @@ class Gate:
                 "method": "one-sided test per row of slower beyond PCT, Holm step-down over "
                           "every tested row (family-wise error at alpha); untested rows "
                           "by their ratio alone"}
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm-adjusted p-values, in the order given: p_(k) x (m - k + 1), made
-    non-decreasing along the sorted order and capped at 1. A p is rejected
-    at family-wise level alpha when its adjusted p is below alpha."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    out = [1.0] * m
-    running = 0.0
-    for k, i in enumerate(order):
-        running = max(running, min(1.0, (m - k) * p_values[i]))
-        out[i] = running
-    return out
 
 
 def judge(c: Comparison) -> Gate:

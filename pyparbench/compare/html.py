@@ -62,7 +62,7 @@ def _ratio_figures(pair: Pair, base: str, name: str, alpha: float) -> list[str]:
         ax.set_yticklabels([r.label[:70] for r in chunk], fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel(f"{name}/{base} (median latency; green: {name} faster, red: slower, "
-                      f"grey: p >= {alpha:g} or untested)")
+                      f"grey: not significant after Holm's correction, or untested)")
         out.append(_figure(fig))
     return out
 
@@ -200,7 +200,8 @@ def render_html(c: Comparison, gate: Gate | None = None) -> str:
             h.append(f"<p class='note'>{len(ordered) - MAX_SWEEPS} more thread sweeps "
                      "not drawn.</p>")
     h.append(f"<p>Ratios are of median latency{norm} (below 1: faster than {names[0]}). "
-             f"{escape(test_legend(c))} *: p &lt; {c.alpha:g}.</p>")
+             f"{escape(test_legend(c))} *: p &lt; {c.alpha:g} after Holm's correction over "
+             "the pair's tested rows.</p>")
     return page("pyparbench compare", h)
 
 

@@ -21,6 +21,7 @@ from pyparbench.resultfiles import ResultSet, Row
 from pyparbench.stats import (
     ProcessSpread,
     estimate_ratio,
+    holm,
     input_spread,
     row_spread,
     se_of_interval,
@@ -77,6 +78,9 @@ class RowResult:
     # Tested on its own processes (two or more a side): their spread (sigma
     # of ln process median, pyparbench.stats.row_spread), else None.
     own_spread: float | None = None
+    # p_value Holm-adjusted over the pair's tested rows: ``significant`` is
+    # p_adjusted < alpha (None where the row is not tested).
+    p_adjusted: float | None = None
 
 
 @dataclass
@@ -340,6 +344,7 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
             _widen_runs(pair, {r.key: (math.log(r.ratio), _process_se(r, alpha))
                                for r in pair.rows if r.test == "processes"
                                and r.ratio is not None}, alpha, slower_than)
+        _mark(pair, alpha)
         pairs.append(pair)
     unit = {"none": "ns", "per-core": "core-ns", "per-peak": "peak-GFLOP"}[normalize]
     notes = [n for rs in inputs for n in rs.notes]
@@ -357,6 +362,17 @@ def compare(inputs: Sequence[ResultSet], *, alpha: float = 0.05,
                      "runs")
     return Comparison(list(inputs), alpha, normalize, unit, diffs, unknown, pairs, notes,
                       spreads, slower_than)
+
+
+def _mark(pair: Pair, alpha: float) -> None:
+    """Each tested row marked significant by its p Holm-adjusted over the
+    pair's tested rows: identical code then marks some row in at most alpha
+    of comparisons, where p < alpha alone marks alpha of the rows (a few of
+    every 48, and more where the rows share a disturbed process)."""
+    tested = [i for i, r in enumerate(pair.rows) if r.p_value is not None]
+    adjusted = holm([pair.rows[i].p_value or 0.0 for i in tested])
+    for i, p in zip(tested, adjusted, strict=True):
+        pair.rows[i] = replace(pair.rows[i], p_adjusted=p, significant=p < alpha)
 
 
 def _one_line(text: str, limit: int = 80) -> str:

@@ -164,7 +164,8 @@ def print_text(c: Comparison, *, file: Any = None, gate: Gate | None = None,
         for line in lines:
             con.print(Text("  " + line))
     con.print(f"{'/'.join(names[1:])}/{base}: ratio of medians (of latency: below 1 is "
-              f"faster than {base}). {test_legend(c)} *: p < {c.alpha:g}.")
+              f"faster than {base}). {test_legend(c)} *: p < {c.alpha:g} after Holm's "
+              "correction over the pair's tested rows (JSON: p_adjusted).")
     if gate is not None:
         con.print(f"slow: slower than {base} by more than {gate.percent:g}%, one-sided "
                   f"test significant after Holm's correction over the {_tested(gate)} tested "

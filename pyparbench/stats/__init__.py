@@ -16,6 +16,7 @@ records) and below everything that reports or decides from a ratio.
 
 from __future__ import annotations
 
+from pyparbench.stats.multiple import holm
 from pyparbench.stats.processes import (
     REGRET_LEVEL,
     MergedSetting,
@@ -50,6 +51,7 @@ __all__ = [
     "RatioEstimate",
     "estimate_paired_ratio",
     "estimate_ratio",
+    "holm",
     "input_spread",
     "median_interval",
     "merge_settings",
