@@ -4,12 +4,12 @@ the bad value."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["MAX_RUN_THREADS", "MAX_THREADS", "as_int", "choice", "int_tuple", "is_int", "pair", "padding4",
-           "positive_int", "thread_count"]
+__all__ = ["MAX_RUN_THREADS", "MAX_THREADS", "as_int", "check_shapes", "choice", "int_tuple",
+           "is_int", "pair", "padding4", "positive_int", "thread_count"]
 
 # The most threads one kernel, pool or run may ask for (the native core's
 # kMaxThreads): far above any machine's cores, far below what makes the
@@ -81,3 +81,26 @@ def padding4(v: int | Sequence[int]) -> tuple[int, int, int, int]:
         return (top, bottom, left, right)
     ph, pw = pair("padding", v)
     return (ph, ph, pw, pw)
+
+
+def check_shapes(shapes: Mapping[str, int] | None) -> dict[str, int]:
+    """``shapes`` (symbolic dimension name -> size) checked: names are
+    non-empty strings without ``:``, ``,``, ``=`` or spaces (a file's model
+    name carries them), sizes ints >= 1.
+
+    Raises
+    ------
+    ValueError
+        Not a mapping, or a bad name or size, naming it.
+    """
+    if shapes is not None and not isinstance(shapes, Mapping):
+        raise ValueError(f"shapes must map dimension names to sizes, got {shapes!r}")
+    out: dict[str, int] = {}
+    for k, v in (shapes or {}).items():
+        if not isinstance(k, str) or not k or any(c in k for c in ":,= \t"):
+            raise ValueError(f"shapes: a dimension's name must be a non-empty string without "
+                             f"':', ',', '=' or spaces, got {k!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"shapes: dimension {k!r} must be an int >= 1, got {v!r}")
+        out[k] = v
+    return out

@@ -14,10 +14,12 @@ from typing import Any
 
 from pyparbench import choices
 from pyparbench.graph import Graph
+from pyparbench.models import MODELS, resolve
 from pyparbench.settings import Settings, preset
 
-__all__ = ["add_settings_args", "non_negative_int", "output_file", "output_folder",
-           "positive_float", "positive_int", "print_json", "settings_from_args"]
+__all__ = ["add_settings_args", "add_shape_arg", "model_from_args", "non_negative_int", "output_file",
+           "output_folder", "positive_float", "positive_int", "print_json", "settings_from_args",
+           "shapes_from_args"]
 
 
 def _number_type(option: str, convert: Callable[[str], Any], noun: str, bound: str,
@@ -92,6 +94,56 @@ def output_file(path: str | Path, option: str) -> Path:
     if not os.access(p.parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise ValueError(f"{option} {path}: cannot be written")
     return p
+
+
+def _shape(text: str) -> tuple[str, int]:
+    name, eq, size = text.partition("=")
+    if not (name and eq and size.strip().isdigit() and int(size) >= 1):
+        raise argparse.ArgumentTypeError(f"--shape takes NAME=SIZE (a symbolic dimension of "
+                                         f"the file's inputs and an int >= 1), got {text!r}")
+    return name.strip(), int(size)
+
+
+def add_shape_arg(p: argparse.ArgumentParser) -> None:
+    """``--shape NAME=SIZE``, repeatable: the size of an ONNX file's
+    symbolic dimension (a sequence length, a decoder's past), by the name the
+    file gives it; the batch is ``--batch``."""
+    p.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=SIZE",
+                   help="the size of a symbolic dimension of an ONNX file's inputs, by its "
+                        "name in the file (repeat for several; the batch is --batch)")
+
+
+def shapes_from_args(args: argparse.Namespace) -> dict[str, int]:
+    """``--shape`` as a dict.
+
+    Raises
+    ------
+    ValueError
+        One name given two sizes.
+    """
+    out: dict[str, int] = {}
+    for name, size in args.shape:
+        if out.get(name, size) != size:
+            raise ValueError(f"--shape {name} given twice: {out[name]} and {size}")
+        out[name] = size
+    return out
+
+
+def model_from_args(args: argparse.Namespace) -> str:
+    """``args.model`` resolved (:func:`pyparbench.models.resolve`): an ONNX
+    file checked and named, its symbolic dimensions sized by ``--shape``.
+
+    Raises
+    ------
+    ValueError
+        An unknown model, a file that does not import, or ``--shape`` for a
+        built-in model (it has no symbolic dimension).
+    """
+    shapes = shapes_from_args(args)
+    if shapes and args.model in MODELS:
+        raise ValueError(f"--shape sizes an ONNX file's symbolic dimensions; {args.model!r} is "
+                         "a built-in model (its sizes are --batch)")
+    return resolve(args.model, shapes)
 
 
 def print_json(data: Any) -> None:

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from pyparbench.cli._common import positive_int, print_json
+from pyparbench.cli._common import add_shape_arg, positive_int, print_json, shapes_from_args
 from pyparbench.models import MODELS
-from pyparbench.models.files import file_name
+from pyparbench.models.files import file_name, with_shapes
 
 __all__ = ["add_command", "describe", "model_rows"]
 
@@ -46,11 +47,13 @@ def model_rows(batch: int | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def describe(model: str, batch: int | None = None) -> dict[str, Any]:
+def describe(model: str, batch: int | None = None,
+             shapes: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The graph of ``model`` (a built-in model's name, or an ONNX file's
-    path) described: nodes, FLOPs, parameters, heavy ops, depth, average and
-    largest width (the study's tuner's input), op counts, and for a file its
-    name and content hash.
+    path, its symbolic dimensions sized by ``shapes``) described: nodes,
+    FLOPs, parameters, heavy ops, depth, average and largest width (the
+    study's tuner's input), op counts, and for a file its name, content
+    hash and symbolic dimensions.
 
     Raises
     ------
@@ -58,14 +61,19 @@ def describe(model: str, batch: int | None = None) -> dict[str, Any]:
         Neither a model's name nor a file, or a file that does not import.
     """
     if model in MODELS:
+        if shapes:
+            raise ValueError(f"--shape sizes an ONNX file's symbolic dimensions; {model!r} is a "
+                             "built-in model (its sizes are --batch)")
         graph = MODELS[model].build(batch)
         source: dict[str, Any] = {"kind": MODELS[model].kind, "family": MODELS[model].family}
     elif Path(model).is_file():
         from pyparbench.graph import from_onnx  # noqa: PLC0415 (heavy: onnx)
 
-        # Named as runs, records and reports name it: file name and content hash.
-        graph = from_onnx(model, batch=batch, name=file_name(model))
-        source = {"file": str(model), "sha256": graph.meta["sha256"]}
+        # Named as runs, records and reports name it: file name, content hash, sizes.
+        graph = from_onnx(model, batch=batch, shapes=shapes,
+                          name=with_shapes(file_name(model), shapes))
+        source = {"file": str(model), "sha256": graph.meta["sha256"],
+                  "symbolic": graph.meta["symbolic"]}
     else:
         raise ValueError(f"--describe: {model!r} is neither a model ({', '.join(MODELS)}) "
                          "nor a file")
@@ -86,7 +94,9 @@ def _print_description(d: dict[str, Any]) -> None:
     table.add_column("")
     rows = []
     if "file" in d:
-        rows += [("file", d["file"]), ("sha256", d["sha256"])]
+        rows += [("file", d["file"]), ("sha256", d["sha256"]),
+                 ("symbolic", ", ".join(f"{k} = {v}" for k, v in d["symbolic"].items())
+                  or "none (the batch aside)")]
     rows += [("batch", str(d["batch"])), ("nodes", str(d["nodes"])),
              ("GFLOPs", f"{d['gflops']:.4f}"), ("params", f"{d['params']:,}"),
              ("heavy ops", str(d["heavy_ops"])), ("depth", str(d["depth"])),
@@ -115,7 +125,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 
 def _cmd_models(args: argparse.Namespace) -> int:
     if args.describe is not None:
-        d = describe(args.describe, args.batch)
+        d = describe(args.describe, args.batch, shapes_from_args(args))
         if args.json:
             print_json(d)
         else:
@@ -144,4 +154,5 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--describe", metavar="FILE|MODEL", default=None,
                    help="describe one graph: an ONNX file (imported with its own weights) or "
                         "a model's name: nodes, FLOPs, parameters, heavy ops, depth, width")
+    add_shape_arg(p)
     p.set_defaults(func=_cmd_models)

@@ -54,6 +54,8 @@ from rich.table import Table
 
 from pyparbench.cli._common import (
     add_settings_args,
+    add_shape_arg,
+    model_from_args,
     non_negative_int,
     positive_float,
     positive_int,
@@ -63,7 +65,7 @@ from pyparbench.cli._common import (
 from pyparbench.frameworks import mapping
 from pyparbench.frameworks.overhead import measure_overhead
 from pyparbench.frameworks.spec import NO_MODULE
-from pyparbench.models import build, resolve
+from pyparbench.models import build
 
 __all__ = ["add_command"]
 
@@ -282,7 +284,7 @@ def _print_dispatch(console: Any, disp: dict[str, Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    args.model = resolve(args.model)  # an ONNX file: its name, checked before anything runs
+    args.model = model_from_args(args)  # an ONNX file: its name, checked before anything runs
     frameworks = "all" if not args.framework or "all" in args.framework else args.framework
     modes: dict[str, list[str]] = {}
     for fw, ms in args.mode or []:
@@ -321,6 +323,7 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description=doc + (mapping.__doc__ or "").split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a model name (see `pyparbench models`) or an ONNX file")
+    add_shape_arg(p)
     p.add_argument("--batch", type=positive_int("--batch"), default=1,
                    help="batch size (default 1)")
     p.add_argument("--framework", action="append",

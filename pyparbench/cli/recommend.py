@@ -28,11 +28,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from pyparbench import choices
-from pyparbench.cli._common import positive_int, print_json
+from pyparbench.cli._common import add_shape_arg, model_from_args, positive_int, print_json
 from pyparbench.frameworks.deploy import TARGETS, deployment
 from pyparbench.frameworks.openvino.knobs import benchmark_app_line, code
 from pyparbench.frameworks.spec import ModelRef, not_applicable
-from pyparbench.models import build, resolve
+from pyparbench.models import build
 from pyparbench.recommender import recommend
 from pyparbench.recommender.framework_check import check_in_framework, check_installed
 from pyparbench.settings import instance_cpus
@@ -50,7 +50,7 @@ def _cmd_recommend(args: argparse.Namespace) -> int:
         # argparse's own error (usage, exit 2), before any work.
         args.parser.error("--emit needs --for FRAMEWORK (one of "
                           f"{', '.join(TARGETS)})")
-    name = resolve(args.model)
+    name = model_from_args(args)
     if args.check_in:
         _check_first(args, name)
     libraries = tuple(x for x in args.libraries.split(",") if x)
@@ -140,6 +140,7 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a model name (see `pyparbench models`) or an ONNX file")
+    add_shape_arg(p)
     p.add_argument("--batch", type=positive_int("--batch"), default=None,
                    help="batch size (default: the model's)")
     p.add_argument("--objective", choices=("latency", "throughput"), default="latency",

@@ -17,7 +17,14 @@ from __future__ import annotations
 
 import argparse
 
-from pyparbench.cli._common import non_negative_int, output_folder, positive_int, print_json
+from pyparbench.cli._common import (
+    add_shape_arg,
+    non_negative_int,
+    output_folder,
+    positive_int,
+    print_json,
+    shapes_from_args,
+)
 from pyparbench.harness.job import (
     DEFAULT_OUTPUT,
     JobOptions,
@@ -41,7 +48,8 @@ def options_from_args(args: argparse.Namespace) -> JobOptions:
     """
     name = "quick" if args.quick else "full" if args.full else "default"
     level = resolve_level(name, models=args.models, batches=args.batches,
-                          repeats=args.repeats, confirm_rounds=args.confirm)
+                          repeats=args.repeats, confirm_rounds=args.confirm,
+                          shapes=shapes_from_args(args))
     return JobOptions(level, output=args.output, operators=not args.no_operators,
                       recommend=not args.no_recommend, frameworks=not args.no_frameworks,
                       resume=not args.no_resume, retry_failed=args.retry_failed,
@@ -80,6 +88,7 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                         "measurements in it are not redone. A path ending in .jsonl names "
                         "the results file, the rest goes beside it")
     p.add_argument("--models", nargs="+", help="models (default: the level's)")
+    add_shape_arg(p)
     p.add_argument("--batches", nargs="+", type=positive_int("--batches"),
                    help="batch sizes (default: the level's: quick 1; default 1 8; full 1 8 32)")
     p.add_argument("--repeats", type=positive_int("--repeats"), default=None,

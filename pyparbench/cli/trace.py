@@ -8,20 +8,22 @@ from collections import Counter
 
 from pyparbench.cli._common import (
     add_settings_args,
+    add_shape_arg,
+    model_from_args,
     non_negative_int,
     output_file,
     positive_int,
     settings_from_args,
 )
 from pyparbench.executor import compile_graph
-from pyparbench.models import build, resolve
+from pyparbench.models import build
 
 __all__ = ["add_command"]
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:
     output_file(args.output, "-o")  # before the run, not after it
-    args.model = resolve(args.model)  # an ONNX file: its name, checked before the run
+    args.model = model_from_args(args)  # an ONNX file: its name, checked before the run
     graph = build(args.model, args.batch)
     settings = settings_from_args(args, graph)
     record = compile_graph(graph).run(settings, repeats=args.repeats, warmup=args.warmup,
@@ -46,6 +48,7 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p = sub.add_parser("trace", help="run a model and write its per-node Chrome trace JSON",
                        description=__doc__)
     p.add_argument("model", help="a model name (see `pyparbench models`) or an ONNX file")
+    add_shape_arg(p)
     p.add_argument("--batch", type=positive_int("--batch"), default=None,
                    help="batch size (default: the model's)")
     p.add_argument("-o", "--output", default="trace.json", help="output file (trace.json)")

@@ -20,7 +20,7 @@ the rest of the main job reads whole.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pyparbench.harness.grid import ALL, Grid, expand_all
@@ -114,17 +114,20 @@ class Level:
 
 def resolve_level(name: str, *, models: Sequence[str] | None = None,
                   batches: Sequence[int] | None = None, repeats: int | None = None,
-                  confirm_rounds: int | None = None, budget: bool = True) -> Level:
+                  confirm_rounds: int | None = None, budget: bool = True,
+                  shapes: Mapping[str, int] | None = None) -> Level:
     """The level ``name`` with the user's choices; a choice left None takes
     the level's own. ``budget`` False: no time budget (a shard of a
     sharded suite, which must plan exactly like the other shards).
+    ``shapes``: the sizes of the ONNX files' symbolic dimensions, by name
+    (:func:`pyparbench.models.resolve`).
 
     Raises
     ------
     ValueError
         An unknown level or model, an ONNX file that does not import, no
         models or batches, a batch or repeat count below 1, negative
-        confirmation rounds.
+        confirmation rounds; ``shapes`` without an ONNX file among the models.
     """
     levels_upto(name)
     chosen = tuple(models) if models is not None else (
@@ -135,7 +138,10 @@ def resolve_level(name: str, *, models: Sequence[str] | None = None,
         raise ValueError(f"unknown model(s) {unknown}; valid names: {', '.join(MODELS)}, "
                          "or an ONNX file's path")
     # A file becomes its name (file name and content hash), checked before anything runs.
-    chosen = tuple(dict.fromkeys(resolve(m) for m in chosen))
+    if shapes and not any(files.looks_like_file(m) or files.is_file_key(m) for m in chosen):
+        raise ValueError(f"--shape sizes an ONNX file's symbolic dimensions, and no file is "
+                         f"among the models ({', '.join(chosen)})")
+    chosen = tuple(dict.fromkeys(resolve(m, shapes) for m in chosen))
     sizes = tuple(batches) if batches is not None else BATCHES[name]
     for what, values in (("models", chosen), ("batches", sizes)):
         if not values:

@@ -111,23 +111,31 @@ _SPECS = [
 MODELS: dict[str, ModelSpec] = {s.name: s for s in _SPECS}
 
 
-def resolve(model: str) -> str:
+def resolve(model: str, shapes: Mapping[str, int] | None = None) -> str:
     """The model name of ``model``: a key of ``MODELS`` as it is, an ONNX
     file's path as the file's name (``my.onnx@<sha256[:12]>``, registered
-    for this process and its children, the file imported once to check it).
+    for this process and its children, the file imported once to check it),
+    with its symbolic dimensions sized by ``shapes`` (by name; part of the
+    name: ``my.onnx@<sha256[:12]>:seq=16``). ``shapes`` is for files: a
+    built-in model has none and takes its name as it is.
 
     Raises
     ------
     ValueError
         Neither a model's name nor a file; a file that does not import (one
-        line; unsupported ops listed in one error).
+        line; unsupported ops listed in one error; a symbolic dimension
+        ``shapes`` leaves unsized, or one it names that the file lacks).
     """
     if model in MODELS:
         return model
     if files.looks_like_file(model):
-        return files.register(model)
+        return files.register(model, shapes=shapes)
     if files.is_file_key(model):
         files.file_path(model)  # registered (by a parent): usable as it is
+        if shapes:
+            base = model.partition(":")[0]
+            return files.register(files.file_path(base), shapes={**files.shapes_of(model),
+                                                                 **shapes})
         return model
     raise ValueError(f"unknown model {model!r}; valid names: {', '.join(MODELS)}, "
                      "or an ONNX file's path")

@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import onnx
 
+from pyparbench._checks import check_shapes
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.onnx.importer import Importer
 from pyparbench.graph.onnx.load import (
@@ -18,6 +20,7 @@ from pyparbench.graph.onnx.load import (
     default_opset,
     load,
     read_inputs,
+    symbolic_dims,
 )
 from pyparbench.graph.onnx.registry import CONVERTERS
 
@@ -25,7 +28,8 @@ __all__ = ["from_onnx"]
 
 
 def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | None = None,
-              name: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> Graph:
+              shapes: Mapping[str, int] | None = None, name: str | None = None,
+              max_bytes: int = DEFAULT_MAX_BYTES) -> Graph:
     """The ONNX model ``model`` (a path or a ModelProto) as a Graph with its own weights.
 
     Parameters
@@ -36,6 +40,11 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | N
         The batch size of every input whose first dimension is symbolic
         (default 1); an input whose first dimension is fixed must have
         this batch when one is given.
+    shapes
+        The size of each other symbolic dimension of the inputs, by the name
+        the file gives it (``{"past_sequence_length": 127}``); a file with a
+        symbolic dimension this does not size is refused, naming it and
+        every symbolic dimension the file has.
     name
         The graph's name (default: the file's stem, or the model's graph name).
     max_bytes
@@ -47,7 +56,9 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | N
         Its ``meta`` holds ``batch``, ``family`` "onnx", ``source`` (the file
         name), ``sha256`` (of the file's bytes), ``opset`` and
         ``onnx_input_shapes`` (each input's shape in the file, with the batch
-        set; the graph's inputs have these shapes, int64 ids included).
+        and ``shapes`` set; the graph's inputs have these shapes, int64 ids
+        included) and ``symbolic`` (each symbolic dimension's name, the
+        batch aside, and the size ``shapes`` gave it).
 
     Raises
     ------
@@ -56,7 +67,8 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | N
         its external data, computing in another dtype than float32, with
         NaN or infinite weights, declaring an opset newer than the installed
         onnx knows, or with a Conv whose kernel_shape contradicts its weights;
-        for a batch that contradicts a fixed one; and one listing every op the
+        for a batch that contradicts a fixed one, a symbolic dimension
+        ``shapes`` does not size or a name in it the file does not have; and one listing every op the
         IR cannot run (type, count, first node), before anything is built.
     """
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
@@ -71,9 +83,11 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | N
     if name is None:
         name = (Path(os.fspath(model)).stem if not isinstance(model, onnx.ModelProto)
                 else proto.graph.name or "onnx_model")
-    inputs = read_inputs(proto.graph, src, batch)
+    inputs = read_inputs(proto.graph, src, batch, shapes)
     graph = Importer(proto, src, inputs, name, opset, CONVERTERS).run()
     graph.meta.update({"source": Path(os.fspath(model)).name
                        if not isinstance(model, onnx.ModelProto) else "model",
-                       "sha256": digest})
+                       "sha256": digest,
+                       "symbolic": {k: check_shapes(shapes)[k]
+                                    for k in sorted(symbolic_dims(proto.graph))}})
     return graph

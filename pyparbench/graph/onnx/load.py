@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,10 +16,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper, shape_inference
 
+from pyparbench._checks import check_shapes
 from pyparbench.graph.onnx.values import F32, INT_TYPES, Array, bad
 
-__all__ = ["DEFAULT_MAX_BYTES", "FileInputs", "check", "default_opset", "load", "read_inputs",
-           "with_fixed_inputs"]
+__all__ = ["DEFAULT_MAX_BYTES", "FileInputs", "check", "default_opset", "load",
+           "read_inputs", "symbolic_dims", "with_fixed_inputs"]
 
 # Largest file (with its external data) the importer reads: 4 GiB.
 DEFAULT_MAX_BYTES = 4 << 30
@@ -159,9 +161,33 @@ class FileInputs:
     batch: int
 
 
-def read_inputs(g: onnx.GraphProto, src: str, want_batch: int | None) -> FileInputs:
+def symbolic_dims(g: onnx.GraphProto) -> dict[str, list[tuple[str, int]]]:
+    """Each named symbolic dimension of the graph's inputs past axis 0 (the
+    batch): name -> the (input, axis) pairs it sizes."""
+    weights = {t.name for t in g.initializer}
+    out: dict[str, list[tuple[str, int]]] = {}
+    for vi in g.input:
+        if vi.name in weights or not vi.type.HasField("tensor_type"):
+            continue
+        for ax, d in enumerate(vi.type.tensor_type.shape.dim):
+            if ax > 0 and not (d.HasField("dim_value") and d.dim_value > 0) and d.dim_param:
+                out.setdefault(d.dim_param, []).append((vi.name, ax))
+    return out
+
+
+def read_inputs(g: onnx.GraphProto, src: str, want_batch: int | None,
+                want_shapes: Mapping[str, int] | None = None) -> FileInputs:
     """The initialisers (float32, integer or bool, finite) and every graph
-    input's dtype and shape, a symbolic batch set to ``want_batch`` (or 1)."""
+    input's dtype and shape, a symbolic batch set to ``want_batch`` (or 1)
+    and every other symbolic dimension to its size in ``want_shapes`` (by
+    the name the file gives it: ``past_sequence_length``, ``seq``)."""
+    want_shapes = check_shapes(want_shapes)
+    named = symbolic_dims(g)
+    unknown = sorted(set(want_shapes) - set(named))
+    if unknown:
+        has = ", ".join(sorted(named)) or "none"
+        raise bad(src, f"shapes names {', '.join(map(repr, unknown))}, which no input "
+                  f"has past its batch axis (the file's symbolic dimensions: {has})")
     initialisers: dict[str, Array] = {}
     for t in g.initializer:
         if t.data_type not in (F32, *INT_TYPES, onnx.TensorProto.BOOL):
@@ -207,10 +233,16 @@ def read_inputs(g: onnx.GraphProto, src: str, want_batch: int | None) -> FileInp
                 dims.append(int(d.dim_value))
             elif ax == 0:
                 dims.append(batch)
+            elif d.dim_param in want_shapes:
+                dims.append(want_shapes[d.dim_param])
+            elif d.dim_param:
+                raise bad(src, f"input {vi.name!r} has a symbolic dimension "
+                          f"{d.dim_param!r} at axis {ax}: give its size with "
+                          f"shapes={{{d.dim_param!r}: N}} (--shape {d.dim_param}=N); "
+                          f"the file's symbolic dimensions: {', '.join(sorted(named))}")
             else:
-                sym = d.dim_param or "?"
-                raise bad(src, f"input {vi.name!r} has a symbolic dimension {sym!r} "
-                          f"at axis {ax}: only the batch (axis 0) may be symbolic")
+                raise bad(src, f"input {vi.name!r} has an unnamed symbolic dimension at "
+                          f"axis {ax}: only a named one (or the batch, axis 0) can be set")
         shapes[vi.name] = tuple(dims)
         dtypes[vi.name] = dtype
     if want_batch is None and fixed_batch is not None:
