@@ -596,6 +596,7 @@ def embedding_bag(
     per_sample_weights: npt.ArrayLike | None = None,
     threads: int | None = None,
     out: Array | None = None,
+    precision: Precision = "fp32",
 ) -> Array:
     """Sum or mean of table rows per bag (PyTorch's ``embedding_bag`` conventions).
 
@@ -603,15 +604,21 @@ def embedding_bag(
     offsets[0] = 0, non-decreasing) or 2-D (bags, bag_size) with no offsets.
     Empty bags give zeros. ``per_sample_weights`` (mode "sum" only) has the
     shape of ``indices``. An index outside [0, rows) raises IndexError naming
-    the index and its position.
+    the index and its position. A table of ``ml_dtypes.bfloat16`` is read as
+    it is (rows widened to fp32, summed in fp32, float32 output);
+    ``precision="bf16"`` rounds a float table to bfloat16 first (once per
+    call).
     """
     # Arguments already in the kernel's form (the usual call) go straight to
     # the kernel; anything else is converted and checked below.
-    res = _k.embedding_bag_direct(table, indices, offsets, per_sample_weights, out, mode,
-                                  threads)
-    if res is not None:
-        return res
-    t_ = _f32(table, "table")
+    prec = _precision(precision)
+    if prec == "fp32":
+        res = _k.embedding_bag_direct(table, indices, offsets, per_sample_weights, out, mode,
+                                      threads)
+        if res is not None:
+            return res
+    bf16_table = prec == "bf16" or np.asarray(table).dtype == ml_dtypes.bfloat16
+    t_ = _bf16(table, "table") if bf16_table else _f32(table, "table")
     _rank(t_, "table", (2,))
     idx = _indices(indices, "indices")
     off = None if offsets is None else _indices(offsets, "offsets")

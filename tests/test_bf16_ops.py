@@ -1,4 +1,4 @@
-"""gemm / linear / conv2d and their prepared kernels in bf16: against the
+"""gemm / linear / conv2d / embedding_bag and their prepared kernels in bf16: against the
 bf16 reference (float64 on the bf16-rounded inputs and weights) within the
 README's tolerance, and shown to differ from fp32 by more than that, so that
 no test passes by running fp32; the emulated path under ONEDNN_MAX_CPU_ISA;
@@ -11,13 +11,15 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import pyparbench as ppb
-from _support import IMPORTED_FROM, rand
+from _support import IMPORTED_FROM, rand, ref_embedding_bag
+from pyparbench._core import ops as _ops
 from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.reference import (
     BF16_TOLERANCE,
@@ -295,3 +297,68 @@ def test_bf16_below_avx512_says_what_it_needs() -> None:
         assert r["gemm"][1] is True, r  # type: ignore[index]
         assert float(r["gemm_error"]) <= BF16_TOLERANCE["gemm"], r  # type: ignore[arg-type]
 
+
+# ---------------------------------------------------- embedding bag tables
+
+
+# Every tier the embedding-bag kernel is built for; those this CPU does not
+# run are skipped, naming the flags they need.
+BAG_TIERS = {"avx512": "avx512f/bw/vl/dq", "avx2": "avx2, fma", "generic": ""}
+
+
+@pytest.fixture(params=sorted(BAG_TIERS))
+def bag_tier(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Embedding bags run this tier's kernel during the test."""
+    tier = request.param
+    if tier not in cpu_features()["tiers"]:
+        pytest.skip(f"this CPU does not run the {tier} embedding-bag kernel (flags "
+                    f"{BAG_TIERS[tier]})")
+    _ops.set_bag_isa(tier)
+    try:
+        yield tier
+    finally:
+        _ops.set_bag_isa("auto")
+
+
+@pytest.mark.aarch64
+@pytest.mark.parametrize("dim", [1, 3, 16, 32, 64, 100, 128, 130])
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_bf16_table(dim: int, mode: str, bag_tier: str, threads: int,
+                                  rng: np.random.Generator) -> None:
+    assert ppb.ops.EmbeddingBag.isa == bag_tier
+    table = rand(rng, 57, dim)
+    lengths = rng.integers(1, 10, size=23)
+    lengths[::5] = 0
+    off = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    idx = rng.integers(0, 57, size=int(lengths.sum())).astype(np.int64)
+    want = ref_embedding_bag(round_to_bf16(table), idx, off, mode, None)
+    fp32 = ref_embedding_bag(table, idx, off, mode, None)
+    got = ppb.ops.embedding_bag(table.astype(BF16), idx, off, mode=mode, threads=threads)
+    assert_bf16_not_fp32(got, want, fp32, "embedding_bag")
+    assert (got[::5] == 0).all()  # empty bags give zeros
+    # precision="bf16" rounds a float32 table the same way.
+    again = ppb.ops.embedding_bag(table, idx, off, mode=mode, threads=threads, precision="bf16")
+    np.testing.assert_array_equal(again, got)
+
+
+@pytest.mark.aarch64
+@pytest.mark.parametrize("dim", [16, 7])
+def test_prepared_embedding_bag_bf16_weights_and_int32(dim: int, bag_tier: str,
+                                                        rng: np.random.Generator) -> None:
+    table = rand(rng, 1000, dim)
+    idx = rng.integers(0, 1000, size=(31, 6)).astype(np.int32)
+    w = rand(rng, 31, 6)
+    e = ppb.ops.EmbeddingBag(1000, dim, threads=3)
+    got = e.run(table.astype(BF16), idx, None, w)
+    want = ref_embedding_bag(round_to_bf16(table), idx, None, "sum", w)
+    assert_bf16_not_fp32(got, want, ref_embedding_bag(table, idx, None, "sum", w),
+                         "embedding_bag")
+    out = np.full(got.shape, np.nan, np.float32)
+    assert e.timeit(table.astype(BF16), idx, None, w, out, repeats=2, warmup=1).shape == (2,)
+    np.testing.assert_array_equal(out, got)
+    assert e.bytes_moved(idx.size, 31, bf16=True) < e.bytes_moved(idx.size, 31)
+
+
+def test_bag_isa_names_the_bad_value() -> None:
+    with pytest.raises(ValueError, match="unknown ISA 'sse9'"):
+        _ops.set_bag_isa("sse9")
