@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import ml_dtypes
 import numpy as np
 import pytest
+from _support import IMPORTED_FROM, rand, ref_embedding_bag
 
 import pyparbench as ppb
-from _support import IMPORTED_FROM, rand, ref_embedding_bag
 from pyparbench._core import ops as _ops
 from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.reference import (

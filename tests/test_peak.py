@@ -11,9 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from pyparbench._core import peak as native
+from pyparbench.cli.peak import peak_renderable
 from pyparbench.harness.folder import load_or_measure
+from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.machine.peak import (
     Clock,
     Peak,
@@ -23,6 +26,7 @@ from pyparbench.machine.peak import (
     peak_cache_path,
     thread_counts,
 )
+from pyparbench.resultfiles.measurements import read_peak_file
 
 # Slow (real runs in processes of their own, or many inputs): left out of the
 # quick run, `pytest -m "not slow and not slurm"`.
@@ -252,8 +256,6 @@ DOT_OPS = {"bf16": 16 * 2 * 2, "int8": 16 * 4 * 2}  # per instruction, a multipl
 def test_dot_ceiling_is_measured_where_the_cpu_has_the_flag(precision: str) -> None:
     """With the flag, the kernel runs and counts a multiply-add as 2 (as the
     FMA's FLOPs); without it, the reason names the flag and timing refuses."""
-    from pyparbench.machine.cpu_features import cpu_features
-
     cpu = cpu_features()
     why = native.dot_unavailable(precision)
     has = (cpu["arch"] == "x86_64" and "avx512" in cpu["tiers"]
@@ -297,8 +299,6 @@ def test_peak_reports_dot_ceilings_or_why_not(monkeypatch: pytest.MonkeyPatch,
     assert peak.point(1).int8_gops is None
     assert peak.dot_absent == {"int8": "this CPU has no AVX512_VNNI"}
     assert Peak.from_dict(json.loads(json.dumps(peak.as_dict()))) == peak
-    from pyparbench.resultfiles.measurements import read_peak_file
-
     old = peak.as_dict()
     del old["dot_absent"]
     for p in old["points"]:
@@ -306,9 +306,6 @@ def test_peak_reports_dot_ceilings_or_why_not(monkeypatch: pytest.MonkeyPatch,
     (tmp_path / "peak.json").write_text(json.dumps(old))
     read = read_peak_file(tmp_path / "peak.json", 1 << 20)
     assert read.point(1).bf16_gflops is None and read.dot_absent == {}
-    from pyparbench.cli.peak import peak_renderable
-    from rich.console import Console
-
     console = Console(width=140, record=True)
     console.print(peak_renderable(peak))
     text = console.export_text()
