@@ -179,6 +179,19 @@ def test_bf16_needs_the_onednn_library(library: str) -> None:
         ppb.ops.GemmConv2d((1, 3, 3, 4), 4, 1, nhwc=True, precision="bf16")
 
 
+def test_weights_of_either_type(rng: np.random.Generator) -> None:
+    """An fp32 Conv2d takes bfloat16 weights as their exact float32 values; a
+    convolution without a bf16 path refuses them, saying what it takes."""
+    x, w = rand(rng, 1, 4, 6, 6), rand(rng, 8, 4, 3, 3).astype(BF16)
+    conv = ppb.ops.Conv2d(x.shape, 8, 3)
+    conv.set_weights(w)
+    got = conv.run(x)
+    conv.set_weights(w.astype(np.float32))
+    np.testing.assert_array_equal(got, conv.run(x))
+    with pytest.raises(ValueError, match="EigenConv2d takes float32 weights only"):
+        ppb.ops.EigenConv2d(x.shape, 8, 3).set_weights(w)
+
+
 def test_prepared_kernels_take_their_precision_only() -> None:
     f32 = np.ones((4, 4), np.float32)
     g16 = ppb.ops.Gemm(4, 4, 4, precision="bf16")
