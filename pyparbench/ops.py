@@ -53,10 +53,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
-import ml_dtypes
 import numpy as np
 import numpy.typing as npt
 
+from pyparbench._bfloat16 import is_bfloat16, to_bfloat16
 from pyparbench._core import ops as _k
 from pyparbench._checks import is_int as _is_int
 from pyparbench._checks import padding4 as _padding4
@@ -176,12 +176,10 @@ def _precision(precision: str) -> str:
 
 def _bf16(x: Any, name: str) -> npt.NDArray[Any]:
     """x as a C-contiguous ``ml_dtypes.bfloat16`` array: bfloat16 input as it
-    is (copied only when not contiguous), anything else through float32 and
+    is (copied only when not contiguous), real numbers through float32 and
     rounded to nearest even."""
     arr = np.asarray(x)
-    if arr.dtype == ml_dtypes.bfloat16:
-        return np.ascontiguousarray(arr)
-    return _f32(arr, name).astype(ml_dtypes.bfloat16)
+    return to_bfloat16(arr if is_bfloat16(arr.dtype) else _f32(arr, name))
 
 
 def _inputs(x: Any, name: str, precision: str) -> npt.NDArray[Any]:
@@ -617,7 +615,7 @@ def embedding_bag(
                                       threads)
         if res is not None:
             return res
-    bf16_table = prec == "bf16" or np.asarray(table).dtype == ml_dtypes.bfloat16
+    bf16_table = prec == "bf16" or is_bfloat16(np.asarray(table).dtype)
     t_ = _bf16(table, "table") if bf16_table else _f32(table, "table")
     _rank(t_, "table", (2,))
     idx = _indices(indices, "indices")

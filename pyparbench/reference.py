@@ -17,11 +17,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
+from pyparbench._bfloat16 import to_bfloat16
 from pyparbench.graph import Graph, Node
 
 __all__ = ["BF16_TOLERANCE", "assert_near", "assert_near_bf16", "conv2d_reference",
@@ -136,10 +136,7 @@ BF16_TOLERANCE: Mapping[str, float] = {
 def round_to_bf16(x: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """x rounded to bfloat16 as the bf16 kernels take it (to float32, then to
     the nearest bfloat16, ties to even), returned as float64."""
-    arr = np.asarray(x)
-    if arr.dtype != ml_dtypes.bfloat16:
-        arr = np.asarray(arr, dtype=np.float32).astype(ml_dtypes.bfloat16)
-    return arr.astype(np.float64)
+    return to_bfloat16(x).astype(np.float64)
 
 
 def assert_near_bf16(got: npt.ArrayLike, want: npt.ArrayLike, op: str) -> None:

@@ -13,7 +13,6 @@ import sys
 import textwrap
 from collections.abc import Iterator
 
-import ml_dtypes
 import numpy as np
 import pytest
 from _support import IMPORTED_FROM, rand, ref_embedding_bag
@@ -30,6 +29,8 @@ from pyparbench.reference import (
     round_to_bf16,
 )
 
+# Debian 12's packages (the aarch64 job's root) have no ml_dtypes.
+ml_dtypes = pytest.importorskip("ml_dtypes", reason="bf16 needs ml_dtypes (numpy's bfloat16)")
 BF16 = ml_dtypes.bfloat16
 
 
@@ -207,6 +208,28 @@ def test_prepared_kernels_take_their_precision_only() -> None:
     conv.set_weights(np.ones((4, 4, 1, 1), np.float32))
     with pytest.raises(TypeError, match="x must be bfloat16"):
         conv.run(np.ones((1, 4, 3, 3), np.float32))
+
+
+def test_pyparbench_imports_without_ml_dtypes() -> None:
+    """Without ml_dtypes (Debian 12 packages none) everything but bf16 runs,
+    and bf16 says what to install."""
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["ml_dtypes"] = None  # import ml_dtypes now raises ImportError
+        import numpy as np
+        import pyparbench as ppb
+        from pyparbench.reference import gemm_reference
+        a = np.ones((3, 3), np.float32)
+        assert (ppb.ops.gemm(a, a) == gemm_reference(a, a)).all()
+        try:
+            ppb.ops.gemm(a, a, precision="bf16")
+        except ImportError as e:
+            print(e)
+    """)
+    env = dict(os.environ, PYTHONPATH=IMPORTED_FROM)
+    done = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert "precision 'bf16' needs the ml_dtypes package" in done.stdout, done
 
 
 # --------------------------------------------- native and emulated paths
