@@ -27,6 +27,15 @@ Two ways in:
   an input that is not float32 and C-contiguous raises TypeError saying how
   to fix it, so a timing loop never hides a copy.
 
+``gemm``, ``linear`` and ``conv2d`` (and the prepared ``Gemm``, ``Linear``,
+``Conv2d``) take ``precision=``: ``"fp32"`` (the default) or ``"bf16"``, where
+the inputs and weights are bfloat16 (``ml_dtypes.bfloat16`` arrays, or float
+arrays the functions round to nearest even, through float32, once per call;
+a prepared kernel rounds its weights once, in ``set_weights``), the products
+accumulate in fp32 and the output is float32. bf16 runs on the onednn
+library; :func:`implementation` says which oneDNN implementation a call runs
+and whether it emulates bf16 (no bf16 dot-product instructions under it).
+
 Every op takes ``threads=`` (intra-op threads; None = the current default, see
 ``pyparbench.set_default_threads``) and ``out=`` (a preallocated float32
 C-contiguous array of the output's shape, fully overwritten). The GIL is
@@ -37,14 +46,17 @@ axes), naming the bad value; oneDNN failures raise ``pyparbench.DnnlError``.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, get_args
 
 import numpy as np
 import numpy.typing as npt
 
+from pyparbench._bfloat16 import is_bfloat16, to_bfloat16
 from pyparbench._core import ops as _k
 from pyparbench._checks import is_int as _is_int
 from pyparbench._checks import padding4 as _padding4
@@ -55,6 +67,7 @@ from pyparbench.threading.defaults import get_default_threads
 
 __all__ = [
     "LIBRARIES",
+    "PRECISIONS",
     "Add",
     "BatchNorm",
     "Binary",
@@ -71,6 +84,7 @@ __all__ = [
     "GemmConv2d",
     "GemmOp",
     "GlobalAvgPool",
+    "Implementation",
     "LayerNorm",
     "Linear",
     "Pool2d",
@@ -86,6 +100,7 @@ __all__ = [
     "embedding_bag",
     "gemm",
     "global_avg_pool2d",
+    "implementation",
     "layer_norm",
     "linear",
     "max_pool2d",
@@ -97,6 +112,9 @@ __all__ = [
 ]
 
 Array = npt.NDArray[np.float32]
+Precision = Literal["fp32", "bf16"]
+# What each precision is called, in the order the functions document them.
+PRECISIONS: tuple[str, ...] = get_args(Precision)
 IntPair = int | tuple[int, int]
 Padding = int | tuple[int, int] | tuple[int, int, int, int]
 
@@ -147,6 +165,26 @@ def _f32(x: Any, name: str) -> Array:
 
 def _opt_f32(x: Any, name: str) -> Array | None:
     return None if x is None else _f32(x, name)
+
+
+def _precision(precision: str) -> str:
+    """The checked precision name (ValueError names the bad one)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+    return precision
+
+
+def _bf16(x: Any, name: str) -> npt.NDArray[Any]:
+    """x as a C-contiguous ``ml_dtypes.bfloat16`` array: bfloat16 input as it
+    is (copied only when not contiguous), real numbers through float32 and
+    rounded to nearest even."""
+    arr = np.asarray(x)
+    return to_bfloat16(arr if is_bfloat16(arr.dtype) else _f32(arr, name))
+
+
+def _inputs(x: Any, name: str, precision: str) -> npt.NDArray[Any]:
+    """An activation or weight in the kernel's form for `precision`."""
+    return _bf16(x, name) if precision == "bf16" else _f32(x, name)
 
 
 def _indices(x: Any, name: str) -> npt.NDArray[np.integer[Any]]:
@@ -225,6 +263,9 @@ class _Conv2dArgs:
         Add a bias per output channel; apply ReLU.
     threads
         Intra-op threads (None: the current default).
+    precision
+        ``"fp32"``, or ``"bf16"`` (``Conv2d`` only): x is a bfloat16 array,
+        the weights are stored in bf16, fp32 accumulation and output.
     """
 
     def __init__(
@@ -241,6 +282,7 @@ class _Conv2dArgs:
         relu: bool = False,
         nhwc: bool = False,
         threads: int | None = None,
+        precision: Precision = "fp32",
     ) -> None:
         if len(input_shape) != 4:
             raise ValueError(f"input_shape must have 4 dimensions, got {tuple(input_shape)}")
@@ -256,6 +298,7 @@ class _Conv2dArgs:
             relu=relu,
             nhwc=nhwc,
             threads=threads,
+            precision=_precision(precision),
         )
 
 
@@ -337,26 +380,32 @@ class Pool2d(_k.Pool2d):
 # ---------------------------------------------------------------- functions
 
 
-def gemm(
+@dataclass(frozen=True)
+class Implementation:
+    """What computes an op: ``name`` is oneDNN's implementation name
+    (``impl_info_str``: ``"brg:avx512_core_bf16"``, ``"gemm:jit"``, ...), or
+    the library's (``"eigen"``, ``"blas"``, ``"im2col+..."``); ``emulated``:
+    bf16 without bf16 dot-product instructions (False for fp32)."""
+
+    name: str
+    precision: str
+    emulated: bool
+
+
+def _gemm_kernel(
     a: npt.ArrayLike,
     b: npt.ArrayLike,
-    bias: npt.ArrayLike | None = None,
-    *,
-    relu: bool = False,
-    trans_a: bool = False,
-    trans_b: bool = False,
-    library: str = "onednn",
-    threads: int | None = None,
-    out: Array | None = None,
-) -> Array:
-    """C = op(A)·op(B) (+ bias) (+ ReLU) in fp32.
-
-    A is (m, k) — (k, m) with ``trans_a`` — and B is (k, n) — (n, k) with
-    ``trans_b``; both may carry the same leading batch dimension (3-D).
-    ``bias`` has length n and is added to every row. ``library`` is
-    ``"onednn"`` (a oneDNN matmul), ``"eigen"`` or ``"blas"``.
-    """
-    a_, b_ = _f32(a, "a"), _f32(b, "b")
+    bias: npt.ArrayLike | None,
+    relu: bool,
+    trans_a: bool,
+    trans_b: bool,
+    library: str,
+    threads: int | None,
+    precision: str,
+) -> tuple[_k.GemmOp, npt.NDArray[Any], npt.NDArray[Any], Array | None]:
+    """The cached prepared gemm for these arguments, and the arguments in its form."""
+    prec = _precision(precision)
+    a_, b_ = _inputs(a, "a", prec), _inputs(b, "b", prec)
     _rank(a_, "a", (2, 3))
     _rank(b_, "b", (2, 3))
     if a_.ndim != b_.ndim:
@@ -373,9 +422,38 @@ def gemm(
         )
     bias_ = _opt_f32(bias, "bias")
     t, lib = _threads(threads), _library(library)
-    key = ("gemm", lib, batch, m, n, k, trans_a, trans_b, bias_ is not None, relu, t)
+    key = ("gemm", lib, batch, m, n, k, trans_a, trans_b, bias_ is not None, relu, t, prec)
     g = _kernel(key, lambda: _GEMM[lib](m, n, k, batch=batch, trans_a=trans_a, trans_b=trans_b,
-                                        bias=bias_ is not None, relu=relu, threads=t))
+                                        bias=bias_ is not None, relu=relu, threads=t,
+                                        precision=prec))
+    return g, a_, b_, bias_
+
+
+def gemm(
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    bias: npt.ArrayLike | None = None,
+    *,
+    relu: bool = False,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    library: str = "onednn",
+    threads: int | None = None,
+    out: Array | None = None,
+    precision: Precision = "fp32",
+) -> Array:
+    """C = op(A)·op(B) (+ bias) (+ ReLU).
+
+    A is (m, k) — (k, m) with ``trans_a`` — and B is (k, n) — (n, k) with
+    ``trans_b``; both may carry the same leading batch dimension (3-D: a
+    batched matmul). ``bias`` has length n and is added to every row.
+    ``library`` is ``"onednn"`` (a oneDNN matmul), ``"eigen"`` or ``"blas"``.
+    ``precision="bf16"`` (onednn only): A and B are rounded to bfloat16 (kept
+    as they are when already ``ml_dtypes.bfloat16``), the products accumulate
+    in fp32, the bias and C are float32.
+    """
+    g, a_, b_, bias_ = _gemm_kernel(a, b, bias, relu, trans_a, trans_b, library, threads,
+                                    precision)
     return g.run(a_, b_, bias_, out)
 
 
@@ -388,42 +466,37 @@ def linear(
     library: str = "onednn",
     threads: int | None = None,
     out: Array | None = None,
+    precision: Precision = "fp32",
 ) -> Array:
     """y = x·weightᵀ (+ bias) (+ ReLU); weight is (out_features, in_features) as in PyTorch.
 
-    ``library`` as in :func:`gemm`.
+    ``library`` and ``precision`` as in :func:`gemm` (bf16: x and weight in
+    bfloat16, fp32 accumulation, float32 y).
     """
     return gemm(x, weight, bias, relu=relu, trans_b=True, library=library, threads=threads,
-                out=out)
+                out=out, precision=precision)
 
 
-def conv2d(
+def _conv2d_kernel(
     x: npt.ArrayLike,
     weight: npt.ArrayLike,
-    bias: npt.ArrayLike | None = None,
-    *,
-    stride: IntPair = 1,
-    padding: Padding = 0,
-    dilation: IntPair = 1,
-    groups: int = 1,
-    relu: bool = False,
-    layout: str = "nchw",
-    library: str = "onednn",
-    threads: int | None = None,
-    out: Array | None = None,
-) -> Array:
-    """2-D convolution; x is NCHW (or NHWC with ``layout="nhwc"``, onednn only).
-
-    weight is OIHW with I = C / groups (PyTorch's layout). ``padding`` is an
-    int, (pad_h, pad_w) or (top, bottom, left, right); dilation 1 is dense.
-    ``library`` is ``"onednn"`` (a oneDNN convolution), ``"eigen"`` or
-    ``"blas"`` (im2col + matrix product). Each call copies the weights into
-    the kernel (reordered for oneDNN); a prepared ``Conv2d`` (``EigenConv2d``,
-    ``BlasConv2d``) does that once.
-    """
+    bias: npt.ArrayLike | None,
+    stride: IntPair,
+    padding: Padding,
+    dilation: IntPair,
+    groups: int,
+    relu: bool,
+    layout: str,
+    library: str,
+    threads: int | None,
+    precision: str,
+) -> tuple[_k.Conv2dOp, threading.Lock, npt.NDArray[Any], npt.NDArray[Any], Array | None]:
+    """The cached prepared convolution for these arguments, its lock, and the
+    arguments in its form."""
     if layout not in ("nchw", "nhwc"):
         raise ValueError(f"layout must be 'nchw' or 'nhwc', got {layout!r}")
-    x_, w_ = _f32(x, "x"), _f32(weight, "weight")
+    prec = _precision(precision)
+    x_, w_ = _inputs(x, "x", prec), _inputs(weight, "weight", prec)
     _rank(x_, "x", (4,))
     _rank(w_, "weight", (4,))
     if not _is_int(groups):
@@ -440,14 +513,76 @@ def conv2d(
     t, lib = _threads(threads), _library(library)
     o, kh, kw = w_.shape[0], w_.shape[2], w_.shape[3]
     key = ("conv2d", lib, x_.shape, o, kh, kw, st, pad, dl, groups, bias_ is not None, relu,
-           nhwc, t)
+           nhwc, t, prec)
     conv, lock = _cached(key, lambda: _CONV2D[lib](x_.shape, o, (kh, kw), stride=st,
                                                    padding=pad, dilation=dl, groups=groups,
                                                    bias=bias_ is not None, relu=relu,
-                                                   nhwc=nhwc, threads=t))
+                                                   nhwc=nhwc, threads=t, precision=prec))
+    return conv, lock, x_, w_, bias_
+
+
+def conv2d(
+    x: npt.ArrayLike,
+    weight: npt.ArrayLike,
+    bias: npt.ArrayLike | None = None,
+    *,
+    stride: IntPair = 1,
+    padding: Padding = 0,
+    dilation: IntPair = 1,
+    groups: int = 1,
+    relu: bool = False,
+    layout: str = "nchw",
+    library: str = "onednn",
+    threads: int | None = None,
+    out: Array | None = None,
+    precision: Precision = "fp32",
+) -> Array:
+    """2-D convolution; x is NCHW (or NHWC with ``layout="nhwc"``, onednn only).
+
+    weight is OIHW with I = C / groups (PyTorch's layout). ``padding`` is an
+    int, (pad_h, pad_w) or (top, bottom, left, right); dilation 1 is dense.
+    ``library`` is ``"onednn"`` (a oneDNN convolution), ``"eigen"`` or
+    ``"blas"`` (im2col + matrix product). Each call copies the weights into
+    the kernel (reordered for oneDNN); a prepared ``Conv2d`` (``EigenConv2d``,
+    ``BlasConv2d``) does that once. ``precision="bf16"`` (onednn only): x and
+    the weights are rounded to bfloat16 (kept as they are when already
+    ``ml_dtypes.bfloat16``), the products accumulate in fp32, the bias and
+    the output are float32.
+    """
+    conv, lock, x_, w_, bias_ = _conv2d_kernel(x, weight, bias, stride, padding, dilation,
+                                               groups, relu, layout, library, threads,
+                                               precision)
     with lock:  # another thread's weights must not slip in between
         conv.set_weights(w_, bias_)
         return conv.run(x_, out)
+
+
+def implementation(op: Literal["gemm", "linear", "conv2d"], *args: Any,
+                   **kwargs: Any) -> Implementation:
+    """What the call ``op(*args, **kwargs)`` (``gemm``, ``linear`` or
+    ``conv2d``, with the same arguments) runs on, without running it: the
+    prepared kernel behind it (created and cached as the call would) says
+    its implementation and whether it emulates bf16."""
+    kernel: _k.GemmOp | _k.Conv2dOp
+    if op == "gemm":
+        kernel = _gemm_kernel(*_call_args(gemm, args, kwargs))[0]
+    elif op == "linear":
+        x, weight, bias, relu, library, threads, precision = _call_args(linear, args, kwargs)
+        kernel = _gemm_kernel(x, weight, bias, relu, False, True, library, threads, precision)[0]
+    elif op == "conv2d":
+        kernel = _conv2d_kernel(*_call_args(conv2d, args, kwargs))[0]
+    else:
+        raise ValueError(f"op must be 'gemm', 'linear' or 'conv2d', got {op!r}")
+    return Implementation(kernel.implementation, kernel.precision, kernel.emulated)
+
+
+def _call_args(fn: Callable[..., Any], args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> list[Any]:
+    """fn's parameters (but ``out``) bound to args and kwargs with fn's
+    defaults, in fn's order: the positional arguments of its _kernel helper."""
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return [v for name, v in bound.arguments.items() if name != "out"]
 
 
 def embedding_bag(
@@ -459,6 +594,7 @@ def embedding_bag(
     per_sample_weights: npt.ArrayLike | None = None,
     threads: int | None = None,
     out: Array | None = None,
+    precision: Precision = "fp32",
 ) -> Array:
     """Sum or mean of table rows per bag (PyTorch's ``embedding_bag`` conventions).
 
@@ -466,15 +602,21 @@ def embedding_bag(
     offsets[0] = 0, non-decreasing) or 2-D (bags, bag_size) with no offsets.
     Empty bags give zeros. ``per_sample_weights`` (mode "sum" only) has the
     shape of ``indices``. An index outside [0, rows) raises IndexError naming
-    the index and its position.
+    the index and its position. A table of ``ml_dtypes.bfloat16`` is read as
+    it is (rows widened to fp32, summed in fp32, float32 output);
+    ``precision="bf16"`` rounds a float table to bfloat16 first (once per
+    call).
     """
     # Arguments already in the kernel's form (the usual call) go straight to
     # the kernel; anything else is converted and checked below.
-    res = _k.embedding_bag_direct(table, indices, offsets, per_sample_weights, out, mode,
-                                  threads)
-    if res is not None:
-        return res
-    t_ = _f32(table, "table")
+    prec = _precision(precision)
+    if prec == "fp32":
+        res = _k.embedding_bag_direct(table, indices, offsets, per_sample_weights, out, mode,
+                                      threads)
+        if res is not None:
+            return res
+    bf16_table = prec == "bf16" or is_bfloat16(np.asarray(table).dtype)
+    t_ = _bf16(table, "table") if bf16_table else _f32(table, "table")
     _rank(t_, "table", (2,))
     idx = _indices(indices, "indices")
     off = None if offsets is None else _indices(offsets, "offsets")

@@ -5,6 +5,10 @@ op definitions in :mod:`pyparbench.graph`, favouring code that is obviously
 right over code that is fast: convolution is im2col (a sliding-window view)
 followed by one matrix product per group, pooling is a reduction over windows
 of a padded copy.
+
+The bf16 reference is the same float64 computation on inputs and weights
+rounded to bfloat16 (:func:`round_to_bf16`, as the bf16 kernels round them),
+checked within :data:`BF16_TOLERANCE` (:func:`assert_near_bf16`).
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
+from pyparbench._bfloat16 import to_bfloat16
 from pyparbench.graph import Graph, Node
 
-__all__ = ["assert_near", "conv2d_reference", "output_error", "reference_forward",
-           "relative_error"]
+__all__ = ["BF16_TOLERANCE", "assert_near", "assert_near_bf16", "conv2d_reference",
+           "gemm_reference", "output_error", "reference_forward", "relative_error",
+           "round_to_bf16"]
 
 Array = npt.NDArray[Any]
 _erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf is exact to double
@@ -111,6 +117,59 @@ def assert_near(got: npt.ArrayLike, want: npt.ArrayLike, rtol: float = 1e-4) -> 
                                atol=max(rtol, 0.1 * rtol * scale))
 
 
+# The largest max |got - ref| / max |ref| a bf16 kernel may show against its
+# bf16 reference (ref: float64 on the bf16-rounded inputs and weights). A
+# product of two bf16 values is exact in fp32 (8-bit significands), so what
+# remains is the fp32 accumulation: K terms err by at most K·2^-24·Σ|a·b|,
+# and for inputs of random sign, where Σ|a·b| is about sqrt(K) times the
+# largest output, by about sqrt(K)·2^-24 relative in practice: 4e-6 at
+# K = 4096. 1e-4 leaves 25x room there; a kernel that did not round its
+# inputs to bf16 (fp32 run under a bf16 name) is off by about 2^-9 ≈ 2e-3,
+# 20x beyond. An embedding bag adds whole bf16 rows (exact in fp32) over a
+# bag of at most a few hundred rows: 1e-5. The output is fp32, so no final
+# rounding to bf16 adds to these.
+BF16_TOLERANCE: Mapping[str, float] = {
+    "gemm": 1e-4, "linear": 1e-4, "matmul": 1e-4, "conv2d": 1e-4, "embedding_bag": 1e-5,
+}
+
+
+def round_to_bf16(x: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """x rounded to bfloat16 as the bf16 kernels take it (to float32, then to
+    the nearest bfloat16, ties to even), returned as float64."""
+    return to_bfloat16(x).astype(np.float64)
+
+
+def assert_near_bf16(got: npt.ArrayLike, want: npt.ArrayLike, op: str) -> None:
+    """Assert a bf16 kernel's float32 output is within ``BF16_TOLERANCE[op]``
+    of its bf16 reference, relative to max |want|."""
+    tol = BF16_TOLERANCE[op]
+    err = relative_error(got, want)
+    if not err <= tol:
+        raise AssertionError(f"{op} in bf16: max |got - ref| / max |ref| = {err:.3g}, "
+                             f"more than the tolerance {tol:g}")
+
+
+def gemm_reference(a: npt.ArrayLike, b: npt.ArrayLike, bias: npt.ArrayLike | None = None, *,
+                   trans_a: bool = False, trans_b: bool = False, relu: bool = False,
+                   precision: str = "fp32") -> Array:
+    """op(A)·op(B) (+ bias) (+ ReLU) in float64, 2-D or batched (3-D);
+    precision "bf16" rounds A and B to bfloat16 first (the bias stays fp32,
+    as the kernels keep it)."""
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+    rounded = round_to_bf16 if precision == "bf16" else _float64
+    aa, bb = rounded(a), rounded(b)
+    y = np.matmul(np.swapaxes(aa, -1, -2) if trans_a else aa,
+                  np.swapaxes(bb, -1, -2) if trans_b else bb)
+    if bias is not None:
+        y = y + _float64(bias)
+    return np.asarray(np.maximum(y, 0) if relu else y)
+
+
+def _float64(x: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    return np.asarray(np.asarray(x, dtype=np.float32), dtype=np.float64)
+
+
 def relative_error(got: npt.ArrayLike, want: npt.ArrayLike) -> float:
     """max |got - want| / max |want| (as float64): how far two runs' outputs
     of one network are apart, relative to the reference's magnitude.
@@ -154,10 +213,16 @@ def output_error(got: Mapping[str, npt.ArrayLike], want: Mapping[str, npt.ArrayL
 
 def conv2d_reference(x: npt.ArrayLike, w: npt.ArrayLike, bias: npt.ArrayLike | None,
                      stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
-                     groups: int, relu: bool, dtype: npt.DTypeLike = np.float64) -> Array:
+                     groups: int, relu: bool, dtype: npt.DTypeLike = np.float64,
+                     precision: str = "fp32") -> Array:
     """Direct 2-D convolution, NCHW / OIHW, computed in ``dtype`` (float64 by
-    default): padding (top, bottom, left, right), PyTorch's semantics."""
+    default): padding (top, bottom, left, right), PyTorch's semantics.
+    precision "bf16" rounds x and w to bfloat16 first (the bias stays fp32)."""
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
     ft = np.dtype(dtype)
+    if precision == "bf16":
+        x, w = round_to_bf16(x), round_to_bf16(w)
     xa, wa = np.asarray(x, dtype=ft), np.asarray(w, dtype=ft)
     o, cg, kh, kw = wa.shape
     g = groups

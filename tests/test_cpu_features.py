@@ -210,3 +210,32 @@ def test_compare_of_an_x86_and_an_aarch64_folder(tmp_path: Path,
         assert diffs["arch"] == ["x86_64", "aarch64"]
         assert diffs["onednn.isa"] == ["avx512_core_bf16", "sve_128"]
         assert diffs["cpu_model"] == ["AMD EPYC 7B13", "Arm Neoverse V2"]
+
+
+# The dot-product flags as the native query names them, and as /proc/cpuinfo
+# does (x86 "flags", aarch64 "Features").
+DOT_FLAGS = {"x86_64": {"avx512_bf16": "avx512_bf16", "avx512_vnni": "avx512_vnni",
+                        "avx_vnni": "avx_vnni"},
+             "aarch64": {"dotprod": "asimddp", "bf16": "bf16", "i8mm": "i8mm"}}
+
+
+@pytest.mark.aarch64
+def test_dot_product_flags_and_native_precisions_follow_cpuinfo() -> None:
+    if ARCH not in DOT_FLAGS:
+        pytest.skip(f"no dot-product flags are asked on {ARCH}")
+    key = "flags" if ARCH == "x86_64" else "Features"
+    lines = [ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith(key)]
+    if not lines:
+        pytest.skip(f"/proc/cpuinfo has no {key!r} line: it describes another machine "
+                    "(a user-mode emulator shows the host's)")
+    listed = set(lines[0].split(":", 1)[1].split())
+    f = cpu_features()
+    for ours, theirs in DOT_FLAGS[ARCH].items():
+        assert (ours in f["flags"]) == (theirs in listed), (ours, theirs)
+    have = set(f["flags"])
+    want = ["fp32"]
+    if have & {"avx512_bf16", "amx_bf16", "bf16"}:
+        want.append("bf16")
+    if have & {"avx512_vnni", "avx_vnni", "amx_int8", "dotprod", "i8mm"}:
+        want.append("int8")
+    assert f["precisions"] == want

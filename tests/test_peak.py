@@ -11,9 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from pyparbench._core import peak as native
+from pyparbench.cli.peak import peak_renderable
 from pyparbench.harness.folder import load_or_measure
+from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.machine.peak import (
     Clock,
     Peak,
@@ -23,6 +26,7 @@ from pyparbench.machine.peak import (
     peak_cache_path,
     thread_counts,
 )
+from pyparbench.resultfiles.measurements import read_peak_file
 
 # Slow (real runs in processes of their own, or many inputs): left out of the
 # quick run, `pytest -m "not slow and not slurm"`.
@@ -240,3 +244,70 @@ def test_cpus_sharing_fma_units_are_measured_again_then_flagged(
         assert "CPUs sharing FMA units: 2 threads reached 1.04x" in peak.fma_warning
         assert Peak.from_dict(json.loads(json.dumps(peak.as_dict()))).fma_warning == \
             peak.fma_warning
+
+
+# The flag each dot-product ceiling needs (besides the AVX-512 tier).
+DOT_FLAGS = {"bf16": "avx512_bf16", "int8": "avx512_vnni"}
+DOT_OPS = {"bf16": 16 * 2 * 2, "int8": 16 * 4 * 2}  # per instruction, a multiply-add is 2
+
+
+@pytest.mark.aarch64
+@pytest.mark.parametrize("precision", sorted(DOT_FLAGS))
+def test_dot_ceiling_is_measured_where_the_cpu_has_the_flag(precision: str) -> None:
+    """With the flag, the kernel runs and counts a multiply-add as 2 (as the
+    FMA's FLOPs); without it, the reason names the flag and timing refuses."""
+    cpu = cpu_features()
+    why = native.dot_unavailable(precision)
+    has = (cpu["arch"] == "x86_64" and "avx512" in cpu["tiers"]
+           and DOT_FLAGS[precision] in cpu["flags"])
+    if not has:
+        assert why, precision
+        assert DOT_FLAGS[precision] in why or "avx512" in why or cpu["arch"] in why, why
+        with pytest.raises(ValueError, match=f"{precision} dot products"):
+            native.time_dot(precision, 1, 10)
+        return
+    assert why == ""
+    ns, ops = native.time_dot(precision, 2, 1000, repeats=2)
+    assert ops == DOT_OPS[precision] * 16 * 1000 * 2  # 16 chains, 2 threads
+    assert len(ns) == 2 and np.all(ns > 0)
+
+
+@pytest.mark.aarch64
+def test_dot_ceiling_bad_precision() -> None:
+    with pytest.raises(ValueError, match="precision must be 'bf16' or 'int8', got 'fp16'"):
+        native.dot_unavailable("fp16")
+
+
+def test_peak_reports_dot_ceilings_or_why_not(monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    """measure_peak carries a bf16 / int8 figure per thread count where it was
+    measured, and the reason where not; the peak file keeps both, and a file
+    written before the figures existed still reads."""
+    import pyparbench.machine.peak as peak_mod
+
+    monkeypatch.setattr(native, "time_fma", lambda *a, **kw: (np.full(4, 1e6), 50e6))
+    monkeypatch.setattr(native, "time_triad", lambda *a, **kw: (np.full(4, 1e6), 1e6))
+    monkeypatch.setattr(native, "time_gather", lambda *a, **kw: (np.full(4, 1e6), 1e6))
+    monkeypatch.setattr(native, "clock_mhz", lambda *a: 3000.0)
+    monkeypatch.setattr(native, "dot_unavailable",
+                        lambda p: "" if p == "bf16" else "this CPU has no AVX512_VNNI")
+    monkeypatch.setattr(native, "time_dot", lambda p, t, *a, **kw: (np.full(4, 1e6), t * 90e6))
+    monkeypatch.setattr(peak_mod, "_calibrate_fma", lambda *a: 1)
+    monkeypatch.setattr(peak_mod, "_calibrate_dot", lambda *a: 1)
+    peak = peak_mod.measure_peak([1], quick=True, repeats=3)
+    assert peak.point(1).bf16_gflops == pytest.approx(90.0)
+    assert peak.point(1).int8_gops is None
+    assert peak.dot_absent == {"int8": "this CPU has no AVX512_VNNI"}
+    assert Peak.from_dict(json.loads(json.dumps(peak.as_dict()))) == peak
+    old = peak.as_dict()
+    del old["dot_absent"]
+    for p in old["points"]:
+        del p["bf16_gflops"], p["int8_gops"]
+    (tmp_path / "peak.json").write_text(json.dumps(old))
+    read = read_peak_file(tmp_path / "peak.json", 1 << 20)
+    assert read.point(1).bf16_gflops is None and read.dot_absent == {}
+    console = Console(width=140, record=True)
+    console.print(peak_renderable(peak))
+    text = console.export_text()
+    assert "bf16 GFLOP/s" in text and "int8 GOP/s" not in text
+    assert "int8 dot products not measured: this CPU has no AVX512_VNNI" in text

@@ -51,6 +51,27 @@ ConstFloatView in_view(py::handle obj, const char* name) {
   return {static_cast<const float*>(r.data), r.shape};
 }
 
+bool is_bf16_array(py::handle obj) {
+  if (!py::isinstance<py::array>(obj)) return false;
+  // ml_dtypes registers bfloat16 as a numpy user type; its name tells it apart
+  // from the other 2-byte user types (float16 is built in).
+  const py::object dtype = obj.attr("dtype");
+  return dtype.attr("itemsize").cast<int>() == 2 &&
+         py::str(dtype.attr("name")).cast<std::string>() == "bfloat16";
+}
+
+ConstBf16View bf16_in_view(py::handle obj, const char* name) {
+  RawArray r = raw(obj, name, "ml_dtypes.bfloat16");
+  if (!is_bf16_array(obj))
+    throw py::type_error(std::string(name) + " must be bfloat16 (the kernel was prepared with "
+                         "precision 'bf16'), got " + dtype_of(obj) +
+                         "; convert with np.asarray(x, dtype=ml_dtypes.bfloat16)");
+  if (!r.c_contiguous)
+    throw py::type_error(std::string(name) +
+                         " must be C-contiguous; copy it with np.ascontiguousarray(x)");
+  return {static_cast<const uint16_t*>(r.data), r.shape};
+}
+
 ConstFloatView optional_in_view(py::handle obj, const char* name) {
   if (obj.is_none()) return {};
   return in_view(obj, name);

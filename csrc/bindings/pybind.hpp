@@ -32,6 +32,10 @@ void register_peak(py::module_& m);
 ConstFloatView in_view(py::handle obj, const char* name);
 // None -> an absent view.
 ConstFloatView optional_in_view(py::handle obj, const char* name);
+// ml_dtypes.bfloat16, C-contiguous (TypeError saying how to convert).
+ConstBf16View bf16_in_view(py::handle obj, const char* name);
+// Whether `obj` is a numpy array of ml_dtypes.bfloat16 (no exception either way).
+bool is_bf16_array(py::handle obj);
 // Writable float32 C-contiguous array.
 FloatView out_view(py::handle obj, const char* name);
 // int32 or int64, C-contiguous; None -> absent.

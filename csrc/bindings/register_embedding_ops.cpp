@@ -3,6 +3,7 @@
 #include "pyparbench/core/limits.hpp"
 #include "pyparbench/core/threads.hpp"
 #include "pyparbench/ops/embedding_bag.hpp"
+#include "pyparbench/ops/embedding_bag_kernel.hpp"
 
 namespace ppb::bind {
 
@@ -10,6 +11,7 @@ namespace {
 
 struct BagInputs {
   ConstFloatView table, weights;
+  ConstBf16View bf16_table;  // present instead of `table` for a bfloat16 table
   IndexView indices, offsets;
   Shape out_shape;
 };
@@ -17,8 +19,12 @@ struct BagInputs {
 
 BagInputs bag_inputs(const EmbeddingBag& e, py::handle table, py::handle indices,
                      py::handle offsets, py::handle weights) {
-  // No table: the kernel's own copy (set_table).
-  BagInputs in{optional_in_view(table, "table"), optional_in_view(weights, "per_sample_weights"),
+  // No table: the kernel's own copy (set_table). A bfloat16 table is read
+  // as it is.
+  const bool bf16 = is_bf16_array(table);
+  BagInputs in{bf16 ? ConstFloatView{} : optional_in_view(table, "table"),
+               optional_in_view(weights, "per_sample_weights"),
+               bf16 ? bf16_in_view(table, "table") : ConstBf16View{},
                index_view(indices, "indices"), index_view(offsets, "offsets"), {}};
   if (!in.indices.present()) throw py::type_error("indices must be an int32 or int64 array, not None");
   const int64_t bags = in.indices.shape.size() == 2 ? in.indices.shape[0]
@@ -68,6 +74,10 @@ py::object embedding_bag_direct(py::handle table, py::handle indices, py::handle
 }  // namespace
 
 void register_embedding_ops(py::module_& m) {
+  m.def("set_bag_isa", &set_bag_isa, py::arg("isa"),
+        "Make embedding-bag runs use the kernel built for `isa` ('avx512', 'avx2', "
+        "'generic'; 'auto': the widest this CPU runs again). ValueError for an unknown "
+        "name or one this CPU does not run.");
   m.def("embedding_bag_direct", &embedding_bag_direct, py::arg("table"), py::arg("indices"),
         py::arg("offsets"), py::arg("per_sample_weights"), py::arg("out"), py::arg("mode"),
         py::arg("threads"),
@@ -82,6 +92,10 @@ offsets are int32 or int64 (the same dtype); an index outside [0, rows)
 raises IndexError naming it and its position. ``set_table(table)`` keeps a
 copy of the table on whole cache lines (and huge pages): ``run`` and
 ``timeit`` given ``table=None`` then read that copy.
+
+The table given to ``run`` / ``timeit`` is float32, or ``ml_dtypes.bfloat16``:
+bf16 rows are widened to fp32 as they are read (exact) and summed in fp32;
+the output is float32 either way. ``set_table`` keeps float32 tables only.
 )doc")
       .def(py::init([](int64_t rows, int64_t dim, const std::string& mode,
                        std::optional<int> threads) {
@@ -95,7 +109,8 @@ copy of the table on whole cache lines (and huge pages): ``run`` and
         return e.mode() == BagMode::sum ? "sum" : "mean";
       })
       .def_property_readonly_static("isa", [](py::object) { return EmbeddingBag::isa(); },
-                                    "ISA of the kernel this CPU runs: avx512, avx2 or generic.")
+                                    "ISA of the kernel runs use: avx512, avx2 or generic "
+                                    "(the widest this CPU runs, unless set_bag_isa chose).")
       .def("set_table",
            [](EmbeddingBag& e, py::handle table) {
              const ConstFloatView t = in_view(table, "table");
@@ -107,13 +122,18 @@ copy of the table on whole cache lines (and huge pages): ``run`` and
            "table=None; later changes to the array are not seen (call again).")
       .def_property_readonly("has_table", &EmbeddingBag::has_table)
       .def("bytes_moved", &EmbeddingBag::bytes_moved, py::arg("n_indices"), py::arg("bags"),
-           "Bytes one run reads and writes: gathered rows, indices and output.")
+           py::kw_only(), py::arg("bf16") = false,
+           "Bytes one run reads and writes: gathered rows (2-byte elements with bf16), "
+           "indices and output.")
       .def("run",
            [](EmbeddingBag& e, py::handle table, py::handle indices, py::handle offsets,
               py::handle weights, py::object out) {
              auto in = bag_inputs(e, table, indices, offsets, weights);
              return run_released(in.out_shape, out, [&](FloatView o) {
-               e.run(in.table, in.indices, in.offsets, in.weights, o);
+               if (in.bf16_table.present())
+                 e.run_bf16(in.bf16_table, in.indices, in.offsets, in.weights, o);
+               else
+                 e.run(in.table, in.indices, in.offsets, in.weights, o);
              });
            },
            py::arg("table"), py::arg("indices"), py::arg("offsets") = py::none(),
@@ -124,6 +144,9 @@ copy of the table on whole cache lines (and huge pages): ``run`` and
               py::handle weights, py::object out, int repeats, int warmup) {
              auto in = bag_inputs(e, table, indices, offsets, weights);
              return time_released(in.out_shape, out, [&](FloatView o) {
+               if (in.bf16_table.present())
+                 return e.timeit_bf16(in.bf16_table, in.indices, in.offsets, in.weights, o,
+                                      repeats, warmup);
                return e.timeit(in.table, in.indices, in.offsets, in.weights, o, repeats, warmup);
              });
            },

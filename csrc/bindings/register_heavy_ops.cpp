@@ -26,28 +26,108 @@ const char* library_of(const Op& op) {
 }
 constexpr const char* kLibraryDoc = "The math library: 'onednn', 'eigen' or 'blas'.";
 
+constexpr const char* kPrecisionDoc =
+    "'fp32', or 'bf16': bf16 inputs and weights, products accumulated in fp32, fp32 output.";
+constexpr const char* kEmulatedDoc =
+    "Whether bf16 runs without bf16 dot-product instructions: oneDNN picked a reference "
+    "implementation, or one for an ISA without them (False for fp32).";
+
+// The inputs a kernel takes are float32 for fp32 and bfloat16 for bf16: each
+// run() and timeit() reads them as its precision says (TypeError otherwise).
 py::object gemm_run(GemmOp& g, py::handle a, py::handle b, py::handle bias, py::object out) {
-  auto av = in_view(a, "a"), bv = in_view(b, "b"), biasv = optional_in_view(bias, "bias");
+  auto biasv = optional_in_view(bias, "bias");
+  if (g.precision() == Precision::bf16) {
+    auto av = bf16_in_view(a, "a"), bv = bf16_in_view(b, "b");
+    return run_released(g.out_shape(), out, [&](FloatView o) { g.run_bf16(av, bv, biasv, o); });
+  }
+  auto av = in_view(a, "a"), bv = in_view(b, "b");
   return run_released(g.out_shape(), out, [&](FloatView o) { g.run(av, bv, biasv, o); });
 }
 
 py::array_t<double> gemm_timeit(GemmOp& g, py::handle a, py::handle b, py::handle bias,
                                 py::object out, int repeats, int warmup) {
-  auto av = in_view(a, "a"), bv = in_view(b, "b"), biasv = optional_in_view(bias, "bias");
+  auto biasv = optional_in_view(bias, "bias");
+  if (g.precision() == Precision::bf16) {
+    auto av = bf16_in_view(a, "a"), bv = bf16_in_view(b, "b");
+    return time_released(g.out_shape(), out, [&](FloatView o) {
+      return g.timeit_bf16(av, bv, biasv, o, repeats, warmup);
+    });
+  }
+  auto av = in_view(a, "a"), bv = in_view(b, "b");
   return time_released(g.out_shape(), out,
                        [&](FloatView o) { return g.timeit(av, bv, biasv, o, repeats, warmup); });
 }
 
 py::object conv_run(Conv2dOp& c, py::handle x, py::object out) {
+  if (c.precision() == Precision::bf16) {
+    auto xv = bf16_in_view(x, "x");
+    return run_released(c.output_shape(), out, [&](FloatView o) { c.run_bf16(xv, o); });
+  }
   auto xv = in_view(x, "x");
   return run_released(c.output_shape(), out, [&](FloatView o) { c.run(xv, o); });
 }
 
 py::array_t<double> conv_timeit(Conv2dOp& c, py::handle x, py::object out, int repeats,
                                 int warmup) {
+  if (c.precision() == Precision::bf16) {
+    auto xv = bf16_in_view(x, "x");
+    return time_released(c.output_shape(), out,
+                         [&](FloatView o) { return c.timeit_bf16(xv, o, repeats, warmup); });
+  }
   auto xv = in_view(x, "x");
   return time_released(c.output_shape(), out,
                        [&](FloatView o) { return c.timeit(xv, o, repeats, warmup); });
+}
+
+// Weights are float32 or bfloat16 whatever the kernel's precision (the
+// reorder into the kernel's layout converts them).
+void conv_set_weights(Conv2dOp& c, py::handle weight, py::handle bias) {
+  auto bv = optional_in_view(bias, "bias");
+  if (is_bf16_array(weight)) {
+    auto wv = bf16_in_view(weight, "weight");
+    py::gil_scoped_release nogil;
+    c.set_weights_bf16(wv, bv);
+    return;
+  }
+  auto wv = in_view(weight, "weight");
+  py::gil_scoped_release nogil;
+  c.set_weights(wv, bv);
+}
+
+void linear_set_weights(Linear& l, py::handle weight, py::handle bias) {
+  auto bv = optional_in_view(bias, "bias");
+  if (is_bf16_array(weight)) {
+    auto wv = bf16_in_view(weight, "weight");
+    py::gil_scoped_release nogil;
+    l.set_weights_bf16(wv, bv);
+    return;
+  }
+  auto wv = in_view(weight, "weight");
+  py::gil_scoped_release nogil;
+  l.set_weights(wv, bv);
+}
+
+py::object linear_run(Linear& l, py::handle x, py::object out) {
+  const Shape out_shape{l.config().m, l.config().n};
+  if (l.config().precision == Precision::bf16) {
+    auto xv = bf16_in_view(x, "x");
+    return run_released(out_shape, out, [&](FloatView o) { l.run_bf16(xv, o); });
+  }
+  auto xv = in_view(x, "x");
+  return run_released(out_shape, out, [&](FloatView o) { l.run(xv, o); });
+}
+
+py::array_t<double> linear_timeit(Linear& l, py::handle x, py::object out, int repeats,
+                                  int warmup) {
+  const Shape out_shape{l.config().m, l.config().n};
+  if (l.config().precision == Precision::bf16) {
+    auto xv = bf16_in_view(x, "x");
+    return time_released(out_shape, out,
+                         [&](FloatView o) { return l.timeit_bf16(xv, o, repeats, warmup); });
+  }
+  auto xv = in_view(x, "x");
+  return time_released(out_shape, out,
+                       [&](FloatView o) { return l.timeit(xv, o, repeats, warmup); });
 }
 
 // K(const GemmConfig&, std::optional<int> threads), as `name`.
@@ -55,12 +135,16 @@ template <class K>
 py::class_<K, Kernel, GemmOp> bind_gemm_class(py::module_& m, const char* name, const char* doc) {
   py::class_<K, Kernel, GemmOp> cls(m, name, doc);
   cls.def(py::init([](int64_t m, int64_t n, int64_t k, int64_t batch, bool trans_a, bool trans_b,
-                      bool bias, bool relu, std::optional<int> threads) {
-            return new K(GemmConfig{batch, m, n, k, trans_a, trans_b, bias, relu}, threads);
+                      bool bias, bool relu, std::optional<int> threads,
+                      const std::string& precision) {
+            GemmConfig c{batch, m, n, k, trans_a, trans_b, bias, relu};
+            c.precision = parse_precision(precision);
+            return new K(c, threads);
           }),
           py::arg("m"), py::arg("n"), py::arg("k"), py::kw_only(), py::arg("batch") = 0,
           py::arg("trans_a") = false, py::arg("trans_b") = false, py::arg("bias") = false,
-          py::arg("relu") = false, py::arg("threads") = py::none());
+          py::arg("relu") = false, py::arg("threads") = py::none(),
+          py::arg("precision") = "fp32");
   return cls;
 }
 
@@ -74,7 +158,7 @@ py::class_<K, Kernel, Conv2dOp> bind_conv2d_class(py::module_& m, const char* na
                       std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                       std::array<int64_t, 4> padding, std::array<int64_t, 2> dilation,
                       int64_t groups, bool bias, bool relu, bool nhwc,
-                      std::optional<int> threads) {
+                      std::optional<int> threads, const std::string& precision) {
             Conv2dConfig c;
             if (nhwc) {
               c.n = input[0]; c.h = input[1]; c.w = input[2]; c.c = input[3];
@@ -88,6 +172,7 @@ py::class_<K, Kernel, Conv2dOp> bind_conv2d_class(py::module_& m, const char* na
             c.pad_left = padding[2]; c.pad_right = padding[3];
             c.dilation_h = dilation[0]; c.dilation_w = dilation[1];
             c.groups = groups; c.bias = bias; c.relu = relu; c.layout = nhwc ? ActLayout::nhwc : ActLayout::nchw;
+            c.precision = parse_precision(precision);
             return new K(c, threads);
           }),
           py::arg("input_shape"), py::arg("out_channels"), py::arg("kernel"), py::kw_only(),
@@ -95,7 +180,7 @@ py::class_<K, Kernel, Conv2dOp> bind_conv2d_class(py::module_& m, const char* na
           py::arg("padding") = std::array<int64_t, 4>{0, 0, 0, 0},
           py::arg("dilation") = std::array<int64_t, 2>{1, 1}, py::arg("groups") = 1,
           py::arg("bias") = false, py::arg("relu") = false, py::arg("nhwc") = false,
-          py::arg("threads") = py::none());
+          py::arg("threads") = py::none(), py::arg("precision") = "fp32");
   return cls;
 }
 
@@ -154,6 +239,13 @@ oneDNN, ``EigenGemm``, ``BlasGemm``): the same shapes, checks, ``run()`` and
       // The name it had before every kernel said output_shape.
       .def_property_readonly("out_shape", [](const GemmOp& g) { return shape_tuple(g.out_shape()); })
       .def_property_readonly("flops", &GemmOp::flops)
+      .def_property_readonly("precision",
+                             [](const GemmOp& g) { return knob_name(g.precision()); },
+                             kPrecisionDoc)
+      .def_property_readonly("implementation", &GemmOp::implementation,
+                             "What computes it: oneDNN's implementation name (impl_info_str), "
+                             "or the library's name.")
+      .def_property_readonly("emulated", &GemmOp::emulated, kEmulatedDoc)
       .def("run", &gemm_run, py::arg("a"), py::arg("b"), py::arg("bias") = py::none(),
            py::arg("out") = py::none(), "Compute into `out` (allocated when None) and return it.")
       .def("timeit", &gemm_timeit, py::arg("a"), py::arg("b"), py::arg("bias") = py::none(),
@@ -174,15 +266,13 @@ Interface of a prepared 2-D convolution, whichever math library computes it
                              "What computes it: oneDNN's implementation name, or im2col+ "
                              "and the product's.")
       .def_property_readonly("has_weights", &Conv2dOp::has_weights)
-      .def("set_weights",
-           [](Conv2dOp& c, py::handle weight, py::handle bias) {
-             auto wv = in_view(weight, "weight");
-             auto bv = optional_in_view(bias, "bias");
-             py::gil_scoped_release nogil;
-             c.set_weights(wv, bv);
-           },
-           py::arg("weight"), py::arg("bias") = py::none(),
-           "Copy the weights (OIHW) and bias into the kernel, in the library's layout.")
+      .def_property_readonly("precision",
+                             [](const Conv2dOp& c) { return knob_name(c.precision()); },
+                             kPrecisionDoc)
+      .def_property_readonly("emulated", &Conv2dOp::emulated, kEmulatedDoc)
+      .def("set_weights", &conv_set_weights, py::arg("weight"), py::arg("bias") = py::none(),
+           "Copy the weights (OIHW; float32, or bfloat16 for the onednn library) and the "
+           "float32 bias into the kernel, in the library's layout and precision.")
       .def("run", &conv_run, py::arg("x"), py::arg("out") = py::none(),
            "Compute into `out` (allocated when None) and return it.")
       .def("timeit", &conv_timeit, py::arg("x"), py::arg("out") = py::none(), py::kw_only(),
@@ -195,6 +285,11 @@ created once for these sizes and thread count. ``run()`` creates nothing.
 A is (m, k) (or (k, m) with trans_a), B is (k, n) (or (n, k) with trans_b),
 with a leading batch dimension when batch >= 1. Arrays must be float32 and
 C-contiguous (TypeError otherwise; ``pyparbench.ops.gemm`` converts instead).
+
+precision='bf16': A and B must be ``ml_dtypes.bfloat16`` arrays; the products
+accumulate in fp32 and C (and the bias) are float32. ``implementation`` and
+``emulated`` say what oneDNN picked and whether it lacks bf16 instructions.
+The eigen and blas classes take precision='fp32' only (ValueError otherwise).
 )doc");
 
   bind_conv2d_class<Conv2d>(m, "Conv2d", R"doc(
@@ -204,6 +299,11 @@ the layout oneDNN picked; ``run()`` creates nothing.
 
 padding is (top, bottom, left, right); dilation 1 means a dense kernel.
 With nhwc=True activations are (N, H, W, C) arrays, else (N, C, H, W).
+
+precision='bf16': x must be an ``ml_dtypes.bfloat16`` array, the weights
+(float32 or bfloat16) are stored in bf16, the products accumulate in fp32 and
+the output (and the bias) are float32. Only this class computes bf16; the
+others take precision='fp32' only (ValueError otherwise).
 )doc");
 
   bind_conv2d_class<GemmConv2d>(m, "GemmConv2d", R"doc(
@@ -222,45 +322,40 @@ constant weights: one oneDNN matmul primitive, as the graph executor runs a
 ``set_weights`` reorders it once into the layout oneDNN picked (``Gemm``
 takes B on every run and oneDNN packs it each time). x is (m, k).
 activation is one of relu, relu6, sigmoid, tanh, gelu, gelu_tanh, swish, hardswish, or None.
+precision='bf16': x must be an ``ml_dtypes.bfloat16`` array, W (float32 or
+bfloat16) is stored in bf16, the products accumulate in fp32, y and the bias
+are float32.
 )doc")
       .def(py::init([](int64_t m, int64_t n, int64_t k, bool bias,
-                       std::optional<std::string> activation, std::optional<int> threads) {
-             return new Linear(LinearConfig{m, n, k, bias, activation.value_or("")}, threads);
+                       std::optional<std::string> activation, std::optional<int> threads,
+                       const std::string& precision) {
+             LinearConfig c{m, n, k, bias, activation.value_or("")};
+             c.precision = parse_precision(precision);
+             return new Linear(c, threads);
            }),
            py::arg("m"), py::arg("n"), py::arg("k"), py::kw_only(), py::arg("bias") = false,
-           py::arg("activation") = py::none(), py::arg("threads") = py::none())
+           py::arg("activation") = py::none(), py::arg("threads") = py::none(),
+           py::arg("precision") = "fp32")
       .def_property_readonly("flops", &Linear::flops)
       .def_property_readonly("has_weights", &Linear::has_weights)
+      .def_property_readonly("precision",
+                             [](const Linear& l) { return knob_name(l.config().precision); },
+                             kPrecisionDoc)
+      .def_property_readonly("implementation", &Linear::implementation,
+                             "oneDNN's implementation name (impl_info_str).")
+      .def_property_readonly("emulated", &Linear::emulated, kEmulatedDoc)
       .def_property_readonly("output_shape", [](const Linear& l) {
         return py::make_tuple(l.config().m, l.config().n);
       })
       .def_property_readonly("out_shape", [](const Linear& l) {  // the former name
         return py::make_tuple(l.config().m, l.config().n);
       })
-      .def("set_weights",
-           [](Linear& l, py::handle weight, py::handle bias) {
-             auto wv = in_view(weight, "weight");
-             auto bv = optional_in_view(bias, "bias");
-             py::gil_scoped_release nogil;
-             l.set_weights(wv, bv);
-           },
-           py::arg("weight"), py::arg("bias") = py::none(),
-           "Copy the weight (n, k) and bias into the kernel, in oneDNN's layout.")
-      .def("run",
-           [](Linear& l, py::handle x, py::object out) {
-             auto xv = in_view(x, "x");
-             return run_released({l.config().m, l.config().n}, out,
-                                 [&](FloatView o) { l.run(xv, o); });
-           },
-           py::arg("x"), py::arg("out") = py::none(),
+      .def("set_weights", &linear_set_weights, py::arg("weight"), py::arg("bias") = py::none(),
+           "Copy the weight (n, k; float32 or bfloat16) and the float32 bias into the kernel, "
+           "in oneDNN's layout and the kernel's precision.")
+      .def("run", &linear_run, py::arg("x"), py::arg("out") = py::none(),
            "Compute into `out` (allocated when None) and return it.")
-      .def("timeit",
-           [](Linear& l, py::handle x, py::object out, int repeats, int warmup) {
-             auto xv = in_view(x, "x");
-             return time_released({l.config().m, l.config().n}, out, [&](FloatView o) {
-               return l.timeit(xv, o, repeats, warmup);
-             });
-           },
+      .def("timeit", &linear_timeit,
            py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("repeats") = 100,
            py::arg("warmup") = 10, kTimeitDoc);
 

@@ -52,6 +52,32 @@ FLOPs of one run (a multiply-add is 2). `isa`: "avx512", "avx2", "generic" or
 "" (the widest this CPU runs). `cpus`: thread i runs on cpus[i] (empty: not
 pinned); the threads get their masks back afterwards.
 )doc");
+  m.def("dot_unavailable", &dot_unavailable, py::arg("precision"),
+        "Why the dot-product ceiling of `precision` ('bf16': AVX512_BF16 vdpbf16ps; 'int8': "
+        "AVX512_VNNI vpdpbusd) cannot be measured here, naming the missing flag; '' when it "
+        "can. ValueError for another precision.");
+  m.def(
+      "time_dot",
+      [](const std::string& precision, int threads, int64_t iterations, int repeats, int warmup,
+         const std::vector<int>& cpus) {
+        PeakTiming t;
+        {
+          py::gil_scoped_release nogil;
+          t = time_dot(precision, threads, iterations, repeats, warmup, cpus);
+        }
+        return timing_tuple(std::move(t));
+      },
+      py::arg("precision"), py::arg("threads"), py::arg("iterations"), py::kw_only(),
+      py::arg("repeats") = 5, py::arg("warmup") = 1, py::arg("cpus") = std::vector<int>{},
+      R"doc(
+Time dot-product throughput in `precision` ('bf16' or 'int8'): each of
+`threads` OpenMP threads runs `iterations` rounds of independent vdpbf16ps
+(bf16 pairs into fp32) or vpdpbusd (u8 x s8 quads into int32) chains.
+
+Returns (ns, ops): the duration of each timed run and the operations of one
+run, a multiply-add counting 2 (bf16 FLOPs, int8 OPs), comparable with
+time_fma's FLOPs. ValueError where dot_unavailable(precision) gives a reason.
+)doc");
   m.def(
       "time_triad",
       [](int threads, int64_t elements, int repeats, int warmup, const std::vector<int>& cpus) {

@@ -37,6 +37,7 @@ void register_runtime(py::module_& m) {
         py::dict d;
         d["arch"] = f.arch;
         d["flags"] = f.flags();
+        d["precisions"] = f.native_precisions();
         d["sve_vector_bits"] = f.sve_vector_bits;
         d["tiers"] = x86_kernel_tiers();
         py::dict k;
@@ -48,7 +49,7 @@ void register_runtime(py::module_& m) {
         return d;
       },
       "What the running CPU has (core/cpu_features.hpp): its architecture, the "
-      "flags that are set, the SVE vector length in bits (0: none), the x86 kernel "
+      "flags that are set, the precisions it multiplies natively, the SVE vector length in bits (0: none), the x86 kernel "
       "tiers it runs (widest first, then generic), and the build each per-ISA "
       "kernel family runs.");
 }

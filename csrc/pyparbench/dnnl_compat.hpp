@@ -6,6 +6,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -193,6 +194,71 @@ inline std::string isa_name(dnnl::cpu_isa isa) {
   }
 }
 #endif
+
+// Whether a primitive that computes bf16 runs it emulated rather than on bf16
+// dot-product instructions, decided from the implementation oneDNN picked
+// (impl_info_str) for that primitive:
+//  * a reference implementation ("ref..."): emulated (C++ loops converting
+//    each element);
+//  * a name ending in an x86 ISA ("jit:avx512_core", "brg:avx512_core_amx"):
+//    native when that ISA has bf16 dot products (avx512_core_bf16, AMX, and
+//    in 3.x avx512_core_fp16, a superset), else emulated (2.x and 3.x jit
+//    kernels emulate vdpbf16ps with AVX-512 integer shifts and fp32 FMAs);
+//  * a name without an ISA ("gemm:jit", "brg", "acl"): the ISA oneDNN
+//    dispatches to decides (ONEDNN_MAX_CPU_ISA honoured); on aarch64 a
+//    non-reference implementation is native (oneDNN serves bf16 there only
+//    through BF16 instructions or its reference code).
+inline bool x86_isa_name_has_bf16_dot(const std::string& isa) {
+  return isa.find("bf16") != std::string::npos || isa.find("amx") != std::string::npos ||
+         isa.find("fp16") != std::string::npos;
+}
+
+inline bool dispatch_isa_has_bf16_dot() {
+#if defined(__aarch64__)
+  return true;
+#else
+  return x86_isa_name_has_bf16_dot(isa_name(dnnl::get_effective_cpu_isa()));
+#endif
+}
+
+inline bool bf16_emulated(const std::string& impl) {
+  if (impl.rfind("ref", 0) == 0 || impl.find(":ref") != std::string::npos) return true;
+  const auto colon = impl.rfind(':');
+  const std::string tail = colon == std::string::npos ? impl : impl.substr(colon + 1);
+  if (tail.rfind("avx", 0) == 0 || tail.rfind("sse", 0) == 0 || tail.rfind("uni", 0) == 0)
+    return !x86_isa_name_has_bf16_dot(tail);
+  return !dispatch_isa_has_bf16_dot();
+}
+
+// make() builds a primitive descriptor, bf16 when `bf16`; where oneDNN has no
+// implementation of `primitive` in bf16 for the ISA it dispatches to, a
+// std::runtime_error says so and what bf16 needs. oneDNN 2.6 serves bf16
+// matmul and convolution from avx512_core up only (emulated there, native
+// from avx512_core_bf16), with no reference fallback below; 3.x adds
+// avx2_vnni_2 (AVX-NE-CONVERT) kernels.
+template <class MakePd>
+auto bf16_pd(bool bf16, const char* kernel, const char* primitive, MakePd&& make)
+    -> decltype(make()) {
+  try {
+    return make();
+  } catch (const dnnl::error& e) {
+    if (!bf16 || e.status != dnnl_unimplemented) throw;
+#if defined(__aarch64__)
+    const std::string needs = "an Arm CPU with BF16 (or a oneDNN built with ACL)";
+#elif PPB_DNNL_V3
+    const std::string needs = "avx2_vnni_2 or avx512_core or newer";
+#else
+    const std::string needs = "avx512_core or newer (oneDNN 2.x has no bf16 " +
+                              std::string(primitive) + " below it)";
+#endif
+    throw std::runtime_error(std::string(kernel) + ": precision 'bf16' is not available: oneDNN " +
+                             std::to_string(DNNL_VERSION_MAJOR) + "." +
+                             std::to_string(DNNL_VERSION_MINOR) + " has no bf16 " + primitive +
+                             " for the ISA it dispatches to (" +
+                             isa_name(dnnl::get_effective_cpu_isa()) + "; ONEDNN_MAX_CPU_ISA " +
+                             "caps it); bf16 needs " + needs);
+  }
+}
 
 inline const char* status_name(dnnl_status_t s) {
   switch (s) {

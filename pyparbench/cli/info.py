@@ -26,6 +26,7 @@ def _print_info(data: dict[str, Any]) -> None:
         ("CPU", cpu["model"] or "unknown"),
         ("architecture", f"{cpu['arch']}{vector}"),
         ("CPU features", " ".join(cpu["flags"]) or "none asked"),
+        ("native precisions", ", ".join(cpu["precisions"])),
         ("pyparbench kernels", ", ".join(f"{k} {v}" for k, v in cpu["kernels"].items())),
         ("oneDNN", f"{d['version']} (API v{d['api_major']}, {d['hash']})"),
         ("oneDNN CPU runtime", d["cpu_runtime"]),

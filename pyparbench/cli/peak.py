@@ -1,5 +1,6 @@
-"""``pyparbench peak``: this machine's measured ceilings (FMA throughput,
-triad and gather bandwidth at 1..N threads) beside the theoretical peak."""
+"""``pyparbench peak``: this machine's measured ceilings (FMA throughput, the
+bf16 and int8 dot-product throughput where the CPU has them, triad and
+gather bandwidth at 1..N threads) beside the theoretical peak."""
 
 from __future__ import annotations
 
@@ -49,9 +50,34 @@ def peak_renderable(peak: Peak) -> Group:
                       f"{p.triad_gbs:.1f} ({p.triad_gbs_median:.1f})",
                       f"{p.gather_gbs:.1f} ({p.gather_gbs_median:.1f})")
     parts: list[Any] = [*lines, table]
+    dots = _dot_table(peak)
+    if dots is not None:
+        parts.append(dots)
+    parts.extend(Text(f"{prec} dot products not measured: {why}")
+                 for prec, why in peak.dot_absent.items())
     if peak.fma_warning:
         parts.append(Text(f"warning: {peak.fma_warning}", style="yellow"))
     return Group(*parts)
+
+
+def _dot_table(peak: Peak) -> Table | None:
+    """The dot-product ceilings measured (best run), beside the FMA's: bf16
+    FLOP/s and int8 OP/s count a multiply-add as 2, as the FMA's FLOP/s do."""
+    cols = [(name, attr) for name, attr, prec in (("bf16 GFLOP/s", "bf16_gflops", "bf16"),
+                                                  ("int8 GOP/s", "int8_gops", "int8"))
+            if prec not in peak.dot_absent]
+    if not cols:
+        return None
+    table = Table(title="dot-product ceilings (x the FMA's)", title_style="bold")
+    for col in ("threads", *(name for name, _ in cols)):
+        table.add_column(col, justify="right", no_wrap=True)
+    for p in peak.points:
+        cells = []
+        for _, attr in cols:
+            v = getattr(p, attr)
+            cells.append("-" if v is None else f"{v:.1f} ({v / p.fma_gflops:.1f}x)")
+        table.add_row(str(p.threads), *cells)
+    return table
 
 
 def _cmd_peak(args: argparse.Namespace) -> int:

@@ -161,7 +161,10 @@ def x86_tier_from_flags(flags: set[str]) -> str:
 
 def cpu_features() -> dict[str, Any]:
     """What the running CPU has (the native query) and its name: ``arch``,
-    ``flags`` (the set ones), ``sve_vector_bits`` (0: no SVE), ``tiers``
+    ``flags`` (the set ones), ``precisions`` (those it multiplies natively:
+    "fp32"; "bf16" with AVX512_BF16, AMX-BF16 or Arm BF16; "int8" with an
+    int8 dot product: AVX512_VNNI, AVX-VNNI, AMX-INT8, SDOT or I8MM),
+    ``sve_vector_bits`` (0: no SVE), ``tiers``
     (the x86 kernel tiers it runs, widest first, then "generic"),
     ``kernels`` (the build each per-ISA kernel family runs: direct,
     embedding_bag, pool_nhwc, peak) and ``model`` (:func:`cpu_model_name`)."""
@@ -169,6 +172,7 @@ def cpu_features() -> dict[str, Any]:
 
     d = dict(_rt.cpu_features())
     d["flags"] = list(d["flags"])
+    d["precisions"] = list(d["precisions"])
     d["tiers"] = list(d["tiers"])
     d["kernels"] = dict(d["kernels"])
     d["model"] = cpu_model_name(arch=str(d["arch"]))

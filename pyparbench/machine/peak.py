@@ -77,6 +77,8 @@ SHARED_FMA_PAUSE_S = 1.0
 # Table and arrays this many times the caches of the team, so DRAM is measured.
 _BEYOND_LLC = 4
 _MIN_ARRAY_BYTES = 64 << 20
+# The dot-product ceilings measured beside the fp32 FMA one.
+DOT_PRECISIONS = ("bf16", "int8")
 # The gather's rows: the DLRM benchmark's (dim 64, 100 lookups per bag).
 GATHER_DIM = 64
 GATHER_BAG = 100
@@ -106,6 +108,11 @@ class PeakPoint:
     triad_gbs_median: float
     gather_gbs: float
     gather_gbs_median: float
+    # Dot-product ceilings (best run), a multiply-add counting 2 as in the
+    # FMA's GFLOP/s: bf16 GFLOP/s (vdpbf16ps), int8 GOP/s (vpdpbusd); None
+    # where not measured (Peak.dot_absent says why).
+    bf16_gflops: float | None = None
+    int8_gops: float | None = None
 
     @property
     def fma_fraction(self) -> float:
@@ -157,6 +164,9 @@ class Peak:
     seconds: float
     # Why the FMA ceilings may not hold (see SHARED_FMA_SCALING); "" when they do.
     fma_warning: str = ""
+    # Why a dot-product ceiling ("bf16", "int8") was not measured, naming the
+    # CPU flag it needs; a precision measured is not in it.
+    dot_absent: dict[str, str] = field(default_factory=dict)
 
     @property
     def flops_per_cycle(self) -> int:
@@ -293,6 +303,18 @@ def _calibrate_fma(isa: str, cpus: Sequence[int], target_s: float) -> int:
         iters *= 8
 
 
+def _calibrate_dot(precision: str, cpus: Sequence[int], target_s: float) -> int:
+    """Iterations that make one single-thread dot-product run last about ``target_s``."""
+    from pyparbench._core import peak as _p  # noqa: PLC0415 (framework child: no native core)
+
+    iters = 100_000
+    while True:
+        ns, _ = _p.time_dot(precision, 1, iters, repeats=1, warmup=1, cpus=list(cpus[:1]))
+        if ns[0] > 2e6 or iters >= 1 << 34:
+            return max(1, int(iters * target_s * 1e9 / ns[0]))
+        iters *= 8
+
+
 def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
                  repeats: int = 10, quick: bool = False) -> Peak:
     """Measure the ceilings at each thread count (default: :func:`thread_counts`
@@ -336,6 +358,10 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
     measured_mhz = float(_p.clock_mhz(2_000_000, 20 if quick else 50))
     # Many short FMA runs: the best one is the one no other process interrupted.
     iters = _calibrate_fma(kernel["isa"], compact_cpus(1), 0.002 if quick else 0.003)
+    # The dot-product ceilings this CPU has, and why the others are absent.
+    dot_absent = {p: why for p in DOT_PRECISIONS if (why := _p.dot_unavailable(p))}
+    dot_iters = {p: _calibrate_dot(p, compact_cpus(1), 0.002 if quick else 0.003)
+                 for p in DOT_PRECISIONS if p not in dot_absent}
     points = []
     one_thread = 0.0
     shared: list[str] = []
@@ -361,8 +387,12 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
         ns, nbytes = _p.time_gather(t, rows, GATHER_DIM, max(bags, t), GATHER_BAG,
                                     repeats=2 * repeats, warmup=1, cpus=list(cpus), seed=t)
         gather_best, gather_med = _rate(nbytes, ns)
+        dots: dict[str, float | None] = dict.fromkeys(DOT_PRECISIONS)
+        for prec, n in dot_iters.items():
+            ns, ops = _p.time_dot(prec, t, n, repeats=6 * repeats, warmup=2, cpus=list(cpus))
+            dots[prec] = _rate(ops, ns)[0]
         points.append((t, cpus, fma_best, fma_med, triad_best, triad_med, gather_best,
-                       gather_med))
+                       gather_med, dots["bf16"], dots["int8"]))
     clock = assumed_clock(measured_mhz)
     pipes = fma_pipes(kernel["isa"], cpu_model_name(arch=platform.machine()))
     per_core = clock.mhz * 1e-3 * pipes * kernel["lanes"] * 2
@@ -370,12 +400,13 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
         isa=kernel["isa"], lanes=int(kernel["lanes"]), fused=bool(kernel["fused"]),
         chains=int(kernel["chains"]), fma_pipes=pipes, clock=clock,
         measured_clock_mhz=measured_mhz,
-        points=tuple(PeakPoint(t, cpus, fb, fm, t * per_core, tb, tm, gb, gm)
-                     for (t, cpus, fb, fm, tb, tm, gb, gm) in points),
+        points=tuple(PeakPoint(t, cpus, fb, fm, t * per_core, tb, tm, gb, gm, bf, i8)
+                     for (t, cpus, fb, fm, tb, tm, gb, gm, bf, i8) in points),
         triad_array_bytes=int(array_bytes), gather_table_bytes=int(rows * GATHER_DIM * 4),
         gather_dim=GATHER_DIM, gather_bag=GATHER_BAG, llc_bytes=int(llc),
         fingerprint=machine_fingerprint(), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        seconds=time.perf_counter() - started, fma_warning=_shared_fma_warning(shared))
+        seconds=time.perf_counter() - started, fma_warning=_shared_fma_warning(shared),
+        dot_absent=dot_absent)
 
 
 def fma_pipes(isa: str, model: str) -> int:

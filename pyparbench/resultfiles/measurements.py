@@ -47,6 +47,10 @@ def _peak_fields(where: str, d: dict[str, Any]) -> None:
         get_text(where, d, k, k)
     if "fma_warning" in d:
         get_text(where, d, "fma_warning", "fma_warning")
+    if "dot_absent" in d:
+        absent = get_object(where, d, "dot_absent")
+        for k in absent:
+            get_text(where, absent, k, f"dot_absent.{show(k)}")
     if not isinstance(d.get("fused"), bool):
         raise ResultFileError(where, f"fused must be true or false, got {show(d.get('fused'))}")
     for k in ("lanes", "chains", "fma_pipes", "gather_dim", "gather_bag"):
@@ -77,6 +81,9 @@ def _peak_fields(where: str, d: dict[str, Any]) -> None:
         for k in ("fma_gflops", "fma_gflops_median", "theoretical_gflops", "triad_gbs",
                   "triad_gbs_median", "gather_gbs", "gather_gbs_median"):
             get_number(where, p, k, f"{name}.{k}", positive=True)
+        for k in ("bf16_gflops", "int8_gops"):
+            if p.get(k) is not None:
+                get_number(where, p, k, f"{name}.{k}", positive=True)
 
 
 def read_peak_file(path: Path, max_bytes: int) -> Peak:
@@ -93,7 +100,9 @@ def read_peak_file(path: Path, max_bytes: int) -> Peak:
         raise ResultFileError(path, f"a JSON {json_type(data)}, not measured ceilings")
     _peak_fields(str(path), data)
     # Only the fields Peak has: a file may carry others (a newer pyparbench's).
-    points = [{k: p[k] for k in PeakPoint.__dataclass_fields__} for p in data["points"]]
+    # The dot-product figures are absent from files written before they were measured.
+    points = [{k: p[k] for k in PeakPoint.__dataclass_fields__ if k in p}
+              for p in data["points"]]
     clock = {k: data["clock"][k] for k in ("mhz", "source", "readings")}
     return Peak.from_dict({**data, "points": points, "clock": clock})
 

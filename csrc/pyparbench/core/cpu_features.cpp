@@ -18,6 +18,7 @@ namespace {
 // The kernel's bit numbers (arch/arm64/include/uapi/asm/hwcap.h), spelled out
 // so that older C library headers build too.
 constexpr unsigned long kHwcapAsimd = 1ul << 1;
+constexpr unsigned long kHwcapAsimdDp = 1ul << 20;
 constexpr unsigned long kHwcapSve = 1ul << 22;
 constexpr unsigned long kHwcap2Sve2 = 1ul << 1;
 constexpr unsigned long kHwcap2I8mm = 1ul << 13;
@@ -48,12 +49,20 @@ CpuFeatures ask() {
     f.amx_bf16 = (d >> 22) & 1u;
     f.amx_tile = (d >> 24) & 1u;
     f.amx_int8 = (d >> 25) & 1u;
+    // ECX bit 11: AVX512_VNNI; usable only where the OS saves AVX-512 state.
+    f.avx512_vnni = f.avx512f && ((c >> 11) & 1u);
+  }
+  // Leaf 7 sub-leaf 1, EAX: AVX-VNNI bit 4, AVX512_BF16 bit 5.
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+    f.avx_vnni = f.avx2 && ((a >> 4) & 1u);
+    f.avx512_bf16 = f.avx512f && ((a >> 5) & 1u);
   }
 #elif PPB_ARCH_AARCH64
   f.arch = "aarch64";
   const unsigned long hw = getauxval(AT_HWCAP);
   const unsigned long hw2 = getauxval(AT_HWCAP2);
   f.asimd = hw & kHwcapAsimd;
+  f.dotprod = hw & kHwcapAsimdDp;
   f.sve = hw & kHwcapSve;
   f.sve2 = hw2 & kHwcap2Sve2;
   f.i8mm = hw2 & kHwcap2I8mm;
@@ -80,10 +89,18 @@ std::vector<std::string> CpuFeatures::flags() const {
       {"avx2", avx2},         {"fma", fma},           {"avx512f", avx512f},
       {"avx512bw", avx512bw}, {"avx512vl", avx512vl}, {"avx512dq", avx512dq},
       {"amx_tile", amx_tile}, {"amx_bf16", amx_bf16}, {"amx_int8", amx_int8},
+      {"avx512_bf16", avx512_bf16}, {"avx512_vnni", avx512_vnni}, {"avx_vnni", avx_vnni},
       {"asimd", asimd},       {"sve", sve},           {"sve2", sve2},
-      {"bf16", bf16},         {"i8mm", i8mm}};
+      {"bf16", bf16},         {"i8mm", i8mm},         {"dotprod", dotprod}};
   for (const auto& [name, on] : all)
     if (on) out.emplace_back(name);
+  return out;
+}
+
+std::vector<std::string> CpuFeatures::native_precisions() const {
+  std::vector<std::string> out{"fp32"};
+  if (avx512_bf16 || amx_bf16 || bf16) out.emplace_back("bf16");
+  if (avx512_vnni || avx_vnni || amx_int8 || dotprod || i8mm) out.emplace_back("int8");
   return out;
 }
 

@@ -37,8 +37,12 @@ struct CpuFeatures {
   bool avx2 = false, fma = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
+  // Dot products: bf16 pairs into fp32 (vdpbf16ps), int8 quads into int32
+  // (vpdpbusd; AVX-VNNI is its VEX form on 256-bit registers).
+  bool avx512_bf16 = false, avx512_vnni = false, avx_vnni = false;
   // aarch64
   bool asimd = false, sve = false, sve2 = false, bf16 = false, i8mm = false;
+  bool dotprod = false;  // SDOT / UDOT (FEAT_DotProd)
   int sve_vector_bits = 0;  // the calling thread's SVE vector length; 0 without SVE
 
   bool avx2_tier() const { return avx2 && fma; }
@@ -46,6 +50,10 @@ struct CpuFeatures {
   bool neon_tier() const { return asimd; }
   // The names of the flags that are set, in the order of the fields.
   std::vector<std::string> flags() const;
+  // The precisions the CPU multiplies natively: "fp32" always; "bf16" with
+  // AVX512_BF16, AMX-BF16 or Arm BF16; "int8" with a dot product of int8
+  // (AVX512_VNNI, AVX-VNNI, AMX-INT8, SDOT or I8MM).
+  std::vector<std::string> native_precisions() const;
 };
 
 // The running CPU's features, asked on first use.

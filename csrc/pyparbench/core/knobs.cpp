@@ -30,6 +30,11 @@ constexpr std::pair<AffinityPolicy, const char*> kAffinityPolicies[] = {
     {AffinityPolicy::scatter, "scatter"},
 };
 
+constexpr std::pair<Precision, const char*> kPrecisions[] = {
+    {Precision::fp32, "fp32"},
+    {Precision::bf16, "bf16"},
+};
+
 }  // namespace
 
 const char* knob_name(Scheduler v) { return enum_name(kSchedulers, v); }
@@ -37,6 +42,7 @@ const char* knob_name(OperatorMode v) { return enum_name(kOperatorModes, v); }
 const char* knob_name(MathLibrary v) { return enum_name(kLibraries, v); }
 const char* knob_name(PoolKind v) { return enum_name(kPoolKinds, v); }
 const char* knob_name(AffinityPolicy v) { return enum_name(kAffinityPolicies, v); }
+const char* knob_name(Precision v) { return enum_name(kPrecisions, v); }
 
 Scheduler parse_scheduler(const std::string& name) {
   return enum_value(kSchedulers, "scheduler", name);
@@ -50,6 +56,10 @@ MathLibrary parse_library(const std::string& name) {
 PoolKind parse_pool_kind(const std::string& name) { return enum_value(kPoolKinds, "pool", name); }
 AffinityPolicy parse_affinity_policy(const std::string& name) {
   return enum_value(kAffinityPolicies, "affinity", name, "a list of CPUs");
+}
+
+Precision parse_precision(const std::string& name) {
+  return enum_value(kPrecisions, "precision", name);
 }
 
 }  // namespace ppb

@@ -20,6 +20,9 @@ enum class MathLibrary { onednn, eigen, blas };
 enum class PoolKind { openmp, std, eigen };
 // Which CPUs threads are pinned to (explicit CPU lists need no name).
 enum class AffinityPolicy { none, compact, scatter };
+// What the heavy ops store and multiply: fp32, or bf16 weights and
+// activations with fp32 accumulation and fp32 outputs.
+enum class Precision { fp32, bf16 };
 
 // Every math library, in the enum's order.
 constexpr std::array<MathLibrary, 3> kMathLibraries{MathLibrary::onednn, MathLibrary::eigen,
@@ -31,6 +34,7 @@ const char* knob_name(OperatorMode v);
 const char* knob_name(MathLibrary v);
 const char* knob_name(PoolKind v);
 const char* knob_name(AffinityPolicy v);
+const char* knob_name(Precision v);
 
 // The inverse of knob_name; std::invalid_argument naming the knob, the bad
 // name and the valid ones ("library must be 'onednn', 'eigen' or 'blas',
@@ -40,5 +44,6 @@ OperatorMode parse_operator_mode(const std::string& name);
 MathLibrary parse_library(const std::string& name);
 PoolKind parse_pool_kind(const std::string& name);
 AffinityPolicy parse_affinity_policy(const std::string& name);
+Precision parse_precision(const std::string& name);
 
 }  // namespace ppb

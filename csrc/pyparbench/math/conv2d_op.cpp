@@ -65,13 +65,61 @@ void Conv2dOp::require_nchw(MathLibrary library) const {
                                 "; use the onednn library for other activation layouts");
 }
 
+void Conv2dOp::require_precision(Precision p) const {
+  if (cfg_.precision != p)
+    throw std::invalid_argument(std::string(name_) + " was prepared with precision '" +
+                                knob_name(cfg_.precision) + "', so x must be " +
+                                (cfg_.precision == Precision::bf16
+                                     ? "a bfloat16 array (ml_dtypes.bfloat16)"
+                                     : "a float32 array") +
+                                ", not " + (p == Precision::bf16 ? "bfloat16" : "float32"));
+}
+
+// A kernel without a bf16 path (see GemmOp::run_bf16): the call is refused,
+// saying which the kernel takes.
+void Conv2dOp::set_weights_bf16(ConstBf16View, ConstFloatView) {
+  throw std::invalid_argument(std::string(name_) +
+                              " takes float32 weights only (it computes fp32); bfloat16 "
+                              "weights go to Conv2d, the onednn library's convolution");
+}
+
+void Conv2dOp::run_bf16(ConstBf16View, FloatView) {
+  require_precision(Precision::bf16);
+  require_fp32(name_, Precision::bf16);
+}
+
+std::vector<double> Conv2dOp::timeit_bf16(ConstBf16View, FloatView, int, int) {
+  require_precision(Precision::bf16);
+  require_fp32(name_, Precision::bf16);
+  return {};
+}
+
 void Conv2dOp::check_weights(ConstFloatView weight, ConstFloatView bias) const {
-  require_shape("weight", weight.shape, w_shape_);
+  check_weight_shapes(weight.shape, bias);
+}
+
+void Conv2dOp::check_weights(ConstBf16View weight, ConstFloatView bias) const {
+  check_weight_shapes(weight.shape, bias);
+}
+
+void Conv2dOp::check_weight_shapes(Dims weight, ConstFloatView bias) const {
+  require_shape("weight", weight, w_shape_);
   require_bias_presence(name_, cfg_.bias, bias.present());
   if (bias.present()) require_shape("bias", bias.shape, bias_shape_);
 }
 
 void Conv2dOp::check_run(ConstFloatView x, FloatView out) const {
+  require_precision(Precision::fp32);
+  check_views(x, out);
+}
+
+void Conv2dOp::check_run(ConstBf16View x, FloatView out) const {
+  require_precision(Precision::bf16);
+  check_views(x, out);
+}
+
+template <class T>
+void Conv2dOp::check_views(View<const T> x, FloatView out) const {
   if (!has_weights_)
     throw std::invalid_argument(std::string(name_) +
                                 " has no weights yet: call set_weights(weight, bias) first");

@@ -36,6 +36,10 @@ struct Conv2dConfig {
   // dst = conv(x) + dst before the activation: the output buffer holds a
   // residual on entry (oneDNN's sum post-op).
   bool sum = false;
+  // bf16: x and the weights are bf16 (run_bf16; set_weights converts fp32
+  // weights), the products accumulate in fp32, the output and the bias are
+  // fp32. Conv2d (the onednn library's direct convolution) only.
+  Precision precision = Precision::fp32;
 };
 
 // Output size along one axis (PyTorch's floor rule). Throws
@@ -61,7 +65,12 @@ class Conv2dOp {
   // "brgconv:avx512_core", ...), "im2col+" and the product's.
   virtual std::string implementation() const = 0;
 
+  // Whether bf16 runs without bf16 dot-product instructions (dnnl_compat.hpp
+  // says how that is decided); false for fp32.
+  virtual bool emulated() const { return false; }
+
   const Conv2dConfig& config() const { return cfg_; }
+  Precision precision() const { return cfg_.precision; }
   ActLayout src_layout() const { return cfg_.plain_src ? ActLayout::nchw : cfg_.layout; }
   int64_t out_h() const { return oh_; }
   int64_t out_w() const { return ow_; }
@@ -79,6 +88,12 @@ class Conv2dOp {
   // Per-run nanoseconds of `repeats` timed runs after `warmup` untimed ones.
   virtual std::vector<double> timeit(ConstFloatView x, FloatView out, int repeats,
                                      int warmup) = 0;
+  // The same with bf16 x and weights (precision bf16); std::invalid_argument
+  // on a kernel prepared for fp32 or one without bf16.
+  virtual void set_weights_bf16(ConstBf16View weight, ConstFloatView bias);
+  virtual void run_bf16(ConstBf16View x, FloatView out);
+  virtual std::vector<double> timeit_bf16(ConstBf16View x, FloatView out, int repeats,
+                                          int warmup);
 
  protected:
   // Throws std::invalid_argument naming a bad size, stride, padding,
@@ -89,13 +104,21 @@ class Conv2dOp {
   void require_nchw(MathLibrary library) const;
   // Throws std::invalid_argument unless the weight and bias fit.
   void check_weights(ConstFloatView weight, ConstFloatView bias) const;
+  void check_weights(ConstBf16View weight, ConstFloatView bias) const;
   // Throws std::invalid_argument unless weights are set, x and out have the
   // prepared shapes and do not overlap. Allocation-free on success.
   void check_run(ConstFloatView x, FloatView out) const;
+  void check_run(ConstBf16View x, FloatView out) const;
+  // std::invalid_argument unless the kernel was prepared for `p`.
+  void require_precision(Precision p) const;
   // Called by set_weights() once the weights are in place.
   void mark_weights_set() { has_weights_ = true; }
 
  private:
+  void check_weight_shapes(Dims weight, ConstFloatView bias) const;
+  template <class T>
+  void check_views(View<const T> x, FloatView out) const;
+
   Conv2dConfig cfg_;
   const char* name_;
   int64_t oh_ = 0, ow_ = 0;

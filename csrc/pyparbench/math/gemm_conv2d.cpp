@@ -25,6 +25,7 @@ const Conv2dConfig& lowerable(const Conv2dConfig& cfg) {
   if (cfg.groups != 1)
     throw std::invalid_argument("GemmConv2d: groups must be 1, got " +
                                 std::to_string(cfg.groups));
+  require_fp32("GemmConv2d", cfg.precision);
   return cfg;
 }
 

@@ -30,6 +30,37 @@ void require_relu_only(const char* op, MathLibrary library, const std::string& a
                                 "'; use the onednn library");
 }
 
+void require_fp32(const char* op, Precision precision) {
+  if (precision != Precision::fp32)
+    throw std::invalid_argument(std::string(op) + " computes fp32 only, got precision '" +
+                                knob_name(precision) + "'; bf16 runs on the onednn library");
+}
+
+// A kernel without a bf16 path: a kernel prepared for fp32 says so (the
+// arrays must be float32), and a bf16 one cannot exist (its constructor
+// refused), so either way the call is refused.
+void GemmOp::run_bf16(ConstBf16View, ConstBf16View, ConstFloatView, FloatView) {
+  require_precision(Precision::bf16);
+  require_fp32(name_, Precision::bf16);
+}
+
+std::vector<double> GemmOp::timeit_bf16(ConstBf16View, ConstBf16View, ConstFloatView, FloatView,
+                                        int, int) {
+  require_precision(Precision::bf16);
+  require_fp32(name_, Precision::bf16);
+  return {};
+}
+
+void GemmOp::require_precision(Precision p) const {
+  if (cfg_.precision != p)
+    throw std::invalid_argument(std::string(name_) + " was prepared with precision '" +
+                                knob_name(cfg_.precision) + "', so a and b must be " +
+                                (cfg_.precision == Precision::bf16
+                                     ? "bfloat16 arrays (ml_dtypes.bfloat16)"
+                                     : "float32 arrays") +
+                                ", not " + (p == Precision::bf16 ? "bfloat16" : "float32"));
+}
+
 GemmOp::GemmOp(const GemmConfig& cfg, const char* name) : cfg_(cfg), name_(name) {
   cfg_.activation = fused_activation(cfg.relu, cfg.activation);
   cfg_.relu = cfg_.activation == "relu";
@@ -52,6 +83,19 @@ double GemmOp::flops() const {
 
 void GemmOp::check_run(ConstFloatView a, ConstFloatView b, ConstFloatView bias,
                        FloatView out) const {
+  require_precision(Precision::fp32);
+  check_views(a, b, bias, out);
+}
+
+void GemmOp::check_run(ConstBf16View a, ConstBf16View b, ConstFloatView bias,
+                       FloatView out) const {
+  require_precision(Precision::bf16);
+  check_views(a, b, bias, out);
+}
+
+template <class T>
+void GemmOp::check_views(View<const T> a, View<const T> b, ConstFloatView bias,
+                         FloatView out) const {
   require_shape("a", a.shape, a_shape_);
   require_shape("b", b.shape, b_shape_);
   require_shape("out", out.shape, out_shape_);

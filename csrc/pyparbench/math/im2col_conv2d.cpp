@@ -15,6 +15,7 @@ Im2colConv2d::Im2colConv2d(const Conv2dConfig& cfg, const char* name, MathLibrar
     : KernelOp(cfg, name, threads), library_(library), identity_(im2col_is_identity(cfg)) {
   require_nchw(library);
   require_relu_only("conv2d", library, config().activation);
+  require_fp32(name, config().precision);
   if (config().sum)
     throw std::invalid_argument(std::string("conv2d: the ") + knob_name(library) +
                                 " library has no fused residual sum; use the onednn library");

@@ -8,6 +8,7 @@ MatmulGemm::MatmulGemm(const GemmConfig& cfg, const char* name, MathLibrary libr
                        std::optional<int> threads)
     : KernelOp(cfg, name, threads), library_(library) {
   require_relu_only("gemm", library, config().activation);
+  require_fp32(name, config().precision);
 }
 
 void MatmulGemm::bind(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out) {

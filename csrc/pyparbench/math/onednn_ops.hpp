@@ -12,18 +12,28 @@
 
 namespace ppb {
 
-// C = A·B (+ bias) (+ ReLU), fp32, 2-D or batched 3-D, optional transposes.
+// C = A·B (+ bias) (+ ReLU), 2-D or batched 3-D, optional transposes; fp32,
+// or bf16 A and B (bf16 memory descriptors: oneDNN accumulates in fp32 and
+// writes fp32 C).
 class Gemm : public KernelOp<PrimitiveKernel, GemmOp> {
  public:
   Gemm(const GemmConfig& cfg, std::optional<int> threads);
 
   MathLibrary library() const override { return MathLibrary::onednn; }
+  std::string implementation() const override { return implementation_; }
+  bool emulated() const override;
   void run(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out) override;
   std::vector<double> timeit(ConstFloatView a, ConstFloatView b, ConstFloatView bias,
                              FloatView out, int repeats, int warmup) override;
+  void run_bf16(ConstBf16View a, ConstBf16View b, ConstFloatView bias, FloatView out) override;
+  std::vector<double> timeit_bf16(ConstBf16View a, ConstBf16View b, ConstFloatView bias,
+                                  FloatView out, int repeats, int warmup) override;
 
  private:
-  void bind(ConstFloatView a, ConstFloatView b, ConstFloatView bias, FloatView out);
+  template <class T>
+  void bind(View<const T> a, View<const T> b, ConstFloatView bias, FloatView out);
+
+  std::string implementation_;  // oneDNN's name for what runs
 };
 
 // What the onednn library's convolutions (Conv2d, GemmConv2d) share: one
@@ -33,6 +43,7 @@ class PrimitiveConv2d : public KernelOp<PrimitiveKernel, Conv2dOp> {
  public:
   MathLibrary library() const override { return MathLibrary::onednn; }
   std::string implementation() const override { return implementation_; }
+  bool emulated() const override;
   void run(ConstFloatView x, FloatView out) override;
   std::vector<double> timeit(ConstFloatView x, FloatView out, int repeats, int warmup) override;
 
@@ -48,18 +59,26 @@ class PrimitiveConv2d : public KernelOp<PrimitiveKernel, Conv2dOp> {
   std::string implementation_;  // oneDNN's name for what runs
 };
 
-// 2-D convolution, fp32. Activations are NCHW (or NHWC); weights arrive as
-// OIHW (PyTorch's layout) and are reordered once, in set_weights(), into the
-// blocked layout the primitive picked.
+// 2-D convolution, fp32 or bf16 (x and weights bf16, fp32 accumulation and
+// output). Activations are NCHW (or NHWC); weights arrive as OIHW (PyTorch's
+// layout), fp32 or bf16 whatever the precision, and are reordered once, in
+// set_weights(), into the blocked layout and type the primitive picked.
 class Conv2d : public PrimitiveConv2d {
  public:
   Conv2d(const Conv2dConfig& cfg, std::optional<int> threads);
 
   // Copies weights (reordered) and bias into the kernel.
   void set_weights(ConstFloatView weight, ConstFloatView bias) override;
+  void set_weights_bf16(ConstBf16View weight, ConstFloatView bias) override;
+  void run_bf16(ConstBf16View x, FloatView out) override;
+  std::vector<double> timeit_bf16(ConstBf16View x, FloatView out, int repeats,
+                                  int warmup) override;
 
  private:
   void bind(ConstFloatView x, FloatView out) override;
+  void bind_bf16(ConstBf16View x, FloatView out);
+
+  dnnl::memory::desc user_bf16_weights_md_;
 };
 
 }  // namespace ppb

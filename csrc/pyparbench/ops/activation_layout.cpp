@@ -57,10 +57,10 @@ int64_t channel_block(ActLayout layout) {
   return layout == ActLayout::nchw8c ? 8 : layout == ActLayout::nchw16c ? 16 : 1;
 }
 
-dnnl::memory::desc act_md(const Shape& nchw, ActLayout layout) {
+dnnl::memory::desc act_md(const Shape& nchw, ActLayout layout, dnnl::memory::data_type type) {
   require_4d(nchw, layout);
-  return dnnl::memory::desc(dnnl::memory::dims(nchw.begin(), nchw.end()),
-                            dnnl::memory::data_type::f32, format_of(layout));
+  return dnnl::memory::desc(dnnl::memory::dims(nchw.begin(), nchw.end()), type,
+                            format_of(layout));
 }
 
 Shape stored_shape(const Shape& nchw, ActLayout layout) {

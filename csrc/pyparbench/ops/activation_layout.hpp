@@ -23,7 +23,8 @@ const char* act_layout_name(ActLayout layout);
 int64_t channel_block(ActLayout layout);
 // The fp32 descriptor of logical NCHW dims `nchw` stored as `layout`;
 // std::invalid_argument when blocked data would not fill its blocks.
-dnnl::memory::desc act_md(const Shape& nchw, ActLayout layout);
+dnnl::memory::desc act_md(const Shape& nchw, ActLayout layout,
+                          dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 // The stored shape the kernels check: (N, H, W, C) for nhwc,
 // (N, C/b, H, W, b) for blocked, `nchw` itself for plain or non-4-D data.
 Shape stored_shape(const Shape& nchw, ActLayout layout);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 namespace ppb {
 
@@ -26,8 +27,10 @@ EmbeddingBag::EmbeddingBag(int64_t rows, int64_t dim, BagMode mode, std::optiona
 
 const char* EmbeddingBag::isa() { return bag_kernel_isa(); }
 
-double EmbeddingBag::bytes_moved(int64_t n_indices, int64_t bags) const {
-  return 4.0 * static_cast<double>(n_indices) * dim_ + 8.0 * n_indices + 4.0 * bags * dim_;
+double EmbeddingBag::bytes_moved(int64_t n_indices, int64_t bags, bool bf16) const {
+  const double row_element = bf16 ? 2.0 : 4.0;
+  return row_element * static_cast<double>(n_indices) * dim_ + 8.0 * n_indices +
+         4.0 * bags * dim_;
 }
 
 template <typename Idx>
@@ -81,6 +84,12 @@ void EmbeddingBag::bind(ConstFloatView table, IndexView indices, IndexView offse
           "EmbeddingBag has no table: pass one, or keep a copy with set_table(table) first");
     table = ConstFloatView{own_table_.get(), table_shape_};
   }
+  bind_table(table, indices, offsets, per_sample_weights, out);
+}
+
+template <typename T>
+void EmbeddingBag::bind_table(View<const T> table, IndexView indices, IndexView offsets,
+                              ConstFloatView per_sample_weights, FloatView out) {
   require_shape("table", table.shape, table_shape_);
   n_indices_ = indices.size();
   if (indices.shape.size() == 2) {
@@ -107,7 +116,8 @@ void EmbeddingBag::bind(ConstFloatView table, IndexView indices, IndexView offse
     require_shape("per_sample_weights", per_sample_weights.shape, indices.shape);
   }
   require_no_partial_overlap("out", out, "table", table, false);
-  table_ = table;
+  table_ = table.data;
+  table_bf16_ = std::is_same_v<T, uint16_t>;
   indices_ = indices;
   offsets_ = offsets;
   weights_ = per_sample_weights;
@@ -121,9 +131,9 @@ void EmbeddingBag::bind(ConstFloatView table, IndexView indices, IndexView offse
 }
 
 void EmbeddingBag::execute() {
-  const BagArgs a{table_.data, rows_,     dim_,          indices_.data, offsets_.data,
-                  indices_.is64, bag_size_, bags_, n_indices_, weights_.data,
-                  mode_ == BagMode::mean, out_.data};
+  const BagArgs a{table_,        table_bf16_, rows_,  dim_,       indices_.data,
+                  offsets_.data, indices_.is64, bag_size_, bags_, n_indices_,
+                  weights_.data, mode_ == BagMode::mean, out_.data};
   ThreadsScope scope(threads_);
   const bool ok = select_bag_kernel()(a);
   if (!ok) {
@@ -144,6 +154,18 @@ std::vector<double> EmbeddingBag::timeit(ConstFloatView table, IndexView indices
                                          FloatView out, int repeats, int warmup) {
   return timed_with([&] { bind(table, indices, offsets, per_sample_weights, out); }, repeats,
                     warmup);
+}
+
+void EmbeddingBag::run_bf16(ConstBf16View table, IndexView indices, IndexView offsets,
+                            ConstFloatView per_sample_weights, FloatView out) {
+  run_with([&] { bind_table(table, indices, offsets, per_sample_weights, out); });
+}
+
+std::vector<double> EmbeddingBag::timeit_bf16(ConstBf16View table, IndexView indices,
+                                              IndexView offsets, ConstFloatView per_sample_weights,
+                                              FloatView out, int repeats, int warmup) {
+  return timed_with([&] { bind_table(table, indices, offsets, per_sample_weights, out); },
+                    repeats, warmup);
 }
 
 }  // namespace ppb

@@ -2,7 +2,9 @@
 // indices of bag b. oneDNN has no such primitive, so this is an OpenMP kernel
 // (embedding_bag_kernel.inc): parallel over bags, vectorised over the
 // embedding dimension, rows prefetched lookups ahead (the op is bound by
-// random row reads).
+// random row reads). The table is float32, or bf16 (run_bf16): bf16 rows
+// are widened to fp32 as they are read and summed in fp32, the output is
+// fp32 either way.
 #pragma once
 
 #include "pyparbench/core/aligned_array.hpp"
@@ -41,9 +43,16 @@ class EmbeddingBag : public Kernel {
   std::vector<double> timeit(ConstFloatView table, IndexView indices, IndexView offsets,
                              ConstFloatView per_sample_weights, FloatView out, int repeats,
                              int warmup);
+  // The same over a bf16 table (always given: set_table keeps float32 only).
+  void run_bf16(ConstBf16View table, IndexView indices, IndexView offsets,
+                ConstFloatView per_sample_weights, FloatView out);
+  std::vector<double> timeit_bf16(ConstBf16View table, IndexView indices, IndexView offsets,
+                                  ConstFloatView per_sample_weights, FloatView out, int repeats,
+                                  int warmup);
 
-  // Bytes a run reads and writes (rows gathered, indices, output).
-  double bytes_moved(int64_t n_indices, int64_t bags) const;
+  // Bytes a run reads and writes (rows gathered, indices, output); rows of
+  // 2-byte elements with `bf16`.
+  double bytes_moved(int64_t n_indices, int64_t bags, bool bf16 = false) const;
 
  protected:
   void execute() override;
@@ -51,6 +60,9 @@ class EmbeddingBag : public Kernel {
  private:
   void bind(ConstFloatView table, IndexView indices, IndexView offsets,
             ConstFloatView per_sample_weights, FloatView out);
+  template <typename T>
+  void bind_table(View<const T> table, IndexView indices, IndexView offsets,
+                  ConstFloatView per_sample_weights, FloatView out);
   template <typename Idx>
   void check_offsets() const;
   template <typename Idx>
@@ -61,7 +73,9 @@ class EmbeddingBag : public Kernel {
   BagMode mode_;
   AlignedArray<float> own_table_;
   // Bound by bind() for one run.
-  ConstFloatView table_, weights_;
+  const void* table_ = nullptr;
+  bool table_bf16_ = false;
+  ConstFloatView weights_;
   IndexView indices_, offsets_;
   FloatView out_;
   int64_t bags_ = 0, bag_size_ = 0, n_indices_ = 0;

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ppb {
 
 struct BagArgs {
-  const float* table;
+  const void* table;  // float, or bf16 (the upper halves of floats) when bf16
+  bool bf16;
   int64_t rows, dim;
   const void* indices;  // int32 or int64, see is64
   const void* offsets;  // same dtype as indices; null: fixed bag size
@@ -28,8 +30,13 @@ bool bag_kernel_generic(const BagArgs& a);
 bool bag_kernel_avx2(const BagArgs& a);
 bool bag_kernel_avx512(const BagArgs& a);
 
-// The widest kernel this CPU runs, and its name.
+// The kernel runs chose (set_bag_isa), else the widest this CPU runs, and
+// its name.
 BagKernel select_bag_kernel();
 const char* bag_kernel_isa();
+// Runs use this tier's kernel ("avx512", "avx2", "generic"; "auto" or "":
+// the widest again). std::invalid_argument for an unknown name or a tier
+// this CPU does not run, naming those it does.
+void set_bag_isa(const std::string& isa);
 
 }  // namespace ppb

@@ -8,12 +8,17 @@
 
 namespace ppb {
 
-dnnl::memory::desc plain_md(const Shape& shape) {
+dnnl::memory::data_type data_type_of(Precision precision) {
+  return precision == Precision::bf16 ? dnnl::memory::data_type::bf16
+                                      : dnnl::memory::data_type::f32;
+}
+
+dnnl::memory::desc plain_md(const Shape& shape, dnnl::memory::data_type type) {
   dnnl::memory::dims dims(shape.begin(), shape.end());
   dnnl::memory::dims strides(shape.size(), 1);
   for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
     strides[i] = strides[i + 1] * shape[i + 1];
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+  return dnnl::memory::desc(dims, type, strides);
 }
 
 EltwiseAlgorithm eltwise_algorithm(const std::string& kind) {
@@ -75,10 +80,10 @@ dnnl::memory& PrimitiveKernel::add_owned_arg(int key, const dnnl::memory::desc& 
   return args_[key];
 }
 
-void PrimitiveKernel::load_weights(const dnnl::memory::desc& user, const float* weights,
+void PrimitiveKernel::load_weights(const dnnl::memory::desc& user, const void* weights,
                                    const float* bias, int64_t bias_len) {
   ThreadsScope scope(threads_);
-  dnnl::memory src(user, cpu_engine(), const_cast<float*>(weights));
+  dnnl::memory src(user, cpu_engine(), const_cast<void*>(weights));
   auto& s = thread_stream();
   dnnl::reorder(src, args_.at(DNNL_ARG_WEIGHTS)).execute(s, src, args_.at(DNNL_ARG_WEIGHTS));
   s.wait();

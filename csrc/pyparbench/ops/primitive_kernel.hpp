@@ -4,6 +4,7 @@
 #pragma once
 
 #include "pyparbench/core/engine.hpp"
+#include "pyparbench/core/knobs.hpp"
 #include "pyparbench/core/tensor.hpp"
 #include "pyparbench/ops/kernel.hpp"
 
@@ -14,8 +15,11 @@
 
 namespace ppb {
 
-// A plain (row-major, dense) fp32 descriptor of any rank.
-dnnl::memory::desc plain_md(const Shape& shape);
+// A plain (row-major, dense) descriptor of any rank, fp32 unless `type` says.
+dnnl::memory::desc plain_md(const Shape& shape,
+                            dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+// oneDNN's element type for a precision's weights and activations.
+dnnl::memory::data_type data_type_of(Precision precision);
 
 // An eltwise kind (relu, relu6, sigmoid, tanh, gelu, gelu_tanh, swish,
 // hardswish) as oneDNN's algorithm and its alpha / beta; std::invalid_argument
@@ -48,10 +52,11 @@ class PrimitiveKernel : public Kernel {
   void add_arg(int key, const dnnl::memory::desc& md);
   // Adds an argument that owns its buffer (weights in the primitive's layout).
   dnnl::memory& add_owned_arg(int key, const dnnl::memory::desc& md);
-  // Reorders `weights`, laid out as `user`, into the weights argument's
-  // layout, and copies `bias_len` floats of `bias` (when not null) into the
-  // bias argument. Call it under the kernel's lock.
-  void load_weights(const dnnl::memory::desc& user, const float* weights, const float* bias,
+  // Reorders `weights`, laid out (and typed) as `user`, into the weights
+  // argument's layout and type (fp32 to bf16 rounds to nearest even), and
+  // copies `bias_len` floats of `bias` (when not null) into the bias
+  // argument. Call it under the kernel's lock.
+  void load_weights(const dnnl::memory::desc& user, const void* weights, const float* bias,
                     int64_t bias_len);
   void bind_arg(int key, const void* ptr);
   void execute() override;

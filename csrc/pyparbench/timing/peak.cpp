@@ -4,6 +4,7 @@
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/core/cpu_features.hpp"
 #include "pyparbench/core/limits.hpp"
+#include "pyparbench/timing/peak_dot_kernels.hpp"
 #include "pyparbench/timing/peak_kernels.hpp"
 
 #include <omp.h>
@@ -169,6 +170,48 @@ PeakTiming time_fma(int threads, int64_t iterations, int repeats, int warmup,
   volatile float keep = 0;
   for (float s : sink) keep = keep + s;
   out.work = 2.0 * k.lanes * k.chains * static_cast<double>(iterations) * threads;
+  return out;
+}
+
+std::string dot_unavailable(const std::string& precision) {
+  if (precision != "bf16" && precision != "int8")
+    throw std::invalid_argument("precision must be 'bf16' or 'int8', got '" + precision + "'");
+#if PPB_ARCH_X86
+  const CpuFeatures& f = cpu_features();
+  if (!f.avx512_tier())
+    return "this CPU has no AVX-512 (flags avx512f/bw/vl/dq), which the " + precision +
+           " dot-product kernel needs";
+  if (precision == "bf16" && !f.avx512_bf16)
+    return "this CPU has no AVX512_BF16 (flag avx512_bf16: vdpbf16ps)";
+  if (precision == "int8" && !f.avx512_vnni)
+    return "this CPU has no AVX512_VNNI (flag avx512_vnni: vpdpbusd)";
+  return "";
+#else
+  return "no " + precision + " dot-product kernel is built for " + cpu_features().arch +
+         " (Arm BFDOT / BFMMLA, SDOT and I8MM are not measured)";
+#endif
+}
+
+PeakTiming time_dot(const std::string& precision, int threads, int64_t iterations, int repeats,
+                    int warmup, const std::vector<int>& cpus) {
+  check_team_args(threads, repeats, warmup, cpus);
+  require_at_least("iterations", iterations, 1);
+  const std::string why = dot_unavailable(precision);
+  if (!why.empty()) throw std::invalid_argument(precision + " dot products: " + why);
+  PeakTiming out;
+#if PPB_ARCH_X86
+  const bool bf16 = precision == "bf16";
+  double (*loop)(int64_t) = bf16 ? &bf16_dot_avx512 : &int8_dot_avx512;
+  std::vector<double> sink(static_cast<size_t>(threads));
+  out.ns = team_loop(
+      threads, repeats, warmup, cpus, [](int) {},
+      [&](int t) { sink[static_cast<size_t>(t)] = loop(iterations); });
+  // Every result is kept, so no chain can be dropped as dead code.
+  volatile double keep = 0;
+  for (double s : sink) keep = keep + s;
+  out.work = static_cast<double>(bf16 ? kBf16DotOps : kInt8DotOps) * kDotChains *
+             static_cast<double>(iterations) * threads;
+#endif
   return out;
 }
 

@@ -37,6 +37,20 @@ FmaKernelInfo fma_kernel_info(const std::string& isa);
 PeakTiming time_fma(int threads, int64_t iterations, int repeats, int warmup,
                     const std::string& isa, const std::vector<int>& cpus);
 
+// Why the dot-product ceiling of `precision` ("bf16": AVX512_BF16's
+// vdpbf16ps; "int8": AVX512_VNNI's vpdpbusd) cannot be measured on this CPU
+// and build, naming the missing flag; "" when it can. AMX tiles and Arm's
+// BFDOT / BFMMLA / SDOT / I8MM have no kernel here (the reason says so).
+// std::invalid_argument for another precision.
+std::string dot_unavailable(const std::string& precision);
+
+// Every thread of a team of `threads` runs `iterations` rounds of the
+// precision's independent dot-product chains. Work counts a multiply-add as
+// 2 operations (bf16 FLOPs, int8 OPs), as the fp32 FLOPs do.
+// std::invalid_argument where dot_unavailable() gives a reason.
+PeakTiming time_dot(const std::string& precision, int threads, int64_t iterations, int repeats,
+                    int warmup, const std::vector<int>& cpus);
+
 // a = b + s * c over three arrays of `elements` floats, each thread on its
 // own contiguous share (which it also touched first). Bytes per run count
 // STREAM's way: 3 * elements * 4 (two reads and a write).
