@@ -457,6 +457,17 @@ def test_the_plan_adds_the_recommended_setting_and_the_framework_runs() -> None:
                                        "a grid setting left out") for c in tight.dropped)
     grid, frameworks = tight.dropped_counts
     assert frameworks == len(runs) - 1 + len(hints) and grid == len(tight.dropped) - frameworks > 0
+    # At any budget a framework's own preset (OpenVINO's hints) is kept only
+    # beside that framework's run under the shared setting it is read against.
+    full = plan_suite(resolve_level("default", models=["mlp-512"], budget=False), cores=2,
+                      operators=False, recommended=recommended, frameworks=runs).estimate_s
+    for share in (0.2, 0.4, 0.6, 0.8, 0.9, 0.95, 1.0):
+        fitted = plan_suite(replace(resolve_level("default", models=["mlp-512"]),
+                                    budget_s=share * full),
+                            cores=2, operators=False, recommended=recommended, frameworks=runs)
+        ov = [c for c in fitted.configs if c.framework == "openvino"]
+        if any(c.settings.name in hints for c in ov):
+            assert any(c.settings.name not in hints for c in ov), (share, ov)
     assert (f"; {grid} grid settings and {frameworks} framework runs left out to fit the 0 s "
             "budget (--full runs them)") in _plan_line(tight)
     no_ort = plan_suite(replace(resolve_level("default", models=["mlp-512"]), budget_s=0.0),

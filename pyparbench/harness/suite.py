@@ -354,14 +354,23 @@ def _fit(plan: SuitePlan, budget: float, compared: Settings) -> None:
     def preference(run: tuple[str, str | None]) -> int:
         return KEPT_FRAMEWORK_RUNS.index(run) if run in KEPT_FRAMEWORK_RUNS else 99
 
+    def own_preset(c: Config) -> bool:  # a framework's own preset: its hint runs
+        return c.framework is not None and c.settings.name in FRAMEWORK_PRESETS.get(c.framework,
+                                                                                    ())
+
     kept_run: dict[tuple[str, int], tuple[str, str | None]] = {}
     for c in plan.configs:
-        if c.framework is not None:
+        if c.framework is not None and not own_preset(c):
             run, k = (c.framework, c.mode), (c.model, c.batch)
             if k not in kept_run or preference(run) < preference(kept_run[k]):
                 kept_run[k] = run
     for c in plan.configs:
         k = (c.model, c.batch)
+        if own_preset(c):
+            # Left out before any framework run: read against the framework's
+            # run under the shared setting, never without it.
+            rank.append(4)
+            continue
         if c.framework is not None:
             rank.append(-1 if kept_run.get(k) == (c.framework, c.mode) else 3)
             continue
