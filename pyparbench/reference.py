@@ -18,6 +18,7 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
 from pyparbench.graph import Graph, Node
+from pyparbench.graph.positions import padded_positions
 
 __all__ = ["assert_near", "conv2d_reference", "output_error", "reference_forward",
            "relative_error"]
@@ -344,4 +345,6 @@ _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
     # A change of memory layout only: the same values.
     "reorder": lambda node, args, ft: args[0],
     "slice": lambda node, args, ft: args[0][node.attrs["start"]:node.attrs["start"] + node.shape[0]],
+    "position_ids": lambda node, args, ft: padded_positions(args[0], node.attrs["pad_id"],
+                                                            node.attrs["offset"]),
 }

@@ -21,6 +21,8 @@ class NodeSpec:
     groups: int
     axis: int
     start: int
+    pad_id: int
+    offset: int
     eps: float
     relu: bool
     trans_b: bool

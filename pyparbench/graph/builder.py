@@ -220,11 +220,12 @@ class GraphBuilder:
     def embedding_bag(self, indices: int, rows: int, dim: int, *, mode: str = "sum",
                       name: str | None = None) -> int:
         """Sum or mean of ``table`` rows per bag; ``indices`` an int64 (batch, bag)
-        input, or a reshape of one."""
+        input, a reshape of one, or of position ids."""
         n = self._node(indices)
-        if n.op not in ("input", "reshape") or n.dtype != "int64" or len(n.shape) != 2:
+        if n.op not in ("input", "reshape", "position_ids") or n.dtype != "int64" \
+                or len(n.shape) != 2:
             raise ValueError(f"embedding_bag indices must be a 2-D int64 input node (or a "
-                             f"reshape of one), got "
+                             f"reshape of one, or position ids), got "
                              f"{n.name!r} ({n.op}, {n.dtype}, {n.shape})")
         if mode not in ("sum", "mean"):
             raise ValueError(f"embedding_bag mode must be 'sum' or 'mean', got {mode!r}")
@@ -383,6 +384,18 @@ class GraphBuilder:
             raise ValueError(f"transpose perm {p} is not a permutation of the axes of {xs}")
         return self._add("transpose", (x,), {"perm": p}, tuple(xs[i] for i in p), name)
 
+    def position_ids(self, ids: int, *, pad_id: int, offset: int,
+                     name: str | None = None) -> int:
+        """Padding-aware positions (int64, the ids' shape) of int64 (batch, seq)
+        ids: ``offset`` + the running count of ids other than ``pad_id`` where
+        the id is not ``pad_id``, else ``offset``."""
+        n = self._node(ids)
+        if n.dtype != "int64" or len(n.shape) != 2:
+            raise ValueError(f"position_ids needs (batch, seq) int64 ids, got {n.name!r} "
+                             f"({n.dtype}, {n.shape})")
+        return self._add("position_ids", (ids,), {"pad_id": int(pad_id), "offset": int(offset)},
+                         n.shape, name, dtype="int64")
+
     def tril_flatten(self, x: int, *, name: str | None = None) -> int:
         """(B, n, n) -> (B, n(n-1)/2): entries (i, j), j < i, row by row."""
         xs = self._f32(x, "tril_flatten")
@@ -445,6 +458,8 @@ def _replay(b: GraphBuilder, node: Node) -> int:
         return b.transpose(ins[0], a["perm"], name=name)
     if node.op == "tril_flatten":
         return b.tril_flatten(ins[0], name=name)
+    if node.op == "position_ids":
+        return b.position_ids(ins[0], pad_id=a["pad_id"], offset=a["offset"], name=name)
     if node.op == "slice":
         return b.slice(ins[0], a["start"], node.shape[0], after=ins[1:], name=name)
     raise ValueError(f"unknown op {node.op!r}")

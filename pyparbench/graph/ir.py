@@ -7,7 +7,7 @@ random initialiser. Nodes and their lazily made parameters are defined in
 :mod:`pyparbench.graph.node` (re-exported here).
 
 Op vocabulary (attributes in brackets; all tensors float32 except the int64
-index inputs of ``embedding_bag`` and their reshapes):
+index inputs of ``embedding_bag``, ``position_ids`` and their reshapes):
 
 ========================  ==========================================================
 ``input``                 [dtype] a named graph input
@@ -41,6 +41,10 @@ index inputs of ``embedding_bag`` and their reshapes):
                           after those nodes (set by the micro-batch pass)
 ``tril_flatten``          (B, n, n) -> (B, n(n-1)/2): the strictly lower triangle, row
                           by row (DLRM's dot interaction without self-interaction)
+``position_ids``          [pad_id, offset] int64 ids (batch, seq) -> int64 positions of
+                          the same shape: offset + the count of ids other than pad_id up
+                          to and including j where ids[b, j] != pad_id, else offset
+                          (RoBERTa's padding-aware positions)
 ========================  ==========================================================
 
 The builder is :mod:`pyparbench.graph.builder`, the analysis (FLOPs, depth,

@@ -11,7 +11,7 @@ __all__ = ["DTYPE_BYTES", "ELTWISE_FLOPS", "FUSABLE_ACTIVATIONS", "HEAVY_OPS", "
 OPS = frozenset({
     "input", "constant", "conv2d", "linear", "matmul", "embedding_bag", "eltwise", "add", "mul",
     "concat", "pool2d", "global_avg_pool", "batch_norm", "layer_norm", "softmax",
-    "reshape", "transpose", "tril_flatten", "reorder", "slice",
+    "reshape", "transpose", "tril_flatten", "reorder", "slice", "position_ids",
 })
 HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag"})
 # Ops the native plan runs no kernel for: its inputs and constants (buffers
@@ -61,4 +61,5 @@ NATIVE_ATTRS: dict[str, tuple[str, ...]] = {
     "layer_norm": ("eps",),
     "transpose": ("perm",),
     "slice": ("start",),
+    "position_ids": ("pad_id", "offset"),
 }

@@ -10,6 +10,7 @@
 #include "pyparbench/ops/embedding_bag.hpp"
 #include "pyparbench/ops/normalization.hpp"
 #include "pyparbench/ops/pooling.hpp"
+#include "pyparbench/ops/position_ids.hpp"
 #include "pyparbench/ops/reorder.hpp"
 #include "pyparbench/ops/softmax.hpp"
 #include "pyparbench/ops/transpose.hpp"
@@ -251,6 +252,13 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     }
     case OpKind::tril_flatten:
       return unary_call(std::make_unique<TrilFlatten>(ins[0].shape, threads), ins[0], out);
+    case OpKind::position_ids: {
+      if (!s.int64) throw std::invalid_argument("position_ids node '" + s.name + "' must be int64");
+      auto k = std::make_unique<PositionIds>(ins[0].shape, s.pad_id, s.offset, threads);
+      return make_call<PositionIds>(std::move(k), [x = ins[0], y = out](PositionIds& k) {
+        k.run(static_cast<const int64_t*>(x.data), static_cast<int64_t*>(y.data));
+      });
+    }
     case OpKind::input:
     case OpKind::reshape:
     case OpKind::slice:
@@ -269,6 +277,8 @@ bool split_inputs(const NodeSpec& s, const std::vector<Tensor>& ins, std::vector
       return s.axis != 0;
     case OpKind::transpose:
       return !s.perm.empty() && s.perm[0] == 0;
+    case OpKind::position_ids:
+      return false;  // int64 rows: one block
     case OpKind::matmul:
       cut[1] = ins[0].shape.size() == 3;  // 2-D: b is the same for every row block
       return true;

@@ -26,6 +26,7 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::tril_flatten, "tril_flatten"},
     {OpKind::reorder, "reorder"},
     {OpKind::slice, "slice"},
+    {OpKind::position_ids, "position_ids"},
 };
 
 }  // namespace

@@ -36,7 +36,10 @@ of a constant table by an int64
 graph input (``embedding_bag`` of bags of one over an int64 reshape of the
 input to ``(numel, 1)``: the graph's input keeps the file's shape), values
 computed from an int64 attention mask alone (one two-row lookup of the
-mask, :mod:`~pyparbench.graph.onnx.mask_values`), Identity,
+mask, :mod:`~pyparbench.graph.onnx.mask_values`), integers computed from
+int64 ids alone (folded where constant; padding-aware position ids as a
+``position_ids`` node, :mod:`~pyparbench.graph.onnx.id_values`) and rows of
+a constant table by them, Identity,
 Dropout and Cast to float32 (removed). A float constant that an op reads
 as data rather than as its weight (a vision transformer's class token
 concatenated to the patches) becomes a ``constant`` node.
@@ -51,7 +54,8 @@ line naming the file.
 
 The modules: ``load`` (reading the file, its checks, its inputs),
 ``importer`` (the values of the file's names, folding, node names, the
-problems), ``rewrites`` (multi-node patterns as one node), one
+problems), ``mask_values`` and ``id_values`` (what is computed from an
+int64 input alone), ``rewrites`` (multi-node patterns as one node), one
 ``convert_*`` module per op family, ``registry`` (op type -> converter),
 ``api`` (:func:`from_onnx`).
 """

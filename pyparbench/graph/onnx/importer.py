@@ -35,6 +35,7 @@ from onnx.reference import ReferenceEvaluator
 from pyparbench.graph.builder import GraphBuilder
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.onnx.attributes import node_attrs
+from pyparbench.graph.onnx.id_values import IdValue
 from pyparbench.graph.onnx.load import FileInputs, with_fixed_inputs
 from pyparbench.graph.onnx.mask_values import MaskValue, find_mask_values
 from pyparbench.graph.onnx.rewrites import REWRITES
@@ -79,6 +80,7 @@ class Importer:
         self.absorbed: set[int] = set()  # ONNX node indexes folded into an earlier one
         self.input_shapes = inputs.shapes
         self.input_dtypes = inputs.dtypes
+        self.int_inputs: dict[str, int] = {}  # int64 input -> its node
         self.index_inputs: dict[str, int] = {}  # int64 input -> its (numel, 1) node
         self.float_inputs: dict[str, int] = {}
         self.used_names: set[str] = set()
@@ -143,7 +145,7 @@ class Importer:
         """Values computed from an int64 mask alone, each one embedding
         lookup of the mask (see :mod:`~pyparbench.graph.onnx.mask_values`)."""
         try:
-            found, chain, shapes = find_mask_values(
+            found, found_ids, chain, shapes = find_mask_values(
                 nodes, self.values, self.input_shapes, self.input_dtypes, self.output_names,
                 self.opset, {**self.input_shapes, **self.inferred_shapes})
         except Unsupported as e:
@@ -153,6 +155,16 @@ class Importer:
         self.values.update(shapes)
         for mv in found:
             self.values[mv.name] = self._mask_node(mv)
+        for iv in found_ids:
+            self.values[iv.name] = iv.constant if iv.constant is not None \
+                else self._positions_node(iv)
+
+    def _positions_node(self, iv: IdValue) -> int:
+        """The padding-aware positions of the ids: an int64 node, which a
+        Gather of a constant table reads as an embedding lookup."""
+        self.node_name = self.node_name_for(iv.name, iv.name)
+        return self.builder.position_ids(self.int_input(iv.ids), pad_id=iv.pad_id,
+                                         offset=iv.offset, name=self.node_name)
 
     def _mask_node(self, mv: MaskValue) -> int:
         self.node_name = self.node_name_for(mv.name, mv.name)
@@ -162,16 +174,25 @@ class Importer:
                                                        np.float32)})
         return self.reshape(e, mv.view, final=True)
 
+    def int_input(self, name: str) -> int:
+        """The int64 graph input ``name``, of the file's shape."""
+        if name not in self.int_inputs:
+            self.int_inputs[name] = self.builder.input(name, self.input_shapes[name], "int64")
+        return self.int_inputs[name]
+
     def index_input(self, name: str) -> int:
         """The int64 graph input ``name`` (of the file's shape) viewed as
         (numel, 1): one lookup per index, as an embedding reads it."""
         if name not in self.index_inputs:
-            shape = self.input_shapes[name]
-            numel = math.prod(shape)
-            x = self.builder.input(name, shape, "int64")
-            self.index_inputs[name] = x if shape == (numel, 1) else self.builder.reshape(
-                x, (numel, 1), name=self.node_name_for("", f"{name}/as_indices"))
+            x = self.int_input(name)
+            self.index_inputs[name] = self.as_indices(x, self.node_name_for("", f"{name}/as_indices"))
         return self.index_inputs[name]
+
+    def as_indices(self, x: int, name: str) -> int:
+        """The int64 node ``x`` viewed as (numel, 1), as an embedding reads it."""
+        shape = self.shape(x)
+        numel = math.prod(shape)
+        return x if shape == (numel, 1) else self.builder.reshape(x, (numel, 1), name=name)
 
     def _problem_text(self) -> str:
         counts: dict[str, list[Any]] = {}
