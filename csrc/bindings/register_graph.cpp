@@ -67,6 +67,8 @@ void register_graph(py::module_& m) {
       .def_readwrite("int64", &NodeSpec::int64)
       .def_readwrite("pad_id", &NodeSpec::pad_id)
       .def_readwrite("offset", &NodeSpec::offset)
+      .def_readwrite("causal", &NodeSpec::causal)
+      .def_readwrite("scale", &NodeSpec::scale)
       .def_readwrite("kind", &NodeSpec::kind)
       .def_readwrite("mode", &NodeSpec::mode)
       .def_readwrite("kernel", &NodeSpec::kernel)

@@ -23,6 +23,8 @@ class NodeSpec:
     start: int
     pad_id: int
     offset: int
+    causal: bool
+    scale: float
     eps: float
     relu: bool
     trans_b: bool

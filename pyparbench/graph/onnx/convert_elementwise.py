@@ -1,5 +1,5 @@
 """Converters of elementwise ops: Add / Sub / Mul / Div by a constant (an
-affine) or of two values broadcasting one way, the activations (one eltwise
+affine) or of two values broadcasting one way, Neg (an affine), the activations (one eltwise
 kernel each), Clip as ReLU / ReLU6, HardSigmoid, and the ops that pass their
 input through (Identity, Dropout, Cast to float32)."""
 
@@ -14,7 +14,7 @@ from pyparbench.graph.onnx.attributes import as_text
 from pyparbench.graph.onnx.importer import Converter, Importer
 from pyparbench.graph.onnx.values import F32, Unsupported, Value
 
-__all__ = ["binary", "clip", "eltwise", "hard_sigmoid", "pass_through"]
+__all__ = ["binary", "clip", "eltwise", "hard_sigmoid", "negate", "pass_through"]
 
 
 def binary(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
@@ -58,6 +58,12 @@ def binary(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     if op == "Mul":
         return [im.builder.mul(x, y, name=im.node_name)]
     return [im.builder.add(x, y, name=im.node_name)]
+
+
+def negate(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+           a: dict[str, Any]) -> list[Value]:
+    """-x: an affine of scale -1."""
+    return [im.affine(im.node_of(ins[0], "Neg's input"), -np.ones(1), None)]
 
 
 def eltwise(kind: str) -> Converter:

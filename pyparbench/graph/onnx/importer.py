@@ -34,6 +34,7 @@ from onnx.reference import ReferenceEvaluator
 
 from pyparbench.graph.builder import GraphBuilder
 from pyparbench.graph.ir import Graph
+from pyparbench.graph.onnx.attention import fuse_attention
 from pyparbench.graph.onnx.attributes import node_attrs
 from pyparbench.graph.onnx.id_values import IdValue
 from pyparbench.graph.onnx.load import FileInputs, with_fixed_inputs
@@ -109,6 +110,8 @@ class Importer:
         nodes = list(self.g.node)
         for rewrite in REWRITES:
             nodes = rewrite(nodes, self.values, outputs)
+        nodes = fuse_attention(nodes, self.values, outputs,
+                               {**self.input_shapes, **self.inferred_shapes}, self.opset)
         for n in nodes:
             for i in n.input:
                 if i:
@@ -172,7 +175,16 @@ class Importer:
                                        name=self.fresh("lookup"))
         self.builder.set_weights(e, {"table": np.array([[mv.rows[0]], [mv.rows[1]]],
                                                        np.float32)})
-        return self.reshape(e, mv.view, final=True)
+        if not mv.causal:
+            return self.reshape(e, mv.view, final=True)
+        # A decoder's mask: the lookup (0 or -inf per key) plus the causal
+        # bias (-inf above the diagonal): -inf wherever either hides the key.
+        queries, keys = mv.shape[-2:]
+        seen = np.arange(keys)[None, :] <= np.arange(queries)[:, None] + keys - queries
+        bias = np.broadcast_to(np.where(seen, np.float32(0), np.float32(-np.inf)),
+                               mv.shape).astype(np.float32)
+        return self.builder.add(self.node_of(bias, "a causal mask"), self.reshape(e, mv.view),
+                                name=self.node_name)
 
     def int_input(self, name: str) -> int:
         """The int64 graph input ``name``, of the file's shape."""
