@@ -354,6 +354,6 @@ _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
         args[0], _param(node, "cos", ft), _param(node, "sin", ft)),
     "attention": lambda node, args, ft: transformer_math.attention(
         args[0], args[1], args[2], args[3] if len(args) > 3 else None, node.attrs["causal"],
-        node.attrs["scale"]),
+        node.attrs["scale"], node.attrs["causal_fill"]),
     "glu": lambda node, args, ft: transformer_math.glu(args[0], args[1], node.attrs["kind"]),
 }

@@ -69,6 +69,7 @@ void register_graph(py::module_& m) {
       .def_readwrite("offset", &NodeSpec::offset)
       .def_readwrite("causal", &NodeSpec::causal)
       .def_readwrite("scale", &NodeSpec::scale)
+      .def_readwrite("causal_fill", &NodeSpec::causal_fill)
       .def_readwrite("kind", &NodeSpec::kind)
       .def_readwrite("mode", &NodeSpec::mode)
       .def_readwrite("kernel", &NodeSpec::kernel)

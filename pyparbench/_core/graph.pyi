@@ -25,6 +25,7 @@ class NodeSpec:
     offset: int
     causal: bool
     scale: float
+    causal_fill: float
     eps: float
     relu: bool
     trans_b: bool

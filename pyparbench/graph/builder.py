@@ -13,7 +13,7 @@ import numpy.typing as npt
 from pyparbench._checks import int_tuple, padding4
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.node import ArrayParams, Node, Params, ParamSpec, Shape
-from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS, GLU_KINDS
+from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS, FLOAT32_MIN, GLU_KINDS
 
 __all__ = ["GraphBuilder", "pool_output_size", "rebuild"]
 
@@ -417,10 +417,11 @@ class GraphBuilder:
 
     def attention(self, q: int, k: int, v: int, mask: int | None = None, *,
                   causal: bool = False, scale: float | None = None,
-                  name: str | None = None) -> int:
+                  causal_fill: float = FLOAT32_MIN, name: str | None = None) -> int:
         """Scaled dot-product attention of q (B, H, Sq, D), k (B, Hkv, Sk, D),
         v (B, Hkv, Sk, Dv), H a multiple of Hkv, an optional additive mask that
-        broadcasts into (B, H, Sq, Sk); ``scale`` defaults to 1 / sqrt(D)."""
+        broadcasts into (B, H, Sq, Sk); ``scale`` defaults to 1 / sqrt(D);
+        a key causal masking hides scores ``causal_fill`` (finite)."""
         qs, ks, vs = (self._f32(t, "attention") for t in (q, k, v))
         if len(qs) != 4 or len(ks) != 4 or len(vs) != 4 or ks[0] != qs[0] \
                 or vs[:3] != ks[:3] or ks[3] != qs[3] or qs[1] % ks[1]:
@@ -434,9 +435,11 @@ class GraphBuilder:
                 raise ValueError(f"attention mask {ms} does not broadcast into {full}")
             ins.append(mask)
         s = 1.0 / math.sqrt(qs[3]) if scale is None else float(scale)
-        if not math.isfinite(s):
-            raise ValueError(f"attention scale must be finite, got {scale}")
-        return self._add("attention", ins, {"causal": bool(causal), "scale": s},
+        if not math.isfinite(s) or not math.isfinite(causal_fill):
+            raise ValueError(f"attention scale and causal_fill must be finite, got {scale}, "
+                             f"{causal_fill}")
+        return self._add("attention", ins, {"causal": bool(causal), "scale": s,
+                                            "causal_fill": float(causal_fill)},
                          (*qs[:3], vs[3]), name)
 
     def glu(self, gate: int, up: int, kind: str = "swish", *, name: str | None = None) -> int:
@@ -516,7 +519,8 @@ def _replay(b: GraphBuilder, node: Node) -> int:
         return b.rotary(ins[0], name=name)
     if node.op == "attention":
         return b.attention(ins[0], ins[1], ins[2], ins[3] if len(ins) > 3 else None,
-                           causal=a["causal"], scale=a["scale"], name=name)
+                           causal=a["causal"], scale=a["scale"],
+                           causal_fill=a["causal_fill"], name=name)
     if node.op == "glu":
         return b.glu(ins[0], ins[1], a["kind"], name=name)
     if node.op == "position_ids":

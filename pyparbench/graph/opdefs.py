@@ -5,7 +5,8 @@ framework runners) reads the ops from here."""
 
 from __future__ import annotations
 
-__all__ = ["DTYPE_BYTES", "ELTWISE_FLOPS", "FUSABLE_ACTIVATIONS", "GLU_KINDS", "HEAVY_OPS",
+__all__ = ["DTYPE_BYTES", "ELTWISE_FLOPS", "FLOAT32_MIN", "FUSABLE_ACTIVATIONS", "GLU_KINDS",
+           "HEAVY_OPS",
            "NATIVE_ATTRS",
            "NO_KERNEL_OPS", "OPS", "PASS_ATTRS"]
 
@@ -65,8 +66,11 @@ NATIVE_ATTRS: dict[str, tuple[str, ...]] = {
     "slice": ("start",),
     "position_ids": ("pad_id", "offset"),
     "rms_norm": ("eps",),
-    "attention": ("causal", "scale"),
+    "attention": ("causal", "scale", "causal_fill"),
     "glu": ("kind",),
 }
+# The float32 minimum: the score of a key an attention's causal masking
+# hides (as exporters' masks write it).
+FLOAT32_MIN = -3.4028234663852886e38
 # The activations of a gated linear unit (glu: act(gate) * up).
 GLU_KINDS = ("swish", "gelu", "gelu_tanh")

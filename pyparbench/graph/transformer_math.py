@@ -33,11 +33,11 @@ def rotary(x: Array, cos: Array, sin: Array) -> Array:
 
 
 def attention(q: Array, k: Array, v: Array, mask: Array | None, causal: bool,
-              scale: float) -> Array:
+              scale: float, causal_fill: float = -math.inf) -> Array:
     """softmax(scale q k^T + mask) v per (batch, head) of q (B, H, Sq, D), k
     (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv): head h reads key / value head
-    h // (H / Hkv); causal hides keys j > i + Sk - Sq; a row that sees no
-    key (or only keys at -inf) is zero."""
+    h // (H / Hkv); causal gives keys j > i + Sk - Sq the score
+    ``causal_fill``; a row whose scores are all -inf is zero."""
     group = q.shape[1] // k.shape[1]
     kk, vv = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     s = scale * (q @ np.swapaxes(kk, -1, -2))
@@ -46,7 +46,7 @@ def attention(q: Array, k: Array, v: Array, mask: Array | None, causal: bool,
     sq, sk = q.shape[2], k.shape[2]
     if causal:
         hidden = np.arange(sk)[None, :] > np.arange(sq)[:, None] + sk - sq
-        s = np.where(hidden, -np.inf, s)
+        s = np.where(hidden, causal_fill, s)
     top = np.max(s, axis=-1, keepdims=True)
     dead = ~np.isfinite(top) & (top < 0)
     e = np.exp(s - np.where(dead, 0, top))

@@ -274,7 +274,7 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       const bool masked = ins.size() > 3;
       auto k = std::make_unique<Attention>(ins[0].shape, ins[1].shape, ins[2].shape,
                                            masked ? ins[3].shape : Shape{}, s.causal, s.scale,
-                                           threads);
+                                           s.causal_fill, threads);
       const Tensor mask = masked ? ins[3] : Tensor{};
       return make_call<Attention>(std::move(k), [=, q = ins[0], kk = ins[1], v = ins[2],
                                                  y = out](Attention& k) {

@@ -41,6 +41,7 @@ struct NodeSpec {
   bool relu = false, trans_b = false, ceil_mode = false, count_include_pad = true;
   bool causal = false;  // attention: each query sees the keys up to its own position
   float scale = 1.0f;   // attention: the factor of q k^T
+  float causal_fill = 0.0f;  // attention: the score of a key causal masking hides
   // A fused eltwise activation of conv2d / linear / matmul (an eltwise kind,
   // empty for none). A conv2d with a second input adds it to its result
   // before the activation (a fused residual add).

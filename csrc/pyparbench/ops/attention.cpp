@@ -12,14 +12,15 @@
 namespace ppb {
 
 Attention::Attention(Shape q, Shape k, Shape v, Shape mask, bool causal, float scale,
-                     std::optional<int> threads)
+                     float causal_fill, std::optional<int> threads)
     : Kernel(threads),
       q_shape_(std::move(q)),
       k_shape_(std::move(k)),
       v_shape_(std::move(v)),
       mask_shape_(std::move(mask)),
       causal_(causal),
-      scale_(scale) {
+      scale_(scale),
+      causal_fill_(causal_fill) {
   const std::string shapes = "q " + shape_str(q_shape_) + ", k " + shape_str(k_shape_) +
                              ", v " + shape_str(v_shape_);
   if (q_shape_.size() != 4 || k_shape_.size() != 4 || v_shape_.size() != 4)
@@ -36,6 +37,9 @@ Attention::Attention(Shape q, Shape k, Shape v, Shape mask, bool causal, float s
         "got " + shapes);
   if (!std::isfinite(scale_))
     throw std::invalid_argument("attention scale must be finite, got " + std::to_string(scale_));
+  if (std::isnan(causal_fill_) || causal_fill_ == std::numeric_limits<float>::infinity())
+    throw std::invalid_argument("attention causal_fill must be a number below +inf, got " +
+                                std::to_string(causal_fill_));
   if (!mask_shape_.empty()) {
     const Shape full{b, h, sq, sk};
     bool ok = mask_shape_.size() == 4;
@@ -91,6 +95,9 @@ void Attention::execute() {
   const float scale = scale_;
   const bool causal = causal_;
   const float neg_inf = -std::numeric_limits<float>::infinity();
+  const float fill = causal_fill_;
+  // Hidden keys stay in the softmax at the fill score unless it is -inf.
+  const bool filled = causal && fill != neg_inf;
 #pragma omp parallel
   {
     std::vector<float> p(static_cast<size_t>(sk));
@@ -114,14 +121,17 @@ void Attention::execute() {
         p[j] = s;
         top = std::max(top, s);
       }
+      const int64_t used = filled ? sk : seen;
+      for (int64_t j = seen; j < used; ++j) p[j] = fill;
+      if (used > seen) top = std::max(top, fill);
       float* yr = y + r * dv;
-      if (seen == 0 || top == neg_inf) {
+      if (used == 0 || top == neg_inf) {
         std::fill(yr, yr + dv, 0.0f);
         continue;
       }
       double sum = 0;
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t j = 0; j < seen; ++j) {
+      for (int64_t j = 0; j < used; ++j) {
         const float e = std::exp(p[j] - top);
         sum += e;
         const float* vr = vb + j * dv;

@@ -94,7 +94,7 @@ def _chain_back(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int], c:
     """The values a layout chain ending at ``value`` starts from (the value
     itself first, then each one further back), each with the chain's nodes
     from it, in file order."""
-    found = [(value, [])]
+    found: list[tuple[str, list[int]]] = [(value, [])]
     chain: list[int] = []
     v = value
     while True:
@@ -143,24 +143,30 @@ def _evaluate(nodes: Sequence[onnx.NodeProto], c: _Constants, chain: list[int], 
 
 def _heads(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int], c: _Constants,
            value: str, shapes_of: Mapping[str, tuple[int, ...]], opset: int, heads: int,
-           transposed: bool) -> tuple[str, float] | None:
-    """(the heads h, the scale s) with ``value`` = s * repeat(h)ᵀ (or without
-    the transpose), h 4-D (B, heads / g, S, D) repeated g times along axis 1."""
+           transposed: bool) -> tuple[str, float, bool] | None:
+    """(the heads h, the scale s, whether h is (B, S, Hkv, D)) with ``value`` =
+    s * repeat(h)ᵀ (or without the transpose), h (B, heads / g, S, D)
+    repeated g times along axis 1; or h (B, S, heads / g, D), its axes 1
+    and 2 swapped (where the exporter never writes the heads' own layout)."""
     rng = np.random.default_rng(0)
     for start, chain in reversed(_chain_back(nodes, producer, c, value)):
         shape = shapes_of.get(start)
-        if shape is None or len(shape) != 4 or heads % shape[1]:
+        if shape is None or len(shape) != 4:
             continue
-        x = rng.standard_normal(shape).astype(np.float32) + 2.0
-        got = _evaluate(nodes, c, chain, start, x, opset)
-        want = np.repeat(x, heads // shape[1], axis=1)
-        if transposed:
-            want = np.swapaxes(want, -1, -2)
-        if got is None or got.shape != want.shape:
-            continue
-        s = float(got.reshape(-1)[0] / want.reshape(-1)[0])
-        if np.allclose(got, s * want, rtol=1e-5, atol=1e-6 * abs(s)):
-            return start, s
+        for swapped in (False, True):
+            h = shape[2] if swapped else shape[1]
+            if heads % h:
+                continue
+            x = rng.standard_normal(shape).astype(np.float32) + 2.0
+            got = _evaluate(nodes, c, chain, start, x, opset)
+            want = np.repeat(np.swapaxes(x, 1, 2) if swapped else x, heads // h, axis=1)
+            if transposed:
+                want = np.swapaxes(want, -1, -2)
+            if got is None or got.shape != want.shape:
+                continue
+            s = float(got.reshape(-1)[0] / want.reshape(-1)[0])
+            if np.allclose(got, s * want, rtol=1e-5, atol=1e-6 * abs(s)):
+                return start, s, swapped
     return None
 
 
@@ -175,21 +181,21 @@ def fuse_attention(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
         for i in n.input:
             readers.setdefault(i, []).append(k)
     c = _Constants(nodes, inits, shapes_of, opset)
-    new: dict[int, onnx.NodeProto] = {}
+    new: dict[int, list[onnx.NodeProto]] = {}
     for n in nodes:
         if n.op_type != "Softmax":
             continue
         if int(node_attrs(n).get("axis", -1)) not in (-1, 3):
             continue
         scores, mask = n.input[0], ""
-        k = producer.get(scores)
-        if k is not None and nodes[k].op_type == "Add":
-            a, b = nodes[k].input[0], nodes[k].input[1]
+        add = producer.get(scores)
+        if add is not None and nodes[add].op_type == "Add":
+            a, b = nodes[add].input[0], nodes[add].input[1]
             first = producer.get(a)
             scores, mask = (a, b) if first is not None and nodes[first].op_type == "MatMul" \
                 else (b, a)
-            k = producer.get(scores)
-        if k is None or nodes[k].op_type != "MatMul":
+        k = producer.get(scores, -1)
+        if k < 0 or nodes[k].op_type != "MatMul":
             continue
         probs = n.output[0]
         r = readers.get(probs, [])
@@ -208,9 +214,20 @@ def fuse_attention(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
         v = _heads(nodes, producer, c, nodes[last].input[1], shapes_of, opset, heads, False)
         if q is None or kk is None or v is None or abs(v[1] - 1.0) > 1e-6:
             continue
-        new[last] = helper.make_node(
-            "Attention", [q[0], kk[0], v[0], *([mask] if mask else [])],
-            [nodes[last].output[0]], scale=q[1] * kk[1],
-            name=nodes[last].name or n.name)
-    return [new.get(k, n) for k, n in enumerate(nodes)]
+        name = nodes[last].name or n.name
+        made: list[onnx.NodeProto] = []
+        ins = []
+        for which, (src, _, swapped) in zip("qkv", (q, kk, v), strict=True):
+            if swapped:  # (B, S, H, D) -> (B, H, S, D)
+                made.append(helper.make_node("Transpose", [src], [f"{name}/{which}_heads"],
+                                             perm=[0, 2, 1, 3], name=f"{name}/{which}_heads"))
+                src = made[-1].output[0]
+            ins.append(src)
+        made.append(helper.make_node("Attention", [*ins, *([mask] if mask else [])],
+                                     [nodes[last].output[0]], scale=q[1] * kk[1], name=name))
+        new[last] = made
+    out: list[onnx.NodeProto] = []
+    for k, n in enumerate(nodes):
+        out.extend(new.get(k, [n]))
+    return out
 

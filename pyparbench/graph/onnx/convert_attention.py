@@ -31,14 +31,22 @@ def attention(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     if causal and qs[2] != ks[2]:
         raise Unsupported("causal masking of fewer queries than keys (ONNX aligns it top-left)")
     mask = None
+    fill = None
     if len(ins) > 3 and ins[3] is not None:
         mask = im.node_of(ins[3], "Attention's mask")
+        fill = im.causal_masks.get(mask)
         if im.builder.dtype(mask) != "float32":
             raise Unsupported("a boolean mask (an additive float mask maps)")
         ms = im.shape(mask)
         if len(ms) < 4:
             mask = im.reshape(mask, (1,) * (4 - len(ms)) + ms)
     scale = a.get("scale")
+    if fill is not None:  # a decoder's mask: its padding here, its causal part the kernel's
+        if causal or qs[2] != ks[2]:
+            raise Unsupported("a causal mask beside is_causal, or of fewer queries than keys")
+        return [im.builder.attention(q, kk, v, mask, causal=True, causal_fill=fill,
+                                     scale=None if scale is None else float(scale),
+                                     name=im.node_name)]
     return [im.builder.attention(q, kk, v, mask, causal=causal,
                                  scale=None if scale is None else float(scale),
                                  name=im.node_name)]

@@ -1,7 +1,8 @@
 """Converters of elementwise ops: Add / Sub / Mul / Div by a constant (an
-affine) or of two values broadcasting one way, Neg (an affine), the activations (one eltwise
-kernel each), Clip as ReLU / ReLU6, HardSigmoid, and the ops that pass their
-input through (Identity, Dropout, Cast to float32)."""
+affine) or of two values broadcasting one way, Neg (an affine), the
+activations (one eltwise kernel each), Clip as ReLU / ReLU6, HardSigmoid,
+and the ops that pass their input through (Identity, Dropout, Cast to
+float32)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ ids, a zero buffer gathered by those positions).
 Like a mask's values (:mod:`~pyparbench.graph.onnx.mask_values`), they are
 found without reading the pattern: the nodes that depend on the ids alone
 are evaluated on probe ids, and each integer value the rest of the network
-reads is either the same for every probe (folded: a constant) or the
-padding-aware positions of the ids for one padding id and offset (run
+reads is either the same for every probe (folded: a constant), the ids
+themselves in another shape (a view), or the padding-aware positions of the ids for one padding id and offset (run
 natively as a ``position_ids`` node, which an embedding lookup reads). The
 padding id is one of the integer scalars the computation reads (the
 exporter's constant it compares the ids with); every probe must agree.
@@ -35,23 +35,25 @@ _ID_RANGE = 8
 @dataclass(frozen=True)
 class IdValue:
     """A value of ONNX name ``name`` computed from the int64 input ``ids``:
-    ``constant`` where it does not depend on them, else the padding-aware
-    positions of the ids for ``pad_id`` and ``offset``."""
+    ``constant`` where it does not depend on them, the ids ``reshaped``, or
+    else the padding-aware positions of the ids for ``pad_id`` and ``offset``."""
 
     name: str
     ids: str
     constant: Array | None
     pad_id: int = 0
     offset: int = 0
+    # The ids themselves in another shape (GPT-2's view of them); else ().
+    reshaped: tuple[int, ...] = ()
 
 
 def id_probes(shape: tuple[int, ...], candidates: Sequence[int]) -> list[Array]:
-    """Probe ids of ``shape``: per candidate padding id, all of it, and
-    random ids with it mixed in (the first id among them); and ids that are
-    none of the candidates."""
+    """Probe ids of ``shape``: random ids that are none of the candidate
+    padding ids; per candidate, all of it, and random ids with it mixed in
+    (the first id among them)."""
     rng = np.random.default_rng(0)
     others = [v for v in range(_ID_RANGE + len(candidates)) if v not in candidates]
-    probes = [rng.choice(others, size=shape).astype(np.int64)]
+    probes = [rng.choice(others, size=shape).astype(np.int64) for _ in range(_PROBES)]
     for p in candidates:
         probes.append(np.full(shape, p, np.int64))
         for _ in range(_PROBES):
@@ -71,6 +73,9 @@ def as_id_value(name: str, ids: str, shape: tuple[int, ...], candidates: Sequenc
     got = [run(p) for p in probes]
     if all(g.shape == got[0].shape and np.array_equal(g, got[0]) for g in got[1:]):
         return IdValue(name, ids, got[0])
+    if all(g.size == q.size and np.array_equal(g, q.reshape(g.shape))
+           for q, g in zip(probes, got, strict=True)) and got[0].ndim:
+        return IdValue(name, ids, None, reshaped=tuple(int(d) for d in got[0].shape))
     if len(shape) == 2:
         for p in candidates:
             offset = int(run(np.full(shape, p, np.int64)).reshape(-1)[0])

@@ -82,6 +82,9 @@ class Importer:
         self.input_shapes = inputs.shapes
         self.input_dtypes = inputs.dtypes
         self.int_inputs: dict[str, int] = {}  # int64 input -> its node
+        # Padding masks of a decoder whose causal part (of this finite fill)
+        # an attention applies: node -> the fill.
+        self.causal_masks: dict[int, float] = {}
         self.index_inputs: dict[str, int] = {}  # int64 input -> its (numel, 1) node
         self.float_inputs: dict[str, int] = {}
         self.used_names: set[str] = set()
@@ -142,7 +145,16 @@ class Importer:
         meta = {"batch": self.batch, "family": "onnx", "opset": self.opset,
                 "onnx_input_shapes": {k: list(v) for k, v in self.input_shapes.items()
                                       if k in self.float_inputs or k in self.index_inputs}}
-        return self.builder.build(outs, meta)
+        graph = self.builder.build(outs, meta)
+        for node in graph.nodes:
+            if any(i in self.causal_masks for i in node.inputs) and not (
+                    node.op == "attention" and node.inputs.index(next(
+                        i for i in node.inputs if i in self.causal_masks)) == 3):
+                self.problems.append(("(causal mask)", node.name, "a decoder's causal mask "
+                                      "read other than as an attention's mask"))
+        if self.problems:
+            raise ValueError(self._problem_text())
+        return graph
 
     def _mask_values(self, nodes: Sequence[onnx.NodeProto]) -> None:
         """Values computed from an int64 mask alone, each one embedding
@@ -159,8 +171,14 @@ class Importer:
         for mv in found:
             self.values[mv.name] = self._mask_node(mv)
         for iv in found_ids:
-            self.values[iv.name] = iv.constant if iv.constant is not None \
-                else self._positions_node(iv)
+            if iv.constant is not None:
+                self.values[iv.name] = iv.constant
+            elif iv.reshaped:
+                self.node_name = self.node_name_for(iv.name, iv.name)
+                self.values[iv.name] = self.builder.reshape(
+                    self.int_input(iv.ids), iv.reshaped, name=self.node_name)
+            else:
+                self.values[iv.name] = self._positions_node(iv)
 
     def _positions_node(self, iv: IdValue) -> int:
         """The padding-aware positions of the ids: an int64 node, which a
@@ -177,6 +195,12 @@ class Importer:
                                                        np.float32)})
         if not mv.causal:
             return self.reshape(e, mv.view, final=True)
+        if not np.isneginf(mv.rows[0]):
+            # A finite mask value: only an attention can take it, as its
+            # padding mask and causal masking with that fill.
+            y = self.reshape(e, mv.view, final=True)
+            self.causal_masks[y] = mv.rows[0]
+            return y
         # A decoder's mask: the lookup (0 or -inf per key) plus the causal
         # bias (-inf above the diagonal): -inf wherever either hides the key.
         queries, keys = mv.shape[-2:]

@@ -61,7 +61,7 @@ class MaskValue:
     rows: tuple[float, float]  # the value where the mask is 0, where it is 1
     view: tuple[int, ...]
     # Causal as well: of shape ``shape``, (..., Sq, Sk), key j > i + Sk - Sq
-    # of query i is -inf (the value where the mask is 0) whatever the mask.
+    # of query i is the value where the mask is 0 whatever the mask.
     causal: bool = False
     shape: tuple[int, ...] = ()
 
@@ -255,8 +255,7 @@ def _mask_probes(run: Callable[[Array], list[Array]], wanted: list[str], chosen:
 def _as_mask_value(name: str, mask: str, shape: tuple[int, ...], zeros: Array, ones: Array,
                    probes: list[tuple[Array, Array]]) -> MaskValue:
     """The value as two constants picked by the mask's (batch, key) element,
-    or, where the value where the mask is 0 is -inf, that and a causal mask
-    of its (query, key) axes (a decoder's mask)."""
+    or that and a causal mask of its (query, key) axes (a decoder's mask)."""
     why = f"value {name!r} computed from the int64 input {mask!r} alone"
     if zeros.dtype != np.float32 or zeros.ndim < len(shape) or len(shape) != 2:
         raise Unsupported(f"{why} is not a float32 value of rank >= 2 (dtype "
@@ -268,12 +267,12 @@ def _as_mask_value(name: str, mask: str, shape: tuple[int, ...], zeros: Array, o
         raise Unsupported(f"{why} of shape {out} is not (batch, ..., sequence)")
     queries = out[-2] if len(out) > 2 else 1
     seen = np.arange(keys)[None, :] <= np.arange(queries)[:, None] + keys - queries
-    causal = not np.all(ones == c1) and np.isneginf(c0) and len(out) > 2
+    causal = not np.all(ones == c1) and len(out) > 2
     visible = seen if causal else np.ones_like(seen)
     if not (np.all(zeros == c0) and np.array_equal(ones, np.broadcast_to(
             np.where(visible, c1, c0), out))):
         raise Unsupported(f"{why} differs along its elements where the mask does not (and "
-                          "is no causal mask of -inf)")
+                          "is no causal mask)")
     view = (batch, *(1,) * (len(out) - 2), keys)
     for m, v in probes:
         want = np.where((m.reshape(view) != 0) & visible, c1, c0)
