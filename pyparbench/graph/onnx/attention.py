@@ -30,7 +30,7 @@ from onnx.reference import ReferenceEvaluator
 from pyparbench.graph.onnx.attributes import node_attrs
 from pyparbench.graph.onnx.values import Array
 
-__all__ = ["fuse_attention"]
+__all__ = ["Constants", "fuse_attention"]
 
 # Ops that only move, repeat or scale a tensor's elements.
 _LAYOUT = frozenset({"Transpose", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Mul", "Div",
@@ -38,7 +38,7 @@ _LAYOUT = frozenset({"Transpose", "Reshape", "Unsqueeze", "Squeeze", "Expand", "
 _SHAPE_ONLY = frozenset({"Shape", "Size"})
 
 
-class _Constants:
+class Constants:
     """The file's constants, and the values computed from constants (or
     from shapes fixed at import) alone, evaluated when first asked for."""
 
@@ -83,13 +83,13 @@ class _Constants:
         return out
 
 
-def _scalar(c: _Constants, name: str) -> float | None:
+def _scalar(c: Constants, name: str) -> float | None:
     v = c.get(name)
     return float(v.reshape(-1)[0]) if v is not None and v.size == 1 and v.dtype.kind == "f" \
         else None
 
 
-def _chain_back(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int], c: _Constants,
+def _chain_back(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int], c: Constants,
                 value: str) -> list[tuple[str, list[int]]]:
     """The values a layout chain ending at ``value`` starts from (the value
     itself first, then each one further back), each with the chain's nodes
@@ -119,7 +119,7 @@ def _chain_back(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int], c:
     return found
 
 
-def _evaluate(nodes: Sequence[onnx.NodeProto], c: _Constants, chain: list[int], start: str,
+def _evaluate(nodes: Sequence[onnx.NodeProto], c: Constants, chain: list[int], start: str,
               x: Array, opset: int) -> Array | None:
     """The chain's last value with ``x`` for ``start``."""
     vals: dict[str, Array] = {start: x}
@@ -141,7 +141,7 @@ def _evaluate(nodes: Sequence[onnx.NodeProto], c: _Constants, chain: list[int], 
     return vals[nodes[chain[-1]].output[0]] if chain else x
 
 
-def _heads(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int], c: _Constants,
+def _heads(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int], c: Constants,
            value: str, shapes_of: Mapping[str, tuple[int, ...]], opset: int, heads: int,
            transposed: bool) -> tuple[str, float, bool] | None:
     """(the heads h, the scale s, whether h is (B, S, Hkv, D)) with ``value`` =
@@ -180,7 +180,7 @@ def fuse_attention(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
     for k, n in enumerate(nodes):
         for i in n.input:
             readers.setdefault(i, []).append(k)
-    c = _Constants(nodes, inits, shapes_of, opset)
+    c = Constants(nodes, inits, shapes_of, opset)
     new: dict[int, list[onnx.NodeProto]] = {}
     for n in nodes:
         if n.op_type != "Softmax":

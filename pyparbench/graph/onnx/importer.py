@@ -40,6 +40,7 @@ from pyparbench.graph.onnx.id_values import IdValue
 from pyparbench.graph.onnx.load import FileInputs, with_fixed_inputs
 from pyparbench.graph.onnx.mask_values import MaskValue, find_mask_values
 from pyparbench.graph.onnx.rewrites import REWRITES
+from pyparbench.graph.onnx.rotary import fuse_rotary
 from pyparbench.graph.onnx.values import (
     F32,
     MAX_FOLD_ELEMENTS,
@@ -113,8 +114,9 @@ class Importer:
         nodes = list(self.g.node)
         for rewrite in REWRITES:
             nodes = rewrite(nodes, self.values, outputs)
-        nodes = fuse_attention(nodes, self.values, outputs,
-                               {**self.input_shapes, **self.inferred_shapes}, self.opset)
+        shapes = {**self.input_shapes, **self.inferred_shapes}
+        nodes = fuse_rotary(nodes, self.values, outputs, shapes, self.opset)
+        nodes = fuse_attention(nodes, self.values, outputs, shapes, self.opset)
         for n in nodes:
             for i in n.input:
                 if i:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyparbench.graph.onnx.convert_attention import attention
+from pyparbench.graph.onnx.convert_attention import attention, rotary_embedding
 from pyparbench.graph.onnx.convert_conv_pool import conv, global_pool, pool
 from pyparbench.graph.onnx.convert_elementwise import (
     binary,
@@ -58,6 +58,7 @@ CONVERTERS: Mapping[str, Converter] = {
     "RMSNormalization": rms_norm,
     "Softmax": softmax,
     "Attention": attention,
+    "RotaryEmbedding": rotary_embedding,
     "Concat": concat,
     "Reshape": view,
     "Flatten": view,
