@@ -32,11 +32,11 @@ def test_decoder_prefill_matches_onnx_runtime(tmp_path: Path, family: str, seq: 
     assert {g.nodes[i].name: (g.nodes[i].shape, g.nodes[i].dtype) for i in g.inputs} == {
         "input_ids": ((1, seq), "int64"), "attention_mask": ((1, seq), "int64")}
     assert [g.nodes[o].name for o in g.outputs] == ["last_hidden_state"]
-    # The fused kernels run the decoder: RMSNorm, rotary positions, and
-    # attention with its grouped-query heads never repeated.
+    # The fused kernels run the decoder: RMSNorm, rotary positions,
+    # attention with its grouped-query heads never repeated, SwiGLU.
     ops = {n.op for n in g.nodes}
-    assert {"attention", *(("layer_norm",) if family == "gpt2" else ("rms_norm", "rotary"))
-            } <= ops
+    assert {"attention", *(("layer_norm",) if family == "gpt2" else
+                           ("rms_norm", "rotary", "glu"))} <= ops
     rng = np.random.default_rng(seq)
     ids = rng.integers(0, VOCAB, (1, seq)).astype(np.int64)
     left_padded = np.ones((1, seq), np.int64)

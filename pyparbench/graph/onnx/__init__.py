@@ -48,7 +48,8 @@ exporters' scaled-dot-product pattern,
 :mod:`~pyparbench.graph.onnx.attention`: one native ``attention`` node),
 RotaryEmbedding (rotate-half of the whole head by constant caches; the
 exporters' pattern, :mod:`~pyparbench.graph.onnx.rotary`: one ``rotary``
-node), Neg, Identity,
+node), SiLU or GELU times another value of its shape (SwiGLU, GeGLU: one
+``glu`` node), Neg, Identity,
 Dropout and Cast to float32 (removed). A float constant that an op reads
 as data rather than as its weight (a vision transformer's class token
 concatenated to the patches) becomes a ``constant`` node.

@@ -86,6 +86,9 @@ class Importer:
         # Padding masks of a decoder whose causal part (of this finite fill)
         # an attention applies: node -> the fill.
         self.causal_masks: dict[int, float] = {}
+        # Activations whose one reader multiplies them by an up projection
+        # (ONNX name -> the glu kind): the name's value is the gate itself.
+        self.glu_gates: dict[str, str] = {}
         self.index_inputs: dict[str, int] = {}  # int64 input -> its (numel, 1) node
         self.float_inputs: dict[str, int] = {}
         self.used_names: set[str] = set()
