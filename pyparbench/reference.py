@@ -23,6 +23,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from pyparbench._bfloat16 import to_bfloat16
 from pyparbench.graph import Graph, Node
+from pyparbench.graph import transformer_math
+from pyparbench.graph.positions import padded_positions
 
 __all__ = ["BF16_TOLERANCE", "assert_near", "assert_near_bf16", "conv2d_reference",
            "gemm_reference", "output_error", "reference_forward", "relative_error",
@@ -409,4 +411,14 @@ _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
     # A change of memory layout only: the same values.
     "reorder": lambda node, args, ft: args[0],
     "slice": lambda node, args, ft: args[0][node.attrs["start"]:node.attrs["start"] + node.shape[0]],
+    "position_ids": lambda node, args, ft: padded_positions(args[0], node.attrs["pad_id"],
+                                                            node.attrs["offset"]),
+    "rms_norm": lambda node, args, ft: transformer_math.rms_norm(
+        args[0], _param(node, "scale", ft), node.attrs["eps"]),
+    "rotary": lambda node, args, ft: transformer_math.rotary(
+        args[0], _param(node, "cos", ft), _param(node, "sin", ft)),
+    "attention": lambda node, args, ft: transformer_math.attention(
+        args[0], args[1], args[2], args[3] if len(args) > 3 else None, node.attrs["causal"],
+        node.attrs["scale"], node.attrs["causal_fill"]),
+    "glu": lambda node, args, ft: transformer_math.glu(args[0], args[1], node.attrs["kind"]),
 }

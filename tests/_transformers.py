@@ -37,6 +37,8 @@ def _import_transformers() -> Any:
 transformers = _import_transformers()
 
 VOCAB = 100
+# RoBERTa's padding id (its configuration's default): positions skip it.
+ROBERTA_PAD = 1
 HIDDEN = 32
 _COMMON = {"hidden_size": HIDDEN, "num_hidden_layers": 2, "num_attention_heads": 2,
            "intermediate_size": 64, "vocab_size": VOCAB, "max_position_embeddings": 64}
@@ -76,6 +78,51 @@ def export_encoder(family: str, path: Path, seq: int, dynamo: bool) -> Path:
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         torch.onnx.export(encoder, (ids, mask), str(path), dynamo=dynamo,
+                          input_names=["input_ids", "attention_mask"],
+                          output_names=["last_hidden_state"],
+                          opset_version=18 if dynamo else 17)
+    return path
+
+
+_DECODER = {"hidden_size": HIDDEN, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "intermediate_size": 64, "vocab_size": VOCAB,
+            "max_position_embeddings": 64}
+# Each decoder family's (config class, model class, configuration): grouped-query
+# attention (4 query heads sharing 2 key / value heads) where the family has it.
+DECODERS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", "LlamaModel", _DECODER),
+    "qwen2": ("Qwen2Config", "Qwen2Model", _DECODER),
+    "gpt2": ("GPT2Config", "GPT2Model",
+             {"n_embd": HIDDEN, "n_layer": 2, "n_head": 4, "n_inner": 64, "vocab_size": VOCAB,
+              "n_positions": 64}),
+}
+
+
+class _Decoder(torch.nn.Module):  # type: ignore[misc]
+    """The model's prefill: named inputs, no cache, the last hidden state."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          use_cache=False).last_hidden_state
+
+
+def export_decoder(family: str, path: Path, seq: int, dynamo: bool) -> Path:
+    """``family``'s tiny random decoder (seeded) exported to ``path`` for its
+    prefill of (1, seq) int64 ids and mask, by either exporter (as
+    :func:`export_encoder`)."""
+    config_name, model_name, config = DECODERS[family]
+    torch.manual_seed(0)
+    model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config))
+    decoder = _Decoder(model.eval()).eval()
+    ids = torch.randint(0, VOCAB, (1, seq))
+    mask = torch.ones(1, seq, dtype=torch.int64)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(decoder, (ids, mask), str(path), dynamo=dynamo,
                           input_names=["input_ids", "attention_mask"],
                           output_names=["last_hidden_state"],
                           opset_version=18 if dynamo else 17)

@@ -21,6 +21,11 @@ class NodeSpec:
     groups: int
     axis: int
     start: int
+    pad_id: int
+    offset: int
+    causal: bool
+    scale: float
+    causal_fill: float
     eps: float
     relu: bool
     trans_b: bool

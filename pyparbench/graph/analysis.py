@@ -11,7 +11,10 @@ Analysis conventions (per node, and summed over the graph):
   average pooling 1 per input element (+1 per output), batch_norm 4 per element
   (subtract, divide, multiply, add; 3 without scale), layer_norm 8 per element
   (mean: 1; variance: subtract, square, add; normalise: subtract, divide;
-  scale, shift), softmax 5 per element (max, subtract, exp, sum, divide).
+  scale, shift), softmax 5 per element (max, subtract, exp, sum, divide),
+  rms_norm 4 per element, rotary 3, glu its activation's + 1, attention 2
+  per multiply-add of q kᵀ and p v plus the softmax's 5 (and the mask's 1)
+  per score.
   Data movement (concat, reshape, transpose, tril_flatten), inputs and
   constants are 0.
 * Parameters: every array of every node, batch-norm statistics included (as
@@ -252,6 +255,18 @@ def _flops(n: Node, ins: Sequence[Node]) -> tuple[int, int]:
         return 8 * out, 0
     if n.op == "softmax":
         return 5 * out, 0
+    if n.op == "rms_norm":
+        return 4 * out, 0
+    if n.op == "rotary":
+        return 3 * out, 0
+    if n.op == "glu":
+        return (ELTWISE_FLOPS[a["kind"]] + 1) * out, 0
+    if n.op == "attention":
+        # q kᵀ and p v (multiply-adds), the mask, and the softmax's 5 per score.
+        sk, d = ins[1].shape[2], ins[0].shape[3]
+        rows = out // n.shape[-1]
+        macs = rows * sk * (d + n.shape[-1])
+        return 2 * macs + rows * sk * (5 + int(len(ins) > 3)), macs
     return 0, 0  # inputs, constants and data movement
 
 

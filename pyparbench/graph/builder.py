@@ -13,7 +13,7 @@ import numpy.typing as npt
 from pyparbench._checks import int_tuple, padding4
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.node import ArrayParams, Node, Params, ParamSpec, Shape
-from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS
+from pyparbench.graph.opdefs import DTYPE_BYTES, ELTWISE_FLOPS, FLOAT32_MIN, GLU_KINDS
 
 __all__ = ["GraphBuilder", "pool_output_size", "rebuild"]
 
@@ -220,11 +220,12 @@ class GraphBuilder:
     def embedding_bag(self, indices: int, rows: int, dim: int, *, mode: str = "sum",
                       name: str | None = None) -> int:
         """Sum or mean of ``table`` rows per bag; ``indices`` an int64 (batch, bag)
-        input, or a reshape of one."""
+        input, a reshape of one, or of position ids."""
         n = self._node(indices)
-        if n.op not in ("input", "reshape") or n.dtype != "int64" or len(n.shape) != 2:
+        if n.op not in ("input", "reshape", "position_ids") or n.dtype != "int64" \
+                or len(n.shape) != 2:
             raise ValueError(f"embedding_bag indices must be a 2-D int64 input node (or a "
-                             f"reshape of one), got "
+                             f"reshape of one, or position ids), got "
                              f"{n.name!r} ({n.op}, {n.dtype}, {n.shape})")
         if mode not in ("sum", "mean"):
             raise ValueError(f"embedding_bag mode must be 'sum' or 'mean', got {mode!r}")
@@ -383,6 +384,73 @@ class GraphBuilder:
             raise ValueError(f"transpose perm {p} is not a permutation of the axes of {xs}")
         return self._add("transpose", (x,), {"perm": p}, tuple(xs[i] for i in p), name)
 
+    def position_ids(self, ids: int, *, pad_id: int, offset: int,
+                     name: str | None = None) -> int:
+        """Padding-aware positions (int64, the ids' shape) of int64 (batch, seq)
+        ids: ``offset`` + the running count of ids other than ``pad_id`` where
+        the id is not ``pad_id``, else ``offset``."""
+        n = self._node(ids)
+        if n.dtype != "int64" or len(n.shape) != 2:
+            raise ValueError(f"position_ids needs (batch, seq) int64 ids, got {n.name!r} "
+                             f"({n.dtype}, {n.shape})")
+        return self._add("position_ids", (ids,), {"pad_id": int(pad_id), "offset": int(offset)},
+                         n.shape, name, dtype="int64")
+
+    def rms_norm(self, x: int, *, eps: float = 1e-6, name: str | None = None) -> int:
+        """RMS normalisation over the last axis; param scale (last axis,)."""
+        xs = self._f32(x, "rms_norm")
+        if not (eps >= 0 and math.isfinite(eps)):
+            raise ValueError(f"rms_norm eps must be finite and >= 0, got {eps}")
+        params = {"scale": ParamSpec((xs[-1],), "uniform", 0.5, 1.5)}
+        return self._add("rms_norm", (x,), {"eps": float(eps)}, xs, name, params)
+
+    def rotary(self, x: int, *, name: str | None = None) -> int:
+        """Rotate-half rotary positions of x (..., S, D), D even; params cos,
+        sin (S, D), the tables of the rows' positions."""
+        xs = self._f32(x, "rotary")
+        if len(xs) < 2 or xs[-1] % 2:
+            raise ValueError(f"rotary needs (..., S, D) with D even, got {xs}")
+        table = (xs[-2], xs[-1])
+        params = {"cos": ParamSpec(table, "uniform", -1.0, 1.0),
+                  "sin": ParamSpec(table, "uniform", -1.0, 1.0)}
+        return self._add("rotary", (x,), {}, xs, name, params)
+
+    def attention(self, q: int, k: int, v: int, mask: int | None = None, *,
+                  causal: bool = False, scale: float | None = None,
+                  causal_fill: float = FLOAT32_MIN, name: str | None = None) -> int:
+        """Scaled dot-product attention of q (B, H, Sq, D), k (B, Hkv, Sk, D),
+        v (B, Hkv, Sk, Dv), H a multiple of Hkv, an optional additive mask that
+        broadcasts into (B, H, Sq, Sk); ``scale`` defaults to 1 / sqrt(D);
+        a key causal masking hides scores ``causal_fill`` (finite)."""
+        qs, ks, vs = (self._f32(t, "attention") for t in (q, k, v))
+        if len(qs) != 4 or len(ks) != 4 or len(vs) != 4 or ks[0] != qs[0] \
+                or vs[:3] != ks[:3] or ks[3] != qs[3] or qs[1] % ks[1]:
+            raise ValueError(f"attention needs q (B, H, Sq, D), k (B, Hkv, Sk, D), v (B, "
+                             f"Hkv, Sk, Dv) with H a multiple of Hkv, got {qs}, {ks}, {vs}")
+        full = (qs[0], qs[1], qs[2], ks[2])
+        ins = [q, k, v]
+        if mask is not None:
+            ms = self._f32(mask, "attention")
+            if len(ms) != 4 or any(m not in (1, f) for m, f in zip(ms, full, strict=True)):
+                raise ValueError(f"attention mask {ms} does not broadcast into {full}")
+            ins.append(mask)
+        s = 1.0 / math.sqrt(qs[3]) if scale is None else float(scale)
+        if not math.isfinite(s) or not math.isfinite(causal_fill):
+            raise ValueError(f"attention scale and causal_fill must be finite, got {scale}, "
+                             f"{causal_fill}")
+        return self._add("attention", ins, {"causal": bool(causal), "scale": s,
+                                            "causal_fill": float(causal_fill)},
+                         (*qs[:3], vs[3]), name)
+
+    def glu(self, gate: int, up: int, kind: str = "swish", *, name: str | None = None) -> int:
+        """act(gate) * up, act one of :data:`GLU_KINDS` (SwiGLU, GeGLU)."""
+        gs, us = self._f32(gate, "glu"), self._f32(up, "glu")
+        if gs != us:
+            raise ValueError(f"glu needs gate and up of one shape, got {gs} and {us}")
+        if kind not in GLU_KINDS:
+            raise ValueError(f"glu kind must be one of {GLU_KINDS}, got {kind!r}")
+        return self._add("glu", (gate, up), {"kind": kind}, gs, name)
+
     def tril_flatten(self, x: int, *, name: str | None = None) -> int:
         """(B, n, n) -> (B, n(n-1)/2): entries (i, j), j < i, row by row."""
         xs = self._f32(x, "tril_flatten")
@@ -445,6 +513,18 @@ def _replay(b: GraphBuilder, node: Node) -> int:
         return b.transpose(ins[0], a["perm"], name=name)
     if node.op == "tril_flatten":
         return b.tril_flatten(ins[0], name=name)
+    if node.op == "rms_norm":
+        return b.rms_norm(ins[0], eps=a["eps"], name=name)
+    if node.op == "rotary":
+        return b.rotary(ins[0], name=name)
+    if node.op == "attention":
+        return b.attention(ins[0], ins[1], ins[2], ins[3] if len(ins) > 3 else None,
+                           causal=a["causal"], scale=a["scale"],
+                           causal_fill=a["causal_fill"], name=name)
+    if node.op == "glu":
+        return b.glu(ins[0], ins[1], a["kind"], name=name)
+    if node.op == "position_ids":
+        return b.position_ids(ins[0], pad_id=a["pad_id"], offset=a["offset"], name=name)
     if node.op == "slice":
         return b.slice(ins[0], a["start"], node.shape[0], after=ins[1:], name=name)
     raise ValueError(f"unknown op {node.op!r}")
@@ -464,7 +544,11 @@ def _canonical(v: Any) -> Any:
 
 
 def _arity(op: str, n: int) -> None:
-    want = {"input": 0, "constant": 0, "matmul": 2, "add": 2, "mul": 2}.get(op, 1)
+    if op == "attention":  # q, k, v and an optional mask
+        if n not in (3, 4):
+            raise ValueError(f"attention takes 3 or 4 inputs, got {n}")
+        return
+    want = {"input": 0, "constant": 0, "matmul": 2, "add": 2, "mul": 2, "glu": 2}.get(op, 1)
     if op == "concat" and n < 1 or op != "concat" and n != want:
         raise ValueError(f"{op} takes {'one or more' if op == 'concat' else want} "
                          f"input(s), got {n}")

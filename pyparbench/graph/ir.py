@@ -7,7 +7,7 @@ random initialiser. Nodes and their lazily made parameters are defined in
 :mod:`pyparbench.graph.node` (re-exported here).
 
 Op vocabulary (attributes in brackets; all tensors float32 except the int64
-index inputs of ``embedding_bag`` and their reshapes):
+index inputs of ``embedding_bag``, ``position_ids`` and their reshapes):
 
 ========================  ==========================================================
 ``input``                 [dtype] a named graph input
@@ -41,6 +41,21 @@ index inputs of ``embedding_bag`` and their reshapes):
                           after those nodes (set by the micro-batch pass)
 ``tril_flatten``          (B, n, n) -> (B, n(n-1)/2): the strictly lower triangle, row
                           by row (DLRM's dot interaction without self-interaction)
+``position_ids``          [pad_id, offset] int64 ids (batch, seq) -> int64 positions of
+                          the same shape: offset + the count of ids other than pad_id up
+                          to and including j where ids[b, j] != pad_id, else offset
+                          (RoBERTa's padding-aware positions)
+``rms_norm``              [eps] x / sqrt(mean(x^2) + eps) * scale over the last axis;
+                          param scale
+``rotary``                x (..., S, D) * cos + rotate_half(x) * sin; params cos, sin
+                          (S, D); rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2])
+``attention``             [causal, scale] softmax(scale q kᵀ + mask) v of q (B, H, Sq, D),
+                          k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv), an optional 4-D additive
+                          mask that broadcasts into (B, H, Sq, Sk); H a multiple of Hkv
+                          (grouped-query: head h reads key / value head h // (H / Hkv));
+                          causal hides keys j > i + Sk - Sq; a row that sees no key is 0
+``glu``                   [kind swish|gelu|gelu_tanh] act(gate) * up of two inputs of one
+                          shape (SwiGLU, GeGLU)
 ========================  ==========================================================
 
 The builder is :mod:`pyparbench.graph.builder`, the analysis (FLOPs, depth,

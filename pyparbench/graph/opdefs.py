@@ -5,13 +5,16 @@ framework runners) reads the ops from here."""
 
 from __future__ import annotations
 
-__all__ = ["DTYPE_BYTES", "ELTWISE_FLOPS", "FUSABLE_ACTIVATIONS", "HEAVY_OPS", "NATIVE_ATTRS",
+__all__ = ["DTYPE_BYTES", "ELTWISE_FLOPS", "FLOAT32_MIN", "FUSABLE_ACTIVATIONS", "GLU_KINDS",
+           "HEAVY_OPS",
+           "NATIVE_ATTRS",
            "NO_KERNEL_OPS", "OPS", "PASS_ATTRS"]
 
 OPS = frozenset({
     "input", "constant", "conv2d", "linear", "matmul", "embedding_bag", "eltwise", "add", "mul",
     "concat", "pool2d", "global_avg_pool", "batch_norm", "layer_norm", "softmax",
-    "reshape", "transpose", "tril_flatten", "reorder", "slice",
+    "reshape", "transpose", "tril_flatten", "reorder", "slice", "position_ids",
+    "rms_norm", "rotary", "attention", "glu",
 })
 HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag"})
 # Ops the native plan runs no kernel for: its inputs and constants (buffers
@@ -61,4 +64,13 @@ NATIVE_ATTRS: dict[str, tuple[str, ...]] = {
     "layer_norm": ("eps",),
     "transpose": ("perm",),
     "slice": ("start",),
+    "position_ids": ("pad_id", "offset"),
+    "rms_norm": ("eps",),
+    "attention": ("causal", "scale", "causal_fill"),
+    "glu": ("kind",),
 }
+# The float32 minimum: the score of a key an attention's causal masking
+# hides (as exporters' masks write it).
+FLOAT32_MIN = -3.4028234663852886e38
+# The activations of a gated linear unit (glu: act(gate) * up).
+GLU_KINDS = ("swish", "gelu", "gelu_tanh")

@@ -4,13 +4,18 @@
 #include "pyparbench/graph/direct_runner.hpp"
 #include "pyparbench/math/library.hpp"
 #include "pyparbench/math/linear.hpp"
+#include "pyparbench/ops/attention.hpp"
 #include "pyparbench/ops/binary.hpp"
 #include "pyparbench/ops/concat.hpp"
 #include "pyparbench/ops/eltwise.hpp"
+#include "pyparbench/ops/glu.hpp"
 #include "pyparbench/ops/embedding_bag.hpp"
 #include "pyparbench/ops/normalization.hpp"
 #include "pyparbench/ops/pooling.hpp"
+#include "pyparbench/ops/position_ids.hpp"
 #include "pyparbench/ops/reorder.hpp"
+#include "pyparbench/ops/rms_norm.hpp"
+#include "pyparbench/ops/rotary.hpp"
 #include "pyparbench/ops/softmax.hpp"
 #include "pyparbench/ops/transpose.hpp"
 #include "pyparbench/ops/tril_flatten.hpp"
@@ -251,6 +256,45 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     }
     case OpKind::tril_flatten:
       return unary_call(std::make_unique<TrilFlatten>(ins[0].shape, threads), ins[0], out);
+    case OpKind::rms_norm: {
+      auto k = std::make_unique<RmsNorm>(ins[0].shape, s.eps, threads);
+      const ParamArray scale = param(s, "scale");
+      return make_call<RmsNorm>(std::move(k), [=, x = ins[0], y = out](RmsNorm& k) {
+        k.run(x.input_view(), scale.view(), y.output_view());
+      });
+    }
+    case OpKind::rotary: {
+      auto k = std::make_unique<Rotary>(ins[0].shape, threads);
+      const ParamArray c = param(s, "cos"), sn = param(s, "sin");
+      return make_call<Rotary>(std::move(k), [=, x = ins[0], y = out](Rotary& k) {
+        k.run(x.input_view(), c.view(), sn.view(), y.output_view());
+      });
+    }
+    case OpKind::attention: {
+      const bool masked = ins.size() > 3;
+      auto k = std::make_unique<Attention>(ins[0].shape, ins[1].shape, ins[2].shape,
+                                           masked ? ins[3].shape : Shape{}, s.causal, s.scale,
+                                           s.causal_fill, threads);
+      const Tensor mask = masked ? ins[3] : Tensor{};
+      return make_call<Attention>(std::move(k), [=, q = ins[0], kk = ins[1], v = ins[2],
+                                                 y = out](Attention& k) {
+        k.run(q.input_view(), kk.input_view(), v.input_view(),
+              masked ? mask.input_view() : ConstFloatView{}, y.output_view());
+      });
+    }
+    case OpKind::glu: {
+      auto k = std::make_unique<Glu>(s.kind, out.shape, threads);
+      return make_call<Glu>(std::move(k), [g = ins[0], u = ins[1], y = out](Glu& k) {
+        k.run(g.input_view(), u.input_view(), y.output_view());
+      });
+    }
+    case OpKind::position_ids: {
+      if (!s.int64) throw std::invalid_argument("position_ids node '" + s.name + "' must be int64");
+      auto k = std::make_unique<PositionIds>(ins[0].shape, s.pad_id, s.offset, threads);
+      return make_call<PositionIds>(std::move(k), [x = ins[0], y = out](PositionIds& k) {
+        k.run(static_cast<const int64_t*>(x.data), static_cast<int64_t*>(y.data));
+      });
+    }
     case OpKind::input:
     case OpKind::reshape:
     case OpKind::slice:
@@ -269,6 +313,16 @@ bool split_inputs(const NodeSpec& s, const std::vector<Tensor>& ins, std::vector
       return s.axis != 0;
     case OpKind::transpose:
       return !s.perm.empty() && s.perm[0] == 0;
+    case OpKind::position_ids:
+      return false;  // int64 rows: one block
+    case OpKind::attention:
+      // q, k, v by batch rows; a mask whose batch axis broadcasts is whole.
+      if (ins.size() > 3) cut[3] = ins[3].shape[0] == ins[0].shape[0];
+      return true;
+    case OpKind::rotary:
+      // Rows of the table follow the sequence axis: only a leading axis
+      // before it is cut.
+      return ins[0].shape.size() > 2;
     case OpKind::matmul:
       cut[1] = ins[0].shape.size() == 3;  // 2-D: b is the same for every row block
       return true;

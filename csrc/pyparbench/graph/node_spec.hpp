@@ -27,7 +27,7 @@ struct NodeSpec {
   std::string name;
   std::vector<int> inputs;  // indices of earlier nodes
   Shape shape;              // output
-  bool int64 = false;       // output holds int64 indices (an input node)
+  bool int64 = false;       // output holds int64 indices (an input node, position_ids)
   // Attributes; each op reads the ones it has.
   std::string kind;  // eltwise kind, pool kind
   std::string mode;  // embedding_bag sum / mean
@@ -35,9 +35,13 @@ struct NodeSpec {
   std::array<int64_t, 4> padding{0, 0, 0, 0};  // top, bottom, left, right
   int64_t groups = 1;
   int64_t start = 0;  // slice: the first row it views along axis 0
+  int64_t pad_id = 0, offset = 0;  // position_ids: the padding id, the first position
   int axis = 1;
   float eps = 1e-5f;
   bool relu = false, trans_b = false, ceil_mode = false, count_include_pad = true;
+  bool causal = false;  // attention: each query sees the keys up to its own position
+  float scale = 1.0f;   // attention: the factor of q k^T
+  float causal_fill = 0.0f;  // attention: the score of a key causal masking hides
   // A fused eltwise activation of conv2d / linear / matmul (an eltwise kind,
   // empty for none). A conv2d with a second input adds it to its result
   // before the activation (a fused residual add).

@@ -75,6 +75,24 @@ NodeWork node_work(const NodeSpec& s, const std::vector<Shape>& inputs) {
     case OpKind::layer_norm:
       w.flops = 8 * out;
       break;
+    case OpKind::rms_norm:
+      w.flops = 4 * out;  // square, sum, scale by the inverse, by the weight
+      break;
+    case OpKind::rotary:
+      w.flops = 3 * out;
+      break;
+    case OpKind::glu:
+      w.flops = out * (activation_ops(s.kind) + 1);
+      break;
+    case OpKind::attention:
+      // q k^T and p v: 2 Sk (D + Dv) per output row; the softmax's exp per score.
+      if (inputs.size() >= 3) {
+        const double rows = elements(s.shape) / static_cast<double>(s.shape.back());
+        const double sk = static_cast<double>(inputs[1][2]);
+        w.flops = rows * sk * (2.0 * static_cast<double>(inputs[0].back() + s.shape.back()) +
+                               activation_ops("tanh"));
+      }
+      break;
     case OpKind::softmax:
       w.flops = out * (activation_ops("tanh") + 3);  // an exp, the max, the sum, the scale
       break;

@@ -26,6 +26,11 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::tril_flatten, "tril_flatten"},
     {OpKind::reorder, "reorder"},
     {OpKind::slice, "slice"},
+    {OpKind::position_ids, "position_ids"},
+    {OpKind::rms_norm, "rms_norm"},
+    {OpKind::rotary, "rotary"},
+    {OpKind::attention, "attention"},
+    {OpKind::glu, "glu"},
 };
 
 }  // namespace

@@ -27,6 +27,11 @@ enum class OpKind {
   tril_flatten,
   reorder,  // the same logical tensor in another memory layout (NodeSpec::input_layout -> layout)
   slice,    // rows [start, start + shape[0]) of its first input along axis 0: a view
+  position_ids,  // int64 ids -> int64 padding-aware positions (ops/position_ids.hpp)
+  rms_norm,      // over the last axis, then scale (ops/rms_norm.hpp)
+  rotary,        // rotate-half rotary positions by cos / sin tables (ops/rotary.hpp)
+  attention,     // scaled dot-product attention, GQA, causal / additive mask (ops/attention.hpp)
+  glu,           // act(gate) * up (ops/glu.hpp)
 };
 
 // The op's name in the graph IR ("conv2d", "global_avg_pool", ...).

@@ -68,8 +68,9 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
       if (in < 0 || in >= i)
         throw std::invalid_argument("node '" + s.name + "' reads node " + std::to_string(in) +
                                     ", which does not come before it");
-      // An int64 node is read by an embedding lookup, or viewed by an int64 reshape.
-      if (nodes_[in].int64 && s.op != OpKind::embedding_bag &&
+      // An int64 node is read by an embedding lookup or by position_ids, or
+      // viewed by an int64 reshape.
+      if (nodes_[in].int64 && s.op != OpKind::embedding_bag && s.op != OpKind::position_ids &&
           !(s.op == OpKind::reshape && s.int64))
         throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
                                     ") cannot read the int64 node '" + nodes_[in].name + "'");

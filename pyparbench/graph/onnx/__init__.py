@@ -10,8 +10,10 @@ Shape arithmetic is folded with onnx's own reference evaluator, one node
 at a time (:mod:`~pyparbench.graph.onnx.importer` says why).
 
 Patterns that exporters write as several nodes (the erf form of GELU, a
-value gated by its own sigmoid, a zero Pad before a Conv) are first
-rewritten as one (:mod:`~pyparbench.graph.onnx.rewrites`).
+value gated by its own sigmoid, RMSNorm, a zero Pad before a Conv) are
+first rewritten as one (:mod:`~pyparbench.graph.onnx.rewrites`), each
+rotary embedding as one RotaryEmbedding node (:mod:`~pyparbench.graph.onnx.rotary`)
+and each attention as one Attention node (:mod:`~pyparbench.graph.onnx.attention`).
 
 What maps (everything else is refused, see below): Conv (2-D, groups
 incl. depthwise, dilation, asymmetric pads, auto_pad; 1-D as a 2-D one of
@@ -36,7 +38,18 @@ of a constant table by an int64
 graph input (``embedding_bag`` of bags of one over an int64 reshape of the
 input to ``(numel, 1)``: the graph's input keeps the file's shape), values
 computed from an int64 attention mask alone (one two-row lookup of the
-mask, :mod:`~pyparbench.graph.onnx.mask_values`), Identity,
+mask, :mod:`~pyparbench.graph.onnx.mask_values`), integers computed from
+int64 ids alone (folded where constant; padding-aware position ids as a
+``position_ids`` node, :mod:`~pyparbench.graph.onnx.id_values`; the ids
+in another shape a view) and rows of a constant table by them, a decoder's
+causal mask computed from an int64 mask, RMSNormalization (and the
+exporters' RMSNorm pattern), Attention (4-D, grouped-query heads, and the
+exporters' scaled-dot-product pattern,
+:mod:`~pyparbench.graph.onnx.attention`: one native ``attention`` node),
+RotaryEmbedding (rotate-half of the whole head by constant caches; the
+exporters' pattern, :mod:`~pyparbench.graph.onnx.rotary`: one ``rotary``
+node), SiLU or GELU times another value of its shape (SwiGLU, GeGLU: one
+``glu`` node), Neg, Identity,
 Dropout and Cast to float32 (removed). A float constant that an op reads
 as data rather than as its weight (a vision transformer's class token
 concatenated to the patches) becomes a ``constant`` node.
@@ -51,7 +64,9 @@ line naming the file.
 
 The modules: ``load`` (reading the file, its checks, its inputs),
 ``importer`` (the values of the file's names, folding, node names, the
-problems), ``rewrites`` (multi-node patterns as one node), one
+problems), ``mask_values`` and ``id_values`` (what is computed from an
+int64 input alone), ``rotary`` and ``attention`` (the exporters' rotary
+embeddings and attention found), ``rewrites`` (multi-node patterns as one node), one
 ``convert_*`` module per op family, ``registry`` (op type -> converter),
 ``api`` (:func:`from_onnx`).
 """

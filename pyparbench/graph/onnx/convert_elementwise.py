@@ -1,7 +1,9 @@
 """Converters of elementwise ops: Add / Sub / Mul / Div by a constant (an
-affine) or of two values broadcasting one way, the activations (one eltwise
-kernel each), Clip as ReLU / ReLU6, HardSigmoid, and the ops that pass their
-input through (Identity, Dropout, Cast to float32)."""
+affine) or of two values broadcasting one way, Neg (an affine), the
+activations (one eltwise kernel each; SiLU or GELU times another value of
+its shape, a gated linear unit, one glu kernel), Clip as ReLU / ReLU6, HardSigmoid,
+and the ops that pass their input through (Identity, Dropout, Cast to
+float32)."""
 
 from __future__ import annotations
 
@@ -13,14 +15,20 @@ import onnx
 from pyparbench.graph.onnx.attributes import as_text
 from pyparbench.graph.onnx.importer import Converter, Importer
 from pyparbench.graph.onnx.values import F32, Unsupported, Value
+from pyparbench.graph.opdefs import GLU_KINDS
 
-__all__ = ["binary", "clip", "eltwise", "hard_sigmoid", "pass_through"]
+__all__ = ["binary", "clip", "eltwise", "hard_sigmoid", "negate", "pass_through"]
 
 
 def binary(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
            a: dict[str, Any]) -> list[Value]:
     op = n.op_type
     p, q = ins[0], ins[1]
+    gate = next((i for i, name in enumerate(n.input[:2]) if name in im.glu_gates), None)
+    if op == "Mul" and gate is not None:  # act(gate) * up: one glu node
+        g, u = (p, q) if gate == 0 else (q, p)
+        return [im.builder.glu(im.node_of(g, "a gate"), im.node_of(u, "an up projection"),
+                               im.glu_gates[n.input[gate]], name=im.node_name)]
     if isinstance(p, np.ndarray) and isinstance(q, int):
         if op == "Add":
             return [im.affine(q, None, p)]
@@ -60,16 +68,43 @@ def binary(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     return [im.builder.add(x, y, name=im.node_name)]
 
 
+def negate(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+           a: dict[str, Any]) -> list[Value]:
+    """-x: an affine of scale -1."""
+    return [im.affine(im.node_of(ins[0], "Neg's input"), -np.ones(1), None)]
+
+
 def eltwise(kind: str) -> Converter:
     def f(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
           a: dict[str, Any]) -> list[Value]:
         approximate = as_text(a.get("approximate", "none")) if kind == "gelu" else "none"
         if approximate not in ("none", "tanh"):
             raise Unsupported(f"approximate {approximate!r}")
-        return [im.builder.eltwise(im.node_of(ins[0], n.op_type),
-                                   "gelu_tanh" if approximate == "tanh" else kind,
-                                   name=im.node_name)]
+        act = "gelu_tanh" if approximate == "tanh" else kind
+        x = im.node_of(ins[0], n.op_type)
+        if act in GLU_KINDS and _gates_a_product(im, n, im.shape(x)):
+            # Its one reader multiplies it by another value of its shape:
+            # that Mul makes act(x) * up as one glu node (SwiGLU, GeGLU).
+            im.glu_gates[n.output[0]] = act
+            return [x]
+        return [im.builder.eltwise(x, act, name=im.node_name)]
     return f
+
+
+def _gates_a_product(im: Importer, n: onnx.NodeProto, shape: tuple[int, ...]) -> bool:
+    """Whether the one reader of ``n``'s output is a Mul by a computed value
+    of the same shape (a gated linear unit's act(gate) * up)."""
+    out = n.output[0]
+    if im.consumers.get(out) != 1 or out in im.output_names:
+        return False
+    m = next((r for r in im.nodes if out in r.input), None)
+    if m is None or m.op_type != "Mul" or len(m.input) != 2 or m.input[0] == m.input[1]:
+        return False
+    other = m.input[1] if m.input[0] == out else m.input[0]
+    made_by = im.producer.get(other)
+    return not isinstance(im.values.get(other), np.ndarray) and made_by is not None \
+        and im.nodes[made_by].op_type != "Constant" and im.elem_shape(other) == shape \
+        and im.elem_shape(m.output[0]) == shape
 
 
 def clip(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],

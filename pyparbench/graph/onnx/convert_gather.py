@@ -22,6 +22,9 @@ def gather(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     table = ins[0]
     if isinstance(table, int) and isinstance(ins[1], np.ndarray):
         return [_gather_range(im, table, ins[1], int(a.get("axis", 0)))]
+    if isinstance(table, np.ndarray) and isinstance(ins[1], int) \
+            and im.builder.dtype(ins[1]) == "int64":
+        return [_lookup(im, table, ins[1], a)]
     if not (isinstance(table, np.ndarray) and table.ndim == 2 and table.dtype == np.float32
             and int(a.get("axis", 0)) == 0 and idx_name in im.input_shapes
             and im.input_dtypes[idx_name] == "int64"):
@@ -36,6 +39,19 @@ def gather(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     if shape == (numel,):
         return [e]
     return [im.reshape(e, (*shape, int(table.shape[1])), final=True)]
+
+
+def _lookup(im: Importer, table: Array, idx: int, a: dict[str, Any]) -> int:
+    """Rows of a constant table by int64 ids computed from the file's inputs
+    (position ids): an embedding lookup, reshaped to the ids' shape."""
+    if table.ndim != 2 or table.dtype != np.float32 or int(a.get("axis", 0)) != 0:
+        raise Unsupported("only rows of a constant 2-D float table by computed ids map")
+    shape = im.shape(idx)
+    rows, dim = int(table.shape[0]), int(table.shape[1])
+    e = im.builder.embedding_bag(im.as_indices(idx, im.fresh("as_indices")), rows, dim,
+                                 mode="sum", name=im.fresh("embedding"))
+    im.builder.set_weights(e, {"table": table})
+    return im.reshape(e, (*shape, dim), final=True)
 
 
 def _gather_range(im: Importer, x: int, idx: Array, axis: int) -> int:

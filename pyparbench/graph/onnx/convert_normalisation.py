@@ -1,5 +1,5 @@
 """Converters of normalisations: BatchNormalization (inference),
-LayerNormalization (last axis), Softmax (any axis)."""
+LayerNormalization and RMSNormalization (last axis), Softmax (any axis)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import onnx
 from pyparbench.graph.onnx.importer import Importer
 from pyparbench.graph.onnx.values import Unsupported, Value
 
-__all__ = ["batch_norm", "layer_norm", "softmax"]
+__all__ = ["batch_norm", "layer_norm", "rms_norm", "softmax"]
 
 
 def batch_norm(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
@@ -40,6 +40,20 @@ def layer_norm(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
              if len(ins) > 2 and ins[2] is not None else np.zeros(d, np.float32))
     y = im.builder.layer_norm(x, eps=float(a.get("epsilon", 1e-5)), name=im.node_name)
     im.builder.set_weights(y, {"scale": scale, "shift": shift})
+    return [y]
+
+
+def rms_norm(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+             a: dict[str, Any]) -> list[Value]:
+    """RMSNormalization over the last axis (ONNX's, opset 23; exporters' own
+    pattern rewritten as one, :mod:`~pyparbench.graph.onnx.rewrites`)."""
+    x = im.node_of(ins[0], "RMSNormalization's input")
+    xs = im.shape(x)
+    if int(a.get("axis", -1)) % len(xs) != len(xs) - 1:
+        raise Unsupported("normalisation over more than the last axis (a kernel is needed)")
+    scale = np.broadcast_to(im.const_of(ins[1], "RMSNormalization's scale"), (xs[-1],))
+    y = im.builder.rms_norm(x, eps=float(a.get("epsilon", 1e-5)), name=im.node_name)
+    im.builder.set_weights(y, {"scale": scale})
     return [y]
 
 

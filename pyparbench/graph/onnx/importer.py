@@ -34,10 +34,13 @@ from onnx.reference import ReferenceEvaluator
 
 from pyparbench.graph.builder import GraphBuilder
 from pyparbench.graph.ir import Graph
+from pyparbench.graph.onnx.attention import fuse_attention
 from pyparbench.graph.onnx.attributes import node_attrs
+from pyparbench.graph.onnx.id_values import IdValue
 from pyparbench.graph.onnx.load import FileInputs, with_fixed_inputs
 from pyparbench.graph.onnx.mask_values import MaskValue, find_mask_values
 from pyparbench.graph.onnx.rewrites import REWRITES
+from pyparbench.graph.onnx.rotary import fuse_rotary
 from pyparbench.graph.onnx.values import (
     F32,
     MAX_FOLD_ELEMENTS,
@@ -79,6 +82,13 @@ class Importer:
         self.absorbed: set[int] = set()  # ONNX node indexes folded into an earlier one
         self.input_shapes = inputs.shapes
         self.input_dtypes = inputs.dtypes
+        self.int_inputs: dict[str, int] = {}  # int64 input -> its node
+        # Padding masks of a decoder whose causal part (of this finite fill)
+        # an attention applies: node -> the fill.
+        self.causal_masks: dict[int, float] = {}
+        # Activations whose one reader multiplies them by an up projection
+        # (ONNX name -> the glu kind): the name's value is the gate itself.
+        self.glu_gates: dict[str, str] = {}
         self.index_inputs: dict[str, int] = {}  # int64 input -> its (numel, 1) node
         self.float_inputs: dict[str, int] = {}
         self.used_names: set[str] = set()
@@ -107,6 +117,9 @@ class Importer:
         nodes = list(self.g.node)
         for rewrite in REWRITES:
             nodes = rewrite(nodes, self.values, outputs)
+        shapes = {**self.input_shapes, **self.inferred_shapes}
+        nodes = fuse_rotary(nodes, self.values, outputs, shapes, self.opset)
+        nodes = fuse_attention(nodes, self.values, outputs, shapes, self.opset)
         for n in nodes:
             for i in n.input:
                 if i:
@@ -137,13 +150,22 @@ class Importer:
         meta = {"batch": self.batch, "family": "onnx", "opset": self.opset,
                 "onnx_input_shapes": {k: list(v) for k, v in self.input_shapes.items()
                                       if k in self.float_inputs or k in self.index_inputs}}
-        return self.builder.build(outs, meta)
+        graph = self.builder.build(outs, meta)
+        for node in graph.nodes:
+            if any(i in self.causal_masks for i in node.inputs) and not (
+                    node.op == "attention" and node.inputs.index(next(
+                        i for i in node.inputs if i in self.causal_masks)) == 3):
+                self.problems.append(("(causal mask)", node.name, "a decoder's causal mask "
+                                      "read other than as an attention's mask"))
+        if self.problems:
+            raise ValueError(self._problem_text())
+        return graph
 
     def _mask_values(self, nodes: Sequence[onnx.NodeProto]) -> None:
         """Values computed from an int64 mask alone, each one embedding
         lookup of the mask (see :mod:`~pyparbench.graph.onnx.mask_values`)."""
         try:
-            found, chain, shapes = find_mask_values(
+            found, found_ids, chain, shapes = find_mask_values(
                 nodes, self.values, self.input_shapes, self.input_dtypes, self.output_names,
                 self.opset, {**self.input_shapes, **self.inferred_shapes})
         except Unsupported as e:
@@ -153,6 +175,22 @@ class Importer:
         self.values.update(shapes)
         for mv in found:
             self.values[mv.name] = self._mask_node(mv)
+        for iv in found_ids:
+            if iv.constant is not None:
+                self.values[iv.name] = iv.constant
+            elif iv.reshaped:
+                self.node_name = self.node_name_for(iv.name, iv.name)
+                self.values[iv.name] = self.builder.reshape(
+                    self.int_input(iv.ids), iv.reshaped, name=self.node_name)
+            else:
+                self.values[iv.name] = self._positions_node(iv)
+
+    def _positions_node(self, iv: IdValue) -> int:
+        """The padding-aware positions of the ids: an int64 node, which a
+        Gather of a constant table reads as an embedding lookup."""
+        self.node_name = self.node_name_for(iv.name, iv.name)
+        return self.builder.position_ids(self.int_input(iv.ids), pad_id=iv.pad_id,
+                                         offset=iv.offset, name=self.node_name)
 
     def _mask_node(self, mv: MaskValue) -> int:
         self.node_name = self.node_name_for(mv.name, mv.name)
@@ -160,18 +198,42 @@ class Importer:
                                        name=self.fresh("lookup"))
         self.builder.set_weights(e, {"table": np.array([[mv.rows[0]], [mv.rows[1]]],
                                                        np.float32)})
-        return self.reshape(e, mv.view, final=True)
+        if not mv.causal:
+            return self.reshape(e, mv.view, final=True)
+        if not np.isneginf(mv.rows[0]):
+            # A finite mask value: only an attention can take it, as its
+            # padding mask and causal masking with that fill.
+            y = self.reshape(e, mv.view, final=True)
+            self.causal_masks[y] = mv.rows[0]
+            return y
+        # A decoder's mask: the lookup (0 or -inf per key) plus the causal
+        # bias (-inf above the diagonal): -inf wherever either hides the key.
+        queries, keys = mv.shape[-2:]
+        seen = np.arange(keys)[None, :] <= np.arange(queries)[:, None] + keys - queries
+        bias = np.broadcast_to(np.where(seen, np.float32(0), np.float32(-np.inf)),
+                               mv.shape).astype(np.float32)
+        return self.builder.add(self.node_of(bias, "a causal mask"), self.reshape(e, mv.view),
+                                name=self.node_name)
+
+    def int_input(self, name: str) -> int:
+        """The int64 graph input ``name``, of the file's shape."""
+        if name not in self.int_inputs:
+            self.int_inputs[name] = self.builder.input(name, self.input_shapes[name], "int64")
+        return self.int_inputs[name]
 
     def index_input(self, name: str) -> int:
         """The int64 graph input ``name`` (of the file's shape) viewed as
         (numel, 1): one lookup per index, as an embedding reads it."""
         if name not in self.index_inputs:
-            shape = self.input_shapes[name]
-            numel = math.prod(shape)
-            x = self.builder.input(name, shape, "int64")
-            self.index_inputs[name] = x if shape == (numel, 1) else self.builder.reshape(
-                x, (numel, 1), name=self.node_name_for("", f"{name}/as_indices"))
+            x = self.int_input(name)
+            self.index_inputs[name] = self.as_indices(x, self.node_name_for("", f"{name}/as_indices"))
         return self.index_inputs[name]
+
+    def as_indices(self, x: int, name: str) -> int:
+        """The int64 node ``x`` viewed as (numel, 1), as an embedding reads it."""
+        shape = self.shape(x)
+        numel = math.prod(shape)
+        return x if shape == (numel, 1) else self.builder.reshape(x, (numel, 1), name=name)
 
     def _problem_text(self) -> str:
         counts: dict[str, list[Any]] = {}

@@ -10,11 +10,17 @@ evaluator) on all-zero, all-one and random 0 / 1 masks, and where each value
 read by the rest of the network is ``where(mask[b, k], c1, c0)`` broadcast
 along its other axes, it runs natively as a two-row embedding lookup of the
 mask (the cast) viewed as (batch, 1, ..., 1, sequence).
+
+The same search finds the integer values computed from int64 ids alone
+(an input read other than as embedding indices); those are probed with ids
+rather than masks (:mod:`~pyparbench.graph.onnx.id_values`). An embedding
+lookup (rows of a constant float table) ends a chain: what the network
+computes from the rows is no value of the input alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +29,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
+from pyparbench.graph.onnx.id_values import IdValue, as_id_value
 from pyparbench.graph.onnx.values import Array, Unsupported
 
 __all__ = ["MaskValue", "find_mask_values"]
@@ -53,14 +60,24 @@ class MaskValue:
     mask: str
     rows: tuple[float, float]  # the value where the mask is 0, where it is 1
     view: tuple[int, ...]
+    # Causal as well: of shape ``shape``, (..., Sq, Sk), key j > i + Sk - Sq
+    # of query i is the value where the mask is 0 whatever the mask.
+    causal: bool = False
+    shape: tuple[int, ...] = ()
 
 
-def _depends(nodes: Sequence[onnx.NodeProto], graph_inputs: set[str]) -> dict[str, set[str]]:
-    """The graph inputs each value depends on (a shape read depends on none)."""
+def _depends(nodes: Sequence[onnx.NodeProto], graph_inputs: set[str],
+             constants: Mapping[str, object]) -> dict[str, set[str]]:
+    """The graph inputs each value depends on (a shape read depends on none;
+    an embedding lookup, rows of a constant float table by ids the network
+    computes on, on a source of its own)."""
     deps: dict[str, set[str]] = {i: {i} for i in graph_inputs}
     for n in nodes:
         d: set[str] = set()
-        if n.op_type not in _SHAPE_ONLY:
+        table = constants.get(n.input[0]) if n.input else None
+        if n.op_type == "Gather" and isinstance(table, np.ndarray) and table.dtype.kind == "f":
+            d = {f"{n.output[0]} (a lookup)"}
+        elif n.op_type not in _SHAPE_ONLY:
             for i in n.input:
                 d |= deps.get(i, set())
         for o in n.output:
@@ -72,20 +89,24 @@ def find_mask_values(nodes: Sequence[onnx.NodeProto], constants: Mapping[str, ob
                      input_shapes: Mapping[str, tuple[int, ...]],
                      input_dtypes: Mapping[str, str], outputs: set[str], opset: int,
                      shapes_of: Mapping[str, tuple[int, ...]]
-                     ) -> tuple[list[MaskValue], set[int], dict[str, Array]]:
-    """The mask values the rest of ``nodes`` reads, the indexes of the nodes
-    they replace, and the shape reads among those that the rest reads as
-    constants. ``constants`` holds the file's initialisers (name -> array).
+                     ) -> tuple[list[MaskValue], list[IdValue], set[int], dict[str, Array]]:
+    """The mask values and the integer values of ids
+    (:mod:`~pyparbench.graph.onnx.id_values`) the rest of ``nodes`` reads,
+    the indexes of the nodes they replace, and the shape reads among those
+    that the rest reads as constants. ``constants`` holds the file's
+    initialisers (name -> array).
 
-    Raises :class:`Unsupported` for a value computed from a mask that is not
-    one of two constants per (batch, key) element. ``shapes_of`` holds the
-    values' shapes from shape inference."""
+    Raises :class:`Unsupported` for a float value computed from a mask that
+    is not one of two constants per (batch, key) element, or an integer one
+    that is neither constant nor padding-aware positions. ``shapes_of``
+    holds the values' shapes from shape inference."""
     ints = {i for i, t in input_dtypes.items() if t == "int64"}
-    deps = _depends(nodes, set(input_shapes))
+    deps = _depends(nodes, set(input_shapes), constants)
     # The int64 inputs that some node reads other than as a Gather's indices.
     masks = sorted({i for n in nodes for j, i in enumerate(n.input) if i in ints
                     and not (n.op_type == "Gather" and j == 1)})
     found: list[MaskValue] = []
+    found_ids: list[IdValue] = []
     chain: set[int] = set()
     shapes: dict[str, Array] = {}
     for mask in masks:
@@ -103,17 +124,23 @@ def find_mask_values(nodes: Sequence[onnx.NodeProto], constants: Mapping[str, ob
             floats.append(o)
         if not floats:
             continue
-        arrays = _evaluate(nodes, inside, constants, mask, input_shapes[mask], floats, opset,
-                           shapes_of)
         shape = input_shapes[mask]
-        for o, (zeros, ones, probes) in arrays.items():
-            found.append(_as_mask_value(o, mask, shape, zeros, ones, probes))
+        run, scalars = _evaluator(nodes, inside, constants, mask, shape, floats, opset,
+                                  shapes_of)
+        zeros = _run(run, np.zeros(shape, np.int64))
+        integral = [o for o, z in zip(floats, zeros, strict=True) if z.dtype.kind in "iu"]
+        reals = [o for o in floats if o not in integral]
+        for o, (z, ones, probes) in _mask_probes(run, floats, reals, shape).items():
+            found.append(_as_mask_value(o, mask, shape, z, ones, probes))
+        for o in integral:
+            found_ids.append(as_id_value(o, mask, shape, scalars,
+                                         _one_of(run, floats.index(o))))
         chain |= inside
         for k in inside:
             n = nodes[k]
             if n.op_type in _SHAPE_ONLY and any(o in read_outside for o in n.output):
                 shapes[n.output[0]] = _shape_read(n, shapes_of)
-    return found, chain, shapes
+    return found, found_ids, chain, shapes
 
 
 def _ancestors(nodes: Sequence[onnx.NodeProto], inside: set[int],
@@ -151,12 +178,12 @@ def _shape_read(n: onnx.NodeProto, shapes_of: Mapping[str, tuple[int, ...]]) -> 
     return np.array(shape, np.int64)[a.get("start", 0):a.get("end", len(shape))]
 
 
-def _evaluate(nodes: Sequence[onnx.NodeProto], inside: set[int],
-              constants: Mapping[str, object], mask: str, shape: tuple[int, ...],
-              wanted: list[str], opset: int, shapes_of: Mapping[str, tuple[int, ...]]
-              ) -> dict[str, tuple[Array, Array, list[tuple[Array, Array]]]]:
-    """Each wanted value on an all-zero mask, an all-one mask, and random
-    0 / 1 masks (with the mask each was given)."""
+def _evaluator(nodes: Sequence[onnx.NodeProto], inside: set[int],
+               constants: Mapping[str, object], mask: str, shape: tuple[int, ...],
+               wanted: list[str], opset: int, shapes_of: Mapping[str, tuple[int, ...]]
+               ) -> tuple[Callable[[Array], list[Array]], list[int]]:
+    """The computation of the wanted values from the int64 input, and the
+    integer scalars it reads (the candidates for an ids' padding id)."""
     sub = _ancestors(nodes, inside, shapes_of)
     made = {o for n in sub for o in n.output}
     read = {i for n in sub for i in n.input if i and i not in made}
@@ -165,6 +192,15 @@ def _evaluate(nodes: Sequence[onnx.NodeProto], inside: set[int],
     missing = read - set(feeds_const) - {mask}
     if missing:
         raise Unsupported(f"a mask computation reads {min(missing)!r}, not a constant")
+    scalars = {int(v.reshape(-1)[0]) for v in feeds_const.values()
+               if v.size == 1 and v.dtype.kind in "iu"}
+    for n in sub:
+        for a in n.attribute:
+            if n.op_type == "Constant" and a.name in ("value", "value_int"):
+                v = np.asarray(helper.get_attribute_value(a) if a.name == "value_int"
+                               else numpy_helper.to_array(a.t))
+                if v.size == 1 and v.dtype.kind in "iu":
+                    scalars.add(int(v.reshape(-1)[0]))
     graph = helper.make_graph(
         sub, "mask",
         [helper.make_tensor_value_info(mask, onnx.TensorProto.INT64, list(shape))],
@@ -173,42 +209,74 @@ def _evaluate(nodes: Sequence[onnx.NodeProto], inside: set[int],
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     try:
         ev = ReferenceEvaluator(model, new_ops=[GatherElements])
-
-        def run(m: Array) -> list[Array]:
-            return [np.asarray(v) for v in ev.run(wanted, {mask: m})]
-
-        zeros = run(np.zeros(shape, np.int64))
-        ones = run(np.ones(shape, np.int64))
-        rng = np.random.default_rng(0)
-        probes: list[list[tuple[Array, Array]]] = [[] for _ in wanted]
-        for _ in range(_PROBES):
-            m = rng.integers(0, 2, shape).astype(np.int64)
-            for j, v in enumerate(run(m)):
-                probes[j].append((m, v))
     except Exception as e:
         raise Unsupported(f"cannot evaluate a mask computation: {str(e).splitlines()[0]}"
                           ) from None
-    return {o: (zeros[j], ones[j], probes[j]) for j, o in enumerate(wanted)}
+
+    def run(m: Array) -> list[Array]:
+        return [np.asarray(v) for v in ev.run(wanted, {mask: m})]
+
+    return run, sorted(scalars)
+
+
+def _run(run: Callable[[Array], list[Array]], m: Array) -> list[Array]:
+    """The wanted values for the input ``m``; Unsupported where it fails."""
+    try:
+        return run(m)
+    except Exception as e:
+        raise Unsupported(f"cannot evaluate a mask computation: {str(e).splitlines()[0]}"
+                          ) from None
+
+
+def _one_of(run: Callable[[Array], list[Array]], j: int) -> Callable[[Array], Array]:
+    """The computation of the ``j``-th wanted value alone."""
+    return lambda m: _run(run, m)[j]
+
+
+def _mask_probes(run: Callable[[Array], list[Array]], wanted: list[str], chosen: list[str],
+                 shape: tuple[int, ...]
+                 ) -> dict[str, tuple[Array, Array, list[tuple[Array, Array]]]]:
+    """Each chosen value (of ``wanted``, what ``run`` computes) on an all-zero
+    mask, an all-one mask, and random 0 / 1 masks (with the mask each was
+    given)."""
+    if not chosen:
+        return {}
+    zeros = _run(run, np.zeros(shape, np.int64))
+    ones = _run(run, np.ones(shape, np.int64))
+    rng = np.random.default_rng(0)
+    probes: list[list[tuple[Array, Array]]] = [[] for _ in wanted]
+    for _ in range(_PROBES):
+        m = rng.integers(0, 2, shape).astype(np.int64)
+        for j, v in enumerate(_run(run, m)):
+            probes[j].append((m, v))
+    return {o: (zeros[j], ones[j], probes[j]) for j, o in enumerate(wanted) if o in chosen}
 
 
 def _as_mask_value(name: str, mask: str, shape: tuple[int, ...], zeros: Array, ones: Array,
                    probes: list[tuple[Array, Array]]) -> MaskValue:
-    """The value as two constants picked by the mask's (batch, key) element."""
+    """The value as two constants picked by the mask's (batch, key) element,
+    or that and a causal mask of its (query, key) axes (a decoder's mask)."""
     why = f"value {name!r} computed from the int64 input {mask!r} alone"
     if zeros.dtype != np.float32 or zeros.ndim < len(shape) or len(shape) != 2:
         raise Unsupported(f"{why} is not a float32 value of rank >= 2 (dtype "
                           f"{zeros.dtype}, shape {zeros.shape})")
-    c0, c1 = zeros.reshape(-1)[0], ones.reshape(-1)[0]
-    if not (np.all(zeros == c0) and np.all(ones == c1)):
-        raise Unsupported(f"{why} differs along its elements where the mask does not")
+    c0, c1 = zeros.reshape(-1)[0], ones.reshape(-1)[-1]
     batch, keys = shape
     out = zeros.shape
     if out[0] not in (1, batch) or out[-1] != keys or (out[0] == 1 and batch != 1):
         raise Unsupported(f"{why} of shape {out} is not (batch, ..., sequence)")
+    queries = out[-2] if len(out) > 2 else 1
+    seen = np.arange(keys)[None, :] <= np.arange(queries)[:, None] + keys - queries
+    causal = not np.all(ones == c1) and len(out) > 2
+    visible = seen if causal else np.ones_like(seen)
+    if not (np.all(zeros == c0) and np.array_equal(ones, np.broadcast_to(
+            np.where(visible, c1, c0), out))):
+        raise Unsupported(f"{why} differs along its elements where the mask does not (and "
+                          "is no causal mask)")
     view = (batch, *(1,) * (len(out) - 2), keys)
     for m, v in probes:
-        want = np.where(m.reshape(view) != 0, c1, c0)
+        want = np.where((m.reshape(view) != 0) & visible, c1, c0)
         if v.shape != out or not np.array_equal(np.broadcast_to(want, out), v):
             raise Unsupported(f"{why} is not the mask's (batch, key) element picking one "
                               "of two constants")
-    return MaskValue(name, mask, (float(c0), float(c1)), view)
+    return MaskValue(name, mask, (float(c0), float(c1)), view, bool(causal), tuple(out))

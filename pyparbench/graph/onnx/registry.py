@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pyparbench.graph.onnx.convert_attention import attention, rotary_embedding
 from pyparbench.graph.onnx.convert_conv_pool import conv, global_pool, pool
 from pyparbench.graph.onnx.convert_elementwise import (
     binary,
     clip,
     eltwise,
     hard_sigmoid,
+    negate,
     pass_through,
 )
 from pyparbench.graph.onnx.convert_gather import gather
 from pyparbench.graph.onnx.convert_linear import gemm, matmul
-from pyparbench.graph.onnx.convert_normalisation import batch_norm, layer_norm, softmax
+from pyparbench.graph.onnx.convert_normalisation import batch_norm, layer_norm, rms_norm, softmax
 from pyparbench.graph.onnx.convert_reduce import reduce_mean
 from pyparbench.graph.onnx.convert_shape import (
     concat,
@@ -37,6 +39,7 @@ CONVERTERS: Mapping[str, Converter] = {
     "Sub": binary,
     "Mul": binary,
     "Div": binary,
+    "Neg": negate,
     "Relu": eltwise("relu"),
     "Sigmoid": eltwise("sigmoid"),
     "Tanh": eltwise("tanh"),
@@ -52,7 +55,10 @@ CONVERTERS: Mapping[str, Converter] = {
     "ReduceMean": reduce_mean,
     "BatchNormalization": batch_norm,
     "LayerNormalization": layer_norm,
+    "RMSNormalization": rms_norm,
     "Softmax": softmax,
+    "Attention": attention,
+    "RotaryEmbedding": rotary_embedding,
     "Concat": concat,
     "Reshape": view,
     "Flatten": view,

@@ -9,6 +9,8 @@ several nodes and the IR runs as one.
 * :func:`nan_guard_of_softmax`: Where(IsNaN(s), c, s) of a Softmax's s as
   s (the softmax of finite scores holds no NaN; exporters guard a row
   masked whole, which an additive mask of the float32 minimum never makes);
+* :func:`rms_norm`: RMS normalisation (Pow, ReduceMean, Add, Sqrt, a
+  division or reciprocal, Mul, the weight's Mul) as one RMSNormalization;
 * :func:`pad_into_conv`: a zero Pad of H and W read only by a Conv folded
   into the Conv's pads.
 
@@ -31,7 +33,7 @@ from onnx import helper, numpy_helper
 from pyparbench.graph.onnx.attributes import as_text, node_attrs
 
 __all__ = ["REWRITES", "erf_gelu", "gated_by_itself", "nan_guard_of_softmax", "pad_into_conv",
-           "tanh_gelu"]
+           "rms_norm", "tanh_gelu"]
 
 Array = npt.NDArray[Any]
 Rewrite = Callable[[list[onnx.NodeProto], Mapping[str, object], set[str]],
@@ -290,6 +292,94 @@ def nan_guard_of_softmax(nodes: list[onnx.NodeProto], inits: Mapping[str, object
     return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
 
 
+def rms_norm(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
+             outputs: set[str]) -> list[onnx.NodeProto]:
+    """RMS normalisation as exporters write it (Llama's, Qwen2's, T5's):
+    w * Cast?(x * 1 / Sqrt(ReduceMean(Pow(x, 2), last axis) + eps)) (or
+    x / Sqrt(...), or x * Reciprocal(Sqrt(...))) with a constant weight w, as
+    one RMSNormalization node (ONNX's, opset 23) of x and w."""
+    consts = _scalars(nodes, inits)
+    readers = _readers(nodes)
+    only_reader = _only_reader(nodes, readers, outputs)
+
+    def other(k: int, value: str) -> str:
+        a, b = (str(i) for i in nodes[k].input[:2])
+        return b if a == value else a
+
+    def last_axis(k: int) -> bool:
+        a = node_attrs(nodes[k])
+        axes = a.get("axes")
+        if len(nodes[k].input) > 1 and nodes[k].input[1]:
+            v = _constant_array(nodes, nodes[k].input[1], inits)
+            axes = None if v is None else np.asarray(v).reshape(-1).tolist()
+        return axes is not None and [int(i) for i in axes] == [-1] \
+            and int(a.get("keepdims", 1)) == 1
+
+    drop: set[int] = set()
+    new: dict[int, onnx.NodeProto] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type != "Pow" or consts.get(n.input[1]) != 2.0:
+            continue
+        x = n.input[0]
+        mean = only_reader(n.output[0], "ReduceMean")
+        if mean is None or not last_axis(mean):
+            continue
+        add = only_reader(nodes[mean].output[0], "Add")
+        eps = consts.get(other(add, nodes[mean].output[0])) if add is not None else None
+        if add is None or eps is None:
+            continue
+        sq = only_reader(nodes[add].output[0], "Sqrt")
+        if sq is None:
+            continue
+        root = nodes[sq].output[0]
+        chain = [k, mean, add, sq]
+        div = only_reader(root, "Div")
+        rec = only_reader(root, "Reciprocal")
+        if div is not None and nodes[div].input[1] == root and nodes[div].input[0] == x:
+            normed = div  # x / sqrt(...)
+        else:
+            inv = div if div is not None and nodes[div].input[1] == root \
+                and consts.get(nodes[div].input[0]) == 1.0 else rec
+            mul = only_reader(nodes[inv].output[0], "Mul") if inv is not None else None
+            if inv is None or mul is None or other(mul, nodes[inv].output[0]) != x:
+                continue
+            chain.append(inv)
+            normed = mul
+        out = nodes[normed].output[0]
+        cast = only_reader(out, "Cast")
+        if cast is not None and int(node_attrs(nodes[cast]).get("to", 0)) == onnx.TensorProto.FLOAT:
+            chain.append(normed)
+            normed, out = cast, nodes[cast].output[0]
+        scale = only_reader(out, "Mul")
+        w = other(scale, out) if scale is not None else ""
+        weight = _constant_array(nodes, w, inits)
+        if scale is None or not isinstance(weight, np.ndarray) or weight.ndim != 1:
+            continue
+        chain.append(normed)
+        new[scale] = helper.make_node("RMSNormalization", [x, w], [nodes[scale].output[0]],
+                                      axis=-1, epsilon=float(eps),
+                                      name=nodes[scale].name or n.name)
+        drop.update(chain)
+    return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
+
+
+def _constant_array(nodes: list[onnx.NodeProto], name: str, inits: Mapping[str, object]
+                    ) -> Array | None:
+    """The constant ``name``: a constant of the file, or what a Constant node
+    or an Identity of a constant (an exporter's alias of a shared weight)
+    writes; None where it is computed."""
+    v = inits.get(name)
+    if isinstance(v, np.ndarray):
+        return v
+    for n in nodes:
+        if n.output and n.output[0] == name:
+            if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+                return numpy_helper.to_array(n.attribute[0].t)
+            if n.op_type == "Identity":
+                return _constant_array(nodes, n.input[0], inits)
+    return None
+
+
 # In this order: a Gelu's or a gate's pattern is whole before a Pad is looked at.
 REWRITES: tuple[Rewrite, ...] = (erf_gelu, tanh_gelu, gated_by_itself, nan_guard_of_softmax,
-                                 pad_into_conv)
+                                 rms_norm, pad_into_conv)

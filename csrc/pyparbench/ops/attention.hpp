@@ -1,0 +1,44 @@
+// Scaled dot-product attention in one kernel: softmax(scale * q k^T + mask)
+// v per (batch, head, query row), with an optional additive mask, an
+// optional causal mask, and grouped-query attention (H query heads sharing
+// Hkv key / value heads, H a multiple of Hkv: head h reads key / value head
+// h / (H / Hkv); the shared heads are never repeated in memory).
+//
+// q (B, H, Sq, D), k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv) -> (B, H, Sq, Dv).
+// The mask is 4-D and broadcasts into (B, H, Sq, Sk) (each axis 1 or full).
+// Causal: query i sees keys j <= i + Sk - Sq (the queries are the last Sq
+// positions); a hidden key's score is causal_fill (the float32 minimum, as
+// exporters' masks write it: with any key seen it weighs nothing, with none
+// every hidden key weighs the same; -inf: hidden keys leave the softmax). A
+// row whose scores are all -inf is zero (the NaN guard exporters write
+// after their softmax).
+#pragma once
+
+#include "pyparbench/core/tensor.hpp"
+#include "pyparbench/ops/kernel.hpp"
+
+namespace ppb {
+
+class Attention : public Kernel {
+ public:
+  // mask: empty for none.
+  Attention(Shape q, Shape k, Shape v, Shape mask, bool causal, float scale, float causal_fill,
+            std::optional<int> threads);
+  const Shape& output_shape() const { return out_; }
+
+  // mask absent (data null) exactly when the kernel was made without one.
+  void run(ConstFloatView q, ConstFloatView k, ConstFloatView v, ConstFloatView mask,
+           FloatView out);
+
+ protected:
+  void execute() override;
+
+ private:
+  Shape q_shape_, k_shape_, v_shape_, mask_shape_, out_;
+  bool causal_;
+  float scale_, causal_fill_;
+  ConstFloatView q_, k_, v_, mask_;
+  FloatView y_;
+};
+
+}  // namespace ppb

@@ -1,0 +1,31 @@
+// Gated linear units of transformer MLPs: y = act(gate) * up, act one of
+// swish (SwiGLU: SiLU), gelu (GeGLU, exact) or gelu_tanh (its tanh form).
+#pragma once
+
+#include "pyparbench/core/tensor.hpp"
+#include "pyparbench/ops/kernel.hpp"
+
+#include <string>
+
+namespace ppb {
+
+class Glu : public Kernel {
+ public:
+  Glu(const std::string& kind, Shape shape, std::optional<int> threads);
+  const Shape& shape() const { return shape_; }
+
+  // gate, up and out of shape(); out may be either input.
+  void run(ConstFloatView gate, ConstFloatView up, FloatView out);
+
+ protected:
+  void execute() override;
+
+ private:
+  enum class Act { swish, gelu, gelu_tanh };
+  Act act_;
+  Shape shape_;
+  ConstFloatView gate_, up_;
+  FloatView y_;
+};
+
+}  // namespace ppb

@@ -1,0 +1,83 @@
+"""Converters of ONNX's Attention and RotaryEmbedding (opset 23; also what
+:mod:`~pyparbench.graph.onnx.attention` and :mod:`~pyparbench.graph.onnx.rotary`
+make of the exporters' patterns). Attention: 4-D q, k, v with grouped-query
+heads, an optional additive float mask, causal masking of equal query and
+key lengths, and a scale; one native ``attention`` node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+
+from pyparbench.graph.onnx.importer import Importer
+from pyparbench.graph.onnx.values import Unsupported, Value
+
+__all__ = ["attention", "rotary_embedding"]
+
+
+def attention(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+              a: dict[str, Any]) -> list[Value]:
+    if len(ins) > 4 and any(v is not None for v in ins[4:]) or any(n.output[1:]):
+        raise Unsupported("past keys / values or the extra outputs (a prefill maps)")
+    if float(a.get("softcap", 0.0)) != 0.0 or int(a.get("qk_matmul_output_mode", 0)) != 0:
+        raise Unsupported("softcap or a qk output mode")
+    q, kk, v = (im.node_of(x, f"Attention's {w}") for x, w in zip(ins[:3], "QKV", strict=True))
+    qs, ks = im.shape(q), im.shape(kk)
+    if len(qs) != 4:
+        raise Unsupported(f"3-D Q, K, V (4-D (batch, heads, sequence, head size) map), got "
+                          f"{qs}")
+    causal = bool(int(a.get("is_causal", 0)))
+    if causal and qs[2] != ks[2]:
+        raise Unsupported("causal masking of fewer queries than keys (ONNX aligns it top-left)")
+    mask = None
+    fill = None
+    if len(ins) > 3 and ins[3] is not None:
+        mask = im.node_of(ins[3], "Attention's mask")
+        fill = im.causal_masks.get(mask)
+        if im.builder.dtype(mask) != "float32":
+            raise Unsupported("a boolean mask (an additive float mask maps)")
+        ms = im.shape(mask)
+        if len(ms) < 4:
+            mask = im.reshape(mask, (1,) * (4 - len(ms)) + ms)
+    scale = a.get("scale")
+    if fill is not None:  # a decoder's mask: its padding here, its causal part the kernel's
+        if causal or qs[2] != ks[2]:
+            raise Unsupported("a causal mask beside is_causal, or of fewer queries than keys")
+        return [im.builder.attention(q, kk, v, mask, causal=True, causal_fill=fill,
+                                     scale=None if scale is None else float(scale),
+                                     name=im.node_name)]
+    return [im.builder.attention(q, kk, v, mask, causal=causal,
+                                 scale=None if scale is None else float(scale),
+                                 name=im.node_name)]
+
+
+def rotary_embedding(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+                     a: dict[str, Any]) -> list[Value]:
+    """RotaryEmbedding (opset 23; also what
+    :mod:`~pyparbench.graph.onnx.rotary` makes of the exporters' pattern):
+    rotate-half of a 4-D (B, H, S, D) x over its whole head by constant
+    caches (B or 1, S, D / 2) that agree across the batch; one native
+    ``rotary`` node with the (S, D) tables."""
+    if int(a.get("interleaved", 0)) or int(a.get("rotary_embedding_dim", 0)):
+        raise Unsupported("interleaved or partial rotation (rotate-half of the whole head "
+                          "maps)")
+    if len(ins) > 3 and ins[3] is not None:
+        raise Unsupported("position ids (caches of the sequence's positions map)")
+    x = im.node_of(ins[0], "RotaryEmbedding's input")
+    xs = im.shape(x)
+    if len(xs) != 4:
+        raise Unsupported(f"a {len(xs)}-D input (4-D (batch, heads, sequence, head size) "
+                          "maps)")
+    tables = []
+    for v, w in ((ins[1], "cos"), (ins[2], "sin")):
+        c = np.asarray(im.const_of(v, f"RotaryEmbedding's {w} cache"), np.float32)
+        if c.ndim != 3 or c.shape[1:] != (xs[2], xs[3] // 2) or c.shape[0] not in (1, xs[0]) \
+                or not np.all(c == c[:1]):
+            raise Unsupported(f"a {w} cache of shape {c.shape} (one (S, D / 2) table for "
+                              f"{xs} maps)")
+        tables.append(np.concatenate([c[0], c[0]], axis=-1))
+    y = im.builder.rotary(x, name=im.node_name)
+    im.builder.set_weights(y, {"cos": tables[0], "sin": tables[1]})
+    return [y]
