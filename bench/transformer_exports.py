@@ -40,7 +40,9 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any], bool]] = {
     "qwen2": ("Qwen2Config", "Qwen2Model", _GQA, True),
     "gpt2": ("GPT2Config", "GPT2Model",
              {"n_embd": HIDDEN, "n_layer": LAYERS, "n_head": HEADS, "n_inner": 4 * HIDDEN,
-              "vocab_size": VOCAB, "n_positions": 512}, True),
+              "vocab_size": VOCAB, "n_positions": 512,
+              # GPT-2's own token 50256 is past this vocabulary.
+              "bos_token_id": VOCAB - 1, "eos_token_id": VOCAB - 1}, True),
 }
 EXPORTERS = ("dynamo", "torchscript")
 
