@@ -70,7 +70,7 @@ def _wrapped(model: Any, decoder: bool) -> Any:
     (a decoder's prefill: no cache)."""
     import torch
 
-    class LastHiddenState(torch.nn.Module):  # type: ignore[misc]
+    class LastHiddenState(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.model = model
@@ -109,8 +109,7 @@ def export(family: str, exporter: str, out: Path) -> Path:
         torch.onnx.export(wrapped, (ids, mask), str(path), dynamo=dynamo,
                           input_names=["input_ids", "attention_mask"],
                           output_names=["last_hidden_state"],
-                          opset_version=18 if dynamo else 17,
-                          **({"external_data": False} if dynamo else {}))
+                          opset_version=18 if dynamo else 17, external_data=False)
     return path
 
 
