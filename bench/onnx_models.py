@@ -1,13 +1,19 @@
 """Real architectures pyparbench does not build itself, exported to ONNX and
 imported: does every one map, match ONNX Runtime, and run as fast?
 
-    python bench/onnx_models.py [--models resnet18,...] [--threads 1,2] [--steps 21]
-                                [--frameworks onnxruntime,openvino] [--batch 1]
-                                [--out DIR] [--json out.json] [--strict]
+    python bench/onnx_models.py [--models resnet18,...,bert,llama,...] [--transformers]
+                                [--exporter dynamo|torchscript] [--threads 1,2]
+                                [--steps 21] [--frameworks onnxruntime,openvino]
+                                [--batch 1] [--out DIR] [--json out.json] [--strict]
 
-Each model is torchvision's architecture with random weights (no download),
-exported with ``torch.onnx.export(..., dynamo=True)`` at ``--batch``, then,
-per model: the nodes in the file, in the imported graph and after the graph
+Each vision model is torchvision's architecture with random weights (no
+download) at ``--batch``; each transformer (``--transformers``: all of
+bench/transformer_exports.py's families, encoders and decoders' prefill) is
+the family's Hugging Face classes with random weights, ids and mask of
+(1, 128) in, its last hidden state out, fed a tokenizer's inputs (ids in the
+vocabulary, a mask of ones) for the error check. Each is exported by
+``torch.onnx.export`` with ``--exporter`` (dynamo by default), then, per
+model: the nodes in the file, in the imported graph and after the graph
 passes; the import's output error against ONNX Runtime on the same file and
 random inputs (max |native - ORT| / max |ORT|); and the latency of the
 native executor and of each of ``--frameworks`` running the file itself
@@ -39,6 +45,9 @@ import types
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # transformer_exports, beside this file
+import transformer_exports  # noqa: E402
+
 MODELS = ("resnet18", "resnet50", "mobilenet_v3_small", "mobilenet_v3_large",
           "efficientnet_b0", "regnet_y_400mf", "shufflenet_v2_x1_0", "squeezenet1_1",
           "densenet121", "mnasnet1_0", "googlenet", "convnext_tiny", "vit_b_16", "swin_t")
@@ -54,10 +63,12 @@ def _torchvision_models() -> Any:
     return models
 
 
-def export(name: str, batch: int, out: Path) -> Path:
+def export(name: str, batch: int, exporter: str, out: Path) -> Path:
     import torch
 
-    path = out / f"{name}.onnx"
+    if name in transformer_exports.FAMILIES:
+        return transformer_exports.export(name, exporter, out)
+    path = out / (f"{name}.onnx" if exporter == "dynamo" else f"{name}-{exporter}.onnx")
     if path.is_file():
         return path
     model = getattr(_torchvision_models(), name)().eval()
@@ -68,12 +79,17 @@ def export(name: str, batch: int, out: Path) -> Path:
         for p in model.parameters():
             if not p.any():
                 p.normal_(0.0, 0.02)
-        torch.onnx.export(model, (x,), str(path), dynamo=True, external_data=False)
+        if exporter == "dynamo":
+            torch.onnx.export(model, (x,), str(path), dynamo=True, external_data=False)
+        else:
+            torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17)
     return path
 
 
-def output_error(path: Path, batch: int) -> tuple[int, int, int, float]:
-    """(nodes in the file, imported, after the passes, max |native - ORT| / max |ORT|)."""
+def output_error(path: Path, batch: int, feeds: dict[str, Any] | None = None
+                 ) -> tuple[int, int, int, float]:
+    """(nodes in the file, imported, after the passes, max |native - ORT| / max |ORT|),
+    on ``feeds`` where given (by input name), else the graph's random inputs."""
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -87,10 +103,15 @@ def output_error(path: Path, batch: int) -> tuple[int, int, int, float]:
     graph = from_onnx(path, batch=batch)
     after = len(executed_graph(graph, Settings()).nodes)
     ins = graph.random_inputs(1)
+    for k, v in (feeds or {}).items():
+        if k not in ins:
+            raise ValueError(f"{path.name} has no input {k!r}; its inputs: {', '.join(ins)}")
+        ins[k] = v.reshape(ins[k].shape)
     shapes = graph.meta["onnx_input_shapes"]
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    want = sess.run(None, {k: v.reshape(shapes[k]) for k, v in ins.items()})
+    # An input the graph reads in the file's own shape has no entry (GPT-2's ids).
+    want = sess.run(None, {k: v.reshape(shapes.get(k, v.shape)) for k, v in ins.items()})
     cg = compile_graph(graph)
     cg.set_inputs(ins)
     cg.run(repeats=1, warmup=0)
@@ -116,7 +137,12 @@ def _median(ns: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help=f"any of {', '.join(MODELS + tuple(transformer_exports.FAMILIES))}")
+    ap.add_argument("--transformers", action="store_true",
+                    help=f"the transformers ({', '.join(transformer_exports.FAMILIES)}) "
+                         "instead of --models")
+    ap.add_argument("--exporter", default="dynamo", choices=transformer_exports.EXPORTERS)
     ap.add_argument("--threads", default=f"1,{len(os.sched_getaffinity(0))}")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--steps", type=int, default=21, help="paired runs per model and count")
@@ -138,16 +164,24 @@ def main() -> None:
     frameworks = [f for f in a.frameworks.split(",") if f]
     if not frameworks or set(frameworks) - set(SHORT):
         ap.error(f"--frameworks: one or more of {', '.join(SHORT)}, got {a.frameworks!r}")
+    names = (list(transformer_exports.FAMILIES) if a.transformers
+             else [n for n in a.models.split(",") if n])
+    unknown = [n for n in names if n not in MODELS and n not in transformer_exports.FAMILIES]
+    if unknown:
+        ap.error(f"--models: unknown {', '.join(unknown)}; valid: "
+                 f"{', '.join(MODELS + tuple(transformer_exports.FAMILIES))}")
     head = "".join(f"  {f'{SHORT[f]}/native t{t} [95 %]':<30s}" for t in threads
                    for f in frameworks)
     print(f"{'model':20s} {'file':>5s} {'graph':>5s} {'run':>5s} {'error':>8s}{head}")
     rows: list[dict[str, Any]] = []
     refused: dict[str, str] = {}
-    for name in a.models.split(","):
-        row: dict[str, Any] = {"model": name, "batch": a.batch}
+    for name in names:
+        # A transformer's file is exported for one sequence of SEQ tokens.
+        batch = 1 if name in transformer_exports.FAMILIES else a.batch
+        row: dict[str, Any] = {"model": name, "batch": batch, "exporter": a.exporter}
         t0 = time.perf_counter()
         try:
-            path = export(name, a.batch, out)
+            path = export(name, batch, a.exporter, out)
         except Exception as e:  # an exporter's failure is the model's row, not the run's
             refused[name] = f"export failed: {str(e).splitlines()[0][:200]}"
             print(f"{name:20s} {refused[name]}", flush=True)
@@ -155,7 +189,8 @@ def main() -> None:
         row["export_s"] = time.perf_counter() - t0
         try:
             key = resolve(str(path))
-            nodes, imported, after, err = output_error(path, a.batch)
+            feeds = transformer_exports.feeds() if name in transformer_exports.FAMILIES else None
+            nodes, imported, after, err = output_error(path, batch, feeds)
         except ValueError as e:
             refused[name] = str(e)
             print(f"{name:20s} refused: {str(e)[:300]}", flush=True)
@@ -165,7 +200,7 @@ def main() -> None:
         cells = ""
         for t in threads:
             s = Settings(intra_op=t, affinity="compact")
-            res = run_lockstep(ModelRef(key, a.batch),
+            res = run_lockstep(ModelRef(key, batch),
                                [Contender("native", settings=s),
                                 *[Contender(f, settings=s) for f in frameworks]],
                                steps=a.steps, timeout=1800.0)

@@ -1,0 +1,123 @@
+"""Hugging Face encoders and decoders' prefill exported to ONNX as a user
+would: each family's own classes at a size nearer real use than the tests'
+(hidden 256, 4 layers, intermediate 4x hidden, random seeded weights,
+nothing downloaded), called with int64 (input_ids, attention_mask) of
+(1, seq) and returning the last hidden state, through either of torch's
+exporters."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import types
+import warnings
+from pathlib import Path
+from typing import Any
+
+VOCAB = 8000
+HIDDEN = 256
+LAYERS = 4
+HEADS = 4
+# Sequence of the encoders' input and the decoders' prefill.
+SEQ = 128
+_ENCODER = {"hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
+            "intermediate_size": 4 * HIDDEN, "vocab_size": VOCAB, "max_position_embeddings": 512}
+# Grouped-query attention where the family has it: 8 query heads of 32
+# sharing 2 key / value heads.
+_GQA = {"hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "intermediate_size": 4 * HIDDEN, "vocab_size": VOCAB,
+        "max_position_embeddings": 512}
+# Each family's (config class, model class, configuration, is a decoder).
+FAMILIES: dict[str, tuple[str, str, dict[str, Any], bool]] = {
+    "bert": ("BertConfig", "BertModel", _ENCODER, False),
+    "roberta": ("RobertaConfig", "RobertaModel", _ENCODER, False),
+    "distilbert": ("DistilBertConfig", "DistilBertModel",
+                   {"dim": HIDDEN, "n_layers": LAYERS, "n_heads": HEADS,
+                    "hidden_dim": 4 * HIDDEN, "vocab_size": VOCAB,
+                    "max_position_embeddings": 512}, False),
+    "llama": ("LlamaConfig", "LlamaModel", _GQA, True),
+    "qwen2": ("Qwen2Config", "Qwen2Model", _GQA, True),
+    "gpt2": ("GPT2Config", "GPT2Model",
+             {"n_embd": HIDDEN, "n_layer": LAYERS, "n_head": HEADS, "n_inner": 4 * HIDDEN,
+              "vocab_size": VOCAB, "n_positions": 512,
+              # GPT-2's own token 50256 is past this vocabulary.
+              "bos_token_id": VOCAB - 1, "eos_token_id": VOCAB - 1}, True),
+}
+EXPORTERS = ("dynamo", "torchscript")
+
+
+def import_transformers() -> Any:
+    """transformers, importable where the installed torchvision was built
+    against another torch (its meta registrations then fail at import: a
+    module without them is enough, as no transformer uses torchvision's ops)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            import torchvision  # noqa: F401
+        except Exception:
+            for name in [m for m in sys.modules if m.startswith("torchvision")]:
+                del sys.modules[name]
+            sys.modules["torchvision._meta_registrations"] = types.ModuleType(
+                "torchvision._meta_registrations")
+        import transformers
+
+        return transformers
+
+
+def _wrapped(model: Any, decoder: bool) -> Any:
+    """The model called with named inputs, its last hidden state returned
+    (a decoder's prefill: no cache)."""
+    import torch
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+            extra = {"use_cache": False} if decoder else {}
+            return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                              **extra).last_hidden_state
+
+    return LastHiddenState().eval()
+
+
+def export(family: str, exporter: str, out: Path) -> Path:
+    """``family``'s random model (seeded) exported to ``out`` for (1, SEQ)
+    int64 ids and mask by ``exporter``: the dynamo exporter (opset 18) or
+    the TorchScript one (opset 17). A file already there is reused."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown transformer family {family!r}; valid: {', '.join(FAMILIES)}")
+    if exporter not in EXPORTERS:
+        raise ValueError(f"unknown exporter {exporter!r}; valid: {', '.join(EXPORTERS)}")
+    path = out / f"{family}-{exporter}.onnx"
+    if path.is_file():
+        return path
+    import torch
+
+    transformers = import_transformers()
+    config_name, model_name, config, decoder = FAMILIES[family]
+    torch.manual_seed(0)
+    model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config))
+    wrapped = _wrapped(model.eval(), decoder)
+    ids = torch.randint(0, VOCAB, (1, SEQ))
+    mask = torch.ones(1, SEQ, dtype=torch.int64)
+    dynamo = exporter == "dynamo"
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(wrapped, (ids, mask), str(path), dynamo=dynamo,
+                          input_names=["input_ids", "attention_mask"],
+                          output_names=["last_hidden_state"],
+                          opset_version=18 if dynamo else 17, external_data=False)
+    return path
+
+
+def feeds(seed: int = 0) -> dict[str, Any]:
+    """Inputs as a tokenizer gives them: ids within the vocabulary (above
+    RoBERTa's padding id 1, so every position counts) and a mask of ones."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return {"input_ids": rng.integers(2, VOCAB, size=(1, SEQ), dtype=np.int64),
+            "attention_mask": np.ones((1, SEQ), dtype=np.int64)}
