@@ -32,6 +32,8 @@ def test_decoder_prefill_matches_onnx_runtime(tmp_path: Path, family: str, seq: 
     assert {g.nodes[i].name: (g.nodes[i].shape, g.nodes[i].dtype) for i in g.inputs} == {
         "input_ids": ((1, seq), "int64"), "attention_mask": ((1, seq), "int64")}
     assert [g.nodes[o].name for o in g.outputs] == ["last_hidden_state"]
+    # Every input's shape in the file, ids read as integers (GPT-2's) included.
+    assert g.meta["onnx_input_shapes"] == {"input_ids": [1, seq], "attention_mask": [1, seq]}
     # The fused kernels run the decoder: RMSNorm, rotary positions,
     # attention with its grouped-query heads never repeated, SwiGLU.
     ops = {n.op for n in g.nodes}

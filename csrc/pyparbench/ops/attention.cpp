@@ -101,7 +101,7 @@ void Attention::execute() {
 #pragma omp parallel
   {
     std::vector<float> p(static_cast<size_t>(sk));
-    std::vector<double> acc(static_cast<size_t>(dv));
+    std::vector<float> acc(static_cast<size_t>(dv));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = r % sq, bh = r / sq, hh = bh % h, bb = bh / h;
@@ -115,6 +115,8 @@ void Attention::execute() {
       for (int64_t j = 0; j < seen; ++j) {
         const float* kr = kb + j * d;
         float s = 0;
+        // Vectorised (the reduction's order is free here: an fp32 dot of d terms).
+#pragma omp simd reduction(+ : s)
         for (int64_t t = 0; t < d; ++t) s += qr[t] * kr[t];
         s *= scale;
         if (mr) s += mr[j * ms[3]];
@@ -130,14 +132,22 @@ void Attention::execute() {
         continue;
       }
       double sum = 0;
-      std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t j = 0; j < used; ++j) {
-        const float e = std::exp(p[j] - top);
-        sum += e;
-        const float* vr = vb + j * dv;
-        for (int64_t t = 0; t < dv; ++t) acc[t] += static_cast<double>(e) * vr[t];
+        p[j] = std::exp(p[j] - top);
+        sum += p[j];
       }
-      for (int64_t t = 0; t < dv; ++t) yr[t] = static_cast<float>(acc[t] / sum);
+      // The weighted sum of the values in fp32 (each weight in (0, 1]), a
+      // row of v at a time: contiguous, vectorised.
+      float* a = acc.data();
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < used; ++j) {
+        const float e = p[j];
+        const float* vr = vb + j * dv;
+#pragma omp simd
+        for (int64_t t = 0; t < dv; ++t) a[t] += e * vr[t];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t t = 0; t < dv; ++t) yr[t] = a[t] * inv;
     }
   }
 }

@@ -149,7 +149,8 @@ class Importer:
             raise ValueError(self._problem_text())
         meta = {"batch": self.batch, "family": "onnx", "opset": self.opset,
                 "onnx_input_shapes": {k: list(v) for k, v in self.input_shapes.items()
-                                      if k in self.float_inputs or k in self.index_inputs}}
+                                      if k in self.float_inputs or k in self.index_inputs
+                                      or k in self.int_inputs}}
         graph = self.builder.build(outs, meta)
         for node in graph.nodes:
             if any(i in self.causal_masks for i in node.inputs) and not (
