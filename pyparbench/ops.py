@@ -846,7 +846,10 @@ def embedding_bag(
     the index and its position. A table of ``ml_dtypes.bfloat16`` is read as
     it is (rows widened to fp32, summed in fp32, float32 output);
     ``precision="bf16"`` rounds a float table to bfloat16 first (once per
-    call).
+    call). A uint8 table (rows, dim + 8) is 8-bit rowwise, PyTorch's
+    ``embedding_bag_byte_prepack`` layout
+    (:func:`pyparbench.quantization.byte_rowwise_prepack` makes one): each
+    value reads as value · scale + bias of its row, summed in fp32.
     """
     # Arguments already in the kernel's form (the usual call) go straight to
     # the kernel; anything else is converted and checked below.
@@ -856,16 +859,26 @@ def embedding_bag(
                                       threads)
         if res is not None:
             return res
+    byte_rowwise = np.asarray(table).dtype == np.uint8
     bf16_table = prec == "bf16" or is_bfloat16(np.asarray(table).dtype)
-    t_ = _bf16(table, "table") if bf16_table else _f32(table, "table")
+    if byte_rowwise:
+        if prec != "fp32":
+            raise ValueError("an 8-bit rowwise (uint8) table is read as it is: leave precision "
+                             f"'fp32', got {precision!r}")
+        t_ = np.ascontiguousarray(np.asarray(table))
+    else:
+        t_ = _bf16(table, "table") if bf16_table else _f32(table, "table")
     _rank(t_, "table", (2,))
+    if byte_rowwise and t_.shape[1] < 9:
+        raise ValueError(f"an 8-bit rowwise table is (rows, dim + 8) with dim >= 1, got shape "
+                         f"{t_.shape}")
     idx = _indices(indices, "indices")
     off = None if offsets is None else _indices(offsets, "offsets")
     if off is not None and off.dtype != idx.dtype:
         off = off.astype(idx.dtype)
     w = _opt_f32(per_sample_weights, "per_sample_weights")
     t = _threads(threads)
-    rows, dim = t_.shape
+    rows, dim = t_.shape[0], t_.shape[1] - (8 if byte_rowwise else 0)
     e = _kernel(("embedding_bag", rows, dim, mode, t),
                 lambda: EmbeddingBag(rows, dim, mode=mode, threads=t))
     return e.run(t_, idx, off, w, out)

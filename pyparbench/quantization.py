@@ -1,4 +1,5 @@
-"""Linear 8-bit quantisation with numpy, as the int8 kernels take it.
+"""Linear 8-bit quantisation with numpy, as the int8 kernels take it, and the
+8-bit rowwise embedding tables of FBGEMM / PyTorch.
 
 ``q = saturate(round_half_even(x / scale) + zero_point)`` and
 ``x ≈ (q - zero_point) · scale``, per tensor (scalar scale and zero point) or
@@ -15,7 +16,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["QuantDtype", "channel_scales", "dequantize", "quantize", "tensor_params"]
+__all__ = ["QuantDtype", "byte_rowwise_dequantize", "byte_rowwise_prepack", "channel_scales",
+           "dequantize", "quantize", "tensor_params"]
 
 QuantDtype = Literal["uint8", "int8"]
 _RANGES: dict[str, tuple[int, int]] = {"uint8": (0, 255), "int8": (-128, 127)}
@@ -100,3 +102,36 @@ def channel_scales(w: npt.ArrayLike, axis: int = 0, *, bits: int = 8) -> npt.NDA
     others = tuple(i for i in range(ws.ndim) if i != axis % ws.ndim)
     bound = ws.max(axis=others) if others else ws
     return np.where(bound > 0, bound / (2 ** (bits - 1) - 1), 1.0).astype(np.float32)
+
+
+def byte_rowwise_prepack(table: npt.ArrayLike) -> npt.NDArray[np.uint8]:
+    """A float table (rows, dim) as an 8-bit rowwise one (rows, dim + 8), the
+    layout of PyTorch's ``torch.ops.quantized.embedding_bag_byte_prepack``
+    (and its values): per row, scale = (max - min) / 255 and bias = min as
+    float32, values round((x - bias) / scale) as uint8, then the scale and the
+    bias's bytes."""
+    t = np.asarray(table, dtype=np.float32)
+    if t.ndim != 2 or t.shape[1] < 1:
+        raise ValueError(f"table must be 2-D (rows, dim) with dim >= 1, got shape {t.shape}")
+    lo, hi = t.min(axis=1), t.max(axis=1)
+    scale = ((hi - lo) / np.float32(255)).astype(np.float32)
+    safe = np.where(scale > 0, scale, np.float32(1))
+    q = np.clip(np.rint((t - lo[:, None]) / safe[:, None]), 0, 255).astype(np.uint8)
+    packed = np.empty((t.shape[0], t.shape[1] + 8), dtype=np.uint8)
+    packed[:, :-8] = q
+    packed[:, -8:-4] = scale.astype("<f4").view(np.uint8).reshape(-1, 4)
+    packed[:, -4:] = lo.astype("<f4").view(np.uint8).reshape(-1, 4)
+    return packed
+
+
+def byte_rowwise_dequantize(packed: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """An 8-bit rowwise table's values, value · scale + bias per row, in float64
+    (the product exact; the sum rounded once in float64)."""
+    p = np.ascontiguousarray(packed)
+    if p.dtype != np.uint8 or p.ndim != 2 or p.shape[1] < 9:
+        raise ValueError(f"packed must be a uint8 (rows, dim + 8) table, got {p.dtype} "
+                         f"{p.shape}")
+    scale = p[:, -8:-4].copy().view("<f4")[:, 0].astype(np.float64)
+    bias = p[:, -4:].copy().view("<f4")[:, 0].astype(np.float64)
+    return np.asarray(p[:, :-8].astype(np.float64) * scale[:, None] + bias[:, None],
+                      dtype=np.float64)

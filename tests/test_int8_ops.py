@@ -13,14 +13,23 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from _support import IMPORTED_FROM
+from _support import IMPORTED_FROM, ref_embedding_bag
 
 import pyparbench as ppb
+from pyparbench._core import ops as _ops
 from pyparbench.machine.cpu_features import cpu_features
-from pyparbench.quantization import channel_scales, dequantize, quantize, tensor_params
+from pyparbench.quantization import (
+    byte_rowwise_dequantize,
+    byte_rowwise_prepack,
+    channel_scales,
+    dequantize,
+    quantize,
+    tensor_params,
+)
 from pyparbench.reference import (
     INT8_ULPS,
     assert_near_int8,
@@ -363,3 +372,126 @@ def test_int8_argument_errors() -> None:
     lin.set_weights(wq)
     with pytest.raises(TypeError, match="x must be int8"):
         lin.run(xq)
+
+
+# ------------------------------------------------------ 8-bit embedding bag
+
+# Every tier the embedding-bag kernel is built for; those this CPU does not
+# run are skipped, naming the flags they need.
+BAG_TIERS = {"avx512": "avx512f/bw/vl/dq", "avx2": "avx2, fma", "generic": ""}
+
+
+@pytest.fixture(params=sorted(BAG_TIERS))
+def bag_tier(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Embedding bags run this tier's kernel during the test."""
+    tier = request.param
+    if tier not in cpu_features()["tiers"]:
+        pytest.skip(f"this CPU does not run the {tier} embedding-bag kernel (flags "
+                    f"{BAG_TIERS[tier]})")
+    _ops.set_bag_isa(tier)
+    try:
+        yield tier
+    finally:
+        _ops.set_bag_isa("auto")
+
+
+def byte_bag_bound(packed: np.ndarray, idx: np.ndarray, off: np.ndarray | None, mode: str,
+                   weights: np.ndarray | None) -> np.ndarray:
+    """What an fp32 sum of a bag's dequantised rows may be off by, element by
+    element: each term w·(q·scale + bias) is rounded about three times (w·scale,
+    w·bias, the FMA), each addition once, so at most (L + 4)·2^-24 times the
+    sum of the terms' magnitudes |w|·(|q·scale| + |bias|) for a bag of L
+    rows; mean divides both by L and rounds once more."""
+    scale = packed[:, -8:-4].copy().view("<f4")[:, 0].astype(np.float64)
+    bias = packed[:, -4:].copy().view("<f4")[:, 0].astype(np.float64)
+    magnitudes = np.abs(packed[:, :-8] * scale[:, None]) + np.abs(bias)[:, None]
+    w = None if weights is None else np.abs(weights)
+    total = ref_embedding_bag(magnitudes, idx, off, "sum", w)
+    lengths = (np.full(total.shape[0], idx.shape[1]) if off is None
+               else np.diff(np.append(off, idx.size)))
+    ulps = (lengths + 5) * 2.0**-24
+    if mode == "mean":
+        total = total / np.maximum(lengths, 1)[:, None]
+    return np.asarray(ulps[:, None] * total + 1e-30)
+
+
+def bag_case(rng: np.random.Generator, rows: int, dim: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    table = rng.standard_normal((rows, dim)).astype(np.float32) * rng.uniform(
+        0.1, 3, (rows, 1)).astype(np.float32) + rng.uniform(-1, 1, (rows, 1)).astype(np.float32)
+    lengths = rng.integers(1, 40, size=23)
+    lengths[::5] = 0
+    off = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    idx = rng.integers(0, rows, size=int(lengths.sum())).astype(np.int64)
+    return table, byte_rowwise_prepack(table), idx, off
+
+
+@pytest.mark.parametrize("dim", [1, 3, 16, 32, 64, 100, 128, 130])
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_byte_rowwise_embedding_bag_matches_the_dequantised_reference(
+        dim: int, mode: str, bag_tier: str, threads: int, rng: np.random.Generator) -> None:
+    assert ppb.ops.EmbeddingBag.isa == bag_tier
+    table, packed, idx, off = bag_case(rng, 57, dim)
+    got = ppb.ops.embedding_bag(packed, idx, off, mode=mode, threads=threads)
+    assert got.dtype == np.float32 and got.shape == (23, dim)
+    want = ref_embedding_bag(byte_rowwise_dequantize(packed), idx, off, mode, None)
+    bound = byte_bag_bound(packed, idx, off, mode, None)
+    assert np.all(np.abs(got - want) <= bound), float(np.max(np.abs(got - want) / bound))
+    assert (got[::5] == 0).all()  # empty bags give zeros
+    # Not the float table's sums: the rows' quantisation shows, far beyond the
+    # bound (a row of one value is exact: scale 0, bias the value).
+    if dim > 1:
+        fp32 = ref_embedding_bag(table, idx, off, mode, None)
+        assert float(np.max(np.abs(fp32 - want) / bound)) > 100
+
+
+@pytest.mark.parametrize("dim", [16, 7])
+def test_prepared_byte_rowwise_bag_with_weights_and_int32(dim: int, bag_tier: str,
+                                                          rng: np.random.Generator) -> None:
+    table = rng.standard_normal((1000, dim)).astype(np.float32)
+    packed = byte_rowwise_prepack(table)
+    idx = rng.integers(0, 1000, size=(31, 6)).astype(np.int32)
+    w = rng.uniform(-1, 1, (31, 6)).astype(np.float32)
+    e = ppb.ops.EmbeddingBag(1000, dim, threads=3)
+    got = e.run(packed, idx, None, w)
+    want = ref_embedding_bag(byte_rowwise_dequantize(packed), idx, None, "sum", w)
+    assert np.all(np.abs(got - want) <= byte_bag_bound(packed, idx, None, "sum", w))
+    out = np.full(got.shape, np.nan, np.float32)
+    assert e.timeit(packed, idx, None, w, out, repeats=2, warmup=1).shape == (2,)
+    np.testing.assert_array_equal(out, got)
+
+
+# Per-sample weights go with mode "sum" only (PyTorch's rule and ours).
+@pytest.mark.parametrize("mode,weighted", [("sum", False), ("sum", True), ("mean", False)])
+def test_byte_rowwise_bag_matches_pytorch(mode: str, weighted: bool, bag_tier: str,
+                                          rng: np.random.Generator) -> None:
+    torch = pytest.importorskip("torch", reason="the comparison with PyTorch needs torch")
+    table, packed, idx, off = bag_case(rng, 300, 64)
+    # Our prepack is PyTorch's, byte for byte.
+    theirs = torch.ops.quantized.embedding_bag_byte_prepack(torch.from_numpy(table)).numpy()
+    np.testing.assert_array_equal(packed, theirs)
+    w = rng.uniform(-1, 1, idx.size).astype(np.float32) if weighted else None
+    # PyTorch's op (2.x, CPU) sums whatever its mode argument says: the mean
+    # is compared as its sum over the bag's length.
+    want = torch.ops.quantized.embedding_bag_byte_rowwise_offsets(
+        torch.from_numpy(packed), torch.from_numpy(idx), torch.from_numpy(off), False, 0,
+        False, None if w is None else torch.from_numpy(w), None, False).numpy()
+    if mode == "mean":
+        lengths = np.diff(np.append(off, idx.size))
+        want = want / np.maximum(lengths, 1)[:, None]
+    got = ppb.ops.embedding_bag(packed, idx, off, mode=mode, per_sample_weights=w, threads=2)
+    # Both fp32 sums of the same terms, each within the bound of the exact one.
+    bound = byte_bag_bound(packed, idx, off, mode, w)
+    assert np.all(np.abs(got - want) <= 2 * bound), float(np.max(np.abs(got - want) / bound))
+
+
+def test_byte_rowwise_table_errors() -> None:
+    idx = np.zeros(4, dtype=np.int64)
+    off = np.array([0, 2], dtype=np.int64)
+    with pytest.raises(ValueError, match=r"\(rows, dim \+ 8\)"):
+        ppb.ops.embedding_bag(np.zeros((3, 8), np.uint8), idx, off)
+    e = ppb.ops.EmbeddingBag(3, 4)
+    with pytest.raises(ValueError, match="8-bit rowwise"):
+        e.run(np.zeros((3, 4), np.uint8), idx, off)
+    with pytest.raises(ValueError, match="leave precision 'fp32'"):
+        ppb.ops.embedding_bag(np.zeros((3, 12), np.uint8), idx, off, precision="bf16")
