@@ -9,8 +9,8 @@ of a padded copy.
 The bf16 reference is the same float64 computation on inputs and weights
 rounded to bfloat16 (:func:`round_to_bf16`, as the bf16 kernels round them),
 checked within :data:`BF16_TOLERANCE` (:func:`assert_near_bf16`). The int8
-reference is float64 on the dequantised inputs and weights
-(:mod:`pyparbench.quantization`), whose products and sums are exact; its
+reference is float64 on the dequantised inputs and weights, computed as the
+exact integer sums times the scales (:mod:`pyparbench.quantization`); its
 tolerances are :data:`INT8_ULPS` and :data:`INT8_REQUANTIZED_STEPS`.
 """
 
@@ -26,7 +26,6 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from pyparbench._bfloat16 import to_bfloat16
 from pyparbench.graph import Graph, Node
-from pyparbench.quantization import dequantize
 
 __all__ = ["BF16_TOLERANCE", "INT8_REQUANTIZED_STEPS", "INT8_ULPS", "assert_near",
            "assert_near_bf16", "assert_near_int8", "assert_requantized", "conv2d_reference",
@@ -175,12 +174,14 @@ def int8_linear_reference(x: npt.ArrayLike, x_scale: float, x_zero_point: int,
                           w: npt.ArrayLike, w_scales: npt.ArrayLike,
                           bias: npt.ArrayLike | None = None, *, relu: bool = False
                           ) -> tuple[Array, Array]:
-    """x (m, k) u8 / s8 · w (n, k) s8ᵀ in float64 on the dequantised values:
-    the result (+ bias, ReLU) and the magnitude |sum| + |bias| each element's
+    """x (m, k) u8 / s8 · w (n, k) s8ᵀ on the dequantised values, in float64:
+    the integer sum exactly (int64), times x_scale · w_scale[oc] (a product of
+    two float32 values, exact in float64), rounded once; then + bias, ReLU.
+    Returns the result and the magnitude |sum| + |bias| each element's
     tolerance scales with."""
-    xs = dequantize(x, x_scale, x_zero_point)
-    ws = dequantize(w, w_scales, axis=0)
-    return _int8_finish(xs @ ws.T, bias, relu, np.s_[None, :])
+    xi = np.asarray(x).astype(np.int64) - int(x_zero_point)
+    acc = xi @ np.asarray(w).astype(np.int64).T
+    return _int8_finish(acc * _dequant_scales(x_scale, w_scales), bias, relu, np.s_[None, :])
 
 
 def int8_conv2d_reference(x: npt.ArrayLike, x_scale: float, x_zero_point: int,
@@ -188,13 +189,20 @@ def int8_conv2d_reference(x: npt.ArrayLike, x_scale: float, x_zero_point: int,
                           bias: npt.ArrayLike | None, stride: Sequence[int],
                           padding: Sequence[int], dilation: Sequence[int], groups: int, *,
                           relu: bool = False) -> tuple[Array, Array]:
-    """The int8 convolution (NCHW / OIHW) in float64 on the dequantised values,
-    as :func:`int8_linear_reference`. Padding is real zero, as oneDNN pads
-    (the zero point, not the value 0, fills a u8 input's border)."""
-    xs = dequantize(x, x_scale, x_zero_point)
-    ws = dequantize(w, w_scales, axis=0)
-    y = conv2d_reference(xs, ws, None, stride, padding, dilation, groups, False)
-    return _int8_finish(y, bias, relu, np.s_[None, :, None, None])
+    """The int8 convolution (NCHW / OIHW) as :func:`int8_linear_reference`: the
+    integer sums (exact in float64, far below 2^53), then the scales. Padding
+    is a real zero, as oneDNN pads (x - x_zero_point = 0 there)."""
+    xi = np.asarray(x).astype(np.float64) - int(x_zero_point)
+    acc = conv2d_reference(xi, np.asarray(w).astype(np.float64), None, stride, padding,
+                           dilation, groups, False)
+    scales = _dequant_scales(x_scale, w_scales)[None, :, None, None]
+    return _int8_finish(acc * scales, bias, relu, np.s_[None, :, None, None])
+
+
+def _dequant_scales(x_scale: float, w_scales: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """x_scale · w_scale[oc] of the float32 scales, exact in float64."""
+    ws = np.asarray(w_scales, dtype=np.float32).astype(np.float64).reshape(-1)
+    return np.asarray(float(np.float32(x_scale)) * ws, dtype=np.float64)
 
 
 def _int8_finish(y: Array, bias: npt.ArrayLike | None, relu: bool,
