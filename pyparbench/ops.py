@@ -88,6 +88,9 @@ __all__ = [
     "LayerNorm",
     "Linear",
     "Pool2d",
+    "QuantizedConv2d",
+    "QuantizedKernel",
+    "QuantizedLinear",
     "Softmax",
     "Transpose",
     "TrilFlatten",
@@ -105,6 +108,10 @@ __all__ = [
     "linear",
     "max_pool2d",
     "mul",
+    "quantized_conv2d",
+    "quantized_gemm",
+    "quantized_implementation",
+    "quantized_linear",
     "relu",
     "softmax",
     "transpose",
@@ -585,6 +592,240 @@ def _call_args(fn: Callable[..., Any], args: tuple[Any, ...],
     return [v for name, v in bound.arguments.items() if name != "out"]
 
 
+# ------------------------------------------------------------------ int8
+
+QuantizedKernel = _k.QuantizedKernel
+QuantizedLinear = _k.QuantizedLinear
+QuantizedConv2d = _k.QuantizedConv2d
+OutDtype = Literal["float32", "uint8", "int8"]
+
+
+def _int8_input(x: Any, name: str) -> npt.NDArray[Any]:
+    """x as a C-contiguous uint8 or int8 array (its dtype is the kernel's)."""
+    arr = np.asarray(x)
+    if arr.dtype not in (np.uint8, np.int8):
+        raise TypeError(f"{name} must be uint8 or int8 (quantise it with "
+                        f"pyparbench.quantization.quantize), got dtype {arr.dtype}")
+    return np.ascontiguousarray(arr)
+
+
+def _int8_weight(w: Any, name: str) -> npt.NDArray[np.int8]:
+    arr = np.asarray(w)
+    if arr.dtype != np.int8:
+        raise TypeError(f"{name} must be int8 (symmetric, per output channel), got dtype "
+                        f"{arr.dtype}")
+    return np.ascontiguousarray(arr)
+
+
+def _weight_scales(scale: npt.ArrayLike, zero_point: npt.ArrayLike,
+                   channels: int) -> tuple[float, ...]:
+    """One float32 scale per output channel; a weight zero point other than 0
+    is refused (the kernels take symmetric weights)."""
+    zp = np.asarray(zero_point)
+    if np.any(zp != 0):
+        raise ValueError(f"weight_zero_point must be 0 (the int8 kernels take symmetric "
+                         f"weights; quantise them with zero point 0), got {zero_point!r}")
+    s = np.asarray(scale, dtype=np.float32)
+    if s.ndim == 0:
+        s = np.full(channels, s, dtype=np.float32)
+    if s.shape != (channels,):
+        raise ValueError(f"weight_scale must be a scalar or hold one scale per output channel "
+                         f"({channels}), got shape {s.shape}")
+    return tuple(float(v) for v in s)
+
+
+def _out_quantization(out_dtype: str, out_scale: float | None,
+                      out_zero_point: int) -> tuple[str, float, int]:
+    if out_dtype not in get_args(OutDtype):
+        raise ValueError(f"out_dtype must be 'float32', 'uint8' or 'int8', got {out_dtype!r}")
+    if out_dtype == "float32":
+        if out_scale is not None or out_zero_point != 0:
+            raise ValueError("out_scale and out_zero_point are for a uint8 / int8 output; "
+                             "the float32 output is dequantised")
+        return out_dtype, 1.0, 0
+    if out_scale is None:
+        raise ValueError(f"out_dtype={out_dtype!r} needs out_scale (and out_zero_point)")
+    return out_dtype, float(out_scale), int(out_zero_point)
+
+
+def _quantized_linear_kernel(
+    x: npt.ArrayLike, weight: npt.ArrayLike, bias: npt.ArrayLike | None, x_scale: float,
+    x_zero_point: int, weight_scale: npt.ArrayLike, weight_zero_point: npt.ArrayLike,
+    out_dtype: str, out_scale: float | None, out_zero_point: int, relu: bool,
+    threads: int | None,
+) -> tuple[_k.QuantizedLinear, threading.Lock, npt.NDArray[Any], npt.NDArray[np.int8],
+           Array | None]:
+    x_, w_ = _int8_input(x, "x"), _int8_weight(weight, "weight")
+    _rank(x_, "x", (2,))
+    _rank(w_, "weight", (2,))
+    if x_.shape[1] != w_.shape[1]:
+        raise ValueError(f"x {x_.shape} and weight {w_.shape} differ in in_features")
+    m, k = x_.shape
+    n = w_.shape[0]
+    scales = _weight_scales(weight_scale, weight_zero_point, n)
+    od, os_, oz = _out_quantization(out_dtype, out_scale, out_zero_point)
+    bias_ = _opt_f32(bias, "bias")
+    t = _threads(threads)
+    xd = str(x_.dtype)
+    key = ("quantized_linear", m, n, k, xd, float(x_scale), int(x_zero_point), scales, od, os_,
+           oz, bias_ is not None, relu, t)
+    kernel, lock = _cached(key, lambda: QuantizedLinear(
+        m, n, k, weight_scales=list(scales), x_dtype=xd, x_scale=float(x_scale),
+        x_zero_point=int(x_zero_point), out_dtype=od, out_scale=os_, out_zero_point=oz,
+        bias=bias_ is not None, relu=relu, threads=t))
+    return kernel, lock, x_, w_, bias_
+
+
+def quantized_linear(
+    x: npt.ArrayLike,
+    weight: npt.ArrayLike,
+    bias: npt.ArrayLike | None = None,
+    *,
+    x_scale: float,
+    x_zero_point: int = 0,
+    weight_scale: npt.ArrayLike,
+    weight_zero_point: npt.ArrayLike = 0,
+    out_dtype: OutDtype = "float32",
+    out_scale: float | None = None,
+    out_zero_point: int = 0,
+    relu: bool = False,
+    threads: int | None = None,
+    out: npt.NDArray[Any] | None = None,
+) -> npt.NDArray[Any]:
+    """int8 y = x·weightᵀ (+ bias) (+ ReLU) on oneDNN, with s32 accumulation.
+
+    x (m, k) is uint8 or int8, ``(x - x_zero_point) · x_scale`` in real
+    terms; weight (n, k) is int8 with ``weight_scale`` per output channel (or
+    one for all) and no zero point (a nonzero ``weight_zero_point`` raises
+    ValueError). ``out_dtype="float32"``: y = acc · x_scale · weight_scale[oc]
+    + bias (float32 bias, added after dequantisation as ONNX's QLinearConv
+    and ONNX Runtime do with their int32 bias at scale x_scale ·
+    weight_scale); ``"uint8"`` / ``"int8"``: that value (after ReLU) divided
+    by ``out_scale``, rounded half to even, plus ``out_zero_point``,
+    saturated. pyparbench.quantization makes the arrays and scales.
+    """
+    kernel, lock, x_, w_, bias_ = _quantized_linear_kernel(
+        x, weight, bias, x_scale, x_zero_point, weight_scale, weight_zero_point, out_dtype,
+        out_scale, out_zero_point, relu, threads)
+    with lock:
+        kernel.set_weights(w_, bias_)
+        return kernel.run(x_, out)
+
+
+def quantized_gemm(
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    bias: npt.ArrayLike | None = None,
+    *,
+    a_scale: float,
+    a_zero_point: int = 0,
+    b_scale: npt.ArrayLike,
+    b_zero_point: npt.ArrayLike = 0,
+    out_dtype: OutDtype = "float32",
+    out_scale: float | None = None,
+    out_zero_point: int = 0,
+    relu: bool = False,
+    threads: int | None = None,
+    out: npt.NDArray[Any] | None = None,
+) -> npt.NDArray[Any]:
+    """int8 C = A·B (+ bias) (+ ReLU): A (m, k) uint8 or int8, B (k, n) int8
+    with ``b_scale`` per column (output channel); otherwise as
+    :func:`quantized_linear`, which it calls with weight = Bᵀ."""
+    b_ = _int8_weight(b, "b")
+    _rank(b_, "b", (2,))
+    return quantized_linear(a, np.ascontiguousarray(b_.T), bias, x_scale=a_scale,
+                            x_zero_point=a_zero_point, weight_scale=b_scale,
+                            weight_zero_point=b_zero_point, out_dtype=out_dtype,
+                            out_scale=out_scale, out_zero_point=out_zero_point, relu=relu,
+                            threads=threads, out=out)
+
+
+def _quantized_conv2d_kernel(
+    x: npt.ArrayLike, weight: npt.ArrayLike, bias: npt.ArrayLike | None, x_scale: float,
+    x_zero_point: int, weight_scale: npt.ArrayLike, weight_zero_point: npt.ArrayLike,
+    stride: IntPair, padding: Padding, dilation: IntPair, groups: int, out_dtype: str,
+    out_scale: float | None, out_zero_point: int, relu: bool, layout: str,
+    threads: int | None,
+) -> tuple[_k.QuantizedConv2d, threading.Lock, npt.NDArray[Any], npt.NDArray[np.int8],
+           Array | None]:
+    if layout not in ("nchw", "nhwc"):
+        raise ValueError(f"layout must be 'nchw' or 'nhwc', got {layout!r}")
+    x_, w_ = _int8_input(x, "x"), _int8_weight(weight, "weight")
+    _rank(x_, "x", (4,))
+    _rank(w_, "weight", (4,))
+    if not _is_int(groups):
+        raise TypeError(f"groups must be an int, got {groups!r}")
+    nhwc = layout == "nhwc"
+    n, c, h, w = (x_.shape[0], x_.shape[3], x_.shape[1], x_.shape[2]) if nhwc else x_.shape
+    if groups >= 1 and w_.shape[1] * groups != c:
+        raise ValueError(
+            f"weight {w_.shape} with groups={groups} expects {w_.shape[1] * groups} input "
+            f"channels, but x {x_.shape} ({layout}) has {c}"
+        )
+    o, kh, kw = w_.shape[0], w_.shape[2], w_.shape[3]
+    scales = _weight_scales(weight_scale, weight_zero_point, o)
+    od, os_, oz = _out_quantization(out_dtype, out_scale, out_zero_point)
+    bias_ = _opt_f32(bias, "bias")
+    st, dl, pad = _pair("stride", stride), _pair("dilation", dilation), _padding4(padding)
+    t = _threads(threads)
+    xd = str(x_.dtype)
+    key = ("quantized_conv2d", x_.shape, o, kh, kw, st, pad, dl, groups, xd, float(x_scale),
+           int(x_zero_point), scales, od, os_, oz, bias_ is not None, relu, nhwc, t)
+    kernel, lock = _cached(key, lambda: QuantizedConv2d(
+        [n, c, h, w], o, (kh, kw), stride=st, padding=list(pad), dilation=dl, groups=groups,
+        weight_scales=list(scales), x_dtype=xd, x_scale=float(x_scale),
+        x_zero_point=int(x_zero_point), out_dtype=od, out_scale=os_, out_zero_point=oz,
+        bias=bias_ is not None, relu=relu, nhwc=nhwc, threads=t))
+    return kernel, lock, x_, w_, bias_
+
+
+def quantized_conv2d(
+    x: npt.ArrayLike,
+    weight: npt.ArrayLike,
+    bias: npt.ArrayLike | None = None,
+    *,
+    x_scale: float,
+    x_zero_point: int = 0,
+    weight_scale: npt.ArrayLike,
+    weight_zero_point: npt.ArrayLike = 0,
+    stride: IntPair = 1,
+    padding: Padding = 0,
+    dilation: IntPair = 1,
+    groups: int = 1,
+    out_dtype: OutDtype = "float32",
+    out_scale: float | None = None,
+    out_zero_point: int = 0,
+    relu: bool = False,
+    layout: str = "nchw",
+    threads: int | None = None,
+    out: npt.NDArray[Any] | None = None,
+) -> npt.NDArray[Any]:
+    """int8 2-D convolution on oneDNN: x NCHW (or NHWC) uint8 or int8, weight
+    OIHW int8 with ``weight_scale`` per output channel; the geometry as
+    :func:`conv2d`'s, the quantisation as :func:`quantized_linear`'s."""
+    kernel, lock, x_, w_, bias_ = _quantized_conv2d_kernel(
+        x, weight, bias, x_scale, x_zero_point, weight_scale, weight_zero_point, stride,
+        padding, dilation, groups, out_dtype, out_scale, out_zero_point, relu, layout, threads)
+    with lock:
+        kernel.set_weights(w_, bias_)
+        return kernel.run(x_, out)
+
+
+def quantized_implementation(op: Literal["quantized_linear", "quantized_conv2d"], *args: Any,
+                             **kwargs: Any) -> tuple[str, bool]:
+    """What the call ``op(*args, **kwargs)`` runs on, without running it:
+    oneDNN's implementation name and whether it runs int8 dot-product
+    instructions (VNNI, AMX) natively."""
+    kernel: _k.QuantizedKernel
+    if op == "quantized_linear":
+        kernel = _quantized_linear_kernel(*_call_args(quantized_linear, args, kwargs))[0]
+    elif op == "quantized_conv2d":
+        kernel = _quantized_conv2d_kernel(*_call_args(quantized_conv2d, args, kwargs))[0]
+    else:
+        raise ValueError(f"op must be 'quantized_linear' or 'quantized_conv2d', got {op!r}")
+    return kernel.implementation, kernel.native
+
+
 def embedding_bag(
     table: npt.ArrayLike,
     indices: npt.ArrayLike,
@@ -605,7 +846,10 @@ def embedding_bag(
     the index and its position. A table of ``ml_dtypes.bfloat16`` is read as
     it is (rows widened to fp32, summed in fp32, float32 output);
     ``precision="bf16"`` rounds a float table to bfloat16 first (once per
-    call).
+    call). A uint8 table (rows, dim + 8) is 8-bit rowwise, PyTorch's
+    ``embedding_bag_byte_prepack`` layout
+    (:func:`pyparbench.quantization.byte_rowwise_prepack` makes one): each
+    value reads as value · scale + bias of its row, summed in fp32.
     """
     # Arguments already in the kernel's form (the usual call) go straight to
     # the kernel; anything else is converted and checked below.
@@ -615,16 +859,26 @@ def embedding_bag(
                                       threads)
         if res is not None:
             return res
+    byte_rowwise = np.asarray(table).dtype == np.uint8
     bf16_table = prec == "bf16" or is_bfloat16(np.asarray(table).dtype)
-    t_ = _bf16(table, "table") if bf16_table else _f32(table, "table")
+    if byte_rowwise:
+        if prec != "fp32":
+            raise ValueError("an 8-bit rowwise (uint8) table is read as it is: leave precision "
+                             f"'fp32', got {precision!r}")
+        t_ = np.ascontiguousarray(np.asarray(table))
+    else:
+        t_ = _bf16(table, "table") if bf16_table else _f32(table, "table")
     _rank(t_, "table", (2,))
+    if byte_rowwise and t_.shape[1] < 9:
+        raise ValueError(f"an 8-bit rowwise table is (rows, dim + 8) with dim >= 1, got shape "
+                         f"{t_.shape}")
     idx = _indices(indices, "indices")
     off = None if offsets is None else _indices(offsets, "offsets")
     if off is not None and off.dtype != idx.dtype:
         off = off.astype(idx.dtype)
     w = _opt_f32(per_sample_weights, "per_sample_weights")
     t = _threads(threads)
-    rows, dim = t_.shape
+    rows, dim = t_.shape[0], t_.shape[1] - (8 if byte_rowwise else 0)
     e = _kernel(("embedding_bag", rows, dim, mode, t),
                 lambda: EmbeddingBag(rows, dim, mode=mode, threads=t))
     return e.run(t_, idx, off, w, out)

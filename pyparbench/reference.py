@@ -8,7 +8,10 @@ of a padded copy.
 
 The bf16 reference is the same float64 computation on inputs and weights
 rounded to bfloat16 (:func:`round_to_bf16`, as the bf16 kernels round them),
-checked within :data:`BF16_TOLERANCE` (:func:`assert_near_bf16`).
+checked within :data:`BF16_TOLERANCE` (:func:`assert_near_bf16`). The int8
+reference is float64 on the dequantised inputs and weights, computed as the
+exact integer sums times the scales (:mod:`pyparbench.quantization`); its
+tolerances are :data:`INT8_ULPS` and :data:`INT8_REQUANTIZED_STEPS`.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from pyparbench.graph import Graph, Node
 from pyparbench.graph import transformer_math
 from pyparbench.graph.positions import padded_positions
 
-__all__ = ["BF16_TOLERANCE", "assert_near", "assert_near_bf16", "conv2d_reference",
-           "gemm_reference", "output_error", "reference_forward", "relative_error",
-           "round_to_bf16"]
+__all__ = ["BF16_TOLERANCE", "INT8_REQUANTIZED_STEPS", "INT8_ULPS", "assert_near",
+           "assert_near_bf16", "assert_near_int8", "assert_requantized", "conv2d_reference",
+           "gemm_reference", "int8_conv2d_reference", "int8_linear_reference", "output_error",
+           "reference_forward", "relative_error", "requantize", "round_to_bf16"]
 
 Array = npt.NDArray[Any]
 _erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf is exact to double
@@ -149,6 +153,102 @@ def assert_near_bf16(got: npt.ArrayLike, want: npt.ArrayLike, op: str) -> None:
     if not err <= tol:
         raise AssertionError(f"{op} in bf16: max |got - ref| / max |ref| = {err:.3g}, "
                              f"more than the tolerance {tol:g}")
+
+
+# The int8 kernels accumulate exact integer products in s32, so their float32
+# output differs from the float64 sum of the dequantised products only by
+# float32 rounding after it: the s32 sum converted to float (one rounding),
+# the scales multiplied together and into it (two), the bias added (one) —
+# on oneDNN 2.x the bias is first divided by the scales (one more). Each
+# rounding errs by at most 2^-24 of its operands, so an element may be off by
+# INT8_ULPS · 2^-24 · (|sum| + |bias|), with room to spare. A kernel that ran
+# fp32 on unquantised inputs is off by the quantisation error (about half a
+# scale per input), orders of magnitude more.
+INT8_ULPS = 8
+# A u8 / s8 output is the float value above divided by its scale, rounded
+# half to even: where that value lies within the float32 error of a tie, the
+# kernel and the reference may round to neighbours. So an element may differ
+# by one quantisation step, and only rarely does.
+INT8_REQUANTIZED_STEPS = 1
+
+
+def int8_linear_reference(x: npt.ArrayLike, x_scale: float, x_zero_point: int,
+                          w: npt.ArrayLike, w_scales: npt.ArrayLike,
+                          bias: npt.ArrayLike | None = None, *, relu: bool = False
+                          ) -> tuple[Array, Array]:
+    """x (m, k) u8 / s8 · w (n, k) s8ᵀ on the dequantised values, in float64:
+    the integer sum exactly (int64), times x_scale · w_scale[oc] (a product of
+    two float32 values, exact in float64), rounded once; then + bias, ReLU.
+    Returns the result and the magnitude |sum| + |bias| each element's
+    tolerance scales with."""
+    xi = np.asarray(x).astype(np.int64) - int(x_zero_point)
+    acc = xi @ np.asarray(w).astype(np.int64).T
+    return _int8_finish(acc * _dequant_scales(x_scale, w_scales), bias, relu, np.s_[None, :])
+
+
+def int8_conv2d_reference(x: npt.ArrayLike, x_scale: float, x_zero_point: int,
+                          w: npt.ArrayLike, w_scales: npt.ArrayLike,
+                          bias: npt.ArrayLike | None, stride: Sequence[int],
+                          padding: Sequence[int], dilation: Sequence[int], groups: int, *,
+                          relu: bool = False) -> tuple[Array, Array]:
+    """The int8 convolution (NCHW / OIHW) as :func:`int8_linear_reference`: the
+    integer sums (exact in float64, far below 2^53), then the scales. Padding
+    is a real zero, as oneDNN pads (x - x_zero_point = 0 there)."""
+    xi = np.asarray(x).astype(np.float64) - int(x_zero_point)
+    acc = conv2d_reference(xi, np.asarray(w).astype(np.float64), None, stride, padding,
+                           dilation, groups, False)
+    scales = _dequant_scales(x_scale, w_scales)[None, :, None, None]
+    return _int8_finish(acc * scales, bias, relu, np.s_[None, :, None, None])
+
+
+def _dequant_scales(x_scale: float, w_scales: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """x_scale · w_scale[oc] of the float32 scales, exact in float64."""
+    ws = np.asarray(w_scales, dtype=np.float32).astype(np.float64).reshape(-1)
+    return np.asarray(float(np.float32(x_scale)) * ws, dtype=np.float64)
+
+
+def _int8_finish(y: Array, bias: npt.ArrayLike | None, relu: bool,
+                 channel: Any) -> tuple[Array, Array]:
+    magnitude = np.abs(y)
+    if bias is not None:
+        b = np.asarray(bias, dtype=np.float32).astype(np.float64)[channel]
+        y = y + b
+        magnitude = magnitude + np.abs(b)
+    return np.asarray(np.maximum(y, 0) if relu else y), np.asarray(magnitude)
+
+
+def requantize(y: npt.ArrayLike, scale: float, zero_point: int, dtype: str) -> Array:
+    """y / scale rounded half to even, plus zero_point, saturated (as int64)."""
+    lo, hi = (0, 255) if dtype == "uint8" else (-128, 127)
+    s = float(np.float32(scale))
+    q = np.clip(np.rint(np.asarray(y, dtype=np.float64) / s) + zero_point, lo, hi)
+    return np.asarray(q, dtype=np.int64)
+
+
+def assert_near_int8(got: npt.ArrayLike, want: npt.ArrayLike, magnitude: npt.ArrayLike,
+                     op: str) -> None:
+    """Assert an int8 kernel's float32 output is within INT8_ULPS · 2^-24 ·
+    magnitude of its reference, element by element."""
+    g = np.asarray(got, dtype=np.float64)
+    allowed = INT8_ULPS * 2.0**-24 * np.asarray(magnitude) + 1e-30
+    excess = np.abs(g - np.asarray(want)) / allowed
+    if not np.all(excess <= 1):
+        i = np.unravel_index(int(np.argmax(excess)), excess.shape)
+        raise AssertionError(f"{op} in int8: element {i} is {g[i]!r}, the reference "
+                             f"{np.asarray(want)[i]!r}, {float(excess[i]):.3g}x the tolerance "
+                             f"{INT8_ULPS}·2^-24·(|sum| + |bias|)")
+
+
+def assert_requantized(got: npt.ArrayLike, want: npt.ArrayLike, op: str) -> None:
+    """Assert a u8 / s8 output is within INT8_REQUANTIZED_STEPS of the
+    reference's rounding everywhere, and equal to it almost everywhere."""
+    diff = np.abs(np.asarray(got, dtype=np.int64) - np.asarray(want, dtype=np.int64))
+    if diff.size and int(diff.max()) > INT8_REQUANTIZED_STEPS:
+        raise AssertionError(f"{op} requantised: an element is {int(diff.max())} steps from the "
+                             f"reference (at most {INT8_REQUANTIZED_STEPS})")
+    if diff.size and float(np.mean(diff == 0)) < 0.99:
+        raise AssertionError(f"{op} requantised: only {float(np.mean(diff == 0)):.1%} of the "
+                             f"elements equal the reference's rounding")
 
 
 def gemm_reference(a: npt.ArrayLike, b: npt.ArrayLike, bias: npt.ArrayLike | None = None, *,

@@ -26,7 +26,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pyparbench"
 # package root (pyparbench/__init__.py) re-exports the public API and sits
 # above everything.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_bfloat16", "_checks", "_version", "choices", "cpuinfo", "cpulist", "shapes", "timing"),
+    ("_bfloat16", "_checks", "_version", "choices", "cpuinfo", "cpulist", "quantization",
+     "shapes", "timing"),
     ("_core",),
     ("memory", "threading"),
     ("graph",),

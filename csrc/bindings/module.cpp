@@ -12,6 +12,7 @@ PYBIND11_MODULE(_core, m) {
   auto ops = m.def_submodule("ops", "Prepared operator kernels");
   ppb::bind::register_kernel_base(ops);
   ppb::bind::register_heavy_ops(ops);
+  ppb::bind::register_quantized_ops(ops);
   ppb::bind::register_glue_ops(ops);
   ppb::bind::register_embedding_ops(ops);
   ppb::bind::register_direct_ops(ops);

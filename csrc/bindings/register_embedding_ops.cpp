@@ -12,19 +12,39 @@ namespace {
 struct BagInputs {
   ConstFloatView table, weights;
   ConstBf16View bf16_table;  // present instead of `table` for a bfloat16 table
+  View<const uint8_t> byte_table;  // present instead for an 8-bit rowwise table
   IndexView indices, offsets;
   Shape out_shape;
 };
 
 
+constexpr int kUInt8 = 2;  // NPY_UBYTE
+
+bool is_uint8_array(py::handle obj) {
+  return py::isinstance<py::array>(obj) &&
+         py::detail::array_descriptor_proxy(py::detail::array_proxy(obj.ptr())->descr)
+                 ->type_num == kUInt8;
+}
+
+View<const uint8_t> byte_table_view(py::handle obj) {
+  auto* a = py::detail::array_proxy(obj.ptr());
+  if ((a->flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) == 0)
+    throw py::type_error("table must be C-contiguous; copy it with np.ascontiguousarray(x)");
+  return {static_cast<const uint8_t*>(static_cast<const void*>(a->data)),
+          Dims(reinterpret_cast<const int64_t*>(a->dimensions), a->nd)};
+}
+
 BagInputs bag_inputs(const EmbeddingBag& e, py::handle table, py::handle indices,
                      py::handle offsets, py::handle weights) {
   // No table: the kernel's own copy (set_table). A bfloat16 table is read
   // as it is.
+  // A uint8 table is 8-bit rowwise.
   const bool bf16 = is_bf16_array(table);
-  BagInputs in{bf16 ? ConstFloatView{} : optional_in_view(table, "table"),
+  const bool bytes = is_uint8_array(table);
+  BagInputs in{bf16 || bytes ? ConstFloatView{} : optional_in_view(table, "table"),
                optional_in_view(weights, "per_sample_weights"),
                bf16 ? bf16_in_view(table, "table") : ConstBf16View{},
+               bytes ? byte_table_view(table) : View<const uint8_t>{},
                index_view(indices, "indices"), index_view(offsets, "offsets"), {}};
   if (!in.indices.present()) throw py::type_error("indices must be an int32 or int64 array, not None");
   const int64_t bags = in.indices.shape.size() == 2 ? in.indices.shape[0]
@@ -95,7 +115,10 @@ copy of the table on whole cache lines (and huge pages): ``run`` and
 
 The table given to ``run`` / ``timeit`` is float32, or ``ml_dtypes.bfloat16``:
 bf16 rows are widened to fp32 as they are read (exact) and summed in fp32;
-the output is float32 either way. ``set_table`` keeps float32 tables only.
+the output is float32 either way. A uint8 table (rows, dim + 8) is 8-bit
+rowwise, PyTorch's ``embedding_bag_byte_prepack`` layout: each row's dim
+values, then its float32 scale and bias; a value reads as value · scale +
+bias, summed in fp32. ``set_table`` keeps float32 tables only.
 )doc")
       .def(py::init([](int64_t rows, int64_t dim, const std::string& mode,
                        std::optional<int> threads) {
@@ -132,6 +155,8 @@ the output is float32 either way. ``set_table`` keeps float32 tables only.
              return run_released(in.out_shape, out, [&](FloatView o) {
                if (in.bf16_table.present())
                  e.run_bf16(in.bf16_table, in.indices, in.offsets, in.weights, o);
+               else if (in.byte_table.present())
+                 e.run_byte_rowwise(in.byte_table, in.indices, in.offsets, in.weights, o);
                else
                  e.run(in.table, in.indices, in.offsets, in.weights, o);
              });
@@ -147,6 +172,9 @@ the output is float32 either way. ``set_table`` keeps float32 tables only.
                if (in.bf16_table.present())
                  return e.timeit_bf16(in.bf16_table, in.indices, in.offsets, in.weights, o,
                                       repeats, warmup);
+               if (in.byte_table.present())
+                 return e.timeit_byte_rowwise(in.byte_table, in.indices, in.offsets, in.weights,
+                                              o, repeats, warmup);
                return e.timeit(in.table, in.indices, in.offsets, in.weights, o, repeats, warmup);
              });
            },

@@ -260,6 +260,131 @@ auto bf16_pd(bool bf16, const char* kernel, const char* primitive, MakePd&& make
   }
 }
 
+// int8 matmul / convolution: s32 accumulation of u8 / s8 activations times
+// s8 weights (symmetric, one scale per output channel), dequantised to fp32
+// (acc · src_scale · weight_scale[oc] + bias) or requantised to u8 / s8
+// (that value / dst_scale + dst_zero_point, rounded and saturated). The two
+// APIs differ in where the scales go:
+//  * 2.x: one output scale per output channel (src_scale ·
+//    weight_scale[oc] / dst_scale) set at creation; zero points given at run
+//    time; the fp32 bias is added to the accumulator *before* the output
+//    scale, so it is passed divided by src_scale · weight_scale[oc];
+//  * 3.x: a scale per argument (src, weights per channel, dst), given at run
+//    time as memories; the bias is added after src and weight scales, as is.
+// In both, a fused ReLU acts on the rescaled value before the destination
+// zero point is added (ONNX's QLinearConv followed by Relu).
+struct Int8Quantization {
+  float src_scale = 1.f;
+  int32_t src_zero_point = 0;
+  std::vector<float> weight_scales;  // one per output channel
+  bool requantize = false;           // u8 / s8 output rather than fp32
+  float dst_scale = 1.f;
+  int32_t dst_zero_point = 0;
+};
+
+// A value the primitive reads at run time (a scale or a zero point), keyed
+// by its execution argument.
+struct Int8RuntimeArg {
+  int arg;
+  memory::data_type type;
+  std::vector<float> f32;
+  std::vector<int32_t> s32;
+  memory::desc md() const {
+    const auto n = static_cast<memory::dim>(type == memory::data_type::f32 ? f32.size()
+                                                                           : s32.size());
+    return memory::desc({n}, type, memory::format_tag::x);
+  }
+  const void* data() const {
+    return type == memory::data_type::f32 ? static_cast<const void*>(f32.data())
+                                          : static_cast<const void*>(s32.data());
+  }
+};
+
+struct Int8Attr {
+  std::vector<Int8RuntimeArg> runtime;  // to bind as owned arguments
+  std::vector<float> bias_factor;       // multiply the fp32 bias by these per channel
+};
+
+// Sets `attr`'s scales and zero points for `q`. weights_oc_mask /
+// dst_oc_mask: the masks selecting the output-channel dimension of the
+// weights (3.x) and of the destination (2.x).
+inline Int8Attr set_int8_quantization(primitive_attr& attr, const Int8Quantization& q,
+                                      int weights_oc_mask, int dst_oc_mask) {
+  Int8Attr out;
+  const size_t channels = q.weight_scales.size();
+  const bool per_channel = channels > 1;
+  out.bias_factor.assign(channels, 1.f);
+#if PPB_DNNL_V3
+  (void)dst_oc_mask;
+  attr.set_scales_mask(DNNL_ARG_SRC, 0);
+  out.runtime.push_back({DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, memory::data_type::f32,
+                         {q.src_scale}, {}});
+  attr.set_scales_mask(DNNL_ARG_WEIGHTS, per_channel ? weights_oc_mask : 0);
+  out.runtime.push_back({DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, memory::data_type::f32,
+                         q.weight_scales, {}});
+  if (q.requantize) {
+    attr.set_scales_mask(DNNL_ARG_DST, 0);
+    out.runtime.push_back({DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST, memory::data_type::f32,
+                           {q.dst_scale}, {}});
+  }
+  if (q.src_zero_point != 0) {
+    attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
+    out.runtime.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory::data_type::s32,
+                           {}, {q.src_zero_point}});
+  }
+  if (q.requantize && q.dst_zero_point != 0) {
+    attr.set_zero_points_mask(DNNL_ARG_DST, 0);
+    out.runtime.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, memory::data_type::s32,
+                           {}, {q.dst_zero_point}});
+  }
+#else
+  (void)weights_oc_mask;
+  std::vector<float> scales(channels);
+  for (size_t c = 0; c < channels; ++c) {
+    const float dequant = q.src_scale * q.weight_scales[c];
+    scales[c] = q.requantize ? dequant / q.dst_scale : dequant;
+    out.bias_factor[c] = 1.f / dequant;
+  }
+  attr.set_output_scales(per_channel ? dst_oc_mask : 0, scales);
+  if (q.src_zero_point != 0) {
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    out.runtime.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory::data_type::s32,
+                           {}, {q.src_zero_point}});
+  }
+  if (q.requantize && q.dst_zero_point != 0) {
+    attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    out.runtime.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, memory::data_type::s32,
+                           {}, {q.dst_zero_point}});
+  }
+#endif
+  return out;
+}
+
+// Whether an int8 primitive runs on int8 dot-product instructions (VNNI's
+// vpdpbusd, AMX's tdpbusd) rather than the vpmaddubsw + vpmaddwd pairs (or
+// C++ loops) that stand in for them, decided from impl_info_str as for bf16:
+// a reference implementation is not native; an x86 ISA in the name decides
+// (avx2_vnni, avx512_core_vnni and every later avx512 tier have VNNI); a
+// name without one falls back to the ISA oneDNN dispatches to. On aarch64 a
+// non-reference implementation uses SDOT / the int8 matrix instructions.
+inline bool x86_isa_name_has_int8_dot(const std::string& isa) {
+  return isa.find("vnni") != std::string::npos || isa.find("bf16") != std::string::npos ||
+         isa.find("amx") != std::string::npos || isa.find("fp16") != std::string::npos;
+}
+
+inline bool int8_native(const std::string& impl) {
+  if (impl.rfind("ref", 0) == 0 || impl.find(":ref") != std::string::npos) return false;
+  const auto colon = impl.rfind(':');
+  const std::string tail = colon == std::string::npos ? impl : impl.substr(colon + 1);
+  if (tail.rfind("avx", 0) == 0 || tail.rfind("sse", 0) == 0 || tail.rfind("uni", 0) == 0)
+    return x86_isa_name_has_int8_dot(tail);
+#if defined(__aarch64__)
+  return true;
+#else
+  return x86_isa_name_has_int8_dot(isa_name(dnnl::get_effective_cpu_isa()));
+#endif
+}
+
 inline const char* status_name(dnnl_status_t s) {
   switch (s) {
     case dnnl_success: return "success";

@@ -90,7 +90,11 @@ void EmbeddingBag::bind(ConstFloatView table, IndexView indices, IndexView offse
 template <typename T>
 void EmbeddingBag::bind_table(View<const T> table, IndexView indices, IndexView offsets,
                               ConstFloatView per_sample_weights, FloatView out) {
-  require_shape("table", table.shape, table_shape_);
+  if constexpr (std::is_same_v<T, uint8_t>)
+    require_shape("table (8-bit rowwise: dim values, then an fp32 scale and bias)", table.shape,
+                  Shape{rows_, dim_ + kByteRowwiseExtra});
+  else
+    require_shape("table", table.shape, table_shape_);
   n_indices_ = indices.size();
   if (indices.shape.size() == 2) {
     if (offsets.present())
@@ -118,6 +122,7 @@ void EmbeddingBag::bind_table(View<const T> table, IndexView indices, IndexView 
   require_no_partial_overlap("out", out, "table", table, false);
   table_ = table.data;
   table_bf16_ = std::is_same_v<T, uint16_t>;
+  table_byte_rowwise_ = std::is_same_v<T, uint8_t>;
   indices_ = indices;
   offsets_ = offsets;
   weights_ = per_sample_weights;
@@ -131,7 +136,7 @@ void EmbeddingBag::bind_table(View<const T> table, IndexView indices, IndexView 
 }
 
 void EmbeddingBag::execute() {
-  const BagArgs a{table_,        table_bf16_, rows_,  dim_,       indices_.data,
+  const BagArgs a{table_,        table_bf16_, table_byte_rowwise_, rows_,  dim_, indices_.data,
                   offsets_.data, indices_.is64, bag_size_, bags_, n_indices_,
                   weights_.data, mode_ == BagMode::mean, out_.data};
   ThreadsScope scope(threads_);
@@ -164,6 +169,20 @@ void EmbeddingBag::run_bf16(ConstBf16View table, IndexView indices, IndexView of
 std::vector<double> EmbeddingBag::timeit_bf16(ConstBf16View table, IndexView indices,
                                               IndexView offsets, ConstFloatView per_sample_weights,
                                               FloatView out, int repeats, int warmup) {
+  return timed_with([&] { bind_table(table, indices, offsets, per_sample_weights, out); },
+                    repeats, warmup);
+}
+
+void EmbeddingBag::run_byte_rowwise(View<const uint8_t> table, IndexView indices,
+                                    IndexView offsets, ConstFloatView per_sample_weights,
+                                    FloatView out) {
+  run_with([&] { bind_table(table, indices, offsets, per_sample_weights, out); });
+}
+
+std::vector<double> EmbeddingBag::timeit_byte_rowwise(View<const uint8_t> table,
+                                                      IndexView indices, IndexView offsets,
+                                                      ConstFloatView per_sample_weights,
+                                                      FloatView out, int repeats, int warmup) {
   return timed_with([&] { bind_table(table, indices, offsets, per_sample_weights, out); },
                     repeats, warmup);
 }

@@ -50,6 +50,18 @@ class EmbeddingBag : public Kernel {
                                   ConstFloatView per_sample_weights, FloatView out, int repeats,
                                   int warmup);
 
+  // The same over an 8-bit rowwise table (rows, dim + 8): each row's dim
+  // uint8 values, then its fp32 scale and bias (PyTorch's
+  // embedding_bag_byte_prepack layout); values read as value · scale + bias
+  // and summed in fp32. Always given, as bf16's.
+  void run_byte_rowwise(View<const uint8_t> table, IndexView indices, IndexView offsets,
+                        ConstFloatView per_sample_weights, FloatView out);
+  std::vector<double> timeit_byte_rowwise(View<const uint8_t> table, IndexView indices,
+                                          IndexView offsets, ConstFloatView per_sample_weights,
+                                          FloatView out, int repeats, int warmup);
+  // The bytes an 8-bit rowwise row holds past its values (scale, bias).
+  static constexpr int64_t kByteRowwiseExtra = 8;
+
   // Bytes a run reads and writes (rows gathered, indices, output); rows of
   // 2-byte elements with `bf16`.
   double bytes_moved(int64_t n_indices, int64_t bags, bool bf16 = false) const;
@@ -75,6 +87,7 @@ class EmbeddingBag : public Kernel {
   // Bound by bind() for one run.
   const void* table_ = nullptr;
   bool table_bf16_ = false;
+  bool table_byte_rowwise_ = false;
   ConstFloatView weights_;
   IndexView indices_, offsets_;
   FloatView out_;

@@ -12,6 +12,10 @@ namespace ppb {
 struct BagArgs {
   const void* table;  // float, or bf16 (the upper halves of floats) when bf16
   bool bf16;
+  // 8-bit rowwise (byte_rowwise): each row dim uint8 values, then its fp32
+  // scale and fp32 bias (FBGEMM's / PyTorch's embedding_bag_byte_prepack
+  // layout, dim + 8 bytes); a value reads as value · scale + bias.
+  bool byte_rowwise;
   int64_t rows, dim;
   const void* indices;  // int32 or int64, see is64
   const void* offsets;  // same dtype as indices; null: fixed bag size

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #pragma GCC target("avx2,fma")
 #define PPB_BAG_KERNEL bag_kernel_avx2

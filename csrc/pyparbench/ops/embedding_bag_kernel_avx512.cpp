@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
 #define PPB_BAG_KERNEL bag_kernel_avx512

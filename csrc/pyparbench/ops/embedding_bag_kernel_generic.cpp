@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #define PPB_BAG_KERNEL bag_kernel_generic
 #define PPB_BAG_VEC_BYTES 16
