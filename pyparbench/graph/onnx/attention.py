@@ -30,7 +30,7 @@ from onnx.reference import ReferenceEvaluator
 from pyparbench.graph.onnx.attributes import node_attrs
 from pyparbench.graph.onnx.values import Array
 
-__all__ = ["Constants", "fuse_attention"]
+__all__ = ["Constants", "fuse_attention", "run_nodes"]
 
 # Ops that only move, repeat or scale a tensor's elements.
 _LAYOUT = frozenset({"Transpose", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Mul", "Div",
@@ -119,12 +119,14 @@ def _chain_back(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int], c:
     return found
 
 
-def _evaluate(nodes: Sequence[onnx.NodeProto], c: Constants, chain: list[int], start: str,
-              x: Array, opset: int) -> Array | None:
-    """The chain's last value with ``x`` for ``start``."""
-    vals: dict[str, Array] = {start: x}
+def run_nodes(nodes: Sequence[onnx.NodeProto], c: Constants, order: Sequence[int],
+              vals: dict[str, Array], opset: int) -> dict[str, Array] | None:
+    """``vals`` with the outputs of ``nodes[k]`` for each k of ``order``,
+    evaluated one after another by onnx's reference evaluator (inputs from
+    ``vals`` or the constants); None where an input is neither or a node
+    fails to evaluate."""
     try:
-        for k in chain:
+        for k in order:
             n = nodes[k]
             feeds = {}
             for i in n.input:
@@ -137,6 +139,15 @@ def _evaluate(nodes: Sequence[onnx.NodeProto], c: Constants, chain: list[int], s
             res = ReferenceEvaluator(n, opsets={"": opset}).run(None, feeds)
             vals.update({o: np.asarray(r) for o, r in zip(n.output, res, strict=False) if o})
     except Exception:
+        return None
+    return vals
+
+
+def _evaluate(nodes: Sequence[onnx.NodeProto], c: Constants, chain: list[int], start: str,
+              x: Array, opset: int) -> Array | None:
+    """The chain's last value with ``x`` for ``start``."""
+    vals = run_nodes(nodes, c, chain, {start: x}, opset)
+    if vals is None:
         return None
     return vals[nodes[chain[-1]].output[0]] if chain else x
 

@@ -17,9 +17,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
-from pyparbench.graph.onnx.attention import Constants
+from pyparbench.graph.onnx.attention import Constants, run_nodes
 from pyparbench.graph.onnx.values import Array
 from pyparbench.graph.transformer_math import rotary
 
@@ -87,22 +86,9 @@ def _checks(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int], c: Con
                 stack.append(j)
         if len(sub) > 16:
             return False
-    vals: dict[str, Array] = {x: np.random.default_rng(0).standard_normal(shape).astype(
-        np.float32)}
-    try:
-        for k in sorted(sub):
-            n = nodes[k]
-            feeds = {}
-            for i in n.input:
-                if not i:
-                    continue
-                v = vals[i] if i in vals else c.get(i)
-                if v is None:
-                    return False
-                feeds[i] = v
-            res = ReferenceEvaluator(n, opsets={"": opset}).run(None, feeds)
-            vals.update({o: np.asarray(r) for o, r in zip(n.output, res, strict=False) if o})
-    except Exception:
+    seeded = {x: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+    vals = run_nodes(nodes, c, sorted(sub), seeded, opset)
+    if vals is None:
         return False
     got = vals[nodes[add].output[0]]
     want = rotary(vals[x].astype(np.float64), cos.astype(np.float64), sin.astype(np.float64))
