@@ -29,7 +29,7 @@ from pyparbench.reference import (
     round_to_bf16,
 )
 
-# Debian 12's packages (the aarch64 job's root) have no ml_dtypes.
+# Debian 12 packages no ml_dtypes (the aarch64 job fetches its wheel).
 ml_dtypes = pytest.importorskip("ml_dtypes", reason="bf16 needs ml_dtypes (numpy's bfloat16)")
 BF16 = ml_dtypes.bfloat16
 
@@ -315,6 +315,26 @@ def test_emulated_bf16_under_an_avx512_core_cap() -> None:
     assert float(r["gemm_error"]) <= BF16_TOLERANCE["gemm"], r  # type: ignore[arg-type]
     assert float(r["gemm_fp32_error"]) > 3 * BF16_TOLERANCE["gemm"], r  # type: ignore[arg-type]
     assert float(r["conv2d_error"]) <= BF16_TOLERANCE["conv2d"], r  # type: ignore[arg-type]
+
+
+@pytest.mark.aarch64
+def test_bf16_gemm_runs_or_says_what_it_needs(rng: np.random.Generator) -> None:
+    """Where oneDNN has a bf16 matmul (x86 from avx512_core, aarch64 with the
+    Arm Compute Library) the product matches the bf16 reference; where it has
+    none (Debian's aarch64 oneDNN, built without ACL) the op refuses in one
+    RuntimeError naming the ISA and what bf16 needs, never a crash."""
+    a, b = rand(rng, 13, 40), rand(rng, 40, 9)
+    try:
+        got = ppb.ops.gemm(a, b, precision="bf16", threads=2)
+    except RuntimeError as e:
+        if cpu_features()["arch"] != "aarch64":
+            raise
+        msg = str(e)
+        assert "precision 'bf16' is not available" in msg and "Arm Compute Library" in msg, msg
+        assert ppb.info()["onednn"]["isa"] in msg, msg
+        return
+    want = gemm_reference(round_to_bf16(a), round_to_bf16(b))
+    assert_bf16_not_fp32(got, want, gemm_reference(a, b), "gemm")
 
 
 def test_bf16_below_avx512_says_what_it_needs() -> None:

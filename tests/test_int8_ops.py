@@ -40,6 +40,9 @@ from pyparbench.reference import (
     requantize,
 )
 
+# oneDNN's int8 products run on every architecture (aarch64 too, without ACL).
+pytestmark = pytest.mark.aarch64
+
 THREADS = [1, 2, 3]
 
 

@@ -244,7 +244,10 @@ auto bf16_pd(bool bf16, const char* kernel, const char* primitive, MakePd&& make
   } catch (const dnnl::error& e) {
     if (!bf16 || e.status != dnnl_unimplemented) throw;
 #if defined(__aarch64__)
-    const std::string needs = "an Arm CPU with BF16 (or a oneDNN built with ACL)";
+    // Without the Arm Compute Library oneDNN's aarch64 build has no bf16
+    // matmul or convolution at all, whatever the CPU's BF16 instructions.
+    const std::string needs = "a oneDNN built with the Arm Compute Library (ACL) on an Arm CPU "
+                              "with BF16";
 #elif PPB_DNNL_V3
     const std::string needs = "avx2_vnni_2 or avx512_core or newer";
 #else
