@@ -34,7 +34,7 @@ from pyparbench import ops
 from pyparbench.cli._common import positive_int
 from pyparbench.reference import assert_near_bf16, conv2d_reference, gemm_reference
 from pyparbench.shapes import conv_problems, gemm_problems
-from pyparbench.timing import summarize
+from pyparbench.timing import best_interleaved
 
 PRECISIONS = ("fp32", "bf16")
 FC_LAYERS = [(1, 512, 512), (8, 512, 512), (128, 3072, 768)]
@@ -123,13 +123,8 @@ def measure(threads: int, rounds: int, calls: int, nhwc: bool) -> list[dict[str,
     rows = []
     for label, flops, make in cases(threads, nhwc):
         made = {prec: make(prec) for prec in PRECISIONS}
-        ns: dict[str, list[float]] = {prec: [] for prec in PRECISIONS}
-        for _ in range(rounds):  # interleaved, so drift on a shared machine hits both
-            for prec, (timer, _, _) in made.items():
-                ns[prec].extend(float(v) for v in timer(calls, 1))
-        # The best run of each: on a shared machine the others are another
-        # process's time slices more than the kernel's.
-        med = {prec: summarize(v).min for prec, v in ns.items()}
+        med = best_interleaved({prec: m[0] for prec, m in made.items()}, rounds=rounds,
+                               calls=calls)
         rows.append({"op": label, "threads": threads, "flops": flops,  # best run, us
                      "fp32_us": med["fp32"] / 1e3, "bf16_us": med["bf16"] / 1e3,
                      "speedup": med["fp32"] / med["bf16"],

@@ -41,7 +41,7 @@ from pyparbench.quantization import (
 )
 from pyparbench.reference import assert_near_int8, int8_conv2d_reference, int8_linear_reference
 from pyparbench.shapes import conv_problems, gemm_problems
-from pyparbench.timing import summarize
+from pyparbench.timing import best_interleaved
 
 PRECISIONS = ("fp32", "bf16", "int8")
 FC_LAYERS = [(1, 512, 512), (8, 512, 512), (128, 3072, 768)]
@@ -131,20 +131,12 @@ def cases(threads: int) -> list[tuple[str, float, Callable[[str], tuple[Timer, s
     return out
 
 
-def best_of(timers: dict[str, Timer], rounds: int, calls: int) -> dict[str, float]:
-    """Best ns of each timer over interleaved rounds (drift on a shared machine hits all)."""
-    ns: dict[str, list[float]] = {name: [] for name in timers}
-    for _ in range(rounds):
-        for name, timer in timers.items():
-            ns[name].extend(float(v) for v in timer(calls, 1))
-    return {name: summarize(v).min for name, v in ns.items()}
-
-
 def measure(threads: int, rounds: int, calls: int) -> list[dict[str, Any]]:
     rows = []
     for label, flops, make in cases(threads):
         made = {prec: make(prec) for prec in PRECISIONS}
-        best = best_of({prec: m[0] for prec, m in made.items()}, rounds, calls)
+        best = best_interleaved({prec: m[0] for prec, m in made.items()}, rounds=rounds,
+                                calls=calls)
         rows.append({"op": label, "threads": threads, "flops": flops,
                      **{f"{prec}_us": best[prec] / 1e3 for prec in PRECISIONS},
                      "int8_vs_fp32": best["fp32"] / best["int8"],
@@ -167,10 +159,10 @@ def measure_bags(threads: int, rounds: int, calls: int) -> list[dict[str, Any]]:
         sample = slice(0, 4)  # a few bags against the dequantised reference
         want = byte_rowwise_dequantize(packed)[idx[: 4 * pooling]].reshape(4, pooling, dim).sum(1)
         np.testing.assert_allclose(out_q[sample], want, rtol=1e-4, atol=1e-3)
-        best = best_of({"fp32": lambda r, w: e.timeit(table, idx, off, None, out_f, repeats=r,
-                                                      warmup=w),
-                        "byte": lambda r, w: e.timeit(packed, idx, off, None, out_q, repeats=r,
-                                                      warmup=w)}, rounds, calls)
+        timers = {
+            "fp32": lambda r, w: e.timeit(table, idx, off, None, out_f, repeats=r, warmup=w),
+            "byte": lambda r, w: e.timeit(packed, idx, off, None, out_q, repeats=r, warmup=w)}
+        best = best_interleaved(timers, rounds=rounds, calls=calls)
         rows.append({"op": f"bag {n_rows}x{dim} {bags}x{pooling}", "threads": threads,
                      "fp32_us": best["fp32"] / 1e3, "byte_us": best["byte"] / 1e3,
                      "speedup": best["fp32"] / best["byte"], "isa": ops.EmbeddingBag.isa})

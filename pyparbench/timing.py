@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -70,3 +70,20 @@ def time_native(timeit: Callable[..., np.ndarray], *, calls: int, rounds: int = 
         raise ValueError(f"calls and rounds must be >= 1, got {calls} and {rounds}")
     timeit(repeats=calls, warmup=warmup * calls)
     return summarize([float(np.mean(timeit(repeats=calls, warmup=0))) for _ in range(rounds)])
+
+
+def best_interleaved(timers: Mapping[str, Callable[[int, int], np.ndarray]], *, rounds: int,
+                     calls: int) -> dict[str, float]:
+    """The best per-run ns of each timer over ``rounds`` interleaved rounds of
+    ``calls`` runs: interleaving makes drift on a shared machine hit every
+    timer alike, and the best run is the kernel's, the others hold another
+    process's time slices. ``timer(repeats, warmup)`` returns per-run ns."""
+    if calls < 1 or rounds < 1:
+        raise ValueError(f"calls and rounds must be >= 1, got {calls} and {rounds}")
+    if not timers:
+        raise ValueError("no timers to compare")
+    ns: dict[str, list[float]] = {name: [] for name in timers}
+    for _ in range(rounds):
+        for name, timer in timers.items():
+            ns[name].extend(float(v) for v in timer(calls, 1))
+    return {name: summarize(v).min for name, v in ns.items()}
