@@ -112,6 +112,27 @@ def check(proto: onnx.ModelProto, src: str) -> None:
                 raise bad(src, f"node {n.name or n.op_type!r} ({n.op_type}) has {a.name} "
                           f"{values}: beyond {_GEOMETRY_BOUND} (not a real network's)")
     _check_kernel_shapes(proto.graph, src)
+    _check_not_quantized(proto.graph, src)
+
+
+# The ops quantizers write (QDQ pairs, and the QLinear / Integer forms).
+_QUANTIZED_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+                  "QLinearMatMul", "MatMulInteger", "ConvInteger")
+
+
+def _check_not_quantized(g: onnx.GraphProto, src: str) -> None:
+    """A quantized file (onnxruntime.quantization, Neural Compressor, NNCF) is
+    refused saying so and naming its ops, before any of its int8 tensors is
+    reported on its own: the importer maps float32 graphs."""
+    found: dict[str, int] = {}
+    for n in g.node:
+        if n.op_type in _QUANTIZED_OPS and n.domain in _DEFAULT_DOMAINS:
+            found[n.op_type] = found.get(n.op_type, 0) + 1
+    if found:
+        ops = ", ".join(f"{k} x{v}" for k, v in sorted(found.items()))
+        raise bad(src, f"a quantized model ({ops}): quantized ONNX files are not imported; "
+                  "import the float32 model it was made from (int8 kernels: ppb.ops."
+                  "quantized_linear / quantized_conv2d)")
 
 
 def _check_kernel_shapes(g: onnx.GraphProto, src: str) -> None:
