@@ -46,7 +46,8 @@ echo "==> building and installing pyparbench (libdnnl-dev $(dpkg-query -W -f='${
 # torch first, pinned: the CPU build of this version is what the comparisons
 # use, and the extras' range is then met without fetching another build.
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q ".[test,bench,frameworks]"
+# llm builds llama.cpp from source the first time (pip caches the wheel).
+.venv/bin/python -m pip install -q ".[test,bench,frameworks,llm]"
 
 case "$action" in
   run)
