@@ -78,6 +78,12 @@ class GraphBuilder:
     def dtype(self, x: int) -> str:
         return self._node(x).dtype
 
+    def op_and_inputs(self, x: int) -> tuple[str, dict[str, Any], tuple[int, ...]]:
+        """Node ``x``'s op, attributes and inputs (a converter reading what
+        made its operand)."""
+        n = self._node(x)
+        return n.op, dict(n.attrs), tuple(n.inputs)
+
     def _node(self, x: int) -> Node:
         if not isinstance(x, (int, np.integer)) or not 0 <= x < len(self._nodes):
             raise ValueError(f"{x!r} is not a node id of this builder")
