@@ -11,7 +11,9 @@ download) at ``--batch``; each transformer (``--transformers``: all of
 bench/transformer_exports.py's families, encoders and decoders' prefill) is
 the family's Hugging Face classes with random weights, ids and mask of
 (1, 128) in, its last hidden state out, fed a tokenizer's inputs (ids in the
-vocabulary, a mask of ones) for the error check. Each is exported by
+vocabulary, a mask of ones) for the error check; each decoder's decode step
+(``llama-step``, ...: one token after 127, the past keys / values per layer
+in, the present out, random past) comes with them. Each is exported by
 ``torch.onnx.export`` with ``--exporter`` (dynamo by default), then, per
 model: the nodes in the file, in the imported graph and after the graph
 passes; the import's output error against ONNX Runtime on the same file and
@@ -68,6 +70,8 @@ def export(name: str, batch: int, exporter: str, out: Path) -> Path:
 
     if name in transformer_exports.FAMILIES:
         return transformer_exports.export(name, exporter, out)
+    if name in transformer_exports.STEPS:
+        return transformer_exports.export_step(name, exporter, out)
     path = out / (f"{name}.onnx" if exporter == "dynamo" else f"{name}-{exporter}.onnx")
     if path.is_file():
         return path
@@ -138,10 +142,11 @@ def _median(ns: list[float]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS),
-                    help=f"any of {', '.join(MODELS + tuple(transformer_exports.FAMILIES))}")
+                    help=f"any of {', '.join(MODELS + tuple(transformer_exports.FAMILIES))}, "
+                         f"{', '.join(transformer_exports.STEPS)}")
     ap.add_argument("--transformers", action="store_true",
-                    help=f"the transformers ({', '.join(transformer_exports.FAMILIES)}) "
-                         "instead of --models")
+                    help=f"the transformers ({', '.join(transformer_exports.FAMILIES)} and "
+                         "the decoders' steps) instead of --models")
     ap.add_argument("--exporter", default="dynamo", choices=transformer_exports.EXPORTERS)
     ap.add_argument("--threads", default=f"1,{len(os.sched_getaffinity(0))}")
     ap.add_argument("--batch", type=int, default=1)
@@ -164,12 +169,13 @@ def main() -> None:
     frameworks = [f for f in a.frameworks.split(",") if f]
     if not frameworks or set(frameworks) - set(SHORT):
         ap.error(f"--frameworks: one or more of {', '.join(SHORT)}, got {a.frameworks!r}")
-    names = (list(transformer_exports.FAMILIES) if a.transformers
+    transformers = (*transformer_exports.FAMILIES, *transformer_exports.STEPS)
+    names = (list(transformers) if a.transformers
              else [n for n in a.models.split(",") if n])
-    unknown = [n for n in names if n not in MODELS and n not in transformer_exports.FAMILIES]
+    unknown = [n for n in names if n not in MODELS and n not in transformers]
     if unknown:
         ap.error(f"--models: unknown {', '.join(unknown)}; valid: "
-                 f"{', '.join(MODELS + tuple(transformer_exports.FAMILIES))}")
+                 f"{', '.join(MODELS + transformers)}")
     head = "".join(f"  {f'{SHORT[f]}/native t{t} [95 %]':<30s}" for t in threads
                    for f in frameworks)
     print(f"{'model':20s} {'file':>5s} {'graph':>5s} {'run':>5s} {'error':>8s}{head}")
@@ -177,7 +183,7 @@ def main() -> None:
     refused: dict[str, str] = {}
     for name in names:
         # A transformer's file is exported for one sequence of SEQ tokens.
-        batch = 1 if name in transformer_exports.FAMILIES else a.batch
+        batch = 1 if name in transformers else a.batch
         row: dict[str, Any] = {"model": name, "batch": batch, "exporter": a.exporter}
         t0 = time.perf_counter()
         try:
@@ -189,7 +195,9 @@ def main() -> None:
         row["export_s"] = time.perf_counter() - t0
         try:
             key = resolve(str(path))
-            feeds = transformer_exports.feeds() if name in transformer_exports.FAMILIES else None
+            feeds = (transformer_exports.feeds() if name in transformer_exports.FAMILIES
+                     else transformer_exports.step_feeds() if name in transformer_exports.STEPS
+                     else None)
             nodes, imported, after, err = output_error(path, batch, feeds)
         except ValueError as e:
             refused[name] = str(e)

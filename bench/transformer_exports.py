@@ -121,3 +121,83 @@ def feeds(seed: int = 0) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     return {"input_ids": rng.integers(2, VOCAB, size=(1, SEQ), dtype=np.int64),
             "attention_mask": np.ones((1, SEQ), dtype=np.int64)}
+
+
+# The decoders' decode step: one new token after PAST tokens (a context of
+# SEQ), each layer's past keys / values in, present out.
+PAST = SEQ - 1
+STEPS = {f"{family}-step": family for family, (*_, decoder) in FAMILIES.items() if decoder}
+
+
+def _step_wrapped(model: Any, layers: int) -> Any:
+    """The model's decode step on transformers' own cache (DynamicCache):
+    (input_ids, attention_mask, past keys / values per layer) in, the last
+    hidden state and the present keys / values per layer out."""
+    import torch
+
+    transformers = import_transformers()
+
+    class DecodeStep(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, *past: Any) -> Any:
+            cache = transformers.DynamicCache(
+                ddp_cache_data=[(past[2 * i], past[2 * i + 1]) for i in range(layers)],
+                config=self.model.config)
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                             past_key_values=cache, use_cache=True)
+            present = [t for layer in out.past_key_values.layers
+                       for t in (layer.keys, layer.values)]
+            return (out.last_hidden_state, *present)
+
+    return DecodeStep().eval()
+
+
+def export_step(step: str, exporter: str, out: Path) -> Path:
+    """The decode step ``step`` (a decoder family's name + "-step") of the
+    family's random model (seeded) exported to ``out`` for batch 1 after PAST
+    tokens, by ``exporter`` (as :func:`export`). A file already there is
+    reused."""
+    if step not in STEPS:
+        raise ValueError(f"unknown decode step {step!r}; valid: {', '.join(STEPS)}")
+    if exporter not in EXPORTERS:
+        raise ValueError(f"unknown exporter {exporter!r}; valid: {', '.join(EXPORTERS)}")
+    path = out / f"{step}-{exporter}.onnx"
+    if path.is_file():
+        return path
+    import torch
+
+    transformers = import_transformers()
+    config_name, model_name, config, _ = FAMILIES[STEPS[step]]
+    torch.manual_seed(0)
+    model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config))
+    text = model.config.get_text_config()
+    layers, heads = text.num_hidden_layers, text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    wrapped = _step_wrapped(model.eval(), layers)
+    past = [torch.randn(1, kv_heads, PAST, HIDDEN // heads) for _ in range(2 * layers)]
+    ids = torch.randint(0, VOCAB, (1, 1))
+    mask = torch.ones(1, PAST + 1, dtype=torch.int64)
+    names = [f"past_key_values.{i}.{w}" for i in range(layers) for w in ("key", "value")]
+    present = [f"present.{i}.{w}" for i in range(layers) for w in ("key", "value")]
+    dynamo = exporter == "dynamo"
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(wrapped, (ids, mask, *past), str(path), dynamo=dynamo,
+                          input_names=["input_ids", "attention_mask", *names],
+                          output_names=["last_hidden_state", *present],
+                          opset_version=18 if dynamo else 17, external_data=False)
+    return path
+
+
+def step_feeds(seed: int = 0) -> dict[str, Any]:
+    """A decode step's token and mask as generation gives them: one id in
+    the vocabulary, a mask of ones over the past and the new token (the past
+    keys / values are the graph's random inputs)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return {"input_ids": rng.integers(2, VOCAB, size=(1, 1), dtype=np.int64),
+            "attention_mask": np.ones((1, PAST + 1), dtype=np.int64)}

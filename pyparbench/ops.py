@@ -76,6 +76,7 @@ __all__ = [
     "Concat",
     "Conv2d",
     "Conv2dOp",
+    "DecodeAttention",
     "EigenConv2d",
     "EigenGemm",
     "EmbeddingBag",
@@ -142,6 +143,8 @@ TrilFlatten = _k.TrilFlatten
 Concat = _k.Concat
 BatchNorm = _k.BatchNorm
 LayerNorm = _k.LayerNorm
+# A decode step's attention over a key / value cache (see its docstring).
+DecodeAttention = _k.DecodeAttention
 
 
 # ---------------------------------------------------------------- arguments

@@ -520,5 +520,8 @@ _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
     "attention": lambda node, args, ft: transformer_math.attention(
         args[0], args[1], args[2], args[3] if len(args) > 3 else None, node.attrs["causal"],
         node.attrs["scale"], node.attrs["causal_fill"]),
+    "decode_attention": lambda node, args, ft: transformer_math.decode_attention(
+        args[0], args[1], args[2], args[3], args[4], args[5] if len(args) > 5 else None,
+        node.attrs["scale"], node.attrs["causal_fill"]),
     "glu": lambda node, args, ft: transformer_math.glu(args[0], args[1], node.attrs["kind"]),
 }

@@ -127,3 +127,62 @@ def export_decoder(family: str, path: Path, seq: int, dynamo: bool) -> Path:
                           output_names=["last_hidden_state"],
                           opset_version=18 if dynamo else 17)
     return path
+
+
+class _DecodeStep(torch.nn.Module):  # type: ignore[misc]
+    """The model's decode step: named inputs (the new ids, the mask over the
+    past and the new token, each layer's past keys and values), the last
+    hidden state and each layer's present keys and values out. The cache is
+    transformers' own (DynamicCache); the positions follow from the past's
+    length, as generation computes them."""
+
+    def __init__(self, model: Any, layers: int) -> None:
+        super().__init__()
+        self.model = model
+        self.layers = layers
+
+    def forward(self, input_ids: Any, attention_mask: Any, *past: Any) -> Any:
+        cache = transformers.DynamicCache(
+            ddp_cache_data=[(past[2 * i], past[2 * i + 1]) for i in range(self.layers)],
+            config=self.model.config)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         past_key_values=cache, use_cache=True)
+        present = [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+        return (out.last_hidden_state, *present)
+
+
+def decode_step_names(layers: int) -> tuple[list[str], list[str]]:
+    """The inputs' and outputs' names of an exported decode step, as
+    Hugging Face's own ONNX exports name them."""
+    past = [f"past_key_values.{i}.{w}" for i in range(layers) for w in ("key", "value")]
+    present = [f"present.{i}.{w}" for i in range(layers) for w in ("key", "value")]
+    return ["input_ids", "attention_mask", *past], ["last_hidden_state", *present]
+
+
+def export_decode_step(family: str, path: Path, past: int, dynamo: bool) -> Path:
+    """``family``'s tiny random decoder (seeded) exported to ``path`` for
+    one decode step of batch 1 after ``past`` tokens: (1, 1) ids, a (1, past
+    + 1) mask, past keys / values (1, kv heads, past, head size) per layer,
+    by either exporter (as :func:`export_encoder`)."""
+    config_name, model_name, config = DECODERS[family]
+    # Positions up to the past's length plus the new token.
+    positions = "n_positions" if "n_positions" in config else "max_position_embeddings"
+    config = {**config, positions: max(config[positions], past + 1)}
+    torch.manual_seed(0)
+    model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config))
+    text = model.config.get_text_config()
+    layers = text.num_hidden_layers
+    heads = text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    step = _DecodeStep(model.eval(), layers).eval()
+    cache = [torch.randn(1, kv_heads, past, HIDDEN // heads) for _ in range(2 * layers)]
+    ids = torch.randint(0, VOCAB, (1, 1))
+    mask = torch.ones(1, past + 1, dtype=torch.int64)
+    inputs, outputs = decode_step_names(layers)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(step, (ids, mask, *cache), str(path), dynamo=dynamo,
+                          input_names=inputs, output_names=outputs,
+                          opset_version=18 if dynamo else 17)
+    return path

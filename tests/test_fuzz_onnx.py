@@ -88,17 +88,18 @@ VALID = _valid()
 VALID_BYTES = VALID.SerializeToString()
 
 
-def _import(data: Any) -> Any:
+def _import(data: Any, batch: int | None = 2) -> Any:
+    """The file as a graph (at ``batch``; None: the file's own)."""
     try:
-        return from_onnx(data, batch=2, max_bytes=1 << 20)
+        return from_onnx(data, batch=batch, max_bytes=1 << 20)
     except ValueError as e:
         assert "\n" not in str(e).strip(), f"not one line: {e}"
         raise
 
 
-def _import_and_run(data: Any, target: str) -> bool:
+def _import_and_run(data: Any, target: str, batch: int | None = 2) -> bool:
     """Import, then (for a graph) run against the reference; whether it imported."""
-    graph = attempt(target, lambda: _import(data), clear=(ValueError,))
+    graph = attempt(target, lambda: _import(data, batch), clear=(ValueError,))
     if graph is None:
         return False
     ins = graph.random_inputs(3)
@@ -189,3 +190,69 @@ def test_fuzz_hostile_models(data: st.DataObject) -> None:
         g.node.append(helper.make_node("Add", ["y", "bsum"], ["y2"]))
         g.output[0].name = "y2"
     _import_and_run(m, "onnx-model")
+
+
+# ------------------------------------------------- a transformer's decode step
+
+# The hostile decode-step files: what is changed, and the error that names it.
+DECODE_STEP_DAMAGE = {
+    # attention_mask (1, P + 1) declared with another rank
+    "mask-rank": r"mask computation of the int64 input 'attention_mask' of shape \(",
+    # a layer's past keys with other heads than the new keys
+    "past-heads": "concat along axis 2 needs equal other dims",
+    # the int64 ids declared as floats
+    "ids-dtype": r"by an int64 graph input map|input 'input_ids' is double: only float32",
+}
+
+
+@pytest.fixture(scope="module")
+def decode_step(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A Llama decode step (transformers' own class, 4 past tokens, the
+    dynamo exporter) as a model."""
+    pytest.importorskip("torch")
+    from _transformers import export_decode_step
+
+    path = export_decode_step("llama", tmp_path_factory.mktemp("step") / "step.onnx", 4, True)
+    return onnx.load(str(path))
+
+
+def _damaged_step(step: Any, damage: str, value: int) -> Any:
+    m = onnx.ModelProto()
+    m.CopyFrom(step)
+    by_name = {i.name: i for i in m.graph.input}
+    if damage == "mask-rank":  # value: extra leading axes of 1, or axes removed
+        dims = by_name["attention_mask"].type.tensor_type.shape.dim
+        if value > 0:
+            for _ in range(value):
+                dims.insert(0, onnx.TensorShapeProto.Dimension(dim_value=1))
+        else:
+            del dims[0]
+    elif damage == "past-heads":  # value: the past's heads
+        by_name["past_key_values.0.key"].type.tensor_type.shape.dim[1].dim_value = value
+    else:  # value: the ids' element type, a float one
+        by_name["input_ids"].type.tensor_type.elem_type = value
+    return m
+
+
+@pytest.mark.parametrize("damage,value", [("mask-rank", 1), ("mask-rank", 2),
+                                          ("mask-rank", -1), ("past-heads", 3), ("past-heads", 1),
+                                          ("ids-dtype", TensorProto.FLOAT),
+                                          ("ids-dtype", TensorProto.DOUBLE)])
+def test_hostile_decode_step_is_one_clear_error(decode_step: Any, damage: str,
+                                                value: int) -> None:
+    assert _import_and_run(decode_step, "onnx-decode-step", None)  # undamaged, it runs
+    m = _damaged_step(decode_step, damage, value)
+    with pytest.raises(ValueError, match=DECODE_STEP_DAMAGE[damage]) as e:
+        _import(m, None)
+    assert "\n" not in str(e.value).strip()
+
+
+@given(st.data())
+def test_fuzz_hostile_decode_steps(decode_step: Any, data: st.DataObject) -> None:
+    damage = data.draw(st.sampled_from(sorted(DECODE_STEP_DAMAGE)))
+    value = data.draw({"mask-rank": st.sampled_from([-1, 1, 2, 3]),
+                       "past-heads": st.sampled_from([1, 3, 4, 1 << 20]),
+                       "ids-dtype": st.sampled_from([TensorProto.FLOAT, TensorProto.DOUBLE,
+                                                     TensorProto.FLOAT16])}[damage])
+    assert not _import_and_run(_damaged_step(decode_step, damage, value), "onnx-decode-step",
+                               None)

@@ -14,6 +14,7 @@ PYBIND11_MODULE(_core, m) {
   ppb::bind::register_heavy_ops(ops);
   ppb::bind::register_quantized_ops(ops);
   ppb::bind::register_glue_ops(ops);
+  ppb::bind::register_decoder_ops(ops);
   ppb::bind::register_embedding_ops(ops);
   ppb::bind::register_direct_ops(ops);
   auto graph = m.def_submodule("graph", "Compiled graphs and their executor");

@@ -78,6 +78,12 @@ class GraphBuilder:
     def dtype(self, x: int) -> str:
         return self._node(x).dtype
 
+    def op_and_inputs(self, x: int) -> tuple[str, dict[str, Any], tuple[int, ...]]:
+        """Node ``x``'s op, attributes and inputs (a converter reading what
+        made its operand)."""
+        n = self._node(x)
+        return n.op, dict(n.attrs), tuple(n.inputs)
+
     def _node(self, x: int) -> Node:
         if not isinstance(x, (int, np.integer)) or not 0 <= x < len(self._nodes):
             raise ValueError(f"{x!r} is not a node id of this builder")
@@ -442,6 +448,41 @@ class GraphBuilder:
                                             "causal_fill": float(causal_fill)},
                          (*qs[:3], vs[3]), name)
 
+    def decode_attention(self, q: int, k_new: int, v_new: int, past_k: int, past_v: int,
+                         mask: int | None = None, *, scale: float | None = None,
+                         causal_fill: float = FLOAT32_MIN, name: str | None = None) -> int:
+        """A decode step's attention: q (B, H, S, D) against the past keys
+        (B, Hkv, P, D) / values (B, Hkv, P, Dv) followed by the new ones
+        (B, Hkv, S, D) / (B, Hkv, S, Dv), H a multiple of Hkv; query i sees keys
+        j <= P + i (a hidden key scores ``causal_fill``); an optional additive
+        mask broadcasts into (B, H, S, P + S); ``scale`` defaults to
+        1 / sqrt(D). The present keys / values are not its output: concat the
+        past and the new rows on axis 2 for them."""
+        qs, ks, vs, pks, pvs = (self._f32(t, "decode_attention")
+                                for t in (q, k_new, v_new, past_k, past_v))
+        if any(len(s) != 4 for s in (qs, ks, vs, pks, pvs)) or ks[0] != qs[0] \
+                or ks[2] != qs[2] or ks[3] != qs[3] or vs[:3] != ks[:3] or qs[1] % ks[1] \
+                or pks[:2] != ks[:2] or pks[3] != ks[3] or pvs[:3] != pks[:3] \
+                or pvs[3] != vs[3]:
+            raise ValueError(f"decode_attention needs q (B, H, S, D), new k (B, Hkv, S, D), "
+                             f"new v (B, Hkv, S, Dv), past k (B, Hkv, P, D) and past v (B, Hkv, "
+                             f"P, Dv) with H a multiple of Hkv, got {qs}, {ks}, {vs}, {pks}, "
+                             f"{pvs}")
+        full = (qs[0], qs[1], qs[2], pks[2] + ks[2])
+        ins = [q, k_new, v_new, past_k, past_v]
+        if mask is not None:
+            ms = self._f32(mask, "decode_attention")
+            if len(ms) != 4 or any(m not in (1, f) for m, f in zip(ms, full, strict=True)):
+                raise ValueError(f"decode_attention mask {ms} does not broadcast into {full}")
+            ins.append(mask)
+        s = 1.0 / math.sqrt(qs[3]) if scale is None else float(scale)
+        if not math.isfinite(s) or not math.isfinite(causal_fill):
+            raise ValueError(f"decode_attention scale and causal_fill must be finite, got "
+                             f"{scale}, {causal_fill}")
+        return self._add("decode_attention", ins,
+                         {"scale": s, "causal_fill": float(causal_fill)}, (*qs[:3], vs[3]),
+                         name)
+
     def glu(self, gate: int, up: int, kind: str = "swish", *, name: str | None = None) -> int:
         """act(gate) * up, act one of :data:`GLU_KINDS` (SwiGLU, GeGLU)."""
         gs, us = self._f32(gate, "glu"), self._f32(up, "glu")
@@ -521,6 +562,10 @@ def _replay(b: GraphBuilder, node: Node) -> int:
         return b.attention(ins[0], ins[1], ins[2], ins[3] if len(ins) > 3 else None,
                            causal=a["causal"], scale=a["scale"],
                            causal_fill=a["causal_fill"], name=name)
+    if node.op == "decode_attention":
+        return b.decode_attention(ins[0], ins[1], ins[2], ins[3], ins[4],
+                                  ins[5] if len(ins) > 5 else None,
+                                  scale=a["scale"], causal_fill=a["causal_fill"], name=name)
     if node.op == "glu":
         return b.glu(ins[0], ins[1], a["kind"], name=name)
     if node.op == "position_ids":
@@ -547,6 +592,10 @@ def _arity(op: str, n: int) -> None:
     if op == "attention":  # q, k, v and an optional mask
         if n not in (3, 4):
             raise ValueError(f"attention takes 3 or 4 inputs, got {n}")
+        return
+    if op == "decode_attention":  # q, new k, new v, past k, past v and an optional mask
+        if n not in (5, 6):
+            raise ValueError(f"decode_attention takes 5 or 6 inputs, got {n}")
         return
     want = {"input": 0, "constant": 0, "matmul": 2, "add": 2, "mul": 2, "glu": 2}.get(op, 1)
     if op == "concat" and n < 1 or op != "concat" and n != want:

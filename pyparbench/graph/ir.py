@@ -54,6 +54,13 @@ index inputs of ``embedding_bag``, ``position_ids`` and their reshapes):
                           mask that broadcasts into (B, H, Sq, Sk); H a multiple of Hkv
                           (grouped-query: head h reads key / value head h // (H / Hkv));
                           causal hides keys j > i + Sk - Sq; a row that sees no key is 0
+``decode_attention``      [scale, causal_fill] a decode step's attention: q (B, H, S, D)
+                          against the past keys / values (B, Hkv, P, D / Dv) followed by
+                          the S new ones (B, Hkv, S, D / Dv), inputs in that order (q, new
+                          k, new v, past k, past v, mask?); query i sees keys j <= P + i; the
+                          optional additive mask broadcasts into (B, H, S, P + S); the
+                          present keys / values (the past and the new rows, one copy) are
+                          concat nodes of their own, which the attention does not wait for
 ``glu``                   [kind swish|gelu|gelu_tanh] act(gate) * up of two inputs of one
                           shape (SwiGLU, GeGLU)
 ========================  ==========================================================

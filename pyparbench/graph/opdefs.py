@@ -14,7 +14,7 @@ OPS = frozenset({
     "input", "constant", "conv2d", "linear", "matmul", "embedding_bag", "eltwise", "add", "mul",
     "concat", "pool2d", "global_avg_pool", "batch_norm", "layer_norm", "softmax",
     "reshape", "transpose", "tril_flatten", "reorder", "slice", "position_ids",
-    "rms_norm", "rotary", "attention", "glu",
+    "rms_norm", "rotary", "attention", "decode_attention", "glu",
 })
 HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag"})
 # Ops the native plan runs no kernel for: its inputs and constants (buffers
@@ -67,6 +67,7 @@ NATIVE_ATTRS: dict[str, tuple[str, ...]] = {
     "position_ids": ("pad_id", "offset"),
     "rms_norm": ("eps",),
     "attention": ("causal", "scale", "causal_fill"),
+    "decode_attention": ("scale", "causal_fill"),
     "glu": ("kind",),
 }
 # The float32 minimum: the score of a key an attention's causal masking

@@ -1,5 +1,5 @@
 """The transformer ops' meaning in numpy (``rms_norm``, ``rotary``,
-``attention``, ``glu``): the numpy reference computes them from here, in
+``attention``, ``decode_attention``, ``glu``): the numpy reference computes them from here, in
 whatever float dtype it is given, and the tests compare the native kernels
 with them."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["attention", "glu", "rms_norm", "rotary"]
+__all__ = ["attention", "decode_attention", "glu", "rms_norm", "rotary"]
 
 Array = npt.NDArray[Any]
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -54,6 +54,16 @@ def attention(q: Array, k: Array, v: Array, mask: Array | None, causal: bool,
     total = np.sum(e, axis=-1, keepdims=True)
     out: Array = (e / np.where(dead, 1, total)) @ vv
     return out
+
+
+def decode_attention(q: Array, k_new: Array, v_new: Array, past_k: Array, past_v: Array,
+                     mask: Array | None, scale: float,
+                     causal_fill: float = -math.inf) -> Array:
+    """:func:`attention` of q (B, H, S, D) over the past keys / values
+    followed by the S new ones (query i sees keys j <= P + i)."""
+    k = np.concatenate([past_k, k_new], axis=2)
+    v = np.concatenate([past_v, v_new], axis=2)
+    return attention(q, k, v, mask, True, scale, causal_fill)
 
 
 def glu(gate: Array, up: Array, kind: str) -> Array:

@@ -7,6 +7,7 @@
 #include "pyparbench/ops/attention.hpp"
 #include "pyparbench/ops/binary.hpp"
 #include "pyparbench/ops/concat.hpp"
+#include "pyparbench/ops/decode_attention.hpp"
 #include "pyparbench/ops/eltwise.hpp"
 #include "pyparbench/ops/glu.hpp"
 #include "pyparbench/ops/embedding_bag.hpp"
@@ -282,6 +283,21 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
               masked ? mask.input_view() : ConstFloatView{}, y.output_view());
       });
     }
+    case OpKind::decode_attention: {
+      // q, new k, new v, past k, past v and an optional mask.
+      const bool masked = ins.size() > 5;
+      auto k = std::make_unique<DecodeAttention>(
+          ins[0].shape, ins[1].shape, ins[2].shape, ins[3].shape,
+          masked ? ins[5].shape : Shape{}, false, s.scale, s.causal_fill, threads);
+      const Tensor mask = masked ? ins[5] : Tensor{};
+      return make_call<DecodeAttention>(
+          std::move(k), [=, q = ins[0], kn = ins[1], vn = ins[2], pk = ins[3], pv = ins[4],
+                         y = out](DecodeAttention& k) {
+            k.run(q.input_view(), kn.input_view(), vn.input_view(), pk.input_view(),
+                  pv.input_view(), masked ? mask.input_view() : ConstFloatView{},
+                  y.output_view());
+          });
+    }
     case OpKind::glu: {
       auto k = std::make_unique<Glu>(s.kind, out.shape, threads);
       return make_call<Glu>(std::move(k), [g = ins[0], u = ins[1], y = out](Glu& k) {
@@ -318,6 +334,9 @@ bool split_inputs(const NodeSpec& s, const std::vector<Tensor>& ins, std::vector
     case OpKind::attention:
       // q, k, v by batch rows; a mask whose batch axis broadcasts is whole.
       if (ins.size() > 3) cut[3] = ins[3].shape[0] == ins[0].shape[0];
+      return true;
+    case OpKind::decode_attention:
+      if (ins.size() > 5) cut[5] = ins[5].shape[0] == ins[0].shape[0];
       return true;
     case OpKind::rotary:
       // Rows of the table follow the sequence axis: only a leading axis

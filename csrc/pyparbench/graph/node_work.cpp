@@ -93,6 +93,15 @@ NodeWork node_work(const NodeSpec& s, const std::vector<Shape>& inputs) {
                                activation_ops("tanh"));
       }
       break;
+    case OpKind::decode_attention:
+      // As attention's, over the past and the new rows.
+      if (inputs.size() >= 5) {
+        const double rows = elements(s.shape) / static_cast<double>(s.shape.back());
+        const double sk = static_cast<double>(inputs[3][2] + inputs[1][2]);
+        w.flops = rows * sk * (2.0 * static_cast<double>(inputs[0].back() + s.shape.back()) +
+                               activation_ops("tanh"));
+      }
+      break;
     case OpKind::softmax:
       w.flops = out * (activation_ops("tanh") + 3);  // an exp, the max, the sum, the scale
       break;

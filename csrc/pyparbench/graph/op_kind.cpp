@@ -31,6 +31,7 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::rotary, "rotary"},
     {OpKind::attention, "attention"},
     {OpKind::glu, "glu"},
+    {OpKind::decode_attention, "decode_attention"},
 };
 
 }  // namespace

@@ -32,6 +32,7 @@ enum class OpKind {
   rotary,        // rotate-half rotary positions by cos / sin tables (ops/rotary.hpp)
   attention,     // scaled dot-product attention, GQA, causal / additive mask (ops/attention.hpp)
   glu,           // act(gate) * up (ops/glu.hpp)
+  decode_attention,  // a decode step's attention over a past and new rows (ops/decode_attention.hpp)
 };
 
 // The op's name in the graph IR ("conv2d", "global_avg_pool", ...).

@@ -2,7 +2,11 @@
 :mod:`~pyparbench.graph.onnx.attention` and :mod:`~pyparbench.graph.onnx.rotary`
 make of the exporters' patterns). Attention: 4-D q, k, v with grouped-query
 heads, an optional additive float mask, causal masking of equal query and
-key lengths, and a scale; one native ``attention`` node."""
+key lengths, and a scale; one native ``attention`` node. A decoder's step,
+whose keys and values are the past concatenated with the new rows (the
+present keys / values a file outputs), is one native ``decode_attention``
+node reading the past and the new rows where they are: the present's copy
+is then the concat alone, once per step."""
 
 from __future__ import annotations
 
@@ -42,15 +46,64 @@ def attention(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
         if len(ms) < 4:
             mask = im.reshape(mask, (1,) * (4 - len(ms)) + ms)
     scale = a.get("scale")
+    s = None if scale is None else float(scale)
+    step = _past_and_new(im, kk, v)
+    # A step's new queries are the last positions: causal masking (the
+    # decoder's mask) hides keys past each one's, as decode_attention does;
+    # a single query hides nothing.
+    if step is not None and not causal and (fill is not None or qs[2] == 1):
+        (past_k, new_k), (past_v, new_v) = step
+        return [im.builder.decode_attention(q, new_k, new_v, past_k, past_v, mask, scale=s,
+                                            **({} if fill is None else {"causal_fill": fill}),
+                                            name=im.node_name)]
+    if step is not None and not causal and fill is None and _folded_heads(im, q, step, mask):
+        # One new token whose query heads the exporter folded into the rows
+        # of their shared key / value head (B, Hkv, H / Hkv, D): the same
+        # memory as (B, H, 1, D), head h reading key / value head h // g.
+        (past_k, new_k), (past_v, new_v) = step
+        b, hkv, g, d = qs
+        heads = im.builder.reshape(q, (b, hkv * g, 1, d), name=im.fresh("heads"))
+        y = im.builder.decode_attention(heads, new_k, new_v, past_k, past_v, mask, scale=s,
+                                        name=im.fresh("step"))
+        return [im.builder.reshape(y, (b, hkv, g, im.shape(new_v)[3]), name=im.node_name)]
     if fill is not None:  # a decoder's mask: its padding here, its causal part the kernel's
         if causal or qs[2] != ks[2]:
             raise Unsupported("a causal mask beside is_causal, or of fewer queries than keys")
         return [im.builder.attention(q, kk, v, mask, causal=True, causal_fill=fill,
-                                     scale=None if scale is None else float(scale),
-                                     name=im.node_name)]
-    return [im.builder.attention(q, kk, v, mask, causal=causal,
-                                 scale=None if scale is None else float(scale),
-                                 name=im.node_name)]
+                                     scale=s, name=im.node_name)]
+    return [im.builder.attention(q, kk, v, mask, causal=causal, scale=s, name=im.node_name)]
+
+
+def _folded_heads(im: Importer, q: int, step: tuple[tuple[int, int], tuple[int, int]],
+                  mask: int | None) -> bool:
+    """Whether q (B, Hkv, rows, D) holds one new token's query heads, rows
+    per key / value head: a single new key / value row (a decoder's query
+    positions are its new rows), q's heads the keys' and a mask the same
+    for every row."""
+    (_, new_k), _ = step
+    qs, ks = im.shape(q), im.shape(new_k)
+    return ks[2] == 1 and qs[1] == ks[1] and qs[2] > 1 and (
+        mask is None or im.shape(mask)[1:3] == (1, 1))
+
+
+def _past_and_new(im: Importer, k: int, v: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """((past k, new k), (past v, new v)) where the keys and the values are
+    each a concat of two parts along the sequence axis (a decoder's past and
+    its new rows) that the file outputs (its present keys / values: the
+    concat then has a reader besides the attention), else None."""
+    outputs = {x for name, x in im.values.items() if name in im.output_names}
+    parts = []
+    for x in (k, v):
+        if x not in outputs:
+            return None
+        op, attrs, ins = im.builder.op_and_inputs(x)
+        if op != "concat" or len(ins) != 2 or attrs["axis"] % 4 != 2:
+            return None
+        parts.append((ins[0], ins[1]))
+    (pk, nk), (pv, nv) = parts
+    if im.shape(pk)[2] != im.shape(pv)[2]:
+        return None
+    return (pk, nk), (pv, nv)
 
 
 def rotary_embedding(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],

@@ -214,7 +214,12 @@ def _evaluator(nodes: Sequence[onnx.NodeProto], inside: set[int],
                           ) from None
 
     def run(m: Array) -> list[Array]:
-        return [np.asarray(v) for v in ev.run(wanted, {mask: m})]
+        try:
+            return [np.asarray(v) for v in ev.run(wanted, {mask: m})]
+        except Exception as e:  # the input's rank or size contradicts what reads it
+            raise Unsupported(f"cannot evaluate a mask computation of the int64 input "
+                              f"{mask!r} of shape {tuple(m.shape)}: "
+                              f"{str(e).splitlines()[0]}") from None
 
     return run, sorted(scalars)
 
@@ -223,6 +228,8 @@ def _run(run: Callable[[Array], list[Array]], m: Array) -> list[Array]:
     """The wanted values for the input ``m``; Unsupported where it fails."""
     try:
         return run(m)
+    except Unsupported:
+        raise
     except Exception as e:
         raise Unsupported(f"cannot evaluate a mask computation: {str(e).splitlines()[0]}"
                           ) from None

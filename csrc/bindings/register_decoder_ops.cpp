@@ -1,0 +1,95 @@
+// The kernels of a decoder's step: attention of the new tokens against a
+// key / value cache (a past read where it is, a present written once, or a
+// cache filled in place).
+#include "bindings/pybind.hpp"
+#include "pyparbench/ops/decode_attention.hpp"
+
+#include <limits>
+
+namespace ppb::bind {
+
+namespace {
+
+Shape to_shape(const std::vector<int64_t>& v) { return Shape(v.begin(), v.end()); }
+
+}  // namespace
+
+void register_decoder_ops(py::module_& m) {
+  py::class_<DecodeAttention, Kernel>(
+      m, "DecodeAttention",
+      "Attention of S new queries q (B, H, S, D) against P cached keys / values and the S "
+      "new ones (B, Hkv, S, D): query i sees keys j <= P + i; grouped-query heads shared. "
+      "keys_shape is the past's (B, Hkv, P, D), or with in_place the cache's (B, Hkv, C, D). "
+      "The mask (optional, additive) broadcasts into (B, H, S, P + S), or (B, H, S, C) in "
+      "place.")
+      .def(py::init([](const std::vector<int64_t>& q, const std::vector<int64_t>& k_new,
+                       const std::vector<int64_t>& v_new, const std::vector<int64_t>& keys,
+                       std::optional<std::vector<int64_t>> mask, bool in_place, float scale,
+                       float causal_fill, std::optional<int> threads) {
+             return new DecodeAttention(to_shape(q), to_shape(k_new), to_shape(v_new),
+                                        to_shape(keys), mask ? to_shape(*mask) : Shape{},
+                                        in_place, scale, causal_fill, threads);
+           }),
+           py::arg("q_shape"), py::arg("new_k_shape"), py::arg("new_v_shape"),
+           py::arg("keys_shape"), py::kw_only(), py::arg("mask_shape") = py::none(),
+           py::arg("in_place") = false, py::arg("scale"),
+           py::arg("causal_fill") = std::numeric_limits<float>::lowest(),
+           py::arg("threads") = py::none())
+      .def_property_readonly("output_shape",
+                             [](const DecodeAttention& k) { return shape_tuple(k.output_shape()); })
+      .def_property_readonly(
+          "present_shape", [](const DecodeAttention& k) { return shape_tuple(k.present_shape()); })
+      .def("run",
+           [](DecodeAttention& k, py::handle q, py::handle k_new, py::handle v_new,
+              py::handle past_k, py::handle past_v, py::handle mask, py::object out) {
+             auto qv = in_view(q, "q"), kv = in_view(k_new, "k_new"), vv = in_view(v_new, "v_new");
+             auto pk = in_view(past_k, "past_k"), pv = in_view(past_v, "past_v");
+             auto mv = optional_in_view(mask, "mask");
+             return run_released(k.output_shape(), out,
+                                 [&](FloatView o) { k.run(qv, kv, vv, pk, pv, mv, o); });
+           },
+           py::arg("q"), py::arg("k_new"), py::arg("v_new"), py::arg("past_k"), py::arg("past_v"),
+           py::arg("mask") = py::none(), py::arg("out") = py::none(),
+           "The attention into `out` (allocated when None), the past and new rows read where "
+           "they are.")
+      .def("run_present",
+           [](DecodeAttention& k, py::handle q, py::handle k_new, py::handle v_new,
+              py::handle past_k, py::handle past_v, py::handle mask, py::object present_k,
+              py::object present_v) {
+             auto qv = in_view(q, "q"), kv = in_view(k_new, "k_new"), vv = in_view(v_new, "v_new");
+             auto pk = in_view(past_k, "past_k"), pv = in_view(past_v, "past_v");
+             auto mv = optional_in_view(mask, "mask");
+             const Shape pvs{k.present_shape()[0], k.present_shape()[1], k.present_shape()[2],
+                             k.output_shape()[3]};
+             if (present_k.is_none()) present_k = new_output(k.present_shape());
+             if (present_v.is_none()) present_v = new_output(pvs);
+             FloatView pko = out_view(present_k, "present_k"), pvo = out_view(present_v, "present_v");
+             py::object out = run_released(k.output_shape(), py::none(), [&](FloatView o) {
+               k.run_present(qv, kv, vv, pk, pv, mv, o, pko, pvo);
+             });
+             return py::make_tuple(out, present_k, present_v);
+           },
+           py::arg("q"), py::arg("k_new"), py::arg("v_new"), py::arg("past_k"), py::arg("past_v"),
+           py::arg("mask") = py::none(), py::arg("present_k") = py::none(),
+           py::arg("present_v") = py::none(),
+           "(attention, present k, present v): the past and the new rows copied once into "
+           "the presents (allocated when None), the attention reading them.")
+      .def("run_in_place",
+           [](DecodeAttention& k, py::handle q, py::handle k_new, py::handle v_new,
+              py::handle cache_k, py::handle cache_v, int64_t length, py::handle mask,
+              py::object out) {
+             auto qv = in_view(q, "q"), kv = in_view(k_new, "k_new"), vv = in_view(v_new, "v_new");
+             FloatView ck = out_view(cache_k, "cache_k"), cv = out_view(cache_v, "cache_v");
+             auto mv = optional_in_view(mask, "mask");
+             return run_released(k.output_shape(), out, [&](FloatView o) {
+               k.run_in_place(qv, kv, vv, ck, cv, length, mv, o);
+             });
+           },
+           py::arg("q"), py::arg("k_new"), py::arg("v_new"), py::arg("cache_k"),
+           py::arg("cache_v"), py::arg("length"), py::arg("mask") = py::none(),
+           py::arg("out") = py::none(),
+           "The new rows written at row `length` of the caches, then the attention over "
+           "length + S rows into `out` (allocated when None).");
+}
+
+}  // namespace ppb::bind
