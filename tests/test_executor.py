@@ -23,7 +23,11 @@ SMALL = {"googlenet": {"image_size": 64}, "inception-v2": {"image_size": 64},
          "resnext50": {"image_size": 64}, "squeezenet": {"image_size": 64},
          "mobilenet-v2": {"image_size": 64}, "dlrm": {"rows": 1000, "lookups": 8},
          "dlrm-kaggle": {"max_rows": 1000}, "transformer": {"seq_len": 16},
-         "ncf": {"num_users": 500, "num_items": 300}, "wide-deep": {"max_rows": 1000}}
+         "ncf": {"num_users": 500, "num_items": 300}, "wide-deep": {"max_rows": 1000},
+         # The decoder's larger shapes, one small layer of each.
+         **{name: {"layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2, "intermediate": 96,
+                   "vocab": 128, "prompt": 8}
+            for name in ("llama-bandwidth", "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b")}}
 
 SETTINGS = [
     Settings(),

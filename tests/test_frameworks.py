@@ -78,7 +78,11 @@ SMALL: dict[str, dict[str, Any]] = {
     "mobilenet-v2": {"image_size": 64}, "mlp-4096": {"layers": 2},
     "dlrm": {"rows": 1000, "lookups": 8}, "dlrm-kaggle": {"max_rows": 1000},
     "transformer": {"seq_len": 16}, "ncf": {"num_users": 500, "num_items": 300},
-    "wide-deep": {"max_rows": 1000}}
+    "wide-deep": {"max_rows": 1000},
+    # The decoder's larger shapes, one small layer of each (llama-tiny as it is).
+    **{name: {"layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2, "intermediate": 96,
+              "vocab": 128, "prompt": 8}
+       for name in MODELS if name.startswith("llama-") and name != "llama-tiny"}}
 
 
 def _have(module: str) -> bool:
@@ -229,6 +233,22 @@ def test_every_model_matches_the_reference(framework: str, mode: str | None) -> 
         graphs.append(fused_graph_spec())
         names.append("fused")
     got = framework_outputs(graphs, framework, OUT_SETTINGS, mode=mode)
+    assert_outputs(got, names)
+
+
+@pytest.mark.parametrize("framework, mode", [
+    pytest.param("tensorflow", "function", marks=needs["tensorflow"]),
+    pytest.param("torch", "eager", marks=needs["torch"]),
+    pytest.param("torch", "script", marks=needs["torch"]),
+    pytest.param("onnxruntime", "all", marks=ONNX_MARKS),
+    pytest.param("openvino", "f32", marks=OV_MARKS),
+])
+def test_the_decoder_matches_the_reference(framework: str, mode: str) -> None:
+    # RMSNorm, rotary positions, causal grouped-query attention and SwiGLU in
+    # each framework's own ops, at 2 threads.
+    names = ["llama-tiny", "llama-3.1-8b"]
+    got = framework_outputs([ModelRef(n, 2, kwargs=SMALL.get(n, {})) for n in names],
+                            framework, Settings(intra_op=min(2, CPUS)), mode=mode)
     assert_outputs(got, names)
 
 

@@ -44,6 +44,11 @@ EXPECTED = {
     "dlrm": (514_499_137, 2_500_672, 15, 7, 9, (1,)),
     "dlrm-kaggle": (89_584_721, 486_032, 34, 8, 27, (1,)),
     "transformer": (7_087_872, 931_135_488, 8, 6, 3, (128, 768)),
+    "llama-tiny": (2_467_072, 46_661_632, 16, 10, 3, (2048,)),
+    "llama-bandwidth": (124_011_520, 11_827_937_280, 58, 34, 3, (16384,)),
+    "llama-3.2-1b": (1_499_006_976, 125_890_461_696, 114, 66, 3, (128256,)),
+    "llama-3.2-3b": (3_608_587_264, 363_989_827_584, 198, 114, 3, (128256,)),
+    "llama-3.1-8b": (8_032_358_400, 898_173_501_440, 226, 130, 3, (128256,)),
 }
 
 
@@ -155,6 +160,20 @@ def test_recommendation_parameter_formulas() -> None:
         kmlp + ktop)
 
 
+@pytest.mark.parametrize("name, published, tied, kv_width", [
+    ("llama-3.2-1b", 1_235_814_400, True, 8 * 64), ("llama-3.2-3b", 3_212_749_824, True, 8 * 128),
+    ("llama-3.1-8b", 8_030_261_248, False, 8 * 128)])
+def test_llama_parameter_counts(name: str, published: int, tied: bool, kv_width: int) -> None:
+    # The models' published parameter counts; the 1B and 3B tie lm_head to
+    # the embedding, which the graph holds twice. The rotary tables are
+    # derived, not weights. Eight key / value heads (grouped-query).
+    g = build(name, 1)
+    weights = sum(n.num_params for n in g if n.op != "rotary")
+    assert weights == published + (128256 * g.meta["hidden"] if tied else 0)
+    assert g["lm_head"].params.shapes["weight"] == (128256, g.meta["hidden"])
+    assert g["layers.0/self_attn.k_proj"].params.shapes["weight"] == (kv_width, g.meta["hidden"])
+
+
 @pytest.mark.parametrize("name, width, layers", [("mlp-512", 512, 8), ("mlp-4096", 4096, 8)])
 def test_study_mlps(name: str, width: int, layers: int) -> None:
     g = build(name, 4)
@@ -165,9 +184,13 @@ def test_study_mlps(name: str, width: int, layers: int) -> None:
 
 # ---------------------------------------------------------- reference forward
 
+# The decoder's shapes, one small layer of them.
+LLAMA_SMALL = {"layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2, "intermediate": 96,
+               "vocab": 128, "prompt": 8}
 SMALL = {"dlrm": {"max_rows": 300}, "dlrm-kaggle": {"max_rows": 300},
          "wide-deep": {"max_rows": 300}, "ncf": {"max_rows": 300},
-         "transformer": {"seq_len": 16}}
+         "transformer": {"seq_len": 16},
+         **{name: LLAMA_SMALL for name in MODELS if name.startswith("llama-")}}
 
 
 @pytest.mark.slow
@@ -192,6 +215,7 @@ def test_reference_forward_runs(name: str) -> None:
 
 @pytest.mark.parametrize("name, kw", [
     ("transformer", {"seq_len": 8}), ("dlrm", {"max_rows": 200, "lookups": 5}),
+    ("llama-tiny", {"prompt": 8}),
     ("ncf", {"max_rows": 200}), ("wide-deep", {"max_rows": 200}),
     ("squeezenet", {"image_size": 64}), ("mobilenet-v2", {"image_size": 32})])
 def test_samples_are_independent(name: str, kw: dict[str, Any]) -> None:
@@ -240,6 +264,10 @@ def test_bad_batch(name: str, batch: Any) -> None:
     (lambda: build("inception-v3", 1, image_size=64),
      r"conv2d 'mixed8/b3x3_2/conv' would have output shape \(1, 320, 0, 0\)"),
     (lambda: build("wide-deep", 1, dim=0), "wide_deep needs"),
+    (lambda: build("llama-tiny", 1, heads=7), "heads dividing hidden"),
+    (lambda: build("llama-tiny", 1, kv_heads=3), "kv_heads dividing heads"),
+    (lambda: build("llama-tiny", 1, prompt=0), "prompt must be an integer >= 1"),
+    (lambda: build("llama-tiny", 1, size="llama-70b"), "unknown llama size 'llama-70b'"),
 ])
 def test_bad_configuration(make: Any, match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -270,6 +298,7 @@ def test_models_command_json(capsys: pytest.CaptureFixture[str]) -> None:
     for r in rows:
         params, macs, heavy, depth, width, _ = EXPECTED[r["model"]]
         assert r["batch"] == 2 and r["params"] == params and r["heavy_ops"] == heavy
+        assert r["weight_bytes"] == 4 * params
         assert r["depth"] == depth and r["max_width"] == width
         assert r["avg_width"] == pytest.approx(heavy / depth)
         assert r["gflops"] >= 2 * 2 * macs / 1e9
@@ -280,7 +309,7 @@ def test_models_command_table(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for name in MODELS:
         assert name in out
-    assert "25.64M" in out  # ResNet-50's parameters
+    assert "102.5MB" in out and "32.1GB" in out  # ResNet-50's and Llama 3.1 8B's weights
 
 
 @pytest.mark.parametrize("bad", ["0", "x"])

@@ -20,7 +20,8 @@ __all__ = ["add_command", "describe", "model_rows"]
 
 
 def model_rows(batch: int | None = None) -> list[dict[str, Any]]:
-    """One dict per registered model: its description and ``Graph.summary()`` metrics.
+    """One dict per registered model: its description, ``Graph.summary()``
+    metrics and the bytes of its float32 weights.
 
     Building a graph allocates no weights, so this is quick even for the
     models with gigabytes of embedding tables.
@@ -36,6 +37,7 @@ def model_rows(batch: int | None = None) -> list[dict[str, Any]]:
             "batch": s["meta"]["batch"],
             "gflops": s["gflops"],
             "params": s["params"],
+            "weight_bytes": 4 * s["params"],  # float32
             "heavy_ops": s["heavy_ops"],
             "depth": s["depth"],
             "avg_width": s["avg_width"],
@@ -109,16 +111,22 @@ def _print_description(d: dict[str, Any]) -> None:
     Console().print(table)
 
 
+def _bytes(n: int) -> str:
+    return f"{n / 1e9:.1f}GB" if n >= 1e9 else f"{n / 1e6:.1f}MB"
+
+
 def _print_table(rows: list[dict[str, Any]]) -> None:
     table = Table(title="pyparbench models",
-                  caption="heavy ops: conv2d, linear, matmul, embedding_bag; "
-                          "avg w = heavy / depth; --json adds work/span, bytes")
+                  caption="weights: float32 bytes; heavy ops: conv2d, linear, matmul, "
+                          "embedding_bag; avg w = heavy / depth; --json adds parameters, "
+                          "work/span, bytes moved")
     table.add_column("model", style="bold", no_wrap=True)
-    for col in ("batch", "GFLOPs", "params", "heavy", "depth", "avg w", "max w"):
+    for col in ("batch", "GFLOPs", "weights", "heavy", "depth", "avg w", "max w"):
         table.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         table.add_row(r["model"], str(r["batch"]), f"{r['gflops']:.3f}",
-                      f"{r['params'] / 1e6:.2f}M", str(r["heavy_ops"]), str(r["depth"]),
+                      _bytes(r["weight_bytes"]),
+                      str(r["heavy_ops"]), str(r["depth"]),
                       f"{r['avg_width']:.2f}", str(r["max_width"]))
     Console().print(table)
 
@@ -147,7 +155,8 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     command's handler is set as ``func`` and returns the exit status.
     """
     p = subparsers.add_parser(
-        "models", help="every model: batch, GFLOPs, parameters, heavy ops, depth, width")
+        "models", help="every model: batch, GFLOPs, parameters, weight bytes, heavy ops, depth, "
+                       "width")
     p.add_argument("--batch", type=positive_int("--batch"), default=None,
                    help="batch size for every model (default: each model's own)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

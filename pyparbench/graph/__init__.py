@@ -18,7 +18,7 @@ from pyparbench.graph._jsonable import jsonable
 from pyparbench.graph.analysis import EXACT_WIDTH_LIMIT, NodeStats
 from pyparbench.graph.builder import GraphBuilder
 from pyparbench.graph.ir import Graph
-from pyparbench.graph.node import ArrayParams, Node, Params, ParamSpec
+from pyparbench.graph.node import ArrayParams, LazyParams, Node, Params, ParamSpec
 from pyparbench.graph.opdefs import (
     DTYPE_BYTES,
     ELTWISE_FLOPS,
@@ -55,6 +55,7 @@ __all__ = [
     "ArrayParams",
     "Graph",
     "GraphBuilder",
+    "LazyParams",
     "Node",
     "NodeStats",
     "ParamSpec",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +48,10 @@ class GraphBuilder:
         The graph's name.
     seed
         Seed of every parameter's generator (see :class:`Params`).
+    params_by_name
+        Key each node's generator by its name instead of its position, so
+        that graphs of one model that differ elsewhere (its prefill and its
+        decode step, or a different output) draw the same weights.
 
     Raises
     ------
@@ -54,9 +59,10 @@ class GraphBuilder:
         From any method, for shapes or attributes that do not fit, naming them.
     """
 
-    def __init__(self, name: str, seed: int = 0) -> None:
+    def __init__(self, name: str, seed: int = 0, *, params_by_name: bool = False) -> None:
         self.name = name
         self.seed = int(seed)
+        self.params_by_name = params_by_name
         self._nodes: list[Node] = []
         self._names: set[str] = set()
         self._scope: list[str] = []
@@ -111,14 +117,16 @@ class GraphBuilder:
             raise ValueError(f"{op} {full!r} would have output shape {shape}: a dimension "
                              f"over {MAX_DIM} or more than {MAX_NODE_BYTES} bytes")
         self._names.add(full)
+        key = zlib.crc32(full.encode()) if self.params_by_name else nid
         self._nodes.append(Node(nid, op, tuple(int(i) for i in inputs), attrs,
-                                Params(params or {}, self.seed, nid), shape, dtype, full))
+                                Params(params or {}, self.seed, key), shape, dtype, full))
         return nid
 
     def set_weights(self, x: int, arrays: Mapping[str, npt.ArrayLike]) -> None:
         """Give node ``x`` these parameter arrays (a model file's own weights)
         in place of its seeded random ones: the same names and shapes as the
-        node's parameters, each converted to float32.
+        node's parameters, each converted to float32; a :class:`Params`
+        (e.g. a :class:`LazyParams` of derived tables) is used as it is.
 
         Raises
         ------
@@ -127,11 +135,14 @@ class GraphBuilder:
         """
         node = self._node(x)
         want = node.params.shapes
-        have = {k: tuple(int(d) for d in np.shape(v)) for k, v in arrays.items()}
+        # A Params (derived tables made on first read) is taken as it is.
+        have = arrays.shapes if isinstance(arrays, Params) else \
+            {k: tuple(int(d) for d in np.shape(v)) for k, v in arrays.items()}
         if have != want:
             raise ValueError(f"{node.op} {node.name!r} takes parameters {want}, got {have}")
+        params = arrays if isinstance(arrays, Params) else ArrayParams(arrays)
         self._nodes[node.id] = Node(node.id, node.op, node.inputs, node.attrs,
-                                    ArrayParams(arrays), node.shape, node.dtype, node.name)
+                                    params, node.shape, node.dtype, node.name)
 
     def build(self, outputs: int | Sequence[int], meta: Mapping[str, Any] | None = None) -> Graph:
         """The graph of every node made so far, with these outputs."""

@@ -13,7 +13,7 @@ Apart from the graph so that the analysis (which reads nodes) and the graph
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -24,7 +24,7 @@ from pyparbench.graph._jsonable import jsonable
 from pyparbench.graph.opdefs import HEAVY_OPS
 from pyparbench.memory import aligned_copy, aligned_empty
 
-__all__ = ["ArrayParams", "F32Array", "Node", "ParamSpec", "Params", "Shape"]
+__all__ = ["ArrayParams", "F32Array", "LazyParams", "Node", "ParamSpec", "Params", "Shape"]
 
 Shape = tuple[int, ...]
 F32Array = npt.NDArray[np.float32]
@@ -52,8 +52,9 @@ class ParamSpec:
 class Params(Mapping[str, F32Array]):
     """A node's parameters: read-only float32 arrays made on first access.
 
-    Each array comes from its own generator, seeded with (graph seed, node id,
-    position of the name), so its values do not depend on which other arrays
+    Each array comes from its own generator, seeded with (graph seed, node id
+    or the CRC-32 of the node's name as its builder chooses, position of the
+    name), so its values do not depend on which other arrays
     were made, or in what order. Arrays start on 64-byte boundaries. Arrays are cached and read-only (they are
     shared by everyone who runs the graph).
     """
@@ -127,6 +128,32 @@ class ArrayParams(Params):
         super().__init__({k: ParamSpec(tuple(int(d) for d in a.shape), "normal", 0.0, 0.0)
                           for k, a in made.items()}, 0, 0)
         self._made = made
+
+
+class LazyParams(Params):
+    """Parameters a builder derives rather than draws (the cos / sin tables of
+    rotary positions): ``make`` returns every array at once, called on the
+    first read, so that building and listing a graph still makes nothing.
+    Several nodes may share one ``make`` whose arrays are cached."""
+
+    def __init__(self, shapes: Mapping[str, Shape], make: Callable[[], Mapping[str, F32Array]]
+                 ) -> None:
+        super().__init__({k: ParamSpec(tuple(int(d) for d in s), "normal", 0.0, 0.0)
+                          for k, s in shapes.items()}, 0, 0)
+        self._make = make
+
+    def __getitem__(self, key: str) -> F32Array:
+        if key not in self._made:
+            if key not in self._specs:
+                raise KeyError(key)
+            made = self._make()
+            for k, s in self._specs.items():
+                arr = made[k]
+                if arr.shape != s.shape or arr.dtype != np.float32:
+                    raise ValueError(f"parameter {k!r} was made {arr.dtype} {arr.shape}, "
+                                     f"declared float32 {s.shape}")
+                self._made[k] = arr
+        return self._made[key]
 
 
 # --------------------------------------------------------------------- nodes

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["attention", "decode_attention", "glu", "rms_norm", "rotary"]
+__all__ = ["attention", "decode_attention", "glu", "rms_norm", "rope_tables", "rotary"]
 
 Array = npt.NDArray[Any]
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -30,6 +30,20 @@ def rotary(x: Array, cos: Array, sin: Array) -> Array:
     turned = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
     out: Array = x * cos + turned * sin
     return out
+
+
+def rope_tables(positions: int, head_dim: int, theta: float) -> tuple[Array, Array]:
+    """The (positions, head_dim) cos and sin tables of rotary positions 0 ..
+    positions - 1 in the rotate-half layout (each angle in both halves), as
+    Llama's: angle(p, i) = p / theta^(2i / head_dim), i < head_dim / 2;
+    computed in float64."""
+    if positions < 1 or head_dim < 2 or head_dim % 2 or not theta > 1:
+        raise ValueError(f"rope tables need positions >= 1, an even head_dim >= 2 and "
+                         f"theta > 1, got {positions}, {head_dim}, {theta}")
+    inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    angles = np.outer(np.arange(positions, dtype=np.float64), inv_freq)
+    both = np.concatenate([angles, angles], axis=-1)
+    return np.cos(both), np.sin(both)
 
 
 def attention(q: Array, k: Array, v: Array, mask: Array | None, causal: bool,

@@ -22,6 +22,7 @@ from pyparbench.models.dlrm import dlrm, dlrm_kaggle
 from pyparbench.models.googlenet import googlenet
 from pyparbench.models.inception_v2 import inception_v2
 from pyparbench.models.inception_v3 import inception_v3
+from pyparbench.models.llama import LLAMA_SIZES, llama_prefill
 from pyparbench.models.mlp import fc_mlp
 from pyparbench.models.mobilenet_v2 import mobilenet_v2
 from pyparbench.models.ncf import ncf
@@ -42,6 +43,7 @@ __all__ = [
     "googlenet",
     "inception_v2",
     "inception_v3",
+    "llama_prefill",
     "mobilenet_v2",
     "ncf",
     "resolve",
@@ -107,6 +109,8 @@ _SPECS = [
               "dlrm", "recommendation"),
     ModelSpec("transformer", transformer_encoder, 8, "one BERT-base encoder layer, seq 128",
               "transformer", "nlp"),
+    *(ModelSpec(name, llama_prefill, 1, size.description, "llama", "nlp", {"size": name})
+      for name, size in LLAMA_SIZES.items()),
 ]
 MODELS: dict[str, ModelSpec] = {s.name: s for s in _SPECS}
 

@@ -25,7 +25,12 @@ _FUSED = {"FusedConv": "conv2d", "Conv": "conv2d", "NhwcFusedConv": "conv2d",
           "FusedGemm": "linear", "Gemm": "linear", "FusedMatMul": "matmul", "MatMul": "matmul",
           "QuickGelu": "eltwise", "Gelu": "eltwise", "BiasGelu": "eltwise",
           "LayerNormalization": "layer_norm", "SkipLayerNormalization": "layer_norm",
-          "SkipSimplifiedLayerNormalization": "layer_norm"}
+          "SimplifiedLayerNormalization": "rms_norm",
+          "SkipSimplifiedLayerNormalization": "rms_norm", "RotaryEmbedding": "rotary",
+          "GroupQueryAttention": "attention", "MultiHeadAttention": "attention",
+          "Attention": "attention"}
+# Graph ops whose ONNX form holds MatMuls: a MatMul kernel stays charged to them.
+_PRODUCTS = ("linear", "matmul", "attention")
 
 
 # ONNX op type -> the graph op type the importer maps it to, where no graph
@@ -39,6 +44,8 @@ ONNX_OPS = {"Conv": "conv2d", "Gemm": "linear", "MatMul": "linear", "Add": "add"
             "AveragePool": "pool2d", "GlobalAveragePool": "global_avg_pool",
             "GlobalMaxPool": "pool2d", "ReduceMean": "global_avg_pool",
             "LayerNormalization": "layer_norm", "Softmax": "softmax", "Concat": "concat",
+            "RMSNormalization": "rms_norm", "SimplifiedLayerNormalization": "rms_norm",
+            "RotaryEmbedding": "rotary", "Attention": "attention",
             "Transpose": "transpose", "Gather": "embedding_bag", "Reshape": "reshape",
             "Flatten": "reshape", "Squeeze": "reshape", "Unsqueeze": "reshape",
             # ONNX Runtime's own layout changes (its NCHWc blocked convolutions).
@@ -67,7 +74,7 @@ def charge_file(ops: Mapping[str, str], name: str, kind: str) -> str:
     node = name[:-len(_KERNEL)] if name.endswith(_KERNEL) else name
     op = ops.get(node, ONNX_OPS.get(kind, "other"))
     fused = _FUSED.get(kind)
-    if fused in ("linear", "matmul") and op in ("linear", "matmul"):
+    if fused in ("linear", "matmul") and op in _PRODUCTS:
         return op
     return fused if fused is not None else op
 
@@ -82,8 +89,8 @@ def charge(graph: Graph, name: str, kind: str) -> str:
     nid = node_of_scope(name)
     op = graph.nodes[nid].op if nid is not None and nid < len(graph.nodes) else "other"
     fused = _FUSED.get(kind)
-    if fused in ("linear", "matmul") and op in ("linear", "matmul"):
-        return op  # a 3-D linear is a MatMul too
+    if fused in ("linear", "matmul") and op in _PRODUCTS:
+        return op  # a 3-D linear is a MatMul too, attention two
     return fused if fused is not None else op
 
 

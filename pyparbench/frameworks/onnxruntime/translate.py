@@ -7,7 +7,12 @@ back to the node): Conv, Gemm (2-D linear, as exporters write it) or MatMul
 AveragePool, GlobalAveragePool + Flatten, BatchNormalization,
 LayerNormalization, Softmax, Reshape, Transpose, Concat, Gather (DLRM's
 triangle), and GELU written as exporters write it (x * 0.5 * (1 + Erf(x /
-sqrt 2)), which ONNX Runtime fuses). The nodes are opset 17's forms, in the
+sqrt 2)), which ONNX Runtime fuses); the decoder's ops as exporters of
+Llama write them at this opset: RMS normalisation in Pow / ReduceMean /
+Sqrt / Div (fused to SimplifiedLayerNormalization), rotary positions in
+Slice / Neg / Concat / Mul, attention in MatMul / Softmax (grouped-query
+heads as row blocks of q: k and v are never repeated), SwiGLU as SiLU
+times up. The nodes are opset 17's forms, in the
 IR version :mod:`.versions` chooses.
 """
 
@@ -136,6 +141,14 @@ class _Builder:
                           epsilon=a["eps"])
         elif op == "softmax":
             y = self.node("Softmax", [x], s, axis=a["axis"])
+        elif op == "rms_norm":
+            y = self._rms_norm(n, x, s)
+        elif op == "rotary":
+            y = self._rotary(n, x, s)
+        elif op == "attention":
+            y = self._attention(n, ins, s)
+        elif op == "glu":
+            y = self.node("Mul", [self.act(a["kind"], x, f"{s}.act"), ins[1]], s)
         elif op == "reshape":
             y = self.node("Reshape", [x, self.init(f"{s}.shape",
                                                    np.array(a["shape"], np.int64))], s)
@@ -193,6 +206,76 @@ class _Builder:
             return self.node("Mul", [x, self.node("Sigmoid", [x], f"{s}.sigmoid")], s)
         return self.node({"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh",
                           "hardswish": "HardSwish"}[kind], [x], s)
+
+    def const(self, s: str, tag: str, value: Any, dtype: Any = np.float32) -> str:
+        return self.init(f"{s}.{tag}", np.asarray(value, dtype))
+
+    def _rms_norm(self, n: Node, x: str, s: str) -> str:
+        """x / sqrt(mean(x^2) + eps) * scale, as exporters write it (ONNX
+        Runtime fuses it into one SimplifiedLayerNormalization)."""
+        sq = self.node("Pow", [x, self.const(s, "two", 2.0)], f"{s}.pow")
+        mean = self.node("ReduceMean", [sq], f"{s}.mean", axes=[-1], keepdims=1)
+        std = self.node("Sqrt", [self.node("Add", [mean, self.const(s, "eps", n.attrs["eps"])],
+                                           f"{s}.add_eps")], f"{s}.sqrt")
+        normed = self.node("Div", [x, std], f"{s}.div")
+        return self.node("Mul", [normed, self.init(f"{s}.scale",
+                                                   np.asarray(n.params["scale"]))], s)
+
+    def _rotary(self, n: Node, x: str, s: str) -> str:
+        """x * cos + rotate_half(x) * sin, rotate_half as exporters write it
+        (two Slices, a Neg and a Concat)."""
+        d = n.shape[-1]
+        half = d // 2
+        axis = self.const(s, "axis", [-1], np.int64)
+        lo = self.node("Slice", [x, self.const(s, "zero", [0], np.int64),
+                                 self.const(s, "half", [half], np.int64), axis], f"{s}.lo")
+        hi = self.node("Slice", [x, self.const(s, "half_start", [half], np.int64),
+                                 self.const(s, "end", [d], np.int64), axis], f"{s}.hi")
+        turned = self.node("Concat", [self.node("Neg", [hi], f"{s}.neg"), lo], f"{s}.turn",
+                           axis=-1)
+        cos = self.node("Mul", [x, self.init(f"{s}.cos", np.asarray(n.params["cos"]))],
+                        f"{s}.mul_cos")
+        sin = self.node("Mul", [turned, self.init(f"{s}.sin", np.asarray(n.params["sin"]))],
+                        f"{s}.mul_sin")
+        return self.node("Add", [cos, sin], s)
+
+    def _attention(self, n: Node, ins: list[str], s: str) -> str:
+        """softmax(scale q k^T + mask) v in MatMul / Softmax. Grouped-query
+        heads: the G query heads that read one key / value head are one
+        (G * Sq)-row block of q (a Reshape, no copy of k or v); hidden
+        causal scores are a Where on a constant pattern."""
+        a = n.attrs
+        qs, ks = (self.graph.nodes[j].shape for j in n.inputs[:2])
+        b, h, sq, _ = qs
+        hkv, sk = ks[1], ks[2]
+        q, k, v = ins[:3]
+        grouped = h != hkv
+        if grouped:
+            q = self.node("Reshape", [q, self.const(s, "group_shape", [b, hkv, -1, qs[3]],
+                                                    np.int64)], f"{s}.group")
+        kt = self.node("Transpose", [k], f"{s}.k_t", perm=[0, 1, 3, 2])
+        scores = self.node("Mul", [self.node("MatMul", [q, kt], f"{s}.qk"),
+                                   self.const(s, "scale", a["scale"])], f"{s}.scaled")
+        if grouped:
+            scores = self.node("Reshape", [scores, self.const(s, "score_shape", [b, h, sq, sk],
+                                                              np.int64)], f"{s}.heads")
+        if len(ins) > 3:
+            scores = self.node("Add", [scores, ins[3]], f"{s}.mask")
+        if a["causal"]:
+            hidden = np.arange(sk)[None, :] > np.arange(sq)[:, None] + sk - sq
+            scores = self.node("Where", [self.const(s, "hidden", hidden, np.bool_),
+                                         self.const(s, "fill", a["causal_fill"]), scores],
+                               f"{s}.causal")
+        probs = self.node("Softmax", [scores], f"{s}.softmax", axis=-1)
+        if grouped:
+            probs = self.node("Reshape", [probs, self.const(s, "group_probs",
+                                                            [b, hkv, -1, sk], np.int64)],
+                              f"{s}.probs_group")
+        y = self.node("MatMul", [probs, v], f"{s}.pv" if grouped else s)
+        if grouped:
+            y = self.node("Reshape", [y, self.const(s, "out_shape", list(n.shape), np.int64)],
+                          s)
+        return y
 
     def _pool(self, n: Node, x: str, s: str) -> str:
         a = n.attrs

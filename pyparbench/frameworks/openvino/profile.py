@@ -27,7 +27,8 @@ EXECUTED = "Status.EXECUTED"
 # OpenVINO node type -> graph op type, where the node's own is not the one its
 # kernel computes (fusions keep the first node's name).
 _FUSED = {"Convolution": "conv2d", "GroupConvolution": "conv2d", "FullyConnected": "linear",
-          "MatMul": "matmul", "MVN": "layer_norm", "Reorder": "reorder",
+          "MatMul": "matmul", "MVN": "layer_norm", "RMS": "rms_norm",
+          "ScaledDotProductAttention": "attention", "RoPE": "rotary", "Reorder": "reorder",
           "Parameter": "other", "Result": "other", "Convert": "other"}
 # ONNX node name or output name -> graph op type, for a user's file.
 FileNodes = Mapping[str, str]
@@ -70,8 +71,8 @@ def charge(graph: Graph, name: str, kind: str, nodes: FileNodes | None = None) -
         op = graph.nodes[nid].op if nid is not None and nid < len(graph.nodes) else None
     else:
         op = _file_op(nodes, name)
-    if fused in ("linear", "matmul") and op in ("linear", "matmul"):
-        return str(op)  # a 3-D linear is a MatMul too
+    if fused in ("linear", "matmul") and op in ("linear", "matmul", "attention"):
+        return str(op)  # a 3-D linear is a MatMul too, attention two
     if fused is not None:
         return fused
     return op if op is not None else "other"

@@ -79,7 +79,7 @@ def charge(graph: Graph, name: str, kind: str, jit_compile: bool) -> str:
     # A fused kernel is charged to the heavy op it computes.
     if kind in _CONV_TYPES and op != "conv2d":
         return "conv2d"
-    if kind in _MATMUL_TYPES and op not in ("linear", "matmul"):
+    if kind in _MATMUL_TYPES and op not in ("linear", "matmul", "attention"):
         return "linear"
     if jit_compile and nid is None:
         return "xla"

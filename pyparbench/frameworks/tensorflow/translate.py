@@ -12,7 +12,10 @@ the very kernels ``tf.keras.applications.ResNet50`` runs. It was
 costs more than the multiply and add (at one thread ResNet-50 b1 spent 59 ms
 in batch norm, ReLU and residual adds where Keras spent 39 ms, of ~450 ms),
 which made ours 8 % slower than Keras' at batch 1
-(bench/framework_fairness.py).
+(bench/framework_fairness.py). The decoder's ops are ``tf`` ops: RMS
+normalisation by ``tf.math.rsqrt``, rotary positions by slices and a
+concat, attention by two batched matmuls around a softmax (grouped-query
+heads' keys and values repeated, as Keras' GroupedQueryAttention does).
 """
 
 from __future__ import annotations
@@ -95,6 +98,14 @@ class GraphFunction:
                     v[k] = var(k, p[k])
         elif node.op == "layer_norm":
             v["scale"], v["shift"] = var("gamma", p["scale"]), var("beta", p["shift"])
+        elif node.op == "rms_norm":
+            v["scale"] = var("scale", p["scale"])
+        elif node.op == "rotary":
+            v["cos"], v["sin"] = (tf.constant(np.ascontiguousarray(p[k], dtype=np.float32))
+                                  for k in ("cos", "sin"))
+        elif node.op == "attention" and node.attrs["causal"]:
+            sq, sk = node.shape[2], self.graph.nodes[node.inputs[1]].shape[2]
+            v["hidden"] = tf.constant(np.arange(sk)[None, :] > np.arange(sq)[:, None] + sk - sq)
         elif node.op == "constant":
             v["value"] = tf.constant(np.ascontiguousarray(p["value"], dtype=np.float32))
         elif node.op == "tril_flatten":
@@ -210,6 +221,19 @@ class GraphFunction:
             x, nhwc = ins[0]
             axis = _TO_NHWC_AXIS[a["axis"]] if nhwc else a["axis"]
             return tf.nn.softmax(x, axis=axis), nhwc
+        if op == "rms_norm":
+            x = self._nchw(ins[0])
+            ms = tf.reduce_mean(tf.square(x), axis=-1, keepdims=True)
+            return x * tf.math.rsqrt(ms + a["eps"]) * self._vars[node.id]["scale"], False
+        if op == "rotary":
+            x, var = self._nchw(ins[0]), self._vars[node.id]
+            half = node.shape[-1] // 2
+            turned = tf.concat([-x[..., half:], x[..., :half]], axis=-1)
+            return x * var["cos"] + turned * var["sin"], False
+        if op == "attention":
+            return self._attention(node, [self._nchw(v) for v in ins]), False
+        if op == "glu":
+            return self._act(a["kind"], self._nchw(ins[0])) * self._nchw(ins[1]), False
         if op == "reshape":
             return tf.reshape(self._nchw(ins[0]), list(a["shape"])), False
         if op == "transpose":
@@ -220,6 +244,23 @@ class GraphFunction:
             return tf.gather(tf.reshape(x, [b, n * n]), self._vars[node.id]["index"],
                              axis=1), False
         raise ValueError(f"node {node.name!r}: op {op!r} has no TensorFlow form")
+
+    def _attention(self, node: Node, ins: list[Any]) -> Any:
+        """softmax(scale q k^T + mask) v, as Keras' attention layers compute it:
+        the key / value heads repeated for grouped-query heads (``tf.repeat``,
+        Keras' GroupedQueryAttention), hidden causal scores set to the fill."""
+        tf = self._tf
+        a = node.attrs
+        q, k, v = ins[:3]
+        group = node.shape[1] // self.graph.nodes[node.inputs[1]].shape[1]
+        if group > 1:
+            k, v = tf.repeat(k, group, axis=1), tf.repeat(v, group, axis=1)
+        scores = tf.linalg.matmul(q, k, transpose_b=True) * a["scale"]
+        if len(ins) > 3:
+            scores = scores + ins[3]
+        if a["causal"]:
+            scores = tf.where(self._vars[node.id]["hidden"], a["causal_fill"], scores)
+        return tf.linalg.matmul(tf.nn.softmax(scores, axis=-1), v)
 
     def _conv2d(self, node: Node, x_in: tuple[Any, bool]) -> Any:
         tf = self._tf

@@ -47,6 +47,10 @@ for _op, _names in {
                    "aten::native_batch_norm", "aten::_native_batch_norm_legit_no_training",
                    "aten::_native_batch_norm_legit"),
     "layer_norm": ("aten::layer_norm", "aten::native_layer_norm"),
+    "rms_norm": ("aten::rms_norm", "aten::_fused_rms_norm"),
+    "attention": ("aten::scaled_dot_product_attention",
+                  "aten::_scaled_dot_product_flash_attention_for_cpu",
+                  "aten::_scaled_dot_product_attention_math"),
     "softmax": ("aten::softmax", "aten::_softmax"),
     "reshape": ("aten::reshape", "aten::view", "aten::flatten", "aten::_unsafe_view"),
     "transpose": ("aten::permute", "aten::transpose", "aten::contiguous", "aten::clone"),
@@ -55,9 +59,11 @@ for _op, _names in {
     for _n in _names:
         _ATEN[_n] = _op
 # Inductor's fused kernels: the op names they may hold, heavy ops first.
-_FUSED = (("convolution", "conv2d"), ("addmm", "linear"), ("bmm", "matmul"), ("mm", "linear"),
+_FUSED = (("convolution", "conv2d"), ("scaled_dot_product", "attention"),
+          ("flash_attention", "attention"), ("addmm", "linear"), ("bmm", "matmul"),
+          ("mm", "linear"),
           ("embedding_bag", "embedding_bag"), ("batch_norm", "batch_norm"),
-          ("layer_norm", "layer_norm"), ("softmax", "softmax"), ("pool", "pool2d"),
+          ("layer_norm", "layer_norm"), ("rms_norm", "rms_norm"), ("softmax", "softmax"), ("pool", "pool2d"),
           ("mean", "global_avg_pool"), ("cat", "concat"), ("add", "add"), ("mul", "mul"),
           ("relu", "eltwise"), ("hardtanh", "eltwise"), ("sigmoid", "eltwise"),
           ("tanh", "eltwise"), ("gelu", "eltwise"), ("erf", "eltwise"), ("silu", "eltwise"),

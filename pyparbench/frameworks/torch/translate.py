@@ -3,7 +3,8 @@
 The module's source is generated, one line per graph node, into a file and
 imported, so it is an ordinary ``nn.Module`` (``nn.Conv2d``,
 ``nn.BatchNorm2d``, ``nn.Linear``, ``nn.EmbeddingBag``, ``nn.LayerNorm``,
-pooling modules and ``torch`` / ``F`` calls) that TorchScript can script
+``nn.RMSNorm``, pooling modules and ``torch`` / ``F`` calls, attention as
+``F.scaled_dot_product_attention``) that TorchScript can script
 and ``torch.compile`` can trace. With ``fork``, each chain of nodes that
 holds a heavy op and could run beside another becomes a method started with
 ``torch.jit.fork`` and joined with ``torch.jit.wait`` right before its first
@@ -120,6 +121,16 @@ class _Gen:
             expr = f"self.{self._add(node, ln)}({x})"
         elif op == "softmax":
             expr = f"torch.softmax({x}, {a['axis']})"
+        elif op == "rms_norm":
+            rms = nn.RMSNorm(node.shape[-1], eps=a["eps"])
+            _load(rms, weight=node.params["scale"])
+            expr = f"self.{self._add(node, rms)}({x})"
+        elif op == "rotary":
+            expr = self._rotary(node, x)
+        elif op == "attention":
+            expr = self._attention(node, ins)
+        elif op == "glu":
+            expr = f"{_ACT[a['kind']].format(x)} * {ins[1]}"
         elif op == "reshape":
             expr = f"{x}.reshape({list(a['shape'])})"
         elif op == "transpose":
@@ -152,6 +163,34 @@ class _Gen:
         name = self.attr(node)
         self.modules[name] = module
         return name
+
+    def _rotary(self, node: Node, x: str) -> str:
+        """Rotate-half rotary positions, as ``transformers``' apply_rotary_pos_emb."""
+        half = node.shape[-1] // 2
+        cos, sin = self.attr(node, "_cos"), self.attr(node, "_sin")
+        self.buffers[cos] = torch.from_numpy(np.array(node.params["cos"], np.float32))
+        self.buffers[sin] = torch.from_numpy(np.array(node.params["sin"], np.float32))
+        turned = f"torch.cat((-{x}[..., {half}:], {x}[..., :{half}]), -1)"
+        return f"{x} * self.{cos} + {turned} * self.{sin}"
+
+    def _attention(self, node: Node, ins: list[str]) -> str:
+        """``F.scaled_dot_product_attention``, grouped-query heads read without
+        a copy (``enable_gqa``); a causal prefill (as many queries as keys,
+        no mask) is its ``is_causal``, else the hidden scores are a mask."""
+        a = node.attrs
+        q, k = (self.graph.nodes[j].shape for j in node.inputs[:2])
+        sq, sk = q[2], k[2]
+        mask = ins[3] if len(ins) > 3 else None
+        is_causal = bool(a["causal"]) and mask is None and sq == sk
+        if a["causal"] and not is_causal:
+            hidden = self.attr(node, "_hidden")
+            self.buffers[hidden] = torch.from_numpy(
+                np.arange(sk)[None, :] > np.arange(sq)[:, None] + sk - sq)
+            base = mask if mask is not None else "torch.zeros(1)"
+            mask = f"torch.where(self.{hidden}, {a['causal_fill']!r}, {base})"
+        return (f"F.scaled_dot_product_attention({ins[0]}, {ins[1]}, {ins[2]}, "
+                f"attn_mask={mask}, is_causal={is_causal}, scale={a['scale']!r}, "
+                f"enable_gqa={q[1] != k[1]})")
 
     def _conv2d(self, node: Node, x: str) -> str:
         a = node.attrs

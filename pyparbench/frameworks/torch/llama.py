@@ -1,0 +1,68 @@
+"""A built-in decoder graph (:mod:`pyparbench.models.llama`) as ``transformers``'
+``LlamaForCausalLM``: the same configuration and the graph's own weights,
+what a PyTorch user of the model runs. The graph's node names are the
+model's parameter names (``layers.0/self_attn.q_proj`` holds
+``model.layers.0.self_attn.q_proj.weight``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from pyparbench.graph import Graph
+
+__all__ = ["llama_for_causal_lm", "state_dict_of"]
+
+# Graph node -> the parameter name of its one array.
+_ARRAY = {"embedding_bag": "table", "rms_norm": "scale", "linear": "weight"}
+
+
+def state_dict_of(graph: Graph) -> dict[str, torch.Tensor]:
+    """The graph's weights under ``LlamaForCausalLM``'s parameter names."""
+    out: dict[str, torch.Tensor] = {}
+    for node in graph.nodes:
+        key = _ARRAY.get(node.op)
+        if key is None:
+            continue
+        name = node.name.replace("/", ".")
+        prefix = "" if name == "lm_head" else "model."
+        out[f"{prefix}{name}.weight"] = torch.from_numpy(np.array(node.params[key]))
+    return out
+
+
+def llama_for_causal_lm(graph: Graph, attn_implementation: str = "sdpa") -> Any:
+    """``transformers.LlamaForCausalLM`` with ``graph``'s configuration (its
+    ``meta``, as :func:`pyparbench.models.llama.llama_prefill` records it)
+    and weights, in eval mode. Its logits are every position's; the
+    graph's, unless built with ``all_logits``, the last one's.
+
+    Raises
+    ------
+    ValueError
+        A graph that is not a built-in decoder, or weights the model does
+        not take (named, with the model's missing or unexpected names).
+    """
+    meta = graph.meta
+    fields = ("hidden", "layers", "heads", "kv_heads", "intermediate", "vocab", "rope_theta",
+              "eps", "prompt")
+    if graph.name != "llama" or any(f not in meta for f in fields):
+        raise ValueError(f"graph {graph.name!r} is not a built-in decoder "
+                         f"(pyparbench.models.llama): its meta lacks {fields}")
+    import transformers  # noqa: PLC0415 (heavy and optional)
+
+    settings: dict[str, Any] = dict(
+        hidden_size=meta["hidden"], num_hidden_layers=meta["layers"],
+        num_attention_heads=meta["heads"], num_key_value_heads=meta["kv_heads"],
+        intermediate_size=meta["intermediate"], vocab_size=meta["vocab"],
+        rope_theta=meta["rope_theta"], rms_norm_eps=meta["eps"],
+        max_position_embeddings=max(meta["prompt"], 2048), tie_word_embeddings=False,
+        attention_bias=False, mlp_bias=False, hidden_act="silu",
+        attn_implementation=attn_implementation)
+    model: Any = transformers.LlamaForCausalLM(transformers.LlamaConfig(**settings))
+    missing, unexpected = model.load_state_dict(state_dict_of(graph), strict=False)
+    if missing or unexpected:
+        raise ValueError(f"graph {graph.name!r}'s weights do not fit LlamaForCausalLM: "
+                         f"missing {missing}, unexpected {unexpected}")
+    return model.eval()

@@ -1,0 +1,237 @@
+"""A Llama-style decoder's prefill (Touvron et al. 2023; Llama 3's shapes).
+
+The prompt's P token ids are embedded (an embedding lookup per token), then
+each of L layers is pre-norm: x += o(attention(rotary(q(n)), rotary(k(n)),
+v(n))) with n = RMSNorm(x), causal and grouped-query (``kv_heads`` key /
+value heads, each read by heads / kv_heads query heads, never repeated);
+then x += down(SiLU(gate(m)) * up(m)) with m = RMSNorm(x). A final RMSNorm
+and the vocabulary projection (``lm_head``) give the logits of the prompt's
+last token (the next token's distribution, all a generation's prefill
+computes), or with ``all_logits`` those of every position (what
+``transformers``' ``LlamaForCausalLM`` returns by default). No biases, as
+Llama. Node names follow ``transformers``' parameter names (``layers.0`` /
+``self_attn.q_proj`` for ``model.layers.0.self_attn.q_proj``).
+
+Weights are seeded random (nothing is downloaded): projections into a
+layer at std 1 / sqrt(fan in), the attention's and the feed-forward's
+output projections further by 1 / sqrt(2 L) so that the residual stream
+stays O(1) through the layers, RMSNorm scales uniform in [0.5, 1.5]. The
+rotary tables are Llama's plain RoPE with ``rope_theta`` (Llama 3's
+long-context frequency scaling changes their values, not the shapes or the
+cost); they are made on first read, so building and listing a graph of the
+8B shape allocates nothing. The 1B and 3B models tie ``lm_head`` to the
+embedding table; the graph holds them as two arrays (its parameters count
+both).
+
+The named sizes (:data:`LLAMA_SIZES`) fix the prompt length too: a built-in
+model's only size knob on the command line is ``--batch`` (prompts per
+pass), and the builder's ``prompt`` (and each configuration field) resizes
+it from Python.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from pyparbench.graph import Graph, GraphBuilder, LazyParams
+from pyparbench.graph.node import F32Array
+from pyparbench.graph.transformer_math import rope_tables
+from pyparbench.models._blocks import check_batch
+
+__all__ = ["LLAMA_SIZES", "LlamaConfig", "LlamaSize", "llama_prefill"]
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """The decoder's shape, as ``transformers``' ``LlamaConfig`` names it."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    rope_theta: float = 10000.0
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        sizes = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                 if f.type == "int"}
+        bad = {k: v for k, v in sizes.items()
+               if isinstance(v, bool) or not isinstance(v, int) or v < 1}
+        if bad:
+            raise ValueError(f"llama sizes must be integers >= 1, got {bad}")
+        if self.hidden % self.heads or self.heads % self.kv_heads \
+                or (self.hidden // self.heads) % 2:
+            raise ValueError(f"llama needs heads dividing hidden into an even head size and "
+                             f"kv_heads dividing heads, got hidden {self.hidden}, heads "
+                             f"{self.heads}, kv_heads {self.kv_heads}")
+        if not (self.rope_theta > 1 and math.isfinite(self.rope_theta)):
+            raise ValueError(f"llama rope_theta must be finite and > 1, got {self.rope_theta}")
+        if not (self.eps >= 0 and math.isfinite(self.eps)):
+            raise ValueError(f"llama eps must be finite and >= 0, got {self.eps}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+
+@dataclass(frozen=True)
+class LlamaSize:
+    """A named size: its configuration and prompt length."""
+
+    config: LlamaConfig
+    prompt: int
+    description: str
+
+
+_LLAMA3_VOCAB, _LLAMA3_THETA = 128256, 500000.0
+LLAMA_SIZES: dict[str, LlamaSize] = {
+    # A few ms per prefill on 2 cores: small enough for a default suite.
+    "llama-tiny": LlamaSize(LlamaConfig(hidden=256, layers=2, heads=8, kv_heads=2,
+                                        intermediate=704, vocab=2048), 32,
+                            "Llama-style decoder prefill, 2 layers of 256, prompt 32"),
+    # 0.5 GB of weights (424 MB read per decoded token, the embedding table
+    # aside): over 4x a server's last-level cache, where decoding is bound by
+    # memory bandwidth.
+    "llama-bandwidth": LlamaSize(LlamaConfig(hidden=1024, layers=8, heads=16, kv_heads=4,
+                                             intermediate=2816, vocab=16384), 128,
+                                 "Llama-style decoder prefill, 8 layers of 1024 (0.5 GB), "
+                                 "prompt 128"),
+    "llama-3.2-1b": LlamaSize(LlamaConfig(hidden=2048, layers=16, heads=32, kv_heads=8,
+                                          intermediate=8192, vocab=_LLAMA3_VOCAB,
+                                          rope_theta=_LLAMA3_THETA), 128,
+                              "Llama 3.2 1B's shapes, prefill of 128 tokens (6.0 GB)"),
+    "llama-3.2-3b": LlamaSize(LlamaConfig(hidden=3072, layers=28, heads=24, kv_heads=8,
+                                          intermediate=8192, vocab=_LLAMA3_VOCAB,
+                                          rope_theta=_LLAMA3_THETA), 128,
+                              "Llama 3.2 3B's shapes, prefill of 128 tokens (14.4 GB)"),
+    "llama-3.1-8b": LlamaSize(LlamaConfig(hidden=4096, layers=32, heads=32, kv_heads=8,
+                                          intermediate=14336, vocab=_LLAMA3_VOCAB,
+                                          rope_theta=_LLAMA3_THETA), 128,
+                              "Llama 3.1 8B's shapes, prefill of 128 tokens (32.1 GB)"),
+}
+
+
+@lru_cache(maxsize=8)
+def _rope(positions: int, head_dim: int, theta: float) -> dict[str, F32Array]:
+    """Float32 rotary tables, one pair shared by every rotary node of a graph."""
+    out: dict[str, F32Array] = {}
+    for name, table in zip(("cos", "sin"), rope_tables(positions, head_dim, theta),
+                           strict=True):
+        arr = np.ascontiguousarray(table, dtype=np.float32)
+        arr.flags.writeable = False
+        out[name] = arr
+    return out
+
+
+def _heads(b: GraphBuilder, x: int, n: int, seq: int, heads: int, name: str) -> int:
+    """(n, seq, heads * d) -> (n, heads, seq, d)."""
+    y = b.reshape(x, (n, seq, heads, -1), name=f"{name}_split")
+    return b.transpose(y, (0, 2, 1, 3), name=f"{name}_heads")
+
+
+def llama_prefill(batch: int = 1, *, size: str = "llama-tiny", prompt: int | None = None,
+                  hidden: int | None = None, layers: int | None = None,
+                  heads: int | None = None, kv_heads: int | None = None,
+                  intermediate: int | None = None, vocab: int | None = None,
+                  all_logits: bool = False, seed: int = 0) -> Graph:
+    """The prefill of named size ``size`` on int64 ``input_ids`` (batch, prompt).
+
+    Parameters
+    ----------
+    batch
+        Prompts per pass (>= 1).
+    size
+        A key of :data:`LLAMA_SIZES`.
+    prompt
+        Tokens per prompt (default: the size's).
+    hidden, layers, heads, kv_heads, intermediate, vocab
+        Replace the size's configuration field of that name (a small copy
+        of a large shape, for tests).
+    all_logits
+        Logits of every position (batch, prompt, vocab) instead of the last
+        one's (batch, vocab).
+    seed
+        Seed of the random weights.
+
+    Raises
+    ------
+    ValueError
+        An unknown size, a prompt below 1 or a configuration that does not
+        fit (heads not dividing hidden into an even head size, kv_heads not
+        dividing heads).
+    """
+    named = LLAMA_SIZES.get(size)
+    if named is None:
+        raise ValueError(f"unknown llama size {size!r}; valid sizes: {', '.join(LLAMA_SIZES)}")
+    given = {"hidden": hidden, "layers": layers, "heads": heads, "kv_heads": kv_heads,
+             "intermediate": intermediate, "vocab": vocab}
+    cfg = dataclasses.replace(named.config, **{k: v for k, v in given.items() if v is not None})
+    seq = named.prompt if prompt is None else prompt
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        raise ValueError(f"llama prompt must be an integer >= 1, got {seq!r}")
+    return _prefill(check_batch(batch), seq, cfg, all_logits, seed)
+
+
+def _prefill(n: int, seq: int, cfg: LlamaConfig, all_logits: bool, seed: int) -> Graph:
+    d = cfg.head_dim
+    kv = cfg.kv_heads * d
+    # Weights keyed by node name: the last position's logits or every
+    # position's, one set of weights.
+    b = GraphBuilder("llama", seed, params_by_name=True)
+    ids = b.input("input_ids", (n, seq), "int64")
+    tokens = b.reshape(ids, (n * seq, 1), name="token_ids")
+    x = b.embedding_bag(tokens, cfg.vocab, cfg.hidden, name="embed_tokens")
+    x = b.reshape(x, (n, seq, cfg.hidden), name="embedded")
+    table_shape = {"cos": (seq, d), "sin": (seq, d)}
+
+    def rope_params() -> dict[str, F32Array]:
+        return _rope(seq, d, cfg.rope_theta)
+
+    # Projections into a layer at std 1 / sqrt(fan in) (the builder's is
+    # sqrt(2 / fan in)); out of a layer smaller still, by 1 / sqrt(2 L).
+    into = math.sqrt(0.5)
+    out_of = into / math.sqrt(2 * cfg.layers)
+    for i in range(cfg.layers):
+        with b.scope(f"layers.{i}"):
+            h = b.rms_norm(x, eps=cfg.eps, name="input_layernorm")
+            q, k, v = (_heads(b, b.linear(h, width, bias=False, weight_scale=into,
+                                          name=f"self_attn.{p}_proj"),
+                              n, seq, count, f"self_attn.{p}")
+                       for p, width, count in (("q", cfg.hidden, cfg.heads),
+                                               ("k", kv, cfg.kv_heads),
+                                               ("v", kv, cfg.kv_heads)))
+            q, k = (b.rotary(t, name=f"self_attn.{p}_rotary") for p, t in (("q", q), ("k", k)))
+            for t in (q, k):
+                b.set_weights(t, LazyParams(table_shape, rope_params))
+            ctx = b.attention(q, k, v, causal=True, name="self_attn.attention")
+            ctx = b.transpose(ctx, (0, 2, 1, 3), name="self_attn.context_tokens")
+            ctx = b.reshape(ctx, (n, seq, cfg.hidden), name="self_attn.context_merge")
+            o = b.linear(ctx, cfg.hidden, bias=False, weight_scale=out_of,
+                         name="self_attn.o_proj")
+            x = b.add(x, o, name="attn_residual")
+            h = b.rms_norm(x, eps=cfg.eps, name="post_attention_layernorm")
+            gate = b.linear(h, cfg.intermediate, bias=False, weight_scale=into,
+                            name="mlp.gate_proj")
+            up = b.linear(h, cfg.intermediate, bias=False, weight_scale=into,
+                          name="mlp.up_proj")
+            down = b.linear(b.glu(gate, up, "swish", name="mlp.act"), cfg.hidden, bias=False,
+                            weight_scale=out_of, name="mlp.down_proj")
+            x = b.add(x, down, name="mlp_residual")
+    if not all_logits:
+        # The last position of each prompt: tokens first, then its rows.
+        x = b.transpose(x, (1, 0, 2), name="positions_first")
+        x = b.slice(x, seq - 1, 1, name="last_position")
+        x = b.reshape(x, (n, cfg.hidden), name="last_hidden")
+    x = b.rms_norm(x, eps=cfg.eps, name="norm")
+    logits = b.linear(x, cfg.vocab, bias=False, weight_scale=into, name="lm_head")
+    meta = {"batch": n, "prompt": seq, "all_logits": all_logits,
+            **dataclasses.asdict(cfg)}
+    return b.build(logits, meta)
