@@ -12,14 +12,19 @@ import numpy as np
 import pytest
 from _transformers import transformers  # noqa: F401 (the torchvision stub first)
 
-from pyparbench.frameworks.llamacpp.gguf_file import LlamaShape, write_llama_gguf
+from pyparbench.frameworks.llamacpp.gguf_file import write_llama_gguf
 from pyparbench.frameworks.llamacpp.runtime import LlamaCppDecoder
+from pyparbench.executor import compile_graph
+from pyparbench.models import build
+from pyparbench.models.llama import LlamaConfig, config_of, transformers_weights
+from pyparbench.settings import Settings
 
 torch = pytest.importorskip("torch")
 gguf = pytest.importorskip("gguf", reason="writing GGUF needs the gguf package (the llm extra)")
 
-SHAPE = LlamaShape(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=100,
-                   context=64, rope_theta=10000.0, eps=1e-5)
+SHAPE = LlamaConfig(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=100,
+                    rope_theta=10000.0, eps=1e-5)
+CONTEXT = 64
 PROMPT = [3, 17, 42, 5, 99, 0, 61, 8, 23, 77, 14]
 # llama.cpp multiplies f32 weights in f32 (its own summation order); bf16 and
 # f16 files round activations to the weights' type before each product.
@@ -41,7 +46,7 @@ def model() -> Any:
         hidden_size=SHAPE.hidden, num_hidden_layers=SHAPE.layers,
         num_attention_heads=SHAPE.heads, num_key_value_heads=SHAPE.kv_heads,
         intermediate_size=SHAPE.intermediate, vocab_size=SHAPE.vocab,
-        max_position_embeddings=SHAPE.context, rope_theta=SHAPE.rope_theta,
+        max_position_embeddings=CONTEXT, rope_theta=SHAPE.rope_theta,
         rms_norm_eps=SHAPE.eps, tie_word_embeddings=False)
     torch.manual_seed(7)
     m = transformers.LlamaForCausalLM(cfg).eval()
@@ -75,8 +80,9 @@ def _error(got: np.ndarray, want: np.ndarray) -> float:
 def test_llama_cpp_matches_transformers_on_prefill_and_four_decode_steps(
         model: Any, precision: str, threads: int, tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (the llm extra) is not installed")
-    path = write_llama_gguf(tmp_path / "m.gguf", SHAPE, _weights(model), precision=precision)
-    llm = LlamaCppDecoder(path, context=SHAPE.context, threads=threads, cache=precision)
+    path = write_llama_gguf(tmp_path / "m.gguf", SHAPE, _weights(model), context=CONTEXT,
+                            precision=precision)
+    llm = LlamaCppDecoder(path, context=CONTEXT, threads=threads, cache=precision)
     assert llm.vocab == SHAPE.vocab
     got = llm.prefill(PROMPT)
     ids = list(PROMPT)
@@ -93,30 +99,23 @@ def test_the_writer_names_a_missing_or_misshapen_weight(model: Any, tmp_path: Pa
     w = _weights(model)
     del w["model.layers.1.mlp.up_proj.weight"]
     with pytest.raises(KeyError, match=r"model\.layers\.1\.mlp\.up_proj\.weight"):
-        write_llama_gguf(tmp_path / "a.gguf", SHAPE, w)
+        write_llama_gguf(tmp_path / "a.gguf", SHAPE, w, context=CONTEXT)
     w = _weights(model)
     w["model.layers.0.self_attn.k_proj.weight"] = w["model.layers.0.self_attn.q_proj.weight"]
     with pytest.raises(ValueError, match=r"k_proj.weight' has shape \(64, 64\), expected \(32, 64\)"):
-        write_llama_gguf(tmp_path / "b.gguf", SHAPE, w)
+        write_llama_gguf(tmp_path / "b.gguf", SHAPE, w, context=CONTEXT)
     with pytest.raises(ValueError, match="precision 'int4'"):
-        write_llama_gguf(tmp_path / "c.gguf", SHAPE, _weights(model), precision="int4")
+        write_llama_gguf(tmp_path / "c.gguf", SHAPE, _weights(model), context=CONTEXT,
+                         precision="int4")
+    with pytest.raises(ValueError, match="context must be an integer >= 1, got 0"):
+        write_llama_gguf(tmp_path / "d.gguf", SHAPE, _weights(model), context=0)
     assert not any(tmp_path.iterdir())  # nothing half-written
-
-
-@pytest.mark.parametrize("change,message", [
-    ({"heads": 3}, "hidden 64 is not an even head size times heads 3"),
-    ({"kv_heads": 3}, "heads 4 is not a multiple of kv_heads 3"),
-    ({"layers": 0}, "layers must be >= 1, got 0"),
-])
-def test_a_bad_shape_is_refused_naming_the_value(change: dict[str, int], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        LlamaShape(**{**SHAPE.__dict__, **change})
 
 
 def test_the_file_is_llama_metadata_and_adjacent_pair_rotary(model: Any, tmp_path: Path) -> None:
     """What llama.cpp reads: the llama.* keys, and the query rows of each head
     reordered from rotate-half halves to adjacent pairs."""
-    path = write_llama_gguf(tmp_path / "m.gguf", SHAPE, _weights(model))
+    path = write_llama_gguf(tmp_path / "m.gguf", SHAPE, _weights(model), context=CONTEXT)
     r = gguf.GGUFReader(str(path))
 
     def value(key: str) -> Any:
@@ -139,7 +138,7 @@ def test_the_runner_refuses_bad_ids_and_a_decode_before_prefill(model: Any,
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (the llm extra) is not installed")
     with pytest.raises(FileNotFoundError, match="no GGUF file"):
         LlamaCppDecoder(tmp_path / "none.gguf", context=8, threads=1)
-    path = write_llama_gguf(tmp_path / "m.gguf", SHAPE, _weights(model))
+    path = write_llama_gguf(tmp_path / "m.gguf", SHAPE, _weights(model), context=CONTEXT)
     with pytest.raises(ValueError, match="numa 'everywhere'"):
         LlamaCppDecoder(path, context=8, threads=1, numa="everywhere")
     llm = LlamaCppDecoder(path, context=8, threads=1)
@@ -153,3 +152,23 @@ def test_the_runner_refuses_bad_ids_and_a_decode_before_prefill(model: Any,
     llm.decode(1)
     with pytest.raises(ValueError, match="context of 8 tokens is full"):
         llm.decode(2)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_built_in_decoder_and_llama_cpp_agree_on_its_weights(threads: int,
+                                                                 tmp_path: Path) -> None:
+    """llama-tiny's prefill through the native executor and through llama.cpp
+    on the GGUF file written from the graph's own weights: every position's
+    logits within 1e-4 of the largest."""
+    g = build("llama-tiny", 1, all_logits=True, prompt=12)
+    path = write_llama_gguf(tmp_path / "tiny.gguf", config_of(g), transformers_weights(g),
+                            context=CONTEXT)
+    ids = g.random_inputs(seed=5)["input_ids"]
+    cg = compile_graph(g)
+    cg.set_inputs({"input_ids": ids})
+    cg.run(Settings(intra_op=threads), repeats=1, warmup=0)
+    (native,) = cg.outputs().values()
+    llm = LlamaCppDecoder(path, context=CONTEXT, threads=threads)
+    theirs = llm.prefill(ids[0].tolist())
+    assert native.shape == (1, 12, g.meta["vocab"])
+    assert _error(native[0], theirs) <= 1e-4, _error(native[0], theirs)

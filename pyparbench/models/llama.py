@@ -43,7 +43,8 @@ from pyparbench.graph.node import F32Array
 from pyparbench.graph.transformer_math import rope_tables
 from pyparbench.models._blocks import check_batch
 
-__all__ = ["LLAMA_SIZES", "LlamaConfig", "LlamaSize", "llama_prefill"]
+__all__ = ["LLAMA_SIZES", "LlamaConfig", "LlamaSize", "config_of", "llama_prefill",
+           "transformers_weights"]
 
 
 @dataclass(frozen=True)
@@ -235,3 +236,34 @@ def _prefill(n: int, seq: int, cfg: LlamaConfig, all_logits: bool, seed: int) ->
     meta = {"batch": n, "prompt": seq, "all_logits": all_logits,
             **dataclasses.asdict(cfg)}
     return b.build(logits, meta)
+
+
+def config_of(graph: Graph) -> LlamaConfig:
+    """The configuration a built-in decoder graph was built with (its meta);
+    ValueError for any other graph."""
+    fields = [f.name for f in dataclasses.fields(LlamaConfig)]
+    if graph.name != "llama" or any(f not in graph.meta for f in fields):
+        raise ValueError(f"graph {graph.name!r} is not a built-in decoder "
+                         f"(pyparbench.models.llama): its meta lacks {fields}")
+    return LlamaConfig(**{f: graph.meta[f] for f in fields})
+
+
+# A decoder node's op -> the parameter name of its one array.
+_WEIGHT_OF = {"embedding_bag": "table", "rms_norm": "scale", "linear": "weight"}
+
+
+def transformers_weights(graph: Graph) -> dict[str, F32Array]:
+    """A built-in decoder's weights under the parameter names of
+    ``transformers``' ``LlamaForCausalLM`` (``model.layers.0.self_attn.q_proj.weight``,
+    (out_features, in_features), untied ``lm_head.weight``): what PyTorch
+    loads and what llama.cpp's GGUF file is written from."""
+    config_of(graph)
+    out: dict[str, F32Array] = {}
+    for node in graph.nodes:
+        key = _WEIGHT_OF.get(node.op)
+        if key is None:
+            continue
+        name = node.name.replace("/", ".")
+        prefix = "" if name == "lm_head" else "model."
+        out[f"{prefix}{name}.weight"] = np.asarray(node.params[key])
+    return out

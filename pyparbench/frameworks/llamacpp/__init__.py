@@ -13,9 +13,8 @@ when called.
 
 from pyparbench.frameworks.llamacpp.gguf_file import (
     GGUF_PRECISIONS,
-    LlamaShape,
     weight_shapes,
     write_llama_gguf,
 )
 
-__all__ = ["GGUF_PRECISIONS", "LlamaShape", "weight_shapes", "write_llama_gguf"]
+__all__ = ["GGUF_PRECISIONS", "weight_shapes", "write_llama_gguf"]

@@ -16,47 +16,19 @@ llama.cpp's converter does. The file has no vocabulary (tokenizer model
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["GGUF_PRECISIONS", "LlamaShape", "weight_shapes", "write_llama_gguf"]
+from pyparbench.models.llama import LlamaConfig
+
+__all__ = ["GGUF_PRECISIONS", "weight_shapes", "write_llama_gguf"]
 
 # The precisions a GGUF written here stores its matrices in (norm weights
 # stay f32, as llama.cpp's converter writes them).
 GGUF_PRECISIONS = ("fp32", "bf16", "fp16")
-
-
-@dataclass(frozen=True)
-class LlamaShape:
-    """The hyper-parameters llama.cpp reads from a Llama file's metadata."""
-
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    intermediate: int
-    vocab: int
-    context: int
-    rope_theta: float = 10000.0
-    eps: float = 1e-5
-
-    def __post_init__(self) -> None:
-        for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "vocab", "context"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.hidden % self.heads or (self.hidden // self.heads) % 2:
-            raise ValueError(f"hidden {self.hidden} is not an even head size times heads "
-                             f"{self.heads}")
-        if self.heads % self.kv_heads:
-            raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
 
 
 def _pairs_from_halves(w: npt.NDArray[Any], heads: int) -> npt.NDArray[Any]:
@@ -68,7 +40,7 @@ def _pairs_from_halves(w: npt.NDArray[Any], heads: int) -> npt.NDArray[Any]:
         w.reshape(heads, 2, out // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
 
 
-def weight_shapes(shape: LlamaShape) -> dict[str, tuple[int, ...]]:
+def weight_shapes(shape: LlamaConfig) -> dict[str, tuple[int, ...]]:
     """Every weight of the decoder by its name in transformers'
     ``LlamaForCausalLM`` (untied lm_head), with its shape."""
     h, kv, ff = shape.hidden, shape.kv_heads * shape.head_dim, shape.intermediate
@@ -92,7 +64,7 @@ _TOP_NAMES = {"model.embed_tokens.weight": "token_embd.weight",
               "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
 
 
-def _tensors(shape: LlamaShape, weights: Mapping[str, npt.NDArray[Any]]
+def _tensors(shape: LlamaConfig, weights: Mapping[str, npt.NDArray[Any]]
              ) -> list[tuple[str, npt.NDArray[Any]]]:
     """(llama.cpp name, float32 array) for every tensor, in the file's order;
     KeyError naming a missing weight, ValueError naming a misshapen one."""
@@ -116,16 +88,19 @@ def _tensors(shape: LlamaShape, weights: Mapping[str, npt.NDArray[Any]]
     return out
 
 
-def write_llama_gguf(path: str | Path, shape: LlamaShape,
-                     weights: Mapping[str, npt.NDArray[Any]], *,
+def write_llama_gguf(path: str | Path, shape: LlamaConfig,
+                     weights: Mapping[str, npt.NDArray[Any]], *, context: int,
                      precision: str = "fp32", name: str = "pyparbench-llama") -> Path:
-    """Write ``weights`` (transformers' names) as a llama.cpp GGUF file at
-    ``path``, its matrices in ``precision`` ("fp32", "bf16" or "fp16"; norm
-    weights always f32). Returns the path."""
+    """Write ``weights`` (transformers' names: :func:`weight_shapes`) of a
+    decoder of configuration ``shape`` as a llama.cpp GGUF file at ``path``
+    for a context of ``context`` tokens, its matrices in ``precision``
+    ("fp32", "bf16" or "fp16"; norm weights always f32). Returns the path."""
     import gguf  # noqa: PLC0415 (the llm extra; imported where a file is written)
 
     if precision not in GGUF_PRECISIONS:
         raise ValueError(f"precision {precision!r} is not one of {', '.join(GGUF_PRECISIONS)}")
+    if isinstance(context, bool) or not isinstance(context, int) or context < 1:
+        raise ValueError(f"context must be an integer >= 1, got {context!r}")
     tensors = _tensors(shape, weights)  # every check before the file is opened
     matrix_type = {"fp32": gguf.GGMLQuantizationType.F32, "bf16": gguf.GGMLQuantizationType.BF16,
                    "fp16": gguf.GGMLQuantizationType.F16}[precision]
@@ -134,7 +109,7 @@ def write_llama_gguf(path: str | Path, shape: LlamaShape,
     path = Path(path)
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name(name)
-    w.add_context_length(shape.context)
+    w.add_context_length(context)
     w.add_embedding_length(shape.hidden)
     w.add_block_count(shape.layers)
     w.add_feed_forward_length(shape.intermediate)

@@ -12,24 +12,13 @@ import numpy as np
 import torch
 
 from pyparbench.graph import Graph
+from pyparbench.models.llama import transformers_weights
 
 __all__ = ["llama_for_causal_lm", "state_dict_of"]
 
-# Graph node -> the parameter name of its one array.
-_ARRAY = {"embedding_bag": "table", "rms_norm": "scale", "linear": "weight"}
-
-
 def state_dict_of(graph: Graph) -> dict[str, torch.Tensor]:
     """The graph's weights under ``LlamaForCausalLM``'s parameter names."""
-    out: dict[str, torch.Tensor] = {}
-    for node in graph.nodes:
-        key = _ARRAY.get(node.op)
-        if key is None:
-            continue
-        name = node.name.replace("/", ".")
-        prefix = "" if name == "lm_head" else "model."
-        out[f"{prefix}{name}.weight"] = torch.from_numpy(np.array(node.params[key]))
-    return out
+    return {k: torch.from_numpy(np.array(v)) for k, v in transformers_weights(graph).items()}
 
 
 def llama_for_causal_lm(graph: Graph, attn_implementation: str = "sdpa") -> Any:
