@@ -10,8 +10,10 @@ a matrix node reads is converted to bf16 by one ``reorder`` node of dtype
 node that reads it (a ResNet fork's two convolutions, a Transformer's q, k
 and v projections): one conversion per fp32 -> bf16 boundary, never one per
 op. The conversion keeps the value's stored layout (channels-last, blocked
-or plain). Weights stay fp32 in the IR: the plan converts them to bf16 once,
-when it prepares the node's kernel.
+or plain); a layout reorder read only by matrix nodes (a graph input's
+channels-last copy) converts as it reorders, in one pass. Weights stay fp32
+in the IR: the plan converts them to bf16 once, when it prepares the node's
+kernel.
 """
 
 from __future__ import annotations
@@ -48,14 +50,28 @@ def to_bf16(g: Graph) -> Graph:
     ``reorder`` node per value they read (see the module docstring). A
     conv2d marked for im2col loses the mark: the gathered-patches kernel is
     fp32 only. Values are those of ``g`` up to bf16 rounding."""
-    wanted = {n.inputs[k] for n in g.nodes for k in bf16_activation_inputs(n)}
+    readers: dict[int, list[bool]] = {}  # value -> per read, whether in bf16
+    for n in g.nodes:
+        positions = bf16_activation_inputs(n)
+        for k, i in enumerate(n.inputs):
+            readers.setdefault(i, []).append(k in positions)
+    wanted = {i for i, reads in readers.items() if any(reads)}
     if not wanted:
         return g
+    # A layout reorder read only in bf16 (a graph input's channels-last
+    # copy) converts as it reorders: one pass over the data, not two.
+    outputs = set(g.outputs)
+    converting = {i for i in wanted if g[i].op == "reorder" and g[i].dtype == "float32"
+                  and all(readers[i]) and i not in outputs}
     em = Emitter()
     new: dict[int, int] = {}   # old id -> new id of its (fp32) value
     bf16: dict[int, int] = {}  # old id -> new id of its bf16 copy
     for n in g.nodes:
         positions = bf16_activation_inputs(n)
+        if n.id in converting:
+            bf16[n.id] = em.emit(n.op, tuple(new[i] for i in n.inputs), n.attrs, n.params,
+                                 n.shape, "bfloat16", f"{n.name}/bf16")
+            continue
         if positions:
             ins = tuple(bf16[i] if k in positions else new[i] for k, i in enumerate(n.inputs))
             attrs = {k: v for k, v in n.attrs.items() if k != "im2col"}
