@@ -147,9 +147,13 @@ class Settings:
         return replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields as JSON values; ``precision`` only when not fp32, so
+        an fp32 run's records and keys are those written before the knob."""
         d = asdict(self)
         if not isinstance(self.affinity, str):
             d["affinity"] = [list(c) for c in self.affinity]
+        if self.precision == "fp32":
+            del d["precision"]
         return d
 
     @classmethod

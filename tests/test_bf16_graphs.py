@@ -110,6 +110,8 @@ def test_settings_precision_knob() -> None:
     s = Settings(precision="bf16", intra_op=2)
     assert s.label().endswith(" bf16") and "bf16" not in Settings().label()
     assert Settings.from_dict(s.as_dict()) == s
+    # fp32 leaves it out: records and keys as before the knob.
+    assert "precision" not in Settings().as_dict() and s.as_dict()["precision"] == "bf16"
     old = {k: v for k, v in Settings().as_dict().items() if k != "precision"}
     assert Settings.from_dict(old).precision == "fp32"
     with pytest.raises(ValueError, match="precision must be one of 'fp32', 'bf16', got 'fp16'"):
