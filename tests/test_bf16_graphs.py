@@ -179,17 +179,18 @@ def test_an_imported_onnx_file_at_bf16(tmp_path: Path) -> None:
 
 
 def test_framework_mode_and_async_at_bf16() -> None:
-    """Blocks of bf16 rows (batch split), of output features (batch 1) and
-    independent nodes on two workers."""
-    for batch in (1, 2):
-        cg = compile_graph(models.build("mlp-512", batch))
+    """Blocks of bf16 rows (batch split), of output features and of a
+    grouped convolution's bf16 input channels (batch 1), and independent
+    nodes on two workers."""
+    for name, batch in (("mlp-512", 1), ("mlp-512", 2), ("resnext50", 1)):
+        cg = compile_graph(models.build(name, batch, **SMALL.get(name, {})))
         cg.run(Settings(), repeats=1, warmup=0)
         want = cg.outputs()
         for s in (Settings(operator="framework", intra_op=2, pool="std", precision="bf16"),
                   Settings(scheduler="async", inter_op=2, precision="bf16")):
             cg.run(s, repeats=1, warmup=0)
             for k, v in cg.outputs().items():
-                assert relative_error(v, want[k]) <= BF16_MODEL_RTOL, (batch, s.label())
+                assert relative_error(v, want[k]) <= BF16_MODEL_RTOL, (name, batch, s.label())
     g = fork_graph()
     cg = compile_graph(g)
     cg.run(Settings(), repeats=1, warmup=0)
