@@ -8,8 +8,8 @@ grid crosses them, and the native core's own lists (``_core.ops.LIBRARIES``,
 from __future__ import annotations
 
 __all__ = ["AFFINITIES", "DEFAULT_MODES", "FRAMEWORKS", "GRAPH_OPTS", "GRAPH_PASSES", "LIBRARIES",
-           "MODES", "OPERATORS", "PLACEMENTS", "POOLS", "PRESETS", "SCHEDULERS", "check_framework",
-           "check_mode", "graph_opt_passes"]
+           "MODES", "OPERATORS", "PLACEMENTS", "POOLS", "PRECISIONS", "PRESETS", "SCHEDULERS",
+           "check_framework", "check_mode", "check_precision", "graph_opt_passes"]
 
 SCHEDULERS = ("sync", "async")
 OPERATORS = ("library", "framework")
@@ -18,6 +18,9 @@ POOLS = ("openmp", "std", "eigen")
 AFFINITIES = ("none", "compact", "scatter")
 PLACEMENTS = ("shared", "per-socket")
 PRESETS = ("tensorflow", "intel", "tftuner")
+# The number format of a whole run (Settings.precision): fp32, or bf16
+# weights and matrix-op activations with fp32 accumulation and outputs.
+PRECISIONS = ("fp32", "bf16")
 # The frameworks a model also runs in, each with its modes (how it runs the
 # graph) and the modes it is measured in by default, the first when none is
 # named (pyparbench.frameworks).
@@ -57,6 +60,14 @@ def check_mode(framework: str, mode: object) -> str:
         raise ValueError(f"unknown {framework} mode {mode!r}; valid: "
                          f"{', '.join(MODES[framework])}")
     return str(mode)
+
+
+def check_precision(value: object) -> str:
+    """``value`` if it is a run precision, else ValueError naming it and the valid ones."""
+    if value not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(map(repr, PRECISIONS))}, "
+                         f"got {value!r}")
+    return str(value)
 
 
 def graph_opt_passes(value: object) -> tuple[str, ...]:

@@ -52,7 +52,7 @@ from pyparbench.threading.topology import Topology
 from pyparbench.threading.topology import topology as this_machine
 from pyparbench.timing import Summary, summarize
 
-__all__ = ["CompiledGraph", "InstancesRunner", "RunRecord", "TraceEvent", "branch_groups",
+__all__ = ["CompiledGraph", "InstancesRunner", "NodePrecision", "RunRecord", "TraceEvent", "branch_groups",
            "compile_graph", "instances_runner", "model_runner", "resolve", "run_instances",
            "run_model", "team_budget_bytes"]
 
@@ -72,6 +72,28 @@ class TraceEvent:
     kernel: str = ""
     # The node's team: 1 when the per-node thread rule ran it alone.
     threads: int = 1
+    # "bf16" for a conv2d / linear / matmul that multiplied in bf16 (a run at
+    # Settings(precision="bf16")), and whether oneDNN's kernel for it
+    # emulates bf16 (no bf16 dot products on this CPU or under an ISA cap).
+    precision: str = "fp32"
+    emulated: bool = False
+
+
+@dataclass(frozen=True)
+class NodePrecision:
+    """How one node of the optimised graph computes under a setting: its
+    precision ("bf16" for a matrix node of a bf16 run, else "fp32"), what
+    computes it (oneDNN's implementation name for a convolution or a bf16
+    node, "direct:<isa>" for a direct kernel, else empty) and whether its
+    bf16 kernel is emulated (decided from the implementation oneDNN
+    picked: dnnl_compat.hpp)."""
+
+    node: int
+    name: str
+    op: str
+    precision: str
+    implementation: str
+    emulated: bool
 
 
 @dataclass
@@ -108,7 +130,9 @@ class RunRecord:
         events = [{"name": e.name, "cat": e.op, "ph": "X", "pid": 0, "tid": e.worker,
                    "ts": e.start_ns / 1e3, "dur": max(e.end_ns - e.start_ns, 0.0) / 1e3,
                    "args": {"node": e.node, "cpu": e.cpu, "threads": e.threads,
-                            **({"kernel": e.kernel} if e.kernel else {})}}
+                            **({"kernel": e.kernel} if e.kernel else {}),
+                            **({"precision": e.precision, "emulated": e.emulated}
+                               if e.precision != "fp32" else {})}}
                   for e in self.trace]
         meta = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": w,
                  "args": {"name": f"worker {w}"}} for w in sorted({e.worker for e in self.trace})]
@@ -195,6 +219,9 @@ def _spec(node: Node) -> _g.NodeSpec:
     spec.inputs = list(node.inputs)
     spec.shape = list(node.shape)
     spec.int64 = node.dtype == "int64"
+    # The bf16 plan (graph.passes.precision): conversions and bf16 matrix nodes.
+    spec.bf16 = node.dtype == "bfloat16"
+    spec.precision = node.attrs.get("precision", "fp32")
     for attr in NATIVE_ATTRS.get(node.op, ()):
         value = node.attrs[attr]
         setattr(spec, attr, list(value) if isinstance(value, tuple) else value)
@@ -317,14 +344,16 @@ class CompiledGraph:
     def _variant(self, settings: Settings) -> _Variant:
         wanted = pipeline(settings.graph_opt)
         budget = team_budget_bytes(settings) if "microbatch" in wanted else 0
-        key = (*wanted, settings.library, settings.operator, str(budget))
+        key = (*wanted, settings.library, settings.operator, str(budget), settings.precision)
         v = self._variants.get(key)
         if v is None:
             opt = optimize(self._checked, wanted, library=settings.library,
-                           operator=settings.operator, budget_bytes=budget)
-            # Settings that end with the same passes share one plan.
+                           operator=settings.operator, budget_bytes=budget,
+                           precision=settings.precision)
+            # Settings that end with the same passes and precision share one plan.
             same = next((u for u in self._variants.values()
-                         if u.opt.applied == opt.applied and u.opt.skipped == opt.skipped), None)
+                         if u.opt.applied == opt.applied and u.opt.skipped == opt.skipped
+                         and u.opt.precision == opt.precision), None)
             v = same if same is not None else _Variant(opt)
             if same is None and self._inputs:
                 self._copy_inputs(v, self._inputs)
@@ -428,6 +457,18 @@ class CompiledGraph:
             v = self._variant(settings)
             return _node_threads(v, resolve(settings, v.graph, alone_below_ns=alone_below_ns))
 
+    def node_precisions(self, settings: Settings | None = None) -> list[NodePrecision]:
+        """Each node of the optimised graph under ``settings`` (default:
+        Settings()): its precision, implementation and whether it runs
+        emulated (:class:`NodePrecision`; the kernels are prepared if they
+        were not)."""
+        settings = settings or Settings()
+        with self._lock:
+            v = self._variant(settings)
+            native = resolve(settings, v.graph)
+            return _node_precisions(v.graph, v.plan.implementations(native),
+                                    v.plan.emulated(native))
+
     def time_nodes(self, settings: Settings | None = None, *, repeats: int = 10,
                    warmup: int = 2, inner: int = 1000) -> list[float]:
         """Each node of the optimised graph under ``settings``: its kernel as
@@ -479,9 +520,13 @@ class CompiledGraph:
                              audit=recorder)
         ns = [float(x) for x in res["ns"]]
         kernels = v.plan.implementations(native) if trace else []
-        events = [TraceEvent(n, g[n].name, g[n].op, w, c, s, e, kernels[n], t)
+        emulated = v.plan.emulated(native) if trace or settings.precision != "fp32" else []
+        events = [TraceEvent(n, g[n].name, g[n].op, w, c, s, e, kernels[n], t,
+                             g[n].attrs.get("precision", "fp32"), emulated[n])
                   for (n, w, c, s, e, t) in res["trace"]]
         resolved = _resolved_dict(native)
+        if settings.precision != "fp32":
+            resolved["precision"] = _precision_dict(g, emulated)
         resolved["graph_opt"] = _graph_opt_dict(settings, self.graph, v.opt)
         resolved["graph_opt"]["buffer_bytes"] = v.plan.allocated_bytes
         if "im2col" in v.opt.applied:
@@ -502,6 +547,21 @@ def _node_threads(v: _Variant, native: _g.ExecSettings) -> list[NodeThreads]:
     g = v.graph
     return [NodeThreads.from_native(i, g[i].name, g[i].op, d)
             for i, d in enumerate(v.plan.node_threads(native))]
+
+
+def _node_precisions(g: Graph, implementations: Sequence[str],
+                     emulated: Sequence[bool]) -> list[NodePrecision]:
+    return [NodePrecision(n.id, n.name, n.op, n.attrs.get("precision", "fp32"),
+                          implementations[n.id], bool(emulated[n.id])) for n in g.nodes]
+
+
+def _precision_dict(g: Graph, emulated: Sequence[bool]) -> dict[str, Any]:
+    """What a bf16 run's plan did: its bf16 matrix nodes, the conversions
+    to bf16 in front of them, and the nodes whose bf16 kernel is emulated."""
+    bf16 = [n for n in g.nodes if n.attrs.get("precision") == "bf16"]
+    return {"precision": "bf16", "bf16_nodes": len(bf16),
+            "conversions": sum(1 for n in g.nodes if n.dtype == "bfloat16"),
+            "emulated_nodes": [n.name for n in bf16 if emulated[n.id]]}
 
 
 def _graph_opt_dict(settings: Settings, original: Graph, opt: OptimizeResult) -> dict[str, Any]:

@@ -21,7 +21,9 @@ loaded with ``-p pyparbench.pytest_plugin``. It gives:
   timed whole under ``settings`` (default: one thread), each run recorded
   as ``ppb_bench`` records a kernel's, the model's name (an ONNX file's:
   ``my.onnx@<sha256[:12]>``) in ``extra_info["model"]``; returns the
-  per-run nanoseconds;
+  per-run nanoseconds; ``--ppb-precision fp32|bf16`` runs every such
+  model at that precision (``Settings.precision``, over the settings'
+  own) and records it in ``extra_info["precision"]``;
 * ``ppb_pinned(*kernels)``: a ``with`` scope that pins the kernels' OpenMP
   team (compact placement over physical cores by default) and audits it:
   on leaving, the threads that ran are checked against the request, and a
@@ -62,6 +64,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pytest
 
+from pyparbench.choices import PRECISIONS, check_precision
 from pyparbench.executor import compile_graph
 from pyparbench.machine.fingerprint import machine_fingerprint
 from pyparbench.models import build, resolve
@@ -102,18 +105,27 @@ class _Kernel(Protocol):
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Register ``--ppb-threads``."""
+    """Register ``--ppb-threads`` and ``--ppb-precision``."""
     group = parser.getgroup("pyparbench")
+    group.addoption("--ppb-precision", metavar="|".join(PRECISIONS), default=None,
+                    help="the precision ppb_model runs models at (fp32 or bf16; default: "
+                         "the settings' own, fp32 unless given)")
     group.addoption("--ppb-threads", metavar="LIST", default=None,
                     help="thread counts for tests using the ppb_threads fixture, e.g. 1,2,max "
                          "(max: the CPUs this process may use); overrides their marker")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the marker; check ``--ppb-threads`` once."""
+    """Register the marker; check ``--ppb-threads`` and ``--ppb-precision`` once."""
     config.addinivalue_line(
         "markers", f"{MARKER}(*counts): thread counts for the ppb_threads fixture of this test "
                    "(ints, or 'max' for the CPUs this process may use)")
+    precision = config.getoption("--ppb-precision")
+    if precision is not None:
+        try:
+            check_precision(precision)
+        except ValueError as e:
+            raise pytest.UsageError(f"--ppb-precision {precision}: {e}") from None
     text = config.getoption("--ppb-threads")
     if text is not None:
         # Checked once here, so a bad value is one usage error, not an error per test.
@@ -323,8 +335,9 @@ class ModelKernel:
 class ModelBench:
     """``ppb_model``: time a whole model (a name or an ONNX file) into pytest-benchmark."""
 
-    def __init__(self, benchmark: Any) -> None:
+    def __init__(self, benchmark: Any, precision: str | None = None) -> None:
         self._bench = KernelBench(benchmark)
+        self._precision = precision  # --ppb-precision, over the settings' own
 
     def __call__(self, model: str, batch: int = 1, settings: Any = None, *, rounds: int = 20,
                  warmup: int = 3) -> npt.NDArray[np.float64]:
@@ -336,10 +349,14 @@ class ModelBench:
         ValueError
             An unknown model, an ONNX file that does not import, bad counts.
         """
+        if self._precision is not None:
+            settings = (settings if settings is not None else Settings()).with_(
+                precision=self._precision)
         kernel = ModelKernel(model, batch, settings)
         ns = self._bench(kernel, rounds=rounds, warmup=warmup)
         self._bench.benchmark.extra_info.update(
             {"model": kernel.name, "batch": batch, "settings": kernel.settings.label(),
+             "precision": kernel.settings.precision,
              "timer": "CompiledGraph.run (whole model, per run)"})
         return ns
 
@@ -347,7 +364,8 @@ class ModelBench:
 @pytest.fixture
 def ppb_model(request: pytest.FixtureRequest) -> ModelBench:
     """Time a whole model: ``ppb_model("./my.onnx", batch=8, settings=...)``."""
-    return ModelBench(_benchmark(request, "ppb_model"))
+    return ModelBench(_benchmark(request, "ppb_model"),
+                      request.config.getoption("--ppb-precision"))
 
 
 # -- pinning, checked by the audit ----------------------------------------------------

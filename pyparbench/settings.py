@@ -25,6 +25,11 @@ graph_opt   graph passes applied when the plan is built:    (native executor)
             ``full`` (default), ``none`` (op for op as
             built) or one pass (``bn_fold``, ``residual``,
             ``activation``, ``layout``)
+precision   ``fp32`` (default) or ``bf16``: weights stored  (number format)
+            in bf16, the conv2d / linear / matmul nodes'
+            activations converted to bf16 once per value,
+            products accumulated in fp32, every other node
+            and the graph outputs fp32 (onednn library)
 =========== ============================================== ====================
 
 Presets (:func:`preset`): ``tensorflow`` (TensorFlow's defaults),
@@ -49,6 +54,7 @@ from pyparbench.choices import (
     POOLS,
     PRESETS,
     SCHEDULERS,
+    check_precision,
     graph_opt_passes,
 )
 
@@ -85,6 +91,7 @@ class Settings:
     placement: str = "shared"
     omp_wait: OmpWait = None
     graph_opt: str = "full"
+    precision: str = "fp32"
     name: str = ""  # the preset it came from, if any
 
     def __post_init__(self) -> None:
@@ -94,6 +101,10 @@ class Settings:
         choice("pool", self.pool, POOLS)
         choice("placement", self.placement, PLACEMENTS)
         graph_opt_passes(self.graph_opt)
+        check_precision(self.precision)
+        if self.precision != "fp32" and self.library != "onednn":
+            raise ValueError(f"precision={self.precision!r} runs on the onednn library only, "
+                             f"got library={self.library!r}")
         for f in ("inter_op", "intra_op", "instances"):
             # Stored as a plain int: a numpy integer would not serialise to JSON.
             object.__setattr__(self, f, thread_count(getattr(self, f), f))
@@ -136,14 +147,19 @@ class Settings:
         return replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields as JSON values; ``precision`` only when not fp32, so
+        an fp32 run's records and keys are those written before the knob."""
         d = asdict(self)
         if not isinstance(self.affinity, str):
             d["affinity"] = [list(c) for c in self.affinity]
+        if self.precision == "fp32":
+            del d["precision"]
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Settings:
-        """The inverse of :meth:`as_dict` (CPU lists back to tuples)."""
+        """The inverse of :meth:`as_dict` (CPU lists back to tuples; a dict
+        without a precision, as files written before it existed, reads fp32)."""
         d = dict(d)
         if isinstance(d.get("affinity"), list):
             d["affinity"] = tuple(tuple(c) for c in d["affinity"])
@@ -165,6 +181,8 @@ class Settings:
             parts.append(f"omp_wait={self.omp_wait}")
         if self.graph_opt != "full":
             parts.append(f"graph_opt={self.graph_opt}")
+        if self.precision != "fp32":
+            parts.append(self.precision)
         return " ".join(parts)
 
 

@@ -163,3 +163,63 @@ def test_models_describe_a_file_and_a_model(tmp_path: Path) -> None:
     bad.write_bytes(b"not a model")
     out = cli("models", "--describe", str(bad))
     assert out.returncode == 2 and "bad.onnx" in out.stderr and out.stderr.count("\n") == 1
+
+
+PRECISION_COMMANDS = (("run",), ("recommend", "mlp-512"), ("overhead", "mlp-512"),
+                      ("trace", "mlp-512"), ("peak",))
+
+
+def test_precision_is_an_option_of_each_command_and_other_values_are_refused() -> None:
+    for args in PRECISION_COMMANDS:
+        assert "--precision {fp32,bf16}" in cli(args[0], "--help").stdout, args
+        out = cli(*args, "--precision", "fp16")
+        assert out.returncode == 2, (args, out.stderr)
+        assert ("argument --precision: invalid choice: 'fp16' (choose from 'fp32', 'bf16')"
+                in out.stderr.strip().splitlines()[-1]), (args, out.stderr)
+
+
+def test_trace_at_bf16(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    out = cli("trace", "mlp-512", "--batch", "4", "--repeats", "1", "--precision", "bf16",
+              "-o", str(path))
+    assert out.returncode == 0, out.stderr
+    assert "library/onednn/openmp none bf16:" in out.stdout
+    assert "bf16: 8 matrix nodes (" in out.stdout and "8 conversions to bf16" in out.stdout
+    events = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
+    linear = [e for e in events if e["cat"] == "linear"]
+    assert len(linear) == 8 and all(e["args"]["precision"] == "bf16" and e["args"]["kernel"]
+                                    and isinstance(e["args"]["emulated"], bool) for e in linear)
+    assert all("precision" not in e["args"] for e in events if e["cat"] != "linear")
+
+
+def test_peak_names_the_ceiling_of_a_precision() -> None:
+    out = cli("peak", "--quick", "--json", "--precision", "bf16")
+    assert out.returncode == 0, out.stderr
+    peak = json.loads(out.stdout)
+    assert peak["precision"] == "bf16"
+    for p in peak["points"]:
+        want = p["bf16_gflops"] if p["bf16_gflops"] is not None else p["fma_gflops"]
+        assert peak["compute_gflops"][str(p["threads"])] == want
+    fp32 = cli("peak", "--quick", "--json")
+    assert json.loads(fp32.stdout)["precision"] == "fp32"
+
+
+def test_recommend_and_run_at_bf16(tmp_path: Path) -> None:
+    out = cli("recommend", "mlp-512", "--batch", "4", "--no-calibrate", "--no-verify",
+              "--precision", "bf16", "--json")
+    assert out.returncode == 0, out.stderr
+    rec = json.loads(out.stdout)
+    assert rec["settings"]["precision"] == "bf16"
+    refused = cli("recommend", "mlp-512", "--precision", "bf16", "--libraries", "onednn,eigen",
+                  "--no-calibrate")
+    assert refused.returncode == 2
+    assert "precision='bf16' runs on the onednn library only" in refused.stderr
+    plan = cli("run", "--models", "mlp-512", "--batches", "2", "--no-operators", "--dry-run",
+               "--json", "--precision", "bf16", "-o", str(tmp_path / "r"))
+    assert plan.returncode == 0, plan.stderr
+    labels = [c["label"] for c in json.loads(plan.stdout)["configurations"]]
+    # Every native setting at bf16, on onednn; the frameworks (fp32) left out.
+    assert labels and all(lb.endswith(" bf16") and "/onednn/" in lb for lb in labels), labels
+    fp32 = cli("run", "--models", "mlp-512", "--batches", "2", "--no-operators", "--dry-run",
+               "--json", "-o", str(tmp_path / "r"))
+    assert not any("bf16" in c["label"] for c in json.loads(fp32.stdout)["configurations"])

@@ -33,6 +33,8 @@ import pytest
 
 from _support import cli_main
 
+from pyparbench.resultfiles import load
+
 scipy_stats = pytest.importorskip("scipy.stats")
 
 DATA = Path(__file__).resolve().parent / "data" / "compare"
@@ -398,3 +400,60 @@ def test_the_command_line_exit_status_and_no_traceback(tmp_path: Path) -> None:
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["comparisons"][0]["baseline"] == A
+
+
+def _with_bf16_rows(tmp_path: Path, name: str, scale: float,
+                    bf16_gflops: dict[int, float] | None) -> str:
+    """A copy of machine ``name`` with a bf16 run of each mlp-512 b1 sync 1x2
+    record (its times x ``scale``) and, when given, bf16 ceilings in its peak."""
+    folder = tmp_path / name
+    shutil.copytree(DATA / name, folder)
+    lines = (folder / "results.jsonl").read_text().splitlines()
+    for line in list(lines):
+        r = json.loads(line)
+        s = r["config"]["settings"]
+        if r["config"]["model"] == "mlp-512" and r["config"]["batch"] == 1 and not s.get("name") \
+                and s["intra_op"] == 2 and r["status"] == "ok":
+            s["precision"] = "bf16"
+            r["key"] = r["key"].replace('"smt"', '"precision": "bf16", "smt"')
+            r["ns"] = [x * scale for x in r["ns"]]
+            r["summary"] = {**r["summary"], "median": r["summary"]["median"] * scale}
+            lines.append(json.dumps(r))
+    (folder / "results.jsonl").write_text("\n".join(lines) + "\n")
+    if bf16_gflops is not None:
+        summary = json.loads((folder / "summary.json").read_text())
+        for p in summary["peak"]["points"]:
+            p["bf16_gflops"] = bf16_gflops.get(p["threads"])
+        (folder / "summary.json").write_text(json.dumps(summary))
+    return str(folder)
+
+
+def test_fp32_and_bf16_rows_line_up_per_precision(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path) -> None:
+    a = _with_bf16_rows(tmp_path, "machine_a", 0.5, None)
+    b = _with_bf16_rows(tmp_path, "machine_b", 0.25, {1: 300.0, 2: 600.0, 4: 1200.0})
+    res = compare_json(capsys, a, b)
+    by_label = {r["label"]: r for r in res["comparisons"][0]["rows"]}
+    bf16 = [lb for lb in by_label if lb.endswith(" bf16")]
+    assert bf16 == [TWO + " library/onednn/openmp none bf16"], list(by_label)
+    # The fp32 row is the one the files had before, with its ratio; the bf16
+    # row is its own, against the other machine's bf16 row.
+    fp32 = rows(compare_json(capsys, A, B))[TWO]
+    assert by_label[TWO + " library/onednn/openmp none"]["ratio"] == pytest.approx(fp32["ratio"])
+    assert by_label[bf16[0]]["ratio"] == pytest.approx(fp32["ratio"] * 0.25 / 0.5)
+    # per-peak: a bf16 row divides by the bf16 ceiling where the input has
+    # one (B: 600 at 2 threads), else the FMA's (A: 100 at 2 threads).
+    peak = {r["label"]: r for r in compare_json(capsys, a, b, "--normalize", "per-peak")
+            ["comparisons"][0]["rows"]}
+    assert peak[bf16[0]]["ratio"] == pytest.approx((14.5 * 0.25 * 600) / (24.5 * 0.5 * 100))
+    assert peak[TWO + " library/onednn/openmp none"]["ratio"] == pytest.approx(
+        (14.5 * 120) / (24.5 * 100))
+    inputs = compare_json(capsys, a, b)["inputs"]
+    assert inputs[0]["peak_bf16_gflops"] is None
+    assert inputs[1]["peak_bf16_gflops"] == {"1": 300.0, "2": 600.0, "4": 1200.0}
+
+
+def test_rows_of_a_file_without_precision_read_fp32() -> None:
+    rs = load(A)
+    assert rs.rows and all(r.precision == "fp32" for r in rs.rows.values())
+    assert not any("precision" in key for key in rs.rows)

@@ -369,3 +369,31 @@ def test_a_broken_install_is_recorded_not_fatal(pytester: pytest.Pytester) -> No
     res.assert_outcomes(passed=1)
     saved = json.loads((pytester.path / "out.json").read_text())
     assert saved["machine_info"]["pyparbench"] == {"error": "OSError: no hwloc"}
+
+
+def test_ppb_precision_runs_models_at_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_it='''
+        from pyparbench.settings import Settings
+
+        def test_default(ppb_model):
+            ppb_model("mlp-512", batch=2, rounds=3)
+
+        def test_given(ppb_model):
+            ppb_model("mlp-512", batch=2, settings=Settings(intra_op=2), rounds=3)
+    ''')
+    res = _run(pytester, "--benchmark-json=out.json", "--ppb-precision", "bf16")
+    res.assert_outcomes(passed=2)
+    saved = json.loads((pytester.path / "out.json").read_text())
+    extra = {b["name"]: b["extra_info"] for b in saved["benchmarks"]}
+    assert extra["test_default"]["precision"] == "bf16"
+    assert extra["test_default"]["settings"].endswith(" bf16")
+    assert extra["test_given"]["settings"] == "sync 1x2 library/onednn/openmp none bf16"
+    # Without the option, the settings' own (fp32 by default).
+    res = _run(pytester, "--benchmark-json=fp32.json")
+    res.assert_outcomes(passed=2)
+    saved = json.loads((pytester.path / "fp32.json").read_text())
+    assert {b["extra_info"]["precision"] for b in saved["benchmarks"]} == {"fp32"}
+    bad = _run(pytester, "--ppb-precision", "fp16")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--ppb-precision fp16: precision must be one of 'fp32', "
+                              "'bf16', got 'fp16'*"])

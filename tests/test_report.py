@@ -508,3 +508,29 @@ def test_the_effects_plot_draws_a_panel_without_any_library_run(library: dict[st
     png = effects_png([{"model": "resnet50", "batch": 1, "effects": effects},
                        {"model": "mlp-512", "batch": 8, "effects": {"scheduler": {"ratio": 2.0}}}])
     assert png is not None and png.startswith(b"\x89PNG")
+
+
+def test_fp32_and_bf16_runs_of_a_model_are_separate_entries() -> None:
+    def rec(name: str, precision: str, ms: float) -> Result:
+        # The preset on one thread, the other setting on two: two settings.
+        s = Settings(intra_op=1 if name else 2, name=name, precision=precision)
+        return _result(f"{name} {precision}", RunConfig("mlp-512", 1, s), ms * 1e6)
+
+    summary = summarize_run([rec("intel", "fp32", 4.0), rec("", "fp32", 3.0),
+                             rec("intel", "bf16", 2.0), rec("", "bf16", 1.5)],
+                            fingerprint={"host": "h"})
+    entries = {m["precision"]: m for m in summary["models"]}
+    assert set(entries) == {"fp32", "bf16"}
+    # Each precision's best and presets are its own.
+    assert entries["fp32"]["best"]["median_ms"] == 3.0
+    assert entries["bf16"]["best"]["median_ms"] == 1.5
+    assert entries["fp32"]["presets"]["intel"]["median_ms"] == 4.0
+    assert entries["bf16"]["presets"]["intel"]["median_ms"] == 2.0
+    assert entries["bf16"]["best"]["label"].endswith(" bf16")
+    assert "bf16" not in entries["fp32"]["best"]["label"]
+    page = render_html(summary)
+    assert f"id='{model_anchor('mlp-512', 1, 'bf16')}'" in page
+    assert f"id='{model_anchor('mlp-512', 1)}'" in page and "mlp-512 batch 1 bf16" in page
+    buf = io.StringIO()
+    print_summary(summary, Console(file=buf, width=120), report="/x/report.html")
+    assert "mlp-512 bf16" in buf.getvalue()

@@ -351,3 +351,19 @@ def test_busy_cpu_time_counts_this_process_cpus_only() -> None:
     assert cpu_seconds(stat, {0, 1}) == 60 / hz
     assert cpu_seconds(stat, {2}) is None  # a CPU /proc/stat does not list
     assert cpu_seconds("cpu0 x y\n", {0}) is None
+
+
+def test_fp32_and_bf16_runs_of_one_setting_merge_apart(tmp_path: Path) -> None:
+    fp32 = Config("mlp-512", 1, Settings(intra_op=2), repeats=3)
+    bf16 = Config("mlp-512", 1, Settings(intra_op=2, precision="bf16"), repeats=3)
+    # An fp32 key is the one written before the precision knob existed.
+    assert "precision" not in fp32.key and '"precision": "bf16"' in bf16.key
+    first, second = tmp_path / "fp32.jsonl", tmp_path / "bf16.jsonl"
+    ResultStore(first).append(fake_record(fp32, ms=2.0))
+    ResultStore(second).append(fake_record(bf16, ms=1.0))
+    report = merge([first, second], tmp_path / "out")
+    assert report.records == 2 and report.duplicates == 0
+    got = {r["key"]: r for r in ResultStore(tmp_path / "out" / "results.jsonl").records()}
+    assert got[fp32.key]["summary"]["median"] == 2e6
+    assert got[bf16.key]["summary"]["median"] == 1e6
+    assert got[bf16.key]["config"]["settings"]["precision"] == "bf16"

@@ -65,6 +65,10 @@ void register_graph(py::module_& m) {
       .def_readwrite("inputs", &NodeSpec::inputs)
       .def_readwrite("shape", &NodeSpec::shape)
       .def_readwrite("int64", &NodeSpec::int64)
+      .def_readwrite("bf16", &NodeSpec::bf16)
+      .def_property(
+          "precision", [](const NodeSpec& s) { return knob_name(s.precision); },
+          [](NodeSpec& s, const std::string& v) { s.precision = parse_precision(v); })
       .def_readwrite("pad_id", &NodeSpec::pad_id)
       .def_readwrite("offset", &NodeSpec::offset)
       .def_readwrite("causal", &NodeSpec::causal)
@@ -152,9 +156,11 @@ void register_graph(py::module_& m) {
              for (int node : nodes) {
                const NodeSpec& s = p.nodes().at(static_cast<size_t>(node));
                const std::vector<py::ssize_t> shape(s.shape.begin(), s.shape.end());
-               // An int64 node (embedding indices) holds 8 bytes per element.
-               arrays.push_back(s.int64 ? py::array(py::array_t<int64_t>(shape))
-                                        : py::array(py::array_t<float>(shape)));
+               // An int64 node (embedding indices) holds 8 bytes per element,
+               // a bf16 one 2 (bfloat16 bits: widened to float32 below).
+               arrays.push_back(s.int64  ? py::array(py::array_t<int64_t>(shape))
+                                : s.bf16 ? py::array(py::array_t<uint16_t>(shape))
+                                         : py::array(py::array_t<float>(shape)));
                dst.push_back(arrays.back().mutable_data());
              }
              {
@@ -162,11 +168,24 @@ void register_graph(py::module_& m) {
                py::gil_scoped_release nogil;
                p.copy_outputs(nodes, dst);
              }
+             for (size_t i = 0; i < nodes.size(); ++i) {
+               const NodeSpec& s = p.nodes().at(static_cast<size_t>(nodes[i]));
+               if (!s.bf16) continue;
+               const std::vector<py::ssize_t> shape(s.shape.begin(), s.shape.end());
+               py::array_t<float> wide(shape);
+               const auto* bits = static_cast<const uint16_t*>(arrays[i].data());
+               float* f = wide.mutable_data();
+               for (py::ssize_t j = 0; j < wide.size(); ++j) {
+                 const uint32_t w = static_cast<uint32_t>(bits[j]) << 16;
+                 std::memcpy(&f[j], &w, sizeof(float));
+               }
+               arrays[i] = wide;
+             }
              return arrays;
            },
            py::arg("nodes"),
-           "Copies of the output buffers of `nodes` (int64 for an int64 node), all from "
-           "one run.")
+           "Copies of the output buffers of `nodes` (int64 for an int64 node, a bf16 "
+           "node's values widened to float32), all from one run.")
       .def("run",
            [](Plan& p, const SettingsArg& arg, int repeats, int warmup, bool trace,
               std::shared_ptr<Audit> audit) {
@@ -201,6 +220,14 @@ void register_graph(py::module_& m) {
            "What computes each convolution under these settings (oneDNN's implementation "
            "name, or im2col+ and the product's), direct:<isa> for a node run by a direct "
            "kernel; empty for other nodes.")
+      .def("emulated", [](Plan& p, const SettingsArg& arg) {
+             const ExecSettings s = arg.parsed();
+             py::gil_scoped_release nogil;
+             return p.emulated(s);
+           },
+           py::arg("settings"),
+           "Per node, whether its bf16 kernel runs emulated (oneDNN's implementation has no "
+           "bf16 dot products); False for fp32 nodes.")
       .def("node_threads", [](Plan& p, const SettingsArg& arg) {
              const ExecSettings s = arg.parsed();
              std::vector<NodeThreads> t;

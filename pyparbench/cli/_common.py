@@ -17,8 +17,9 @@ from pyparbench.graph import Graph
 from pyparbench.models import MODELS, resolve
 from pyparbench.settings import Settings, preset
 
-__all__ = ["add_settings_args", "add_shape_arg", "model_from_args", "non_negative_int", "output_file",
-           "output_folder", "positive_float", "positive_int", "print_json", "settings_from_args",
+__all__ = ["PRECISION_HELP", "add_precision_arg", "add_settings_args", "add_shape_arg",
+           "model_from_args", "non_negative_int", "output_file", "output_folder",
+           "positive_float", "positive_int", "print_json", "settings_from_args",
            "shapes_from_args"]
 
 
@@ -171,6 +172,19 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
                    help="graph passes applied to the native plan: full (the default), none "
                         f"(op for op as built), one of {', '.join(choices.GRAPH_PASSES)}, or "
                         "several joined by '+'")
+    add_precision_arg(g)
+
+
+# What --precision says, on every command that takes it.
+PRECISION_HELP = ("the run's number format: fp32 (the default), or bf16 (weights stored in "
+                  "bf16, conv / linear / matmul activations converted to bf16, fp32 "
+                  "accumulation, the other ops and the outputs fp32; onednn library)")
+
+
+def add_precision_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup,
+                      help: str = PRECISION_HELP) -> None:  # noqa: A002 (argparse's name)
+    """``--precision fp32|bf16`` (argparse's error, exit 2, names another value)."""
+    p.add_argument("--precision", choices=choices.PRECISIONS, default=None, help=help)
 
 
 def settings_from_args(args: argparse.Namespace, graph: Graph | None = None) -> Settings:
@@ -178,7 +192,7 @@ def settings_from_args(args: argparse.Namespace, graph: Graph | None = None) -> 
     base = preset(args.preset, graph=graph) if args.preset else Settings()
     changes: dict[str, Any] = {}
     for f in ("scheduler", "inter_op", "intra_op", "operator", "library", "pool", "smt",
-              "placement", "graph_opt"):
+              "placement", "graph_opt", "precision"):
         v = getattr(args, f)
         if v is not None:
             changes[f] = v

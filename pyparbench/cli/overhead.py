@@ -297,6 +297,10 @@ def _run(args: argparse.Namespace) -> int:
     kwargs = dict(args.model_arg or [])
     graph = build(args.model, args.batch, **kwargs)
     settings = settings_from_args(args, graph)
+    if settings.precision != "fp32":
+        # The frameworks' own bf16 modes are not mapped from the setting yet.
+        print(f"note: the native executor runs {settings.precision}; the frameworks run "
+              "fp32", file=sys.stderr)
     progress = None if args.json else (lambda line: print(f"running {line} ...",
                                                           file=sys.stderr, flush=True))
     result = measure_overhead(

@@ -11,7 +11,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from pyparbench.cli._common import output_folder, print_json
+from pyparbench.cli._common import add_precision_arg, output_folder, print_json
 from pyparbench.harness.folder import load_or_measure
 from pyparbench.machine.peak import measure_peak
 
@@ -80,6 +80,16 @@ def _dot_table(peak: Peak) -> Table | None:
     return table
 
 
+def _ceiling_line(peak: Peak, precision: str) -> Text:
+    """The compute ceiling a run at ``precision`` is measured against (its %
+    of peak, compare's per-peak normalisation), and where it comes from."""
+    source = ("the bf16 dot products'" if precision == "bf16" and "bf16" not in peak.dot_absent
+              else "the FMA's" + (" (no bf16 dot products: bf16 runs emulated on them)"
+                                  if precision == "bf16" else ""))
+    values = ", ".join(f"{p.threads}: {p.compute_gflops(precision):.1f}" for p in peak.points)
+    return Text(f"compute ceiling of {precision} runs, {source}, GFLOP/s by threads: {values}")
+
+
 def _cmd_peak(args: argparse.Namespace) -> int:
     if args.remeasure and not args.output:
         raise ValueError("--remeasure measures again the ceilings cached in a results folder: "
@@ -89,11 +99,15 @@ def _cmd_peak(args: argparse.Namespace) -> int:
         peak, cached = load_or_measure(args.output, quick=args.quick, remeasure=args.remeasure)
     else:
         peak, cached = measure_peak(quick=args.quick, isa=args.isa), False
+    precision = args.precision or "fp32"
     if args.json:
-        print_json({**peak.as_dict(), "cached": cached})
+        print_json({**peak.as_dict(), "cached": cached, "precision": precision,
+                    "compute_gflops": {str(p.threads): p.compute_gflops(precision)
+                                       for p in peak.points}})
         return 0
     console = Console()
     console.print(peak_renderable(peak), width=min(console.width, 100))
+    console.print(_ceiling_line(peak, precision))
     if cached:
         console.print(f"(measured {peak.measured_at}, cached in {args.output})")
     return 0
@@ -112,4 +126,6 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                         "or measure and cache them")
     p.add_argument("--remeasure", action="store_true",
                    help="with -o: measure again even if cached")
+    add_precision_arg(p, "the run precision whose compute ceiling is printed (fp32: the "
+                      "FMA's; bf16: the bf16 dot products', the FMA's where the CPU has none)")
     p.set_defaults(func=_cmd_peak)

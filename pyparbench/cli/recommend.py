@@ -28,7 +28,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from pyparbench import choices
-from pyparbench.cli._common import add_shape_arg, model_from_args, positive_int, print_json
+from pyparbench.cli._common import (PRECISION_HELP, add_precision_arg, add_shape_arg,
+                                    model_from_args, positive_int, print_json)
 from pyparbench.frameworks.deploy import TARGETS, deployment
 from pyparbench.frameworks.openvino.knobs import benchmark_app_line, code
 from pyparbench.frameworks.spec import ModelRef, not_applicable
@@ -57,7 +58,7 @@ def _cmd_recommend(args: argparse.Namespace) -> int:
     rec = recommend(build(name, args.batch), topology=args.topology,
                     objective=args.objective, calibrate=not args.no_calibrate,
                     allow_smt=args.smt, libraries=libraries, recalibrate=args.recalibrate,
-                    verify=0 if args.no_verify else 3)
+                    verify=0 if args.no_verify else 3, precision=args.precision or "fp32")
     if args.check_in:
         return _check(rec, args, name)
     dep = _deployment(rec, args)
@@ -158,6 +159,8 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         "predicted are measured whole, a few seconds, and the measured "
                         "best taken when more than 3%% faster)")
     p.add_argument("--smt", action="store_true", help="also try settings on SMT siblings")
+    add_precision_arg(p, PRECISION_HELP + "; the candidates are settings at it and are "
+                      "verified at it, predicted by the fp32 cost model")
     p.add_argument("--libraries", default="onednn", metavar="LIST",
                    help=f"math libraries to calibrate and try, comma-separated "
                         f"({', '.join(choices.LIBRARIES)}; default onednn)")

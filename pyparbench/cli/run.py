@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 
 from pyparbench.cli._common import (
+    PRECISION_HELP,
+    add_precision_arg,
     add_shape_arg,
     non_negative_int,
     output_folder,
@@ -49,9 +51,11 @@ def options_from_args(args: argparse.Namespace) -> JobOptions:
     name = "quick" if args.quick else "full" if args.full else "default"
     level = resolve_level(name, models=args.models, batches=args.batches,
                           repeats=args.repeats, confirm_rounds=args.confirm,
-                          shapes=shapes_from_args(args))
+                          shapes=shapes_from_args(args), precision=args.precision or "fp32")
+    # The frameworks run fp32: a bf16 suite measures the native executor alone.
+    frameworks = not args.no_frameworks and level.precision == "fp32"
     return JobOptions(level, output=args.output, operators=not args.no_operators,
-                      recommend=not args.no_recommend, frameworks=not args.no_frameworks,
+                      recommend=not args.no_recommend, frameworks=frameworks,
                       resume=not args.no_resume, retry_failed=args.retry_failed,
                       shard=args.shard)
 
@@ -88,6 +92,8 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                         "measurements in it are not redone. A path ending in .jsonl names "
                         "the results file, the rest goes beside it")
     p.add_argument("--models", nargs="+", help="models (default: the level's)")
+    add_precision_arg(p, PRECISION_HELP + "; the native runs' (presets, grid, recommended), "
+                      "without the frameworks at bf16")
     add_shape_arg(p)
     p.add_argument("--batches", nargs="+", type=positive_int("--batches"),
                    help="batch sizes (default: the level's: quick 1; default 1 8; full 1 8 32)")

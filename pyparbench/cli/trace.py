@@ -38,9 +38,17 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     kernels = Counter(e.kernel for e in record.trace if e.kernel)
     convs = Counter({k: n for k, n in kernels.items() if not k.startswith("direct:")})
     direct = Counter({k: n for k, n in kernels.items() if k.startswith("direct:")})
-    for title, found in (("convolution kernels", convs), ("direct kernels", direct)):
+    # At bf16, the linear and matmul nodes name theirs too.
+    library = "convolution kernels" if settings.precision == "fp32" else "oneDNN kernels"
+    for title, found in ((library, convs), ("direct kernels", direct)):
         if found:
             print(f"{title}: " + ", ".join(f"{k} x{n}" for k, n in found.most_common()))
+    if settings.precision != "fp32":
+        p = record.resolved["precision"]
+        emulated = p["emulated_nodes"]
+        print(f"{settings.precision}: {p['bf16_nodes']} matrix nodes "
+              f"({len(emulated)} emulated{': ' + ', '.join(emulated) if emulated else ''}), "
+              f"{p['conversions']} conversions to bf16")
     return 0
 
 

@@ -123,11 +123,13 @@ def _cores_used(row: Row, rs: ResultSet) -> int | None:
     return min(row.threads, rs.cores) if rs.cores else row.threads
 
 
-def _peak_at(rs: ResultSet, cores: int | None) -> float | None:
+def _peak_at(rs: ResultSet, cores: int | None, precision: str = "fp32") -> float | None:
     """The peak at ``cores`` threads: the largest count measured not above it
     (the smallest measured when all are above; the largest when unknown), as
-    pyparbench's roofline picks its ceiling."""
-    peak = rs.peak_gflops
+    pyparbench's roofline picks its ceiling. A bf16 row's is the bf16 dot
+    products' where the input measured them, else the FMA's (a CPU without
+    them emulates bf16 on its FMA units: Peak.compute_gflops)."""
+    peak = rs.peak_bf16_gflops if precision == "bf16" and rs.peak_bf16_gflops else rs.peak_gflops
     if not peak:
         return None
     if cores is None:
@@ -145,7 +147,7 @@ def _factor(row: Row, rs: ResultSet, normalize: Normalize) -> tuple[float | None
         if cores is None:
             return None, f"{rs.path}: thread count unknown, cannot normalise per core"
         return float(cores), ""
-    peak = _peak_at(rs, cores)
+    peak = _peak_at(rs, cores, row.precision)
     if peak is None:
         return None, f"{rs.path}: no measured peak at {cores} thread(s)"
     return peak, ""

@@ -47,7 +47,10 @@ def to_json(c: Comparison, gate: Gate | None = None) -> dict[str, Any]:
                     "rows": len(rs.rows), "fingerprint": rs.fields, "cores": rs.cores,
                     "spread": None if s is None else s.as_dict(),
                     "peak_gflops": ({str(k): v for k, v in sorted(rs.peak_gflops.items())}
-                                    if rs.peak_gflops is not None else None)}
+                                    if rs.peak_gflops is not None else None),
+                    "peak_bf16_gflops": ({str(k): v for k, v in
+                                          sorted(rs.peak_bf16_gflops.items())}
+                                         if rs.peak_bf16_gflops is not None else None)}
                    for rs, s in zip(c.inputs, c.spreads or [None] * len(c.inputs),
                                     strict=True)],
         "machine_differences": c.differences,

@@ -156,8 +156,8 @@ class GraphBuilder:
 
         Its name is the one callers feed, so no scope prefixes it.
         """
-        if dtype not in DTYPE_BYTES:
-            raise ValueError(f"input dtype must be one of {sorted(DTYPE_BYTES)}, got {dtype!r}")
+        if dtype not in ("float32", "int64"):
+            raise ValueError(f"input dtype must be 'float32' or 'int64', got {dtype!r}")
         scope, self._scope = self._scope, []
         try:
             return self._add("input", (), {"dtype": dtype}, tuple(int(d) for d in shape), name,

@@ -20,7 +20,9 @@ HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag"})
 # Ops the native plan runs no kernel for: its inputs and constants (buffers
 # filled before the run), reshape and slice (views of their input's buffer).
 NO_KERNEL_OPS = frozenset({"input", "constant", "reshape", "slice"})
-DTYPE_BYTES = {"float32": 4, "int64": 8}
+# bfloat16: only the values the bf16 plan converts for its matrix nodes
+# (graph.passes.precision); graph inputs are float32 or int64.
+DTYPE_BYTES = {"float32": 4, "int64": 8, "bfloat16": 2}
 # Elementary operations per element, transcendental functions counted as one.
 ELTWISE_FLOPS = {
     "relu": 1,      # max
@@ -44,8 +46,9 @@ FUSABLE_ACTIVATIONS = tuple(ELTWISE_FLOPS)
 # layout, or the plain "nchw" a blocked conv2d reads), "inplace" (the
 # input whose buffer the output takes), "im2col" (a conv2d the native plan
 # may run as gathered patches and one matmul: a kernel choice, values
-# unchanged).
-PASS_ATTRS = ("activation", "layout", "input_layout", "inplace", "im2col")
+# unchanged), "precision" ("bf16": a conv2d / linear / matmul that reads its
+# activations in bf16, from reorder nodes of dtype bfloat16).
+PASS_ATTRS = ("activation", "layout", "input_layout", "inplace", "im2col", "precision")
 
 # Attributes the native plan takes, per op (NodeSpec fields of the same names);
 # the rest (reshape's shape, input's dtype, batch-norm's scale flag) are given

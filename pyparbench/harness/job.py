@@ -154,7 +154,7 @@ def _recommend(level: Level, ui: ConsoleUI, *, calibrate: bool, path: Path, resu
                 continue
             status(f"recommender: calibrating and simulating {m} b{b} ({i}/{len(pairs)})")
             try:
-                rec = recommend(build(m, b), calibrate=calibrate)
+                rec = recommend(build(m, b), calibrate=calibrate, precision=level.precision)
             except Exception as e:  # a bug of the recommender's must not end the main job
                 failed[(m, b)] = f"the recommender failed: {type(e).__name__}: {e}"
                 ui.warn(f"recommender: no setting for {m} b{b}: {failed[(m, b)]}")
@@ -307,7 +307,8 @@ def dry_run(options: JobOptions, *, topology: str | None = None) -> dict[str, An
         for m in level.models:
             for b in level.batches:
                 try:
-                    rec = recommend(build(m, b), topo, calibrate=False)
+                    rec = recommend(build(m, b), topo, calibrate=False,
+                                    precision=level.precision)
                 except Exception as e:  # as the main job: a failing recommender ends nothing
                     notes.append(f"the recommender failed for {m} b{b}: "
                                  f"{type(e).__name__}: {e}")

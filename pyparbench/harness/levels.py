@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pyparbench.choices import check_precision
 from pyparbench.harness.grid import ALL, Grid, expand_all
 from pyparbench.models import MODELS, files, resolve
 from pyparbench.settings import Settings
@@ -101,6 +102,9 @@ class Level:
     repeats: int
     budget_s: float | None
     confirm_rounds: int
+    # The native runs' precision (Settings.precision): every preset, grid and
+    # recommended setting is run at it.
+    precision: str = "fp32"
 
     @property
     def grids(self) -> tuple[Grid, ...]:
@@ -108,28 +112,33 @@ class Level:
         return tuple(g for lv in levels_upto(self.name) for g in GRIDS[lv])
 
     def sweep(self, cores: int) -> list[Settings]:
-        """The grid settings on ``cores`` cores, most important first."""
-        return expand_all(self.grids, cores)
+        """The grid settings on ``cores`` cores, most important first, at
+        the level's precision (bf16: the onednn library's only)."""
+        return [s.with_(precision=self.precision) for s in expand_all(self.grids, cores)
+                if self.precision == "fp32" or s.library == "onednn"]
 
 
 def resolve_level(name: str, *, models: Sequence[str] | None = None,
                   batches: Sequence[int] | None = None, repeats: int | None = None,
                   confirm_rounds: int | None = None, budget: bool = True,
-                  shapes: Mapping[str, int] | None = None) -> Level:
+                  shapes: Mapping[str, int] | None = None, precision: str = "fp32") -> Level:
     """The level ``name`` with the user's choices; a choice left None takes
     the level's own. ``budget`` False: no time budget (a shard of a
     sharded suite, which must plan exactly like the other shards).
     ``shapes``: the sizes of the ONNX files' symbolic dimensions, by name
-    (:func:`pyparbench.models.resolve`).
+    (:func:`pyparbench.models.resolve`). ``precision``: the native runs'
+    (``Settings.precision``).
 
     Raises
     ------
     ValueError
         An unknown level or model, an ONNX file that does not import, no
         models or batches, a batch or repeat count below 1, negative
-        confirmation rounds; ``shapes`` without an ONNX file among the models.
+        confirmation rounds; ``shapes`` without an ONNX file among the models;
+        an unknown precision.
     """
     levels_upto(name)
+    check_precision(precision)
     chosen = tuple(models) if models is not None else (
         tuple(MODELS) if name == "full" else DEFAULT_MODELS)
     unknown = [m for m in chosen if m not in MODELS and not files.looks_like_file(m)
@@ -159,4 +168,5 @@ def resolve_level(name: str, *, models: Sequence[str] | None = None,
     rounds = CONFIRM_ROUNDS[name] if confirm_rounds is None else confirm_rounds
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
         raise ValueError(f"confirmation rounds must be an integer >= 0, got {rounds!r}")
-    return Level(name, chosen, sizes, reps, BUDGET_S[name] if budget else None, rounds)
+    return Level(name, chosen, sizes, reps, BUDGET_S[name] if budget else None, rounds,
+                 precision)

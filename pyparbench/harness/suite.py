@@ -271,7 +271,8 @@ def default_suite(level: Level, *, cores: int | None = None, topo: Topology | No
     configs = []
     for model in level.models:
         for batch in level.batches:
-            chosen = [preset(p, topo, build(model, batch)) for p in PRESETS]
+            chosen = [preset(p, topo, build(model, batch)).with_(precision=level.precision)
+                      for p in PRESETS]
             rec = (recommended or {}).get((model, batch))
             # A grid setting a preset already measures (names aside) is not
             # run twice. The recommended one is, under its own name: its
@@ -283,7 +284,8 @@ def default_suite(level: Level, *, cores: int | None = None, topo: Topology | No
                 configs.append(Config(model, batch, rec[0].with_(name="recommended"),
                                       repeats=repeats, predicted_ns=rec[1]))
             configs += [Config(model, batch, s, repeats=repeats) for s in chosen[len(PRESETS):]]
-            if frameworks and batch == level.batches[0]:
+            # The frameworks run fp32: their rows sit beside fp32 native runs only.
+            if frameworks and batch == level.batches[0] and level.precision == "fp32":
                 # The native run they are compared with: the same settings, by label.
                 fs = framework_settings(n)
                 native = next((s for s in chosen if s.with_(name="") == fs), fs)

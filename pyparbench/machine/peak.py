@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from pyparbench.choices import check_precision
 from pyparbench.cpuinfo import cpuinfo_value, read_cpuinfo
 from pyparbench.machine.cpu_features import cpu_model_name
 from pyparbench.machine.fingerprint import fingerprint_id, machine_fingerprint
@@ -118,6 +119,16 @@ class PeakPoint:
     def fma_fraction(self) -> float:
         """Measured FMA throughput over the theoretical peak."""
         return self.fma_gflops / self.theoretical_gflops
+
+    def compute_gflops(self, precision: str = "fp32") -> float:
+        """The compute ceiling of a run at ``precision`` (Settings.precision):
+        the FMA's for fp32; for bf16 the bf16 dot products' where measured,
+        else the FMA's (a CPU without bf16 dot products emulates bf16 with
+        fp32 multiply-adds). ValueError naming an unknown precision."""
+        check_precision(precision)
+        if precision == "bf16" and self.bf16_gflops is not None:
+            return self.bf16_gflops
+        return self.fma_gflops
 
 
 @dataclass(frozen=True)

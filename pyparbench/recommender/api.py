@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyparbench.graph import Graph
-from pyparbench.choices import PRESETS
+from pyparbench.choices import PRESETS, check_precision
 from pyparbench.recommender.costmodel import CostModel
 from pyparbench.recommender.decision import TOP as VERIFY_TOP
 from pyparbench.recommender.modelchoice import choose_model, topology_of
@@ -35,7 +35,7 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
               calibrate: bool = True, allow_smt: bool = False,
               libraries: Sequence[str] = ("onednn",), instances: bool = True,
               recalibrate: bool = False, cache_dir: str | Path | None = None,
-              verify: int = VERIFY_TOP) -> Recommendation:
+              verify: int = VERIFY_TOP, precision: str = "fp32") -> Recommendation:
     """Recommend the thread setting for ``graph``.
 
     Parameters
@@ -74,11 +74,16 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
         side by side, the measured best being taken when it is more than 3 %
         faster (:mod:`pyparbench.recommender.side_by_side`; a few seconds). 0: the
         prediction alone decides.
+    precision
+        The run's precision (``Settings.precision``): every candidate and
+        preset is a setting at it, and verification measures it; the cost
+        model itself is fp32's (its op times are measured in fp32).
 
     Raises
     ------
     ValueError
-        An unknown objective, a bad topology string or file, verify < 0.
+        An unknown objective, a bad topology string or file, verify < 0, an
+        unknown precision, bf16 with a library other than onednn.
     TypeError
         ``graph`` is not a Graph.
     """
@@ -88,6 +93,10 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
         raise ValueError(f"objective must be 'latency' or 'throughput', got {objective!r}")
     if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
         raise ValueError(f"verify must be an int >= 0, got {verify!r}")
+    check_precision(precision)
+    if precision != "fp32" and any(lib != "onednn" for lib in libraries):
+        raise ValueError(f"precision={precision!r} runs on the onednn library only, got "
+                         f"libraries {list(libraries)}")
     topo, where = topology_of(topology)
     res = Resources.from_topology(topo)
     # A hybrid machine's slower CPU kinds of known speed: candidates of their own.
@@ -112,9 +121,11 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
     preds = [predict_run(executed(per_instance[s.instances], s), s, cost, r,
                          batch=batch_of(per_instance[s.instances]))
              for r in (res, *slower)
-             for s in kind_candidates(graph, cost, r, sorted(per_instance), allow_smt)]
+             for s in (c.with_(precision=precision) for c in
+                       kind_candidates(graph, cost, r, sorted(per_instance), allow_smt))]
     best = choose(preds, objective)
-    preset_settings = {name: preset(name, topo, graph) for name in PRESETS}
+    preset_settings = {name: preset(name, topo, graph).with_(precision=precision)
+                       for name in PRESETS}
     verified_reason = ""
     if verify and choice.measured_here:
         policies = (None, *cost.wait.policies) if cost.wait is not None else ()

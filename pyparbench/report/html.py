@@ -9,14 +9,15 @@ from typing import Any
 from pyparbench.report import plots
 from pyparbench.report.legend import framework_label
 from pyparbench.report.page import escape, figure, page, table
-from pyparbench.report.summary import regret_unsure
+from pyparbench.report.summary import model_tag, regret_unsure
 
 __all__ = ["model_anchor", "render_html"]
 
 
-def model_anchor(model: str, batch: int) -> str:
-    """The id of a model's section (``#model-resnet50-b1``)."""
-    return f"model-{model}-b{batch}"
+def model_anchor(model: str, batch: int, precision: str = "fp32") -> str:
+    """The id of a model's section (``#model-resnet50-b1``; at bf16
+    ``#model-resnet50-b1-bf16``)."""
+    return f"model-{model}-b{batch}" + (f"-{precision}" if precision != "fp32" else "")
 
 
 def _machine(summary: Mapping[str, Any]) -> str:
@@ -89,7 +90,7 @@ def _machine(summary: Mapping[str, Any]) -> str:
 def _overview(summary: Mapping[str, Any]) -> str:
     rows = []
     for m in summary["models"]:
-        link = f"{m['model']} b{m['batch']}"
+        link = model_tag(m)
         if m["best"] is None:
             rows.append((link, "all failed", "", "", "", "", "", "", ""))
             continue
@@ -110,8 +111,8 @@ def _overview(summary: Mapping[str, Any]) -> str:
             f"interval includes 0, so these processes cannot tell the choice from the best; "
             f"prediction: the recommender's predicted latency of its setting against the "
             f"measured one.</p>")
-    links = " ".join(f"<a href='#{model_anchor(m['model'], m['batch'])}'>"
-                     f"{escape(m['model'])} b{m['batch']}</a>" for m in summary["models"])
+    links = " ".join(f"<a href='#{_anchor(m)}'>{escape(model_tag(m))}</a>"
+                     for m in summary["models"])
     return head + table(["model", "best ms", "best setting", "vs tensorflow", "vs intel",
                           "vs tftuner", "tuner regret", "recommended regret", "prediction"],
                          rows, [False, True, False, True, True, True, True, True, True]
@@ -138,9 +139,14 @@ def _spread_note(summary: Mapping[str, Any]) -> str:
             f"{spread['settings']} settings measured in several")
 
 
+def _anchor(m: Mapping[str, Any]) -> str:
+    return model_anchor(m["model"], m["batch"], m.get("precision", "fp32"))
+
+
 def _model_section(m: Mapping[str, Any]) -> str:
-    tag = f"{m['model']} batch {m['batch']}"
-    out = [f"<section class='model' id='{model_anchor(m['model'], m['batch'])}'>",
+    precision = m.get("precision", "fp32")
+    tag = f"{m['model']} batch {m['batch']}" + (f" {precision}" if precision != "fp32" else "")
+    out = [f"<section class='model' id='{_anchor(m)}'>",
            f"<h3>{escape(tag)}</h3>"]
     g = m.get("graph")
     if g:

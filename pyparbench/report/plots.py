@@ -18,6 +18,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from pyparbench.report.legend import framework_label
 from pyparbench.report.page import png_bytes
+from pyparbench.report.summary import model_tag
 
 __all__ = ["effects_png", "heatmap_png", "model_effects_png", "overhead_png",
            "roofline_png", "scaling_png", "speedup_png"]
@@ -31,7 +32,7 @@ _OP_MARKERS = {"conv2d": "o", "linear": "s", "matmul": "^", "embedding_bag": "D"
 
 
 def _tag(entry: Mapping[str, Any]) -> str:
-    return f"{entry['model']} b{entry['batch']}"
+    return model_tag(entry)
 
 
 def heatmap_png(entry: Mapping[str, Any]) -> bytes | None:

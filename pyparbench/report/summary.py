@@ -37,7 +37,9 @@ beside it (``median_ns``) so the two can be matched exactly:
     setting this machine cannot hold); each one not ok with its model,
     batch, setting, status and error (the reason, for a skipped one).
 ``models``
-    Per model and batch: ``best`` (the fastest setting measured), ``presets``
+    Per model, batch and ``precision`` (the settings' ``Settings.precision``:
+    fp32 and bf16 runs of one model are separate entries, each with its own
+    best): ``best`` (the fastest setting measured), ``presets``
     (each preset's latency), ``speedup`` {preset: preset latency / best
     latency, read in pairs as the regret is: the median over the rounds that
     measured both of the ratio of their round medians, the ratio of their
@@ -118,8 +120,8 @@ from pyparbench.stats import (
 if TYPE_CHECKING:
     from pyparbench.machine.peak import Peak
 
-__all__ = ["CHOOSERS", "PRESET_NAMES", "SCHEMA", "busy_note", "merge_settings", "regret_unsure",
-           "settings_label", "summarize_run"]
+__all__ = ["CHOOSERS", "PRESET_NAMES", "SCHEMA", "busy_note", "merge_settings", "model_tag",
+           "regret_unsure", "settings_label", "summarize_run"]
 
 SCHEMA = 1
 PRESET_NAMES = PRESETS
@@ -151,6 +153,8 @@ def settings_label(s: Settings, *, short: bool = False) -> str:
         extras.append(s.placement)
     if s.omp_wait is not None:
         extras.append(f"wait={s.omp_wait}")
+    if s.precision != "fp32":
+        extras.append(s.precision)
     text = " ".join([text, *extras])
     return f"{s.name}: {text}" if s.name else text
 
@@ -248,13 +252,22 @@ def regret_unsure(entry: Mapping[str, Any], chooser: str) -> bool:
         interval["includes_zero"])
 
 
+def model_tag(entry: Mapping[str, Any]) -> str:
+    """A model entry's name for a person: 'resnet50 b1', and its precision
+    when not fp32 ('resnet50 b1 bf16'; an entry without one is fp32)."""
+    precision = entry.get("precision", "fp32")
+    return f"{entry['model']} b{entry['batch']}" + (f" {precision}" if precision != "fp32"
+                                                    else "")
+
+
 def _model_entry(model: str, batch: int, rs: Sequence[Result], spread: ProcessSpread | None,
-                 graph: Mapping[str, Any] | None) -> dict[str, Any]:
+                 graph: Mapping[str, Any] | None, precision: str = "fp32") -> dict[str, Any]:
     done = [r for r in rs if r.ok]
     skipped = sum(1 for r in rs if r.status == "skipped")
     failed = len(rs) - len(done) - skipped
     ok = merge_settings(done)
-    entry: dict[str, Any] = {"model": model, "batch": batch, "total": len(rs),
+    entry: dict[str, Any] = {"model": model, "batch": batch, "precision": precision,
+                             "total": len(rs),
                              "ok": len(done), "failed": failed, "skipped": skipped,
                              "status": "failed" if not ok else "partial" if failed else "ok",
                              "graph": dict(graph) if graph is not None else None}
@@ -438,9 +451,11 @@ def summarize_run(records: Sequence[Result],
     when no record finished (none measured again here)."""
     native = [r for r in records if not r.config.framework]
     framework = [r for r in records if r.config.framework and r.ok]
-    groups: dict[tuple[str, int], list[Result]] = defaultdict(list)
+    # One entry per model, batch and precision: a bf16 run is never the best
+    # setting of, nor a preset's speed-up over, the fp32 runs.
+    groups: dict[tuple[str, int, str], list[Result]] = defaultdict(list)
     for r in native:
-        groups[(r.config.model, r.config.batch)].append(r)
+        groups[(r.config.model, r.config.batch, r.config.settings.precision)].append(r)
     machine = next((dict(r.machine) for r in records if r.ok and r.machine), None)
     if machine is None:  # nothing finished: the machine as the caller knows it
         machine = dict(fingerprint or {})
@@ -466,8 +481,8 @@ def summarize_run(records: Sequence[Result],
         "failures": [_failure(r) for r in not_ok]
                     + [_op_failure(r) for r in op_records if not r.ok],
         "spread": None if spread is None else spread.as_dict(),
-        "models": [_model_entry(m, b, rs, spread, (graphs or {}).get((m, b)))
-                   for (m, b), rs in groups.items()],
+        "models": [_model_entry(m, b, rs, spread, (graphs or {}).get((m, b)), p)
+                   for (m, b, p), rs in groups.items()],
         "framework_overhead": _framework_overhead([r for r in native if r.ok], framework),
         "framework_presets": _framework_presets(framework),
         "operators": {

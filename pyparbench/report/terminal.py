@@ -12,7 +12,7 @@ from rich.text import Text
 
 from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.report.legend import SettingsLegend, framework_label
-from pyparbench.report.summary import regret_unsure
+from pyparbench.report.summary import model_tag, regret_unsure
 
 __all__ = ["MAX_WIDTH", "overhead_table", "print_summary", "summary_renderable",
            "summary_table"]
@@ -55,18 +55,20 @@ def summary_table(summary: Mapping[str, Any], legend: SettingsLegend | None = No
     table.add_column("tuner", justify="right", no_wrap=True)
     table.add_column("ours", justify="right", no_wrap=True)
     for m in summary["models"]:
+        model = m["model"] + (f" {m['precision']}" if m.get("precision", "fp32") != "fp32"
+                              else "")
         if m["best"] is None:
-            table.add_row(m["model"], str(m["batch"]), "-", Text("failed", style="red"),
+            table.add_row(model, str(m["batch"]), "-", Text("failed", style="red"),
                           "-", "-", "-", "-", "-")
             continue
         regret = m.get("regret", {})
         names, sep, full = m["best"]["label"].partition(": ")
         if not sep or " " in names:  # no name: the label is the setting
             names, full = "", m["best"]["label"]
-        setting = legend.key(full, _column_names(names), f"{m['model']} b{m['batch']}")
+        setting = legend.key(full, _column_names(names), model_tag(m))
         if m["failed"]:
             setting += f" ({m['failed']} failed)"
-        table.add_row(m["model"], str(m["batch"]), f"{m['best']['median_ms']:.3g}", setting,
+        table.add_row(model, str(m["batch"]), f"{m['best']['median_ms']:.3g}", setting,
                       _speedup_cell(m, "tensorflow"), _speedup_cell(m, "intel"),
                       _speedup_cell(m, "tftuner"),
                       _pct(regret.get("tftuner"), regret_unsure(m, "tftuner")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pyparbench.choices import PRECISIONS
 from pyparbench.resultfiles.fingerprint import minor_version
 from pyparbench.resultfiles.rows import ResultSet, Row, set_machine
 from pyparbench.resultfiles.values import (
@@ -57,17 +58,27 @@ def read_pytest_benchmark(source: Path, value: dict[str, Any]) -> ResultSet:
             raise ResultFileError(where, f"extra_info.gflop must be a positive number, "
                                          f"got {show(gflop)}")
         blocks = _blocks(where, extra, len(samples))
+        # ppb_model records its precision (--ppb-precision); absent: fp32.
+        precision = extra.get("precision", "fp32")
+        if precision not in PRECISIONS:
+            raise ResultFileError(where, f"extra_info.precision must be one of "
+                                         f"{', '.join(PRECISIONS)}, got {show(precision)}")
+        tag = "" if precision == "fp32" else f" {precision}"
         base = fullname.split("[", 1)[0]
         rest = {k: v for k, v in (params or {}).items() if k not in ("ppb_threads", "threads")}
-        sweep = canonical({"test": base, "params": rest}) if threads is not None else None
-        if fullname in rows:
+        sweep = (canonical({"test": base, "params": rest,
+                            **({"precision": precision} if tag else {})})
+                 if threads is not None else None)
+        # A bf16 run of a test is another row than its fp32 run.
+        key = fullname + tag
+        if key in rows:
             raise ResultFileError(where, f"benchmark {fullname!r} appears twice")
         rest_ids = ",".join(f"{k}={v}" for k, v in sorted(rest.items()))
-        rows[fullname] = Row(fullname, printable(short_name(fullname)), "ok", median, samples,
-                             threads, sweep, float(gflop) if gflop is not None else None,
-                             sweep_label=printable(short_name(base)
-                                                   + (f"[{rest_ids}]" if rest_ids else "")),
-                             blocks=blocks)
+        rows[key] = Row(key, printable(short_name(fullname) + tag), "ok", median, samples,
+                        threads, sweep, float(gflop) if gflop is not None else None,
+                        sweep_label=printable(short_name(base)
+                                              + (f"[{rest_ids}]" if rest_ids else "") + tag),
+                        blocks=blocks, precision=precision)
     if not rows:
         raise ResultFileError(source, "a pytest-benchmark file with no benchmarks")
     rs = ResultSet(str(source), str(source), "pytest-benchmark", rows, None, {}, None)

@@ -61,6 +61,8 @@ def settings_sweep_label(s: dict[str, Any]) -> str:
             f"{s.get('pool', 'openmp')} {aff if isinstance(aff, str) else 'explicit'}")
     if s.get("instances", 1) != 1:
         text += f" x{s['instances']} instances"
+    if s.get("precision", "fp32") != "fp32":
+        text += f" {s['precision']}"
     return text
 
 
@@ -86,6 +88,7 @@ class _Entry:
     sweep_label: str
     group: str  # its setting, the name aside: processes are pooled by it
     name: RowName
+    precision: str = "fp32"
     rounds: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -97,7 +100,10 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
     native executor or in one framework; its records of several
     confirmation rounds are several processes of it, and so are those of
     the same setting under other names (``processes``: False for records
-    that are not single processes, such as a summary's medians)."""
+    that are not single processes, such as a summary's medians). A setting
+    without a precision (a file written before the knob) reads fp32, and an
+    fp32 row keeps the key it had then; a bf16 row is keyed apart, a
+    preset's by its name and precision."""
     entries: dict[str, _Entry] = {}
     notes: list[str] = []
     rs = ResultSet(str(source), str(source), "pyparbench", {}, None, {}, None, notes=notes)
@@ -107,6 +113,9 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
         config = r["config"]
         settings = dict(config["settings"])
         label, threads = settings_label(where, settings)
+        precision = str(settings.get("precision", "fp32"))  # checked by settings_label
+        if precision == "fp32":
+            settings.pop("precision", None)  # keys as before the knob
         name = settings.pop("name", "") or ""
         full, _ = settings_label(where, settings)
         if not isinstance(name, str):
@@ -128,7 +137,9 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
             head = runner + " "
         # A preset is matched by its name: on another machine it resolves to
         # other thread counts, and comparing presets is the point.
-        ident = {**base, "preset": name} if name else {**base, "settings": settings}
+        ident = ({**base, "preset": name, **({"precision": precision} if precision != "fp32"
+                                              else {})}
+                 if name else {**base, "settings": settings})
         key = canonical(ident)
         sweep_settings = {k: v for k, v in settings.items() if k != "intra_op"}
         entry = entries.get(key)
@@ -140,7 +151,7 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
                           + settings_sweep_label(settings)),
                 canonical({**base, "settings": settings}),
                 RowName(printable(f"{config['model']} b{config['batch']}"), printable(runner),
-                        printable(name), printable(full)))
+                        printable(name), printable(full)), precision)
         machine = r.get("machine")
         if isinstance(machine, dict) and machine:
             if rs.machine is None:
@@ -177,12 +188,13 @@ def _row(key: str, entry: _Entry, group: list[dict[str, Any]], processes: bool) 
         last = list(entry.rounds.values())[-1]
         return Row(key, entry.display, str(last["status"]), None, (), entry.threads,
                    entry.sweep, error=printable(" ".join(str(last.get("error", "")).split())),
-                   sweep_label=entry.sweep_label, name=entry.name)
+                   sweep_label=entry.sweep_label, name=entry.name, precision=entry.precision)
     medians = tuple(float(r["summary"]["median"]) for r in group)
     samples = tuple(float(x) for r in group for x in r.get("ns", ()))
     return Row(key, entry.display, "ok", statistics.median(medians), samples, entry.threads,
                entry.sweep, sweep_label=entry.sweep_label,
-               processes=medians if processes else (), name=entry.name)
+               processes=medians if processes else (), name=entry.name,
+               precision=entry.precision)
 
 
 def same_machine(fields: dict[str, str], first: str, where: str, machine: dict[str, Any]
@@ -225,6 +237,7 @@ def add_summary(rs: ResultSet, where: Path, summary: dict[str, Any]) -> None:
     """The machine's peak, its operator scaling rows, and the fingerprint when
     the rows carried none."""
     rs.peak_gflops = read_peak(where, summary)
+    rs.peak_bf16_gflops = read_peak(where, summary, "bf16_gflops")
     warning = summary["peak"].get("fma_warning") if isinstance(summary.get("peak"), dict) else None
     if isinstance(warning, str) and warning:
         # Its % of peak and a per-peak comparison rest on a ceiling the
@@ -263,8 +276,11 @@ def add_summary(rs: ResultSet, where: Path, summary: dict[str, Any]) -> None:
                                name=RowName(f"op {name}", item=f"t{threads}"))
 
 
-def read_peak(where: Path, summary: dict[str, Any]) -> dict[int, float] | None:
-    """Measured FMA GFLOP/s per thread count, from ``peak.points``."""
+def read_peak(where: Path, summary: dict[str, Any], ceiling: str = "fma_gflops"
+              ) -> dict[int, float] | None:
+    """Measured FMA GFLOP/s per thread count, from ``peak.points``;
+    ``ceiling`` "bf16_gflops": the bf16 dot products' instead, None when
+    no point has it (not measured: no bf16 dot products, or an older file)."""
     peak = summary.get("peak")
     if peak is None:
         return None
@@ -280,9 +296,11 @@ def read_peak(where: Path, summary: dict[str, Any]) -> dict[int, float] | None:
         if not isinstance(pt, dict):
             raise ResultFileError(at, f"a JSON {json_type(pt)}, not a point")
         threads = get_int(at, pt, "threads", "threads")
-        g: Any = pt.get("fma_gflops")
+        g: Any = pt.get(ceiling)
+        if g is None and ceiling != "fma_gflops":
+            continue
         if not is_number(g) or not 0 < float(g) < 1e9:
-            raise ResultFileError(at, f"fma_gflops must be a positive GFLOP/s figure, "
+            raise ResultFileError(at, f"{ceiling} must be a positive GFLOP/s figure, "
                                       f"got {show(g)}")
         out[threads] = float(g)
-    return out
+    return out or None

@@ -54,6 +54,9 @@ class Row:
     # pytest plugin's ``ppb_bench`` records them), when the file says.
     blocks: tuple[int, ...] = ()
     name: RowName | None = None  # the label in parts, where the file gives them
+    # The run's precision (Settings.precision; "fp32" for a file without it):
+    # per-peak normalisation divides by that precision's ceiling.
+    precision: str = "fp32"
 
 
 @dataclass
@@ -77,6 +80,8 @@ class ResultSet:
     # Runs read as this one input (pyparbench.resultfiles.merged): 1 for a
     # file or a results folder.
     runs: int = 1
+    # Measured bf16 dot-product peak per thread count, where the file has it.
+    peak_bf16_gflops: dict[int, float] | None = None
 
 
 def set_machine(rs: ResultSet, where: str | Path, name: str, machine: Any) -> None:

@@ -51,7 +51,8 @@ Tensor rows(const Tensor& t, int64_t r0, int64_t r1, size_t elem) {
 struct Call {
   std::shared_ptr<void> kernel;  // owns the kernel (any op's type)
   std::function<void()> fn;
-  std::string implementation;  // a convolution's (Conv2dOp::implementation)
+  std::string implementation;  // a convolution's or a bf16 node's (oneDNN's name)
+  bool emulated = false;       // a bf16 kernel without bf16 dot products
 };
 
 template <class K>
@@ -84,6 +85,17 @@ Tensor stored(const Tensor& t, ActLayout layout) {
   return {t.data, stored_shape(t.shape, layout)};
 }
 
+// A bf16 buffer's view (a bf16 matrix node's activations).
+ConstBf16View bf16_view(const Tensor& t) { return {static_cast<const uint16_t*>(t.data), t.shape}; }
+
+// The call's implementation and emulation, from a prepared bf16 kernel.
+template <class K>
+Call with_bf16_info(Call call, const K& k) {
+  call.implementation = k.implementation();
+  call.emulated = k.emulated();
+  return call;
+}
+
 // One kernel for the node on these (possibly sliced) tensors.
 Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const Tensor& out,
                       int threads, const ExecSettings& st, const std::vector<float>& ones) {
@@ -107,25 +119,28 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       c.layout = s.layout;
       c.plain_src = s.input_layout == ActLayout::nchw && s.layout != ActLayout::nchw;
       c.sum = ins.size() == 2;
-      auto k = make_conv2d(st.library, c, threads, s.im2col);
+      c.precision = s.precision;
+      const bool bf16 = s.precision == Precision::bf16;
+      // The gathered-patches kernel is fp32 only: a bf16 conv is oneDNN's.
+      auto k = make_conv2d(st.library, c, threads, s.im2col && !bf16);
+      // bf16: the fp32 weights are converted here, once per prepared kernel.
       k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
       const std::string impl = k->implementation();
+      const bool emulated = k->emulated();
       const Tensor xs = stored(ins[0], s.input_layout), ys = stored(out, s.layout);
-      Call call;
-      if (!c.sum) {
-        call = unary_call(std::move(k), xs, ys);
-        call.implementation = impl;
-        return call;
-      }
       // The sum post-op adds what the output holds: the residual, unless the
       // output already is the residual's buffer, is copied there first.
-      const Tensor r = ins[1];
+      const Tensor r = c.sum ? ins[1] : Tensor{};
       const size_t bytes = static_cast<size_t>(Dims(out.shape).elements()) * sizeof(float);
-      call = make_call<Conv2dOp>(std::move(k), [xs, ys, r, bytes](Conv2dOp& k) {
-        if (r.data != ys.data) std::memcpy(ys.data, r.data, bytes);
-        k.run(xs.input_view(), ys.output_view());
+      Call call = make_call<Conv2dOp>(std::move(k), [xs, ys, r, bytes, bf16](Conv2dOp& k) {
+        if (r.data && r.data != ys.data) std::memcpy(ys.data, r.data, bytes);
+        if (bf16)
+          k.run_bf16(bf16_view(xs), ys.output_view());
+        else
+          k.run(xs.input_view(), ys.output_view());
       });
       call.implementation = impl;
+      call.emulated = emulated;
       return call;
     }
     case OpKind::linear: {
@@ -136,13 +151,21 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
                                                  : ins[0].shape[0];
       const Tensor a{ins[0].data, {m, k_dim}}, y{out.data, {m, n}};
       if (st.library == MathLibrary::onednn) {
-        // Constant weights, packed once into the matmul's own layout.
+        // Constant weights, packed once into the matmul's own layout (and
+        // type: bf16 weights are converted here, once).
         auto k = std::make_unique<Linear>(
-            LinearConfig{m, n, k_dim, b != nullptr, fused_activation(s.relu, s.activation)},
+            LinearConfig{m, n, k_dim, b != nullptr, fused_activation(s.relu, s.activation),
+                         s.precision},
             threads);
         k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
-        return unary_call(std::move(k), a, y);
+        if (s.precision == Precision::fp32) return unary_call(std::move(k), a, y);
+        const Linear& info = *k;
+        return with_bf16_info(make_call<Linear>(std::move(k), [a, y](Linear& k) {
+                                k.run_bf16(bf16_view(a), y.output_view());
+                              }),
+                              info);
       }
+      require_fp32("linear", s.precision);
       GemmConfig g{0, m, n, k_dim, false, true, b != nullptr, s.relu, s.activation};
       auto k = make_gemm(st.library, g, threads);
       const ParamArray wp = w, bp = b ? *b : ParamArray{};
@@ -156,11 +179,18 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       const int64_t m = a[a.size() - 2], k_dim = a.back();
       const int64_t n = s.trans_b ? b[b.size() - 2] : b.back();
       GemmConfig g{batched ? a[0] : 0, m, n, k_dim, false, s.trans_b, false, false,
-                   s.activation};
+                   s.activation, s.precision};
       auto k = make_gemm(st.library, g, threads);
-      return make_call<GemmOp>(std::move(k), [x = ins[0], w = ins[1], y = out](GemmOp& k) {
-        k.run(x.input_view(), w.input_view(), {}, y.output_view());
-      });
+      if (s.precision == Precision::fp32)
+        return make_call<GemmOp>(std::move(k), [x = ins[0], w = ins[1], y = out](GemmOp& k) {
+          k.run(x.input_view(), w.input_view(), {}, y.output_view());
+        });
+      const GemmOp& info = *k;
+      return with_bf16_info(
+          make_call<GemmOp>(std::move(k), [x = ins[0], w = ins[1], y = out](GemmOp& k) {
+            k.run_bf16(bf16_view(x), bf16_view(w), {}, y.output_view());
+          }),
+          info);
     }
     case OpKind::embedding_bag: {
       const ParamArray& t = param(s, "table");
@@ -246,14 +276,22 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       return unary_call(std::make_unique<Transpose>(ins[0].shape, s.perm, threads), ins[0], out);
     case OpKind::reorder: {
       const Shape& l = ins[0].shape;
-      if (l.size() != 4)
+      // A conversion to bf16 keeps any rank; a change of layout is 4-D.
+      if (l.size() != 4 && !(s.bf16 && s.layout == ActLayout::nchw &&
+                             s.input_layout == ActLayout::nchw))
         throw std::invalid_argument("reorder node '" + s.name + "' needs a 4-D input");
       const ActLayout from = s.input_layout, to = s.layout;
-      if (from == to)
+      if (from == to && !s.bf16)
         throw std::invalid_argument("reorder node '" + s.name + "' has the same layout (" +
                                     act_layout_name(to) + ") on both sides");
-      return unary_call(std::make_unique<Reorder>(l, from, to, threads), stored(ins[0], from),
-                        stored(out, to));
+      if (!s.bf16)
+        return unary_call(std::make_unique<Reorder>(l, from, to, threads), stored(ins[0], from),
+                          stored(out, to));
+      auto k = std::make_unique<Reorder>(l, from, to, threads, Precision::bf16);
+      return make_call<Reorder>(std::move(k), [x = stored(ins[0], from),
+                                               y = stored(out, to)](Reorder& k) {
+        k.run_to_bf16(x.input_view(), {static_cast<uint16_t*>(y.data), y.shape});
+      });
     }
     case OpKind::tril_flatten:
       return unary_call(std::make_unique<TrilFlatten>(ins[0].shape, threads), ins[0], out);
@@ -354,10 +392,11 @@ bool split_inputs(const NodeSpec& s, const std::vector<Tensor>& ins, std::vector
   }
 }
 
-// Channels [c0, c1) of a batch-1 tensor (N, C, ...): contiguous.
-Tensor channels(const Tensor& t, int64_t c0, int64_t c1) {
+// Channels [c0, c1) of a batch-1 tensor (N, C, ...) of `elem`-byte
+// elements: contiguous.
+Tensor channels(const Tensor& t, int64_t c0, int64_t c1, size_t elem = sizeof(float)) {
   const int64_t inner = inner_size(t.shape) / t.shape[1];
-  Tensor s{static_cast<float*>(t.data) + c0 * inner, t.shape};
+  Tensor s{static_cast<char*>(t.data) + c0 * inner * static_cast<int64_t>(elem), t.shape};
   s.shape[1] = c1 - c0;
   return s;
 }
@@ -415,7 +454,8 @@ std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& i
       // Per-channel parameters (batch norm's) follow the channels.
       if (channelwise)
         for (auto& [name, p] : part.params) p = param_rows(p, f0, f1);
-      for (auto& t : bins) t = channels(t, f0, f1);
+      for (size_t i = 0; i < bins.size(); ++i)
+        bins[i] = channels(bins[i], f0, f1, reads_bf16(s, i) ? sizeof(uint16_t) : sizeof(float));
       bout = channels(out, f0, f1);
     } else {
       part.params["weight"] = param_rows(param(s, "weight"), f0, f1);
@@ -424,7 +464,8 @@ std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& i
       if (conv) {
         if (s.groups > 1) {
           const int64_t in_per_group = ins[0].shape[1] / s.groups;
-          bins[0] = channels(ins[0], u0 * in_per_group, u1 * in_per_group);
+          bins[0] = channels(ins[0], u0 * in_per_group, u1 * in_per_group,
+                             reads_bf16(s, 0) ? sizeof(uint16_t) : sizeof(float));
           part.groups = u1 - u0;
         }
         bout = channels(out, f0, f1);
@@ -445,6 +486,7 @@ class LibraryRunner : public NodeRunner {
   void run(ThreadPool*) override { call_.fn(); }
   int blocks() const override { return 1; }
   std::string implementation() const override { return call_.implementation; }
+  bool emulated() const override { return call_.emulated; }
 
  private:
   Call call_;
@@ -465,6 +507,7 @@ class SplitRunner : public NodeRunner {
   std::string implementation() const override {
     return blocks_.empty() ? std::string() : blocks_.front().implementation;
   }
+  bool emulated() const override { return !blocks_.empty() && blocks_.front().emulated; }
 
  private:
   std::vector<Call> blocks_;
@@ -511,10 +554,12 @@ std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::ve
     const int64_t r0 = lead * b / blocks, r1 = lead * (b + 1) / blocks;
     std::vector<Tensor> bins;
     for (size_t i = 0; i < ins.size(); ++i) {
-      const size_t elem = spec.op == OpKind::embedding_bag ? sizeof(int64_t) : sizeof(float);
+      const size_t elem = spec.op == OpKind::embedding_bag ? sizeof(int64_t)
+                          : reads_bf16(spec, i)            ? sizeof(uint16_t)
+                                                           : sizeof(float);
       bins.push_back(blocks > 1 && cut[i] ? rows(ins[i], r0, r1, elem) : ins[i]);
     }
-    const Tensor bout = blocks > 1 ? rows(out, r0, r1, sizeof(float)) : out;
+    const Tensor bout = blocks > 1 ? rows(out, r0, r1, element_bytes(spec)) : out;
     calls.push_back(make_kernel_call(spec, bins, bout, 1, settings, ones));
   }
   return std::make_unique<SplitRunner>(std::move(calls));

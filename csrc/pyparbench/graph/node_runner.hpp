@@ -24,10 +24,13 @@ class NodeRunner {
   virtual void run(ThreadPool* pool) = 0;
   // Blocks the op was cut into (1 in library mode).
   virtual int blocks() const = 0;
-  // What computes a convolution (Conv2dOp::implementation() of its first
-  // block), "direct:<isa>" for a node run by a direct kernel
+  // What computes a convolution or a bf16 node (oneDNN's implementation
+  // name of its first block), "direct:<isa>" for a node run by a direct kernel
   // (direct_runner.hpp); empty for other ops.
   virtual std::string implementation() const = 0;
+  // Whether the node's bf16 kernel runs without bf16 dot products (oneDNN
+  // picked an emulating implementation); false for fp32 and direct kernels.
+  virtual bool emulated() const { return false; }
   // The node's kernel alone on the calling thread, `inner` calls per timed
   // repeat: ns per call, each repeat.
   virtual std::vector<double> time_alone(int repeats, int warmup, int inner);

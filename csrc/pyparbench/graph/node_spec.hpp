@@ -2,6 +2,7 @@
 // (pyparbench/graph.py lists the op vocabulary and attribute meanings).
 #pragma once
 
+#include "pyparbench/core/knobs.hpp"
 #include "pyparbench/core/tensor.hpp"
 #include "pyparbench/graph/op_kind.hpp"
 #include "pyparbench/ops/activation_layout.hpp"
@@ -28,6 +29,13 @@ struct NodeSpec {
   std::vector<int> inputs;  // indices of earlier nodes
   Shape shape;              // output
   bool int64 = false;       // output holds int64 indices (an input node, position_ids)
+  // Output holds bf16 (a reorder converting fp32 into bf16 for the bf16
+  // matrix nodes that read it: pyparbench/graph/passes/precision.py).
+  bool bf16 = false;
+  // conv2d / linear / matmul: bf16 multiplies bf16 activations (its first
+  // input, and a matmul's second, are bf16 nodes) by weights converted to
+  // bf16 when the kernel is prepared, accumulating and writing fp32.
+  Precision precision = Precision::fp32;
   // Attributes; each op reads the ones it has.
   std::string kind;  // eltwise kind, pool kind
   std::string mode;  // embedding_bag sum / mean
@@ -61,5 +69,13 @@ struct NodeSpec {
   std::vector<int64_t> perm;
   std::map<std::string, ParamArray> params;  // weight, bias, table, mean, var, scale, shift
 };
+
+// Bytes per element of the node's output (8 int64, 2 bf16, 4 fp32).
+inline size_t element_bytes(const NodeSpec& s) { return s.int64 ? 8 : s.bf16 ? 2 : 4; }
+
+// Whether input `i` of `s` is read as bf16 (a bf16 matrix node's activations).
+inline bool reads_bf16(const NodeSpec& s, size_t i) {
+  return s.precision == Precision::bf16 && (i == 0 || (s.op == OpKind::matmul && i == 1));
+}
 
 }  // namespace ppb

@@ -34,10 +34,31 @@ size_t slice_offset(const NodeSpec& s, const NodeSpec& in) {
     throw std::invalid_argument(where + ": rows [" + std::to_string(s.start) + ", " +
                                 std::to_string(s.start + s.shape[0]) +
                                 ") are not within its input's " + std::to_string(in.shape[0]));
-  if (s.int64 != in.int64)
+  if (s.int64 != in.int64 || s.bf16 != in.bf16)
     throw std::invalid_argument(where + " must keep its input's element type");
-  return static_cast<size_t>(s.start * (elements(in.shape) / in.shape[0])) *
-         (in.int64 ? 8 : 4);
+  return static_cast<size_t>(s.start * (elements(in.shape) / in.shape[0])) * element_bytes(in);
+}
+
+// Throws unless the bf16 values of the plan flow as the bf16 plan has them
+// (graph/passes/precision.py): a bf16 node is a reorder of an fp32 value (or
+// a view of one), read only by the bf16 matrix nodes' activation inputs.
+void check_bf16(const NodeSpec& s, const std::vector<NodeSpec>& nodes) {
+  const std::string where = "node '" + s.name + "' (" + op_name(s.op) + ")";
+  if (s.precision == Precision::bf16 && s.op != OpKind::conv2d && s.op != OpKind::linear &&
+      s.op != OpKind::matmul)
+    throw std::invalid_argument(where + " has no bf16 kernel: only conv2d, linear and matmul do");
+  if (s.bf16 && s.int64) throw std::invalid_argument(where + " cannot be both int64 and bf16");
+  if (s.bf16 && s.op != OpKind::reorder && s.op != OpKind::reshape && s.op != OpKind::slice)
+    throw std::invalid_argument(where + " cannot write bf16: only a reorder converts to bf16");
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    const NodeSpec& in = nodes[static_cast<size_t>(s.inputs[i])];
+    const bool alias = (s.op == OpKind::reshape || s.op == OpKind::slice) && i == 0;
+    const bool want = alias ? s.bf16 : reads_bf16(s, i);
+    if (in.bf16 != want && !in.int64)
+      throw std::invalid_argument(where + " reads '" + in.name + "' as " +
+                                  (want ? "bf16" : "fp32") + " but it holds " +
+                                  (in.bf16 ? "bf16" : "fp32"));
+  }
 }
 
 }  // namespace
@@ -76,17 +97,18 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
                                     ") cannot read the int64 node '" + nodes_[in].name + "'");
       distinct.insert(in);
     }
+    check_bf16(s, nodes_);
     for (int in : distinct) consumers_[in].push_back(i);
     dependencies_[i] = static_cast<int>(distinct.size());
     BufferNode& b = buffers[i];
     b.inputs.assign(distinct.begin(), distinct.end());
-    b.bytes = (static_cast<size_t>(elements(s.shape)) * (s.int64 ? 8 : 4) + 63) / 64 * 64;
+    b.bytes = (static_cast<size_t>(elements(s.shape)) * element_bytes(s) + 63) / 64 * 64;
     b.keep = s.op == OpKind::input;
     root[i] = i;
     if (s.op == OpKind::reshape) {
       if (s.inputs.size() != 1 || elements(nodes_[s.inputs[0]].shape) != elements(s.shape))
         throw std::invalid_argument("reshape node '" + s.name + "' changes the element count");
-      if (s.int64 != nodes_[s.inputs[0]].int64)
+      if (s.int64 != nodes_[s.inputs[0]].int64 || s.bf16 != nodes_[s.inputs[0]].bf16)
         throw std::invalid_argument("reshape node '" + s.name + "' must keep its input's element type");
       b.alias_of = s.inputs[0];
       offset[i] = offset[b.alias_of];
@@ -109,8 +131,8 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
                                     std::to_string(s.inputs.size()));
       const NodeSpec& src = nodes_[s.inputs[s.inplace]];
       // Never into a graph input's buffer (nor a view of it): the caller's data.
-      if (nodes_[root[s.inputs[s.inplace]]].op == OpKind::input || src.int64 ||
-          elements(src.shape) != elements(s.shape))
+      if (nodes_[root[s.inputs[s.inplace]]].op == OpKind::input || src.int64 || src.bf16 ||
+          s.bf16 || elements(src.shape) != elements(s.shape))
         throw std::invalid_argument("node '" + s.name + "' cannot write in place into '" +
                                     src.name + "'");
       b.alias_of = s.inputs[s.inplace];
@@ -147,7 +169,7 @@ Plan::~Plan() {
 
 size_t Plan::buffer_bytes(int node) const {
   const NodeSpec& s = nodes_.at(static_cast<size_t>(node));
-  return static_cast<size_t>(elements(s.shape)) * (s.int64 ? 8 : 4);
+  return static_cast<size_t>(elements(s.shape)) * element_bytes(s);
 }
 
 const void* Plan::buffer(int node) const { return data_.at(static_cast<size_t>(node)); }
@@ -233,6 +255,15 @@ std::vector<int> Plan::blocks(const ExecSettings& settings) {
   std::vector<int> b(r.size(), 0);
   for (size_t i = 0; i < r.size(); ++i) b[i] = r[i] ? r[i]->blocks() : 0;
   return b;
+}
+
+std::vector<bool> Plan::emulated(const ExecSettings& settings) {
+  validate(settings, nodes_.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  Runners& r = prepared(settings).runners;
+  std::vector<bool> out(r.size(), false);
+  for (size_t i = 0; i < r.size(); ++i) out[i] = r[i] && r[i]->emulated();
+  return out;
 }
 
 std::vector<std::string> Plan::implementations(const ExecSettings& settings) {

@@ -69,10 +69,14 @@ class Plan {
   size_t allocated_bytes() const { return allocated_; }
   // Blocks each node was cut into under `settings` (1 in library mode).
   std::vector<int> blocks(const ExecSettings& settings);
-  // What computes each convolution under `settings` (oneDNN's
-  // implementation name, or "im2col+..."), "direct:<isa>" for a node run by
-  // a direct kernel; empty for other nodes.
+  // What computes each convolution and each bf16 node under `settings`
+  // (oneDNN's implementation name, or "im2col+..."), "direct:<isa>" for a
+  // node run by a direct kernel; empty for other nodes.
   std::vector<std::string> implementations(const ExecSettings& settings);
+  // Per node, whether its bf16 kernel runs emulated (oneDNN picked an
+  // implementation without bf16 dot products: dnnl_compat.hpp); false for
+  // fp32 nodes.
+  std::vector<bool> emulated(const ExecSettings& settings);
   // Each node's thread count under `settings` and why (thread_rule.hpp).
   std::vector<NodeThreads> node_threads(const ExecSettings& settings);
   // Node `node`'s kernel as prepared under `settings`, alone in a C++ loop on

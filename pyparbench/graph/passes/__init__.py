@@ -68,6 +68,9 @@ One module per group, every public name re-exported here:
 * :mod:`~pyparbench.graph.passes.layout` — ``layout``, ``blocked``;
 * :mod:`~pyparbench.graph.passes.conv` — ``subsample``, ``im2col``;
 * :mod:`~pyparbench.graph.passes.microbatching` — ``microbatch`` and the cache budget;
+* :mod:`~pyparbench.graph.passes.precision` — the bf16 plan of a run at
+  ``Settings(precision="bf16")`` (not a pass of ``graph_opt``: applied last,
+  whatever it asks for);
 * :mod:`~pyparbench.graph.passes.optimizer` — the pipeline: :func:`optimize`,
   :func:`executed_graph`.
 """

@@ -14,7 +14,8 @@ from pyparbench.graph.passes.fusion import activation_fusion, bn_fold, residual_
 from pyparbench.graph.passes.layout import blocked_choice, layout_blocked_unchecked, layout_nhwc
 from pyparbench.graph.passes import microbatching
 from pyparbench.graph.passes.microbatching import microbatch_plan, split_batch
-from pyparbench.choices import GRAPH_PASSES, graph_opt_passes
+from pyparbench.graph.passes.precision import to_bf16
+from pyparbench.choices import GRAPH_PASSES, check_precision, graph_opt_passes
 
 __all__ = ["PASSES", "ExecutedGraphs", "OptimizeResult", "PassSettings", "executed_graph",
            "optimize", "pipeline", "unsupported"]
@@ -36,11 +37,14 @@ class OptimizeResult:
     skipped: dict[str, str] = field(default_factory=dict)
     # What a pass chose, where it chooses (microbatch: MicroBatchPlan.as_dict()).
     details: dict[str, Any] = field(default_factory=dict)
+    # The run's precision: at bf16 the matrix nodes multiply in bf16 behind
+    # one conversion per value (graph.passes.precision).
+    precision: str = "fp32"
 
     def as_dict(self) -> dict[str, Any]:
         return {"passes": list(self.applied), "skipped": dict(self.skipped),
                 "nodes": len(self.graph), "flops": self.graph.flops,
-                "details": dict(self.details)}
+                "details": dict(self.details), "precision": self.precision}
 
 
 def pipeline(graph_opt: str) -> tuple[str, ...]:
@@ -72,12 +76,17 @@ def unsupported(name: str, library: str, operator: str) -> str | None:
 
 
 def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
-             operator: str = "library", budget_bytes: int | None = None) -> OptimizeResult:
+             operator: str = "library", budget_bytes: int | None = None,
+             precision: str = "fp32") -> OptimizeResult:
     """Apply ``passes`` (names of PASSES, in the pipeline's order) to ``graph``
     for a run under ``library`` and ``operator`` mode. ``budget_bytes`` is
     the micro-batch pass's cache budget: that of the team that will run the
     graph (:func:`~pyparbench.graph.passes.microbatching.cache_budget_bytes`
-    of its CPUs); default, every CPU this process may use."""
+    of its CPUs); default, every CPU this process may use. ``precision``
+    ``"bf16"``: after the passes, the matrix nodes are marked bf16 with one
+    conversion per value they read (:func:`~pyparbench.graph.passes.precision.to_bf16`,
+    whatever ``passes``: it is the run's number format, not an optimisation)."""
+    check_precision(precision)
     unknown = [p for p in passes if p not in PASSES]
     if unknown:
         raise ValueError(f"unknown passes {unknown}; passes are {', '.join(PASSES)}")
@@ -130,11 +139,13 @@ def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
                 g = split_batch(g, plan)
         # "memory" rewrites nothing: the plan reads it from `applied`.
         applied.append(name)
-    return OptimizeResult(g, tuple(applied), skipped, details)
+    if precision == "bf16":
+        g = to_bf16(g)
+    return OptimizeResult(g, tuple(applied), skipped, details, precision)
 
 
 class PassSettings(Protocol):
-    """What :func:`executed_graph` reads of a run's settings: the three fields
+    """What :func:`executed_graph` reads of a run's settings: the four fields
     of :class:`pyparbench.settings.Settings` that decide the passes (named
     here, as settings sit above the graph and import it)."""
 
@@ -147,6 +158,9 @@ class PassSettings(Protocol):
     @property
     def operator(self) -> str: ...
 
+    @property
+    def precision(self) -> str: ...
+
 
 def executed_graph(graph: Graph, settings: PassSettings, *,
                    budget_bytes: int | None = None) -> Graph:
@@ -156,10 +170,10 @@ def executed_graph(graph: Graph, settings: PassSettings, *,
     ``budget_bytes``: the micro-batch budget of the team that runs it (see
     :func:`optimize`)."""
     passes = pipeline(settings.graph_opt)
-    if not passes:
+    if not passes and settings.precision == "fp32":
         return graph
     return optimize(graph, passes, library=settings.library, operator=settings.operator,
-                    budget_bytes=budget_bytes).graph
+                    budget_bytes=budget_bytes, precision=settings.precision).graph
 
 
 class ExecutedGraphs:
@@ -181,6 +195,12 @@ class ExecutedGraphs:
 
     def __call__(self, graph: Graph, settings: PassSettings, *,
                  budget_bytes: int | None = None) -> Graph:
+        run = self._fp32(graph, settings, budget_bytes)
+        if settings.precision == "fp32":
+            return run
+        return self._cached(run, (settings.precision,), lambda: to_bf16(run))
+
+    def _fp32(self, graph: Graph, settings: PassSettings, budget_bytes: int | None) -> Graph:
         passes = pipeline(settings.graph_opt)
         lib, op = settings.library, settings.operator
         if "microbatch" not in passes or unsupported("microbatch", lib, op) is not None:
