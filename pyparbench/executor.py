@@ -43,6 +43,7 @@ from pyparbench.graph import NATIVE_ATTRS, NO_KERNEL_OPS, Graph, Node
 from pyparbench.graph.builder import rebuild
 from pyparbench.graph.passes import (BLOCKED_LAYOUTS, PASSES, OptimizeResult, cache_budget_bytes,
                                      optimize, pipeline)
+from pyparbench.memory import check_fits
 from pyparbench.models import build
 from pyparbench.settings import Settings, numa_domains, team_cpus
 from pyparbench.threading.audit import (NodeThreads, ThreadAudit, ThreadingMismatch,
@@ -311,6 +312,7 @@ class CompiledGraph:
     optimised graph that the settings run so far asked for."""
 
     def __init__(self, graph: Graph) -> None:
+        check_fits(f"model {graph.meta.get('model', graph.name)!r}", 4 * graph.num_params)
         self.graph = graph
         # The native plan trusts every shape it is given: a graph put
         # together by hand is checked (node by node, as the builder would)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["aligned_empty", "aligned_copy"]
+__all__ = ["aligned_copy", "aligned_empty", "available_bytes", "check_fits"]
 
 
 def aligned_empty(shape: int | Sequence[int], dtype: npt.DTypeLike = np.float32,
@@ -44,3 +45,29 @@ def aligned_copy(a: npt.ArrayLike, align: int = 64) -> npt.NDArray[Any]:
     out = aligned_empty(arr.shape, arr.dtype, align)
     out[...] = arr
     return out
+
+
+def available_bytes(meminfo: str | Path = "/proc/meminfo") -> int | None:
+    """The memory the kernel says is available for new work (MemAvailable),
+    or None where it does not say (not Linux, an old kernel)."""
+    try:
+        text = Path(meminfo).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("MemAvailable:"):
+            fields = line.split()
+            if len(fields) >= 2 and fields[1].isdigit():
+                return int(fields[1]) * 1024
+    return None
+
+
+def check_fits(what: str, nbytes: int, available: int | None = None) -> None:
+    """MemoryError naming ``what``, its bytes and the available memory when
+    ``nbytes`` exceeds what is available (``available``: MemAvailable by
+    default), before anything is allocated: a server-sized model on a small
+    machine fails in one line instead of swapping or being killed."""
+    free = available_bytes() if available is None else available
+    if free is not None and nbytes > free:
+        raise MemoryError(f"{what} needs {nbytes / 1e9:.1f} GB of weights; this machine has "
+                          f"{free / 1e9:.1f} GB available")

@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 
 from pyparbench.cli.models import add_command as add_models_command
+from pyparbench.executor import compile_graph
+from pyparbench.harness.levels import full_models
+from pyparbench.memory import available_bytes, check_fits
 from pyparbench.models import (
     MODELS,
     build,
@@ -317,3 +320,25 @@ def test_models_command_bad_batch(bad: str, capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit):
         _run(["models", "--batch", bad])
     assert "batch must be" in capsys.readouterr().err
+
+
+def test_a_model_larger_than_the_available_memory_fails_in_one_line() -> None:
+    """Compiling allocates the weights: llama-3.1-8b (32 GB) on a machine with
+    less available refuses first, naming the model and both sizes; the full
+    level leaves out what does not fit and keeps what does."""
+    g = build("llama-3.1-8b", 1)
+    free = available_bytes()
+    assert free is not None and free > 0  # Linux says
+    if 4 * g.num_params <= free:
+        pytest.skip(f"this machine has {free / 1e9:.0f} GB available: the 8B model fits")
+    with pytest.raises(MemoryError, match=r"model 'llama-3.1-8b' needs 32\.1 GB of weights; "
+                                          r"this machine has [\d.]+ GB available"):
+        compile_graph(g)
+    assert all(not n.params.materialized for n in g)  # refused before any weight was made
+    with pytest.raises(MemoryError, match="'x' needs 2.0 GB of weights; this machine has 1.0 GB"):
+        check_fits("'x'", 2 * 10**9, available=10**9)
+    check_fits("'x'", 10**9, available=10**9)
+    small = full_models(available=3 * 10**8)
+    assert "llama-tiny" in small and "googlenet" in small
+    assert not {"llama-bandwidth", "llama-3.2-1b", "llama-3.1-8b"} & set(small)
+    assert set(full_models(available=10**12)) == set(MODELS)

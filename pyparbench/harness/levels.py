@@ -25,15 +25,27 @@ from dataclasses import dataclass
 
 from pyparbench.choices import check_precision
 from pyparbench.harness.grid import ALL, Grid, expand_all
+from pyparbench.memory import available_bytes
 from pyparbench.models import MODELS, files, resolve
 from pyparbench.settings import Settings
 
 __all__ = ["BATCHES", "BUDGET_S", "CONFIRM_ROUNDS", "CONFIRM_SHARE", "DEFAULT_BATCHES",
-           "DEFAULT_MODELS", "GRIDS", "LEVELS", "REPEATS", "Level", "levels_upto",
+           "DEFAULT_MODELS", "GRIDS", "full_models", "LEVELS", "REPEATS", "Level", "levels_upto",
            "resolve_level"]
 
 LEVELS = ("quick", "default", "full")
 DEFAULT_MODELS = ("resnet50", "googlenet", "mlp-512", "dlrm-kaggle", "transformer")
+
+
+def full_models(available: int | None = None) -> tuple[str, ...]:
+    """The full level's models: every built-in model whose float32 weights
+    fit the memory available (``available`` bytes; MemAvailable by default),
+    so the server-sized decoders (llama-3.1-8b: 32 GB) join it on a server
+    and stay out on a laptop; named with ``--models`` they run anywhere
+    they fit and fail in one line where they do not."""
+    free = available_bytes() if available is None else available
+    return tuple(m for m, spec in MODELS.items()
+                 if free is None or 4 * spec.build().num_params <= free)
 DEFAULT_BATCHES = (1, 8)
 BATCHES = {"quick": (1,), "default": DEFAULT_BATCHES, "full": (1, 8, 32)}
 REPEATS = {"quick": 3, "default": 5, "full": 10}
@@ -140,7 +152,7 @@ def resolve_level(name: str, *, models: Sequence[str] | None = None,
     levels_upto(name)
     check_precision(precision)
     chosen = tuple(models) if models is not None else (
-        tuple(MODELS) if name == "full" else DEFAULT_MODELS)
+        full_models() if name == "full" else DEFAULT_MODELS)
     unknown = [m for m in chosen if m not in MODELS and not files.looks_like_file(m)
                and not files.is_file_key(m)]
     if unknown:
