@@ -172,3 +172,16 @@ def test_the_built_in_decoder_and_llama_cpp_agree_on_its_weights(threads: int,
     theirs = llm.prefill(ids[0].tolist())
     assert native.shape == (1, 12, g.meta["vocab"])
     assert _error(native[0], theirs) <= 1e-4, _error(native[0], theirs)
+
+
+def test_last_logits_only_are_the_last_row_of_all(model: Any, tmp_path: Path) -> None:
+    """Without all_logits llama.cpp computes the last position's logits alone
+    (what a generation and the built-in graph's default need): the same row."""
+    path = write_llama_gguf(tmp_path / "m.gguf", SHAPE, _weights(model), context=CONTEXT)
+    every = LlamaCppDecoder(path, context=CONTEXT, threads=1)
+    last = LlamaCppDecoder(path, context=CONTEXT, threads=1, all_logits=False)
+    want = every.prefill(PROMPT)
+    got = last.prefill(PROMPT)
+    assert got.shape == (1, SHAPE.vocab)
+    np.testing.assert_allclose(got[0], want[-1], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(last.decode(7), every.decode(7), rtol=0, atol=1e-6)

@@ -36,7 +36,7 @@ class LlamaCppDecoder:
 
     def __init__(self, path: str | Path, *, context: int, threads: int,
                  batch_threads: int | None = None, numa: str = "off",
-                 cache: str = "fp32") -> None:
+                 cache: str = "fp32", all_logits: bool = True) -> None:
         import llama_cpp  # noqa: PLC0415 (the llm extra; imported where llama.cpp runs)
 
         if context < 1:
@@ -54,10 +54,11 @@ class LlamaCppDecoder:
         self.context = context
         self._llm: Any = llama_cpp.Llama(
             model_path=str(path), n_ctx=context, n_batch=context, n_ubatch=context,
-            n_threads=threads, n_threads_batch=self.batch_threads, logits_all=True,
+            n_threads=threads, n_threads_batch=self.batch_threads, logits_all=all_logits,
             numa=NUMA_POLICIES[numa] if numa != "off" else False,
             type_k=CACHE_TYPES[cache], type_v=CACHE_TYPES[cache], verbose=False)
         self.vocab = int(self._llm.n_vocab())
+        self.all_logits = all_logits
 
     def _check(self, ids: Sequence[int]) -> list[int]:
         out = [int(i) for i in ids]
@@ -67,13 +68,18 @@ class LlamaCppDecoder:
         return out
 
     def prefill(self, ids: Sequence[int]) -> npt.NDArray[np.float32]:
-        """A new sequence of the prompt ``ids``: logits (len(ids), vocab)."""
+        """A new sequence of the prompt ``ids``: logits (len(ids), vocab), or
+        without ``all_logits`` the last position's alone (1, vocab), all a
+        generation needs (llama.cpp then skips the other positions' vocabulary
+        projection, as the built-in decoder's default graph does)."""
         tokens = self._check(ids)
         if not 1 <= len(tokens) <= self.context:
             raise ValueError(f"a prompt of {len(tokens)} tokens does not fit the context of "
                              f"{self.context}")
         self._llm.reset()
         self._llm.eval(tokens)
+        if not self.all_logits:
+            return self._last_logits()[None, :]
         return np.array(self._llm.scores[: len(tokens)], dtype=np.float32)
 
     def decode(self, token: int) -> npt.NDArray[np.float32]:
@@ -85,7 +91,17 @@ class LlamaCppDecoder:
         if n >= self.context:
             raise ValueError(f"the context of {self.context} tokens is full")
         self._llm.eval([t])
+        if not self.all_logits:
+            return self._last_logits()
         return np.array(self._llm.scores[n], dtype=np.float32)
+
+    def _last_logits(self) -> npt.NDArray[np.float32]:
+        """The last evaluated position's logits, read from llama.cpp's context
+        (the Python binding keeps none without ``logits_all``)."""
+        import llama_cpp  # noqa: PLC0415 (imported where llama.cpp runs)
+
+        ptr = llama_cpp.llama_get_logits_ith(self._llm.ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(self.vocab,)).astype(np.float32)
 
     def time_generation(self, prompt: Sequence[int], new: int) -> tuple[float, list[float]]:
         """Seconds of the prompt's prefill and of each of ``new`` decode steps
