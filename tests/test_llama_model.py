@@ -13,6 +13,7 @@ import pytest
 from pyparbench.executor import compile_graph
 from pyparbench.graph import Graph
 from pyparbench.models import build
+from pyparbench.models.llama import llama_decode, transformers_weights
 from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
 
@@ -120,3 +121,53 @@ def test_rotary_tables_are_made_once_on_first_read() -> None:
     inv_freq = 10000.0 ** (-np.arange(0, 32, 2) / 32)
     np.testing.assert_allclose(tables[0][:, :16], np.cos(positions * inv_freq), atol=1e-6)
     np.testing.assert_allclose(tables[0][:, 16:], tables[0][:, :16])
+
+
+def _past_of(cache: Any, layer: int) -> tuple[np.ndarray, np.ndarray]:
+    """A layer's cached keys and values out of transformers' cache."""
+    entry = cache.layers[layer]
+    return entry.keys.numpy(), entry.values.numpy()
+
+
+@pytest.mark.parametrize("past", [1, 13])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_decode_step_matches_transformers_with_its_cache(past: int, threads: int) -> None:
+    """The decode step after ``past`` tokens, fed transformers' own cache of
+    them: the next token's logits within 1e-4, and the new key / value rows
+    its cache then holds, on the prefill's weights."""
+    kw = {"hidden": 64, "heads": 4, "kv_heads": 2, "intermediate": 96, "vocab": 128}
+    g = build("llama-tiny", 1, **kw)  # the prefill, for its weights
+    step = llama_decode(1, past=past, **kw)
+    assert {k: v.shape for k, v in transformers_weights(step).items()} == \
+        {k: v.shape for k, v in transformers_weights(g).items()}
+    for k, w in transformers_weights(g).items():
+        np.testing.assert_array_equal(transformers_weights(step)[k], w, err_msg=k)
+    model = llama_for_causal_lm(g)
+    rng = np.random.default_rng(past)
+    ids = rng.integers(0, 128, size=(1, past + 1))
+    with torch.inference_mode():
+        first = model(input_ids=torch.from_numpy(ids[:, :past]), use_cache=True)
+        nxt = model(input_ids=torch.from_numpy(ids[:, past:]), use_cache=True,
+                    cache=first.cache)
+    feeds: dict[str, np.ndarray] = {"input_ids": ids[:, past:]}
+    cache = nxt.cache
+    for i in range(g.meta["layers"]):
+        keys, values = _past_of(cache, i)
+        feeds[f"past_key_values.{i}.key"] = np.ascontiguousarray(keys[:, :, :past])
+        feeds[f"past_key_values.{i}.value"] = np.ascontiguousarray(values[:, :, :past])
+    cg = compile_graph(step)
+    cg.set_inputs(feeds)
+    cg.run(Settings(intra_op=threads), repeats=1, warmup=0)
+    outs = list(cg.outputs().values())
+    want = nxt.logits[:, -1].numpy().astype(np.float64)
+    assert outs[0].shape == (1, 128)
+    assert _error(outs[0].astype(np.float64), want) <= TOLERANCE
+    for i in range(g.meta["layers"]):  # the rows the step adds to the cache
+        keys, values = _past_of(cache, i)
+        np.testing.assert_allclose(outs[1 + 2 * i], keys[:, :, past:], rtol=0, atol=1e-4)
+        np.testing.assert_allclose(outs[2 + 2 * i], values[:, :, past:], rtol=0, atol=1e-4)
+
+
+def test_decode_step_past_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="llama past must be an integer >= 1, got 0"):
+        llama_decode(1, past=0)

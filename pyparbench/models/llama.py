@@ -43,7 +43,7 @@ from pyparbench.graph.node import F32Array
 from pyparbench.graph.transformer_math import rope_tables
 from pyparbench.models._blocks import check_batch
 
-__all__ = ["LLAMA_SIZES", "LlamaConfig", "LlamaSize", "config_of", "llama_prefill",
+__all__ = ["LLAMA_SIZES", "LlamaConfig", "LlamaSize", "config_of", "llama_decode", "llama_prefill",
            "transformers_weights"]
 
 
@@ -169,37 +169,79 @@ def llama_prefill(batch: int = 1, *, size: str = "llama-tiny", prompt: int | Non
         fit (heads not dividing hidden into an even head size, kv_heads not
         dividing heads).
     """
+    cfg = _config(size, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
+                  intermediate=intermediate, vocab=vocab)
+    seq = LLAMA_SIZES[size].prompt if prompt is None else prompt
+    _check_count("prompt", seq, 1)
+    return _decoder(check_batch(batch), seq, 0, cfg, all_logits, seed)
+
+
+def llama_decode(batch: int = 1, *, size: str = "llama-tiny", past: int | None = None,
+                 hidden: int | None = None, layers: int | None = None,
+                 heads: int | None = None, kv_heads: int | None = None,
+                 intermediate: int | None = None, vocab: int | None = None,
+                 seed: int = 0) -> Graph:
+    """The decode step of named size ``size``: one new token per sequence,
+    int64 ``input_ids`` (batch, 1) at position ``past``, against the keys
+    and values of the ``past`` tokens before it, float32 inputs
+    ``past_key_values.{i}.key`` / ``.value`` (batch, kv_heads, past,
+    head_dim) per layer (rotary applied to the keys, as ``transformers``
+    caches them). Outputs: the new token's logits (batch, vocab), then per
+    layer the new key and value rows (batch, kv_heads, 1, head_dim), which a
+    server appends to its cache. The weights are those of
+    :func:`llama_prefill` with the same size and seed (keyed by node name).
+
+    ``past`` defaults to the size's prompt (the step right after its
+    prefill); the configuration fields resize the size as in
+    :func:`llama_prefill`. ValueError as there, and for a ``past`` below 1.
+    """
+    cfg = _config(size, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
+                  intermediate=intermediate, vocab=vocab)
+    cached = LLAMA_SIZES[size].prompt if past is None else past
+    _check_count("past", cached, 1)
+    return _decoder(check_batch(batch), 1, cached, cfg, False, seed)
+
+
+def _config(size: str, **given: int | None) -> LlamaConfig:
     named = LLAMA_SIZES.get(size)
     if named is None:
         raise ValueError(f"unknown llama size {size!r}; valid sizes: {', '.join(LLAMA_SIZES)}")
-    given = {"hidden": hidden, "layers": layers, "heads": heads, "kv_heads": kv_heads,
-             "intermediate": intermediate, "vocab": vocab}
-    cfg = dataclasses.replace(named.config, **{k: v for k, v in given.items() if v is not None})
-    seq = named.prompt if prompt is None else prompt
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-        raise ValueError(f"llama prompt must be an integer >= 1, got {seq!r}")
-    return _prefill(check_batch(batch), seq, cfg, all_logits, seed)
+    return dataclasses.replace(named.config, **{k: v for k, v in given.items() if v is not None})
 
 
-def _prefill(n: int, seq: int, cfg: LlamaConfig, all_logits: bool, seed: int) -> Graph:
+def _check_count(what: str, value: object, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"llama {what} must be an integer >= {least}, got {value!r}")
+
+
+def _decoder(n: int, seq: int, past: int, cfg: LlamaConfig, all_logits: bool,
+             seed: int) -> Graph:
+    """The prefill (``past`` 0: ``seq`` prompt tokens, causal attention among
+    them) or a decode step (``seq`` new tokens after ``past`` cached ones)."""
     d = cfg.head_dim
     kv = cfg.kv_heads * d
-    # Weights keyed by node name: the last position's logits or every
-    # position's, one set of weights.
+    # Weights keyed by node name: the prefill (last position's logits or
+    # every position's) and the decode step share one set of weights.
     b = GraphBuilder("llama", seed, params_by_name=True)
     ids = b.input("input_ids", (n, seq), "int64")
+    caches = [tuple(b.input(f"past_key_values.{i}.{part}", (n, cfg.kv_heads, past, d))
+                    for part in ("key", "value")) for i in range(cfg.layers)] if past else []
     tokens = b.reshape(ids, (n * seq, 1), name="token_ids")
     x = b.embedding_bag(tokens, cfg.vocab, cfg.hidden, name="embed_tokens")
     x = b.reshape(x, (n, seq, cfg.hidden), name="embedded")
     table_shape = {"cos": (seq, d), "sin": (seq, d)}
 
     def rope_params() -> dict[str, F32Array]:
-        return _rope(seq, d, cfg.rope_theta)
+        if not past:
+            return _rope(seq, d, cfg.rope_theta)
+        # The rows of positions past .. past + seq - 1.
+        return {k: v[past:] for k, v in _rope(past + seq, d, cfg.rope_theta).items()}
 
     # Projections into a layer at std 1 / sqrt(fan in) (the builder's is
     # sqrt(2 / fan in)); out of a layer smaller still, by 1 / sqrt(2 L).
     into = math.sqrt(0.5)
     out_of = into / math.sqrt(2 * cfg.layers)
+    new_rows: list[int] = []
     for i in range(cfg.layers):
         with b.scope(f"layers.{i}"):
             h = b.rms_norm(x, eps=cfg.eps, name="input_layernorm")
@@ -212,7 +254,11 @@ def _prefill(n: int, seq: int, cfg: LlamaConfig, all_logits: bool, seed: int) ->
             q, k = (b.rotary(t, name=f"self_attn.{p}_rotary") for p, t in (("q", q), ("k", k)))
             for t in (q, k):
                 b.set_weights(t, LazyParams(table_shape, rope_params))
-            ctx = b.attention(q, k, v, causal=True, name="self_attn.attention")
+            if past:
+                new_rows += [k, v]
+                ctx = b.decode_attention(q, k, v, *caches[i], name="self_attn.attention")
+            else:
+                ctx = b.attention(q, k, v, causal=True, name="self_attn.attention")
             ctx = b.transpose(ctx, (0, 2, 1, 3), name="self_attn.context_tokens")
             ctx = b.reshape(ctx, (n, seq, cfg.hidden), name="self_attn.context_merge")
             o = b.linear(ctx, cfg.hidden, bias=False, weight_scale=out_of,
@@ -226,16 +272,19 @@ def _prefill(n: int, seq: int, cfg: LlamaConfig, all_logits: bool, seed: int) ->
             down = b.linear(b.glu(gate, up, "swish", name="mlp.act"), cfg.hidden, bias=False,
                             weight_scale=out_of, name="mlp.down_proj")
             x = b.add(x, down, name="mlp_residual")
-    if not all_logits:
+    if not all_logits and seq > 1:
         # The last position of each prompt: tokens first, then its rows.
         x = b.transpose(x, (1, 0, 2), name="positions_first")
         x = b.slice(x, seq - 1, 1, name="last_position")
         x = b.reshape(x, (n, cfg.hidden), name="last_hidden")
     x = b.rms_norm(x, eps=cfg.eps, name="norm")
     logits = b.linear(x, cfg.vocab, bias=False, weight_scale=into, name="lm_head")
-    meta = {"batch": n, "prompt": seq, "all_logits": all_logits,
-            **dataclasses.asdict(cfg)}
-    return b.build(logits, meta)
+    if not all_logits and seq == 1:
+        logits = b.reshape(logits, (n, cfg.vocab), name="logits")
+    meta = {"batch": n, "prompt": seq, "all_logits": all_logits, **dataclasses.asdict(cfg)}
+    if past:
+        meta["past"] = past
+    return b.build([logits, *new_rows], meta)
 
 
 def config_of(graph: Graph) -> LlamaConfig:
