@@ -115,7 +115,8 @@ def test_the_sizes_are_part_of_the_files_model_name(tmp_path: Path) -> None:
 def test_shape_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = str(symbolic_file(tmp_path / "sym.onnx"))
     code, out, err = cli_main(capsys, "trace", path, "--shape", "seq=4",
-                              "--shape", "past_len=2", "--repeats", "1")
+                              "--shape", "past_len=2", "--repeats", "1",
+                              "-o", str(tmp_path / "trace.json"))
     assert code == 0, out + err
     code, out, err = cli_main(capsys, "trace", path, "--repeats", "1")
     assert code == 2 and "--shape seq=N" in err and "Traceback" not in err, err
