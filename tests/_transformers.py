@@ -159,15 +159,19 @@ def decode_step_names(layers: int) -> tuple[list[str], list[str]]:
     return ["input_ids", "attention_mask", *past], ["last_hidden_state", *present]
 
 
-def export_decode_step(family: str, path: Path, past: int, dynamo: bool) -> Path:
+def export_decode_step(family: str, path: Path, past: int, dynamo: bool,
+                       symbolic: bool = False) -> Path:
     """``family``'s tiny random decoder (seeded) exported to ``path`` for
     one decode step of batch 1 after ``past`` tokens: (1, 1) ids, a (1, past
     + 1) mask, past keys / values (1, kv heads, past, head size) per layer,
-    by either exporter (as :func:`export_encoder`)."""
+    by either exporter (as :func:`export_encoder`). ``symbolic`` (the
+    TorchScript exporter's dynamic axes): the past's length named
+    "past_len" and the mask's "total_len" in the file."""
     config_name, model_name, config = DECODERS[family]
-    # Positions up to the past's length plus the new token.
+    # Positions up to the past's length plus the new token (at least 128: a
+    # symbolic past is sized at import up to that).
     positions = "n_positions" if "n_positions" in config else "max_position_embeddings"
-    config = {**config, positions: max(config[positions], past + 1)}
+    config = {**config, positions: max(config[positions], past + 1, 128)}
     torch.manual_seed(0)
     model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config))
     text = model.config.get_text_config()
@@ -182,7 +186,9 @@ def export_decode_step(family: str, path: Path, past: int, dynamo: bool) -> Path
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
             contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
+        dynamic = ({n: {2: "past_len"} for n in inputs[2:]} | {"attention_mask": {1: "total_len"}}
+                   if symbolic else None)
         torch.onnx.export(step, (ids, mask, *cache), str(path), dynamo=dynamo,
                           input_names=inputs, output_names=outputs,
-                          opset_version=18 if dynamo else 17)
+                          opset_version=18 if dynamo else 17, dynamic_axes=dynamic)
     return path

@@ -17,7 +17,7 @@ ort = pytest.importorskip("onnxruntime")
 from _transformers import VOCAB, decode_step_names, export_decode_step  # noqa: E402
 
 from pyparbench.executor import compile_graph  # noqa: E402
-from pyparbench.graph import from_onnx  # noqa: E402
+from pyparbench.graph import Graph, from_onnx  # noqa: E402
 
 pytestmark = pytest.mark.slow
 LAYERS = 2
@@ -29,7 +29,32 @@ LAYERS = 2
 def test_decode_step_matches_onnx_runtime(tmp_path: Path, family: str, past: int,
                                           dynamo: bool) -> None:
     path = export_decode_step(family, tmp_path / f"{family}.onnx", past, dynamo)
-    g = from_onnx(path)
+    _check_step(path, from_onnx(path), family, past)
+
+
+@pytest.fixture(scope="module")
+def symbolic_steps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each family's step with a symbolic past (exported after 5 tokens)."""
+    out = tmp_path_factory.mktemp("symbolic")
+    return {f: export_decode_step(f, out / f"{f}.onnx", 5, False, symbolic=True)
+            for f in ("llama", "gpt2")}
+
+
+@pytest.mark.parametrize("past", [1, 100])
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_a_symbolic_past_is_sized_at_import(symbolic_steps: dict[str, Path], family: str,
+                                            past: int) -> None:
+    """One file for every past length: the sizes are given by the file's
+    names of its symbolic dimensions (the shape arithmetic on them,
+    positions included, is folded at import)."""
+    path = symbolic_steps[family]
+    with pytest.raises(ValueError, match="past_len"):
+        from_onnx(path)
+    g = from_onnx(path, shapes={"past_len": past, "total_len": past + 1})
+    _check_step(path, g, family, past)
+
+
+def _check_step(path: Path, g: Graph, family: str, past: int) -> None:
     inputs, outputs = decode_step_names(LAYERS)
     # The file's interface keeps its names.
     shapes = {g.nodes[i].name: g.nodes[i].shape for i in g.inputs}

@@ -258,7 +258,9 @@ class Importer:
             k = self.producer.get(v)
             if k is not None and k not in live:
                 live.add(k)
-                stack.extend(i for i in nodes[k].input if i)
+                # A shape is known at import: what it is read from need not run.
+                if nodes[k].op_type not in ("Shape", "Size"):
+                    stack.extend(i for i in nodes[k].input if i)
         return live
 
     def _value(self, name: str) -> Value:
@@ -276,6 +278,16 @@ class Importer:
 
     def _node(self, k: int, n: onnx.NodeProto) -> None:
         label = n.name or (n.output[0] if n.output else f"node_{k}")
+        read = n.input[0] if n.input else ""
+        if n.op_type in ("Shape", "Size") and read not in self.values \
+                and read not in self.input_shapes and read in self.inferred_shapes:
+            # The shape of a value nothing else needs run (see _live).
+            shape = np.array(self.inferred_shapes[read], np.int64)
+            a = node_attrs(n)
+            self.values[n.output[0]] = (
+                np.array(int(np.prod(shape)), np.int64) if n.op_type == "Size"
+                else shape[a.get("start", 0):a.get("end", len(shape))])
+            return
         try:
             ins: list[Value | None] = []
             for i in n.input:

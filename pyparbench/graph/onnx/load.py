@@ -7,6 +7,7 @@ file."""
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper, shape_inference
+from onnx import helper, numpy_helper, shape_inference
+from onnx.reference import ReferenceEvaluator
 
 from pyparbench._checks import check_shapes
 from pyparbench.graph.onnx.values import F32, INT_TYPES, Array, bad
@@ -283,7 +285,135 @@ def with_fixed_inputs(proto: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]
                 d.Clear()
                 d.dim_value = v
     try:
-        return shape_inference.infer_shapes(m, check_type=False, strict_mode=False,
-                                            data_prop=True)
+        inferred = shape_inference.infer_shapes(m, check_type=False, strict_mode=False,
+                                                data_prop=True)
     except Exception as e:
         raise bad(src, f"shape inference fails: {str(e).splitlines()[0]}") from None
+    try:
+        return _through_shape_arithmetic(inferred)
+    except Exception:  # more shapes only where the arithmetic evaluates
+        return inferred
+
+
+# Ops of the integer arithmetic exporters write on a tensor's shape (a
+# symbolic past's length + 1, a Range of positions, the mask's sizes).
+_SHAPE_ARITHMETIC = frozenset({
+    "Add", "Sub", "Mul", "Div", "Cast", "Concat", "Gather", "Unsqueeze", "Squeeze", "Slice",
+    "Range", "Reshape", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where",
+    "Min", "Max", "Neg", "Abs", "Identity", "Not", "And", "Or", "ConstantOfShape", "Expand"})
+# Largest value folded while following shape arithmetic.
+_FOLD_LIMIT = 1 << 16
+
+
+# The ops whose output broadcasts their inputs.
+_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater", "LessOrEqual",
+                           "GreaterOrEqual", "Where", "Min", "Max", "And", "Or"})
+
+
+def _small_output(n: onnx.NodeProto, ins: list[Array | None]) -> bool:
+    """Whether ``n``'s output on ``ins`` has at most _FOLD_LIMIT elements,
+    known before it is made (a Range's count, a broadcast's shape, a
+    Gather's rows, a ConstantOfShape's or an Expand's shape); the other ops'
+    outputs are no larger than their inputs."""
+    try:
+        arrays = [np.asarray(v) for v in ins]
+        if n.op_type == "Range":
+            start, limit, delta = (float(a.reshape(-1)[0]) for a in arrays)
+            return delta != 0 and 0 <= (limit - start) / delta <= _FOLD_LIMIT
+        if n.op_type in _BROADCASTING:
+            return math.prod(np.broadcast_shapes(*(a.shape for a in arrays))) <= _FOLD_LIMIT
+        if n.op_type == "ConstantOfShape":
+            dims = [int(d) for d in arrays[0].reshape(-1)]
+            return all(d >= 0 for d in dims) and math.prod(dims) <= _FOLD_LIMIT
+        if n.op_type == "Expand":
+            to = tuple(int(d) for d in arrays[1].reshape(-1))
+            return math.prod(np.broadcast_shapes(arrays[0].shape, to)) <= _FOLD_LIMIT
+        if n.op_type == "Gather":
+            return arrays[0].size * max(1, arrays[1].size) <= _FOLD_LIMIT
+        return True
+    except Exception:
+        return False
+
+
+def _fully_known(vi: onnx.ValueInfoProto) -> bool:
+    tt = vi.type.tensor_type
+    return tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim)
+
+
+def _through_shape_arithmetic(inferred: onnx.ModelProto, rounds: int = 8) -> onnx.ModelProto:
+    """The shape-inferred model with the shapes of values computed from
+    tensors' shapes alone added where onnx's inference stops (a Range whose
+    limit is a symbolic past's length plus one, set at import): those values
+    are evaluated on a copy, folded there, and shapes inferred again until
+    nothing more is known. Only shapes are added; the nodes stay as they are."""
+    if not any(n.op_type in ("Shape", "Size") for n in inferred.graph.node):
+        return inferred
+    opset = next((o.version for o in inferred.opset_import if o.domain in ("", "ai.onnx")), 0)
+    folded: dict[str, Array] = {}
+    m = inferred
+    for _ in range(rounds):
+        shapes = {vi.name: tuple(int(d.dim_value) for d in vi.type.tensor_type.shape.dim)
+                  for vi in (*m.graph.input, *m.graph.value_info, *m.graph.output)
+                  if _fully_known(vi)}
+        small = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer
+                 if np.prod(t.dims) <= _FOLD_LIMIT}
+        for n in m.graph.node:
+            if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value" \
+                    and np.prod(n.attribute[0].t.dims) <= _FOLD_LIMIT:
+                small[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+        new: dict[str, Array] = {}
+        keep = []
+        for n in m.graph.node:
+            ins = [i for i in n.input if i]
+            out: list[Array] | None = None
+            if n.op_type in ("Shape", "Size") and ins and ins[0] in shapes:
+                dims = np.array(shapes[ins[0]], np.int64)
+                if n.op_type == "Size":
+                    out = [np.array(int(np.prod(dims)), np.int64)]
+                else:
+                    a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+                    out = [dims[a.get("start", 0):a.get("end", len(dims))]]
+            elif n.op_type in _SHAPE_ARITHMETIC and any(i in new for i in ins) and all(
+                    i in new or i in small for i in ins) and _small_output(
+                        n, [new.get(i, small.get(i)) for i in ins]):
+                try:
+                    res = ReferenceEvaluator(n, opsets={"": opset}).run(
+                        None, {i: new.get(i, small.get(i)) for i in ins})
+                    out = [np.asarray(r) for r in res]
+                except Exception:
+                    out = None
+                if out is not None and any(r.size > _FOLD_LIMIT for r in out):
+                    out = None
+            if out is None:
+                keep.append(n)
+                continue
+            new.update(zip(n.output, out, strict=False))
+        if not new:
+            break
+        folded.update(new)
+        g = helper.make_graph(
+            keep, m.graph.name, m.graph.input, m.graph.output,
+            [*m.graph.initializer, *(numpy_helper.from_array(v, k) for k, v in new.items())])
+        copy = helper.make_model(g, opset_imports=m.opset_import)
+        copy.ir_version = m.ir_version
+        m = shape_inference.infer_shapes(copy, check_type=False, strict_mode=False,
+                                         data_prop=True)
+    if not folded:
+        return inferred
+    # Each value's most complete entry: the folded value's own shape, else
+    # the later inference's, else the first's.
+    entries = {vi.name: vi for vi in inferred.graph.value_info}
+    entries.update({vi.name: vi for vi in m.graph.value_info
+                    if _fully_known(vi) or vi.name not in entries})
+    entries.update({k: helper.make_tensor_value_info(
+        k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for k, v in folded.items()})
+    outputs = {o.name for o in inferred.graph.output}
+    out_model = onnx.ModelProto()
+    out_model.CopyFrom(inferred)
+    del out_model.graph.value_info[:]
+    out_model.graph.value_info.extend(vi for k, vi in entries.items() if k not in outputs)
+    later = {vi.name: vi for vi in m.graph.output if _fully_known(vi)}
+    for o in out_model.graph.output:
+        if not _fully_known(o) and o.name in later:
+            o.CopyFrom(later[o.name])
+    return out_model
