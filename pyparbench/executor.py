@@ -375,8 +375,13 @@ class CompiledGraph:
         arrays = {}
         for name, arr in inputs.items():
             node = self.graph[names[name]]
+            given = np.asarray(arr)
+            if node.dtype == "int64" and given.dtype.kind not in "iub":
+                # Casting would truncate token ids or indices without a word.
+                raise ValueError(f"graph input {name!r} takes integers (int64), got "
+                                 f"{given.dtype} values")
             dtype = np.int64 if node.dtype == "int64" else np.float32
-            arrays[name] = np.ascontiguousarray(arr, dtype=dtype)
+            arrays[name] = np.ascontiguousarray(given, dtype=dtype)
         with self._lock:
             for v in {id(v): v for v in self._variants.values()}.values():
                 self._copy_inputs(v, arrays)

@@ -257,6 +257,14 @@ def test_bad_inputs() -> None:
     name = g[g.inputs[0]].name
     with pytest.raises(ValueError, match=r"has shape \(3,\), expected"):
         cg.set_inputs({name: np.zeros(3)})
+    # Floats fed to int64 ids are refused, never truncated into other ids.
+    ids = compile_graph(model("dlrm-kaggle")[0])
+    int_input = next(ids.graph[i] for i in ids.graph.inputs if ids.graph[i].dtype == "int64")
+    feeds = ids.graph.random_inputs(seed=1)
+    ids.set_inputs(feeds)
+    with pytest.raises(ValueError, match=rf"graph input '{int_input.name}' takes integers "
+                                         r"\(int64\), got float64 values"):
+        ids.set_inputs({**feeds, int_input.name: feeds[int_input.name] + 0.5})
 
 
 @pytest.mark.aarch64
