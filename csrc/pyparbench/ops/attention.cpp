@@ -1,6 +1,7 @@
 #include "pyparbench/ops/attention.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/ops/attention_row.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -131,23 +132,7 @@ void Attention::execute() {
         std::fill(yr, yr + dv, 0.0f);
         continue;
       }
-      double sum = 0;
-      for (int64_t j = 0; j < used; ++j) {
-        p[j] = std::exp(p[j] - top);
-        sum += p[j];
-      }
-      // The weighted sum of the values in fp32 (each weight in (0, 1]), a
-      // row of v at a time: contiguous, vectorised.
-      float* a = acc.data();
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < used; ++j) {
-        const float e = p[j];
-        const float* vr = vb + j * dv;
-#pragma omp simd
-        for (int64_t t = 0; t < dv; ++t) a[t] += e * vr[t];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int64_t t = 0; t < dv; ++t) yr[t] = a[t] * inv;
+      softmax_weighted_sum(p, used, top, [&](int64_t j) { return vb + j * dv; }, acc, yr, dv);
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "pyparbench/ops/decode_attention.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/ops/attention_row.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -53,21 +54,11 @@ void decode_attention_rows(const DecodeStep& st) {
       std::fill(yr, yr + dv, 0.0f);
       continue;
     }
-    double sum = 0;
-    for (int64_t j = 0; j < used; ++j) {
-      p[j] = std::exp(p[j] - top);
-      sum += p[j];
-    }
-    float* a = acc.data();
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t j = 0; j < used; ++j) {
-      const float e = p[j];
-      const float* vr = j < st.past ? pv + j * dv : nv + (j - st.past) * dv;
-#pragma omp simd
-      for (int64_t t = 0; t < dv; ++t) a[t] += e * vr[t];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t t = 0; t < dv; ++t) yr[t] = a[t] * inv;
+    // A value row from the past where it is, else from the new rows.
+    softmax_weighted_sum(
+        p, used, top,
+        [&](int64_t j) { return j < st.past ? pv + j * dv : nv + (j - st.past) * dv; }, acc, yr,
+        dv);
   }
 }
 
