@@ -76,6 +76,7 @@ __all__ = [
     "Concat",
     "Conv2d",
     "Conv2dOp",
+    "Attention",
     "DecodeAttention",
     "EigenConv2d",
     "EigenGemm",
@@ -85,6 +86,7 @@ __all__ = [
     "GemmConv2d",
     "GemmOp",
     "GlobalAvgPool",
+    "Glu",
     "Implementation",
     "LayerNorm",
     "Linear",
@@ -92,6 +94,8 @@ __all__ = [
     "QuantizedConv2d",
     "QuantizedKernel",
     "QuantizedLinear",
+    "RmsNorm",
+    "Rotary",
     "Softmax",
     "Transpose",
     "TrilFlatten",
@@ -143,7 +147,12 @@ TrilFlatten = _k.TrilFlatten
 Concat = _k.Concat
 BatchNorm = _k.BatchNorm
 LayerNorm = _k.LayerNorm
-# A decode step's attention over a key / value cache (see its docstring).
+# A decoder's kernels (see their docstrings): normalisation, rotary positions,
+# attention, gated units, and a decode step's attention over a key / value cache.
+RmsNorm = _k.RmsNorm
+Rotary = _k.Rotary
+Attention = _k.Attention
+Glu = _k.Glu
 DecodeAttention = _k.DecodeAttention
 
 
