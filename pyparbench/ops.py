@@ -91,6 +91,7 @@ __all__ = [
     "LayerNorm",
     "Linear",
     "Pool2d",
+    "PositionIds",
     "QuantizedConv2d",
     "QuantizedKernel",
     "QuantizedLinear",
@@ -147,8 +148,10 @@ TrilFlatten = _k.TrilFlatten
 Concat = _k.Concat
 BatchNorm = _k.BatchNorm
 LayerNorm = _k.LayerNorm
-# A decoder's kernels (see their docstrings): normalisation, rotary positions,
-# attention, gated units, and a decode step's attention over a key / value cache.
+# A decoder's kernels (see their docstrings): padding-aware positions,
+# normalisation, rotary positions, attention, gated units, and a decode step's
+# attention over a key / value cache.
+PositionIds = _k.PositionIds
 RmsNorm = _k.RmsNorm
 Rotary = _k.Rotary
 Attention = _k.Attention

@@ -27,6 +27,7 @@ from pyparbench.frameworks.overhead import (
 )
 from pyparbench.frameworks.overhead_split import LABELS, beyond_kernels, split_native
 from pyparbench.frameworks.spec import ModelRef, build_graph, graph_to_spec
+from pyparbench.graph import GraphBuilder
 from pyparbench.models import build
 from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
@@ -143,6 +144,14 @@ def test_every_node_of_a_small_llama_is_a_timed_prepared_kernel(threads: int) ->
             assert len(times) == 2 and min(times) > 0, n.name
             timed.add(n.op)
     assert DECODER_OPS <= timed
+
+
+def test_a_position_ids_node_is_a_timed_prepared_kernel() -> None:
+    b = GraphBuilder("positions")
+    pos = b.position_ids(b.input("ids", (2, 6), "int64"), pad_id=1, offset=1, name="positions")
+    g = b.build(pos)
+    made = node_kernel(g.nodes[pos], [np.ones((2, 6), np.int64)], 1)
+    assert made is not None and min(made[1](2, 0)) > 0
 
 
 def test_overhead_runs_a_small_llama_natively_and_in_torch() -> None:

@@ -241,3 +241,27 @@ def test_prepared_decoder_kernels_refuse_wrong_shapes_naming_them() -> None:
         ops.Attention((1, 3, 3, 8), (1, 2, 3, 8), (1, 2, 3, 8), scale=1.0)
     with pytest.raises(ValueError, match="does not broadcast"):
         ops.Attention(q.shape, (1, 2, 3, 8), (1, 2, 3, 8), mask_shape=(1, 1, 2, 3), scale=1.0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_prepared_position_ids_match_the_reference(threads: int) -> None:
+    ids = np.array([[5, 1, 7, 7, 1], [1, 1, 2, 3, 4], [1, 1, 1, 1, 1]], np.int64)
+    k = ops.PositionIds(ids.shape, pad_id=1, offset=2, threads=threads)
+    assert k.output_shape == ids.shape
+    got = k.run(ids)
+    assert got.dtype == np.int64 and np.array_equal(got, padded_positions(ids, 1, 2))
+    out = np.zeros_like(ids)
+    assert len(k.timeit(ids, out, repeats=2, warmup=0)) == 2
+    assert np.array_equal(out, padded_positions(ids, 1, 2))
+    with pytest.raises(ValueError, match=r"ids has shape \(3, 4\), expected \(3, 5\)"):
+        k.run(ids[:, :4].copy())
+    with pytest.raises(TypeError, match="ids must be int64, got int32"):
+        k.run(ids.astype(np.int32))
+    with pytest.raises(TypeError, match="out must be int32 or int64"):
+        k.run(ids, np.zeros(ids.shape, np.float32))
+    frozen = np.zeros_like(ids)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="out is read-only"):
+        k.run(ids, frozen)
+    with pytest.raises(ValueError, match=r"\(batch, seq\)"):
+        ops.PositionIds((2, 3, 4), pad_id=1, offset=0)

@@ -3,9 +3,11 @@
 // key / value cache (a past read where it is, a present written once, or a
 // cache filled in place).
 #include "bindings/pybind.hpp"
+#include "pyparbench/core/checks.hpp"
 #include "pyparbench/ops/attention.hpp"
 #include "pyparbench/ops/decode_attention.hpp"
 #include "pyparbench/ops/glu.hpp"
+#include "pyparbench/ops/position_ids.hpp"
 #include "pyparbench/ops/rms_norm.hpp"
 #include "pyparbench/ops/rotary.hpp"
 
@@ -18,6 +20,25 @@ namespace {
 
 Shape to_shape(const std::vector<int64_t>& v) { return Shape(v.begin(), v.end()); }
 
+// An int64 C-contiguous array of `shape` (TypeError for another dtype or
+// layout, ValueError naming a wrong shape or a read-only output).
+int64_t* int64_data(py::handle obj, const char* name, const Shape& shape, bool writable) {
+  if (obj.is_none()) throw py::type_error(std::string(name) + " must be an int64 numpy array");
+  IndexView v = index_view(obj, name);
+  if (!v.is64)
+    throw py::type_error(std::string(name) +
+                         " must be int64, got int32; convert with np.asarray(x, dtype=np.int64)");
+  if (writable && !py::reinterpret_borrow<py::array>(obj).writeable())
+    throw py::value_error(std::string(name) + " is read-only");
+  require_shape(name, v.shape, shape);
+  return static_cast<int64_t*>(const_cast<void*>(v.data));
+}
+
+py::object int64_output(const Shape& shape, py::object out) {
+  if (!out.is_none()) return out;
+  return py::array_t<int64_t>(std::vector<py::ssize_t>(shape.begin(), shape.end()));
+}
+
 }  // namespace
 
 void register_decoder_ops(py::module_& m) {
@@ -29,7 +50,8 @@ void register_decoder_ops(py::module_& m) {
            }),
            py::arg("shape"), py::kw_only(), py::arg("eps") = 1e-6f,
            py::arg("threads") = py::none())
-      .def_property_readonly("output_shape", [](const RmsNorm& k) { return shape_tuple(k.shape()); })
+      .def_property_readonly("output_shape",
+                             [](const RmsNorm& k) { return shape_tuple(k.shape()); })
       .def("run",
            [](RmsNorm& k, py::handle x, py::handle scale, py::object out) {
              auto xv = in_view(x, "x"), sv = in_view(scale, "scale");
@@ -139,6 +161,45 @@ void register_decoder_ops(py::module_& m) {
            },
            py::arg("gate"), py::arg("up"), py::arg("out") = py::none(), py::kw_only(),
            py::arg("repeats") = 100, py::arg("warmup") = 10, kTimeitDoc);
+
+  py::class_<PositionIds, Kernel>(
+      m, "PositionIds",
+      "Padding-aware positions of int64 (batch, seq) ids: offset + the running count of ids "
+      "other than pad_id where the id is not pad_id, else offset (int64, the ids' shape).")
+      .def(py::init([](const std::vector<int64_t>& shape, int64_t pad_id, int64_t offset,
+                       std::optional<int> threads) {
+             return new PositionIds(to_shape(shape), pad_id, offset, threads);
+           }),
+           py::arg("shape"), py::kw_only(), py::arg("pad_id"), py::arg("offset"),
+           py::arg("threads") = py::none())
+      .def_property_readonly("output_shape",
+                             [](const PositionIds& k) { return shape_tuple(k.shape()); })
+      .def("run",
+           [](PositionIds& k, py::handle ids, py::object out) {
+             out = int64_output(k.shape(), out);
+             const int64_t* iv = int64_data(ids, "ids", k.shape(), false);
+             int64_t* ov = int64_data(out, "out", k.shape(), true);
+             {
+               py::gil_scoped_release nogil;
+               k.run(iv, ov);
+             }
+             return out;
+           },
+           py::arg("ids"), py::arg("out") = py::none())
+      .def("timeit",
+           [](PositionIds& k, py::handle ids, py::object out, int repeats, int warmup) {
+             out = int64_output(k.shape(), out);
+             const int64_t* iv = int64_data(ids, "ids", k.shape(), false);
+             int64_t* ov = int64_data(out, "out", k.shape(), true);
+             std::vector<double> ns;
+             {
+               py::gil_scoped_release nogil;
+               ns = k.timeit(iv, ov, repeats, warmup);
+             }
+             return as_array(std::move(ns));
+           },
+           py::arg("ids"), py::arg("out") = py::none(), py::kw_only(), py::arg("repeats") = 100,
+           py::arg("warmup") = 10, kTimeitDoc);
 
   py::class_<DecodeAttention, Kernel>(
       m, "DecodeAttention",

@@ -10,6 +10,7 @@ F32 = npt.NDArray[np.float32]
 In = npt.NDArray[Any]
 Precision = Literal["fp32", "bf16"]
 Ints = npt.NDArray[np.integer[Any]]
+I64 = npt.NDArray[np.int64]
 Timings = npt.NDArray[np.float64]
 
 class Kernel:
@@ -298,6 +299,15 @@ class LayerNorm(Kernel):
 def direct_isas() -> list[str]: ...
 def direct_isa() -> str: ...
 def set_direct_isa(isa: str) -> None: ...
+
+class PositionIds(Kernel):
+    def __init__(self, shape: Sequence[int], *, pad_id: int, offset: int,
+                 threads: int | None = None) -> None: ...
+    @property
+    def output_shape(self) -> tuple[int, ...]: ...
+    def run(self, ids: I64, out: I64 | None = None) -> I64: ...
+    def timeit(self, ids: I64, out: I64 | None = None, *,
+               repeats: int = 100, warmup: int = 10) -> Timings: ...
 
 class RmsNorm(Kernel):
     def __init__(self, shape: Sequence[int], *, eps: float = 1e-6,

@@ -118,6 +118,10 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
         x, scale, shift = _f32(ins[0]), _f32(p["scale"]), _f32(p["shift"])
         k = ops.LayerNorm(x.shape, eps=a["eps"], threads=threads)
         run = lambda r, w_: k.timeit(x, scale, shift, out, repeats=r, warmup=w_)
+    elif op == "position_ids":
+        ids, positions = np.ascontiguousarray(ins[0], dtype=np.int64), out.astype(np.int64)
+        k = ops.PositionIds(ids.shape, pad_id=a["pad_id"], offset=a["offset"], threads=threads)
+        run = lambda r, w_: k.timeit(ids, positions, repeats=r, warmup=w_)
     elif op == "rms_norm":
         x, scale = _f32(ins[0]), _f32(p["scale"])
         k = ops.RmsNorm(x.shape, eps=a["eps"], threads=threads)
