@@ -76,6 +76,7 @@ __all__ = [
     "Concat",
     "Conv2d",
     "Conv2dOp",
+    "Attention",
     "DecodeAttention",
     "EigenConv2d",
     "EigenGemm",
@@ -85,13 +86,17 @@ __all__ = [
     "GemmConv2d",
     "GemmOp",
     "GlobalAvgPool",
+    "Glu",
     "Implementation",
     "LayerNorm",
     "Linear",
     "Pool2d",
+    "PositionIds",
     "QuantizedConv2d",
     "QuantizedKernel",
     "QuantizedLinear",
+    "RmsNorm",
+    "Rotary",
     "Softmax",
     "Transpose",
     "TrilFlatten",
@@ -143,7 +148,14 @@ TrilFlatten = _k.TrilFlatten
 Concat = _k.Concat
 BatchNorm = _k.BatchNorm
 LayerNorm = _k.LayerNorm
-# A decode step's attention over a key / value cache (see its docstring).
+# A decoder's kernels (see their docstrings): padding-aware positions,
+# normalisation, rotary positions, attention, gated units, and a decode step's
+# attention over a key / value cache.
+PositionIds = _k.PositionIds
+RmsNorm = _k.RmsNorm
+Rotary = _k.Rotary
+Attention = _k.Attention
+Glu = _k.Glu
 DecodeAttention = _k.DecodeAttention
 
 

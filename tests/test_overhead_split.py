@@ -18,10 +18,18 @@ from pyparbench.frameworks.native.cold import (
     single_call_times,
     working_set_bytes,
 )
-from pyparbench.frameworks.overhead import _native_section, dispatch_cost, dispatch_graph
+from pyparbench.frameworks.native import node_kernel
+from pyparbench.frameworks.overhead import (
+    _native_section,
+    dispatch_cost,
+    dispatch_graph,
+    measure_overhead,
+)
 from pyparbench.frameworks.overhead_split import LABELS, beyond_kernels, split_native
 from pyparbench.frameworks.spec import ModelRef, build_graph, graph_to_spec
+from pyparbench.graph import GraphBuilder
 from pyparbench.models import build
+from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
 
 
@@ -116,3 +124,45 @@ def test_the_split_adds_up_on_a_real_native_run(
     s = split_native(native, None, executor_us)
     assert s is not None and s["memory_cache_ns"] is None and s["kernels_in_chain_ns"] is None
     assert beyond_kernels(1000.0, s) is None and "memory / cache" in s["missing"][0]
+
+
+DECODER_OPS = {"rms_norm", "rotary", "attention", "glu"}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_every_node_of_a_small_llama_is_a_timed_prepared_kernel(threads: int) -> None:
+    g = build("llama-tiny", 1, layers=1, prompt=8)
+    assert DECODER_OPS <= {n.op for n in g.nodes}
+    inputs = g.random_inputs(0)
+    values = reference_forward(g, inputs, np.float32, return_all=True)
+    timed = set()
+    for n in g.nodes:
+        ins = [values[g.nodes[j].name] for j in n.inputs]
+        made = node_kernel(n, ins, threads)
+        if made is not None:
+            times = made[1](2, 1)
+            assert len(times) == 2 and min(times) > 0, n.name
+            timed.add(n.op)
+    assert DECODER_OPS <= timed
+
+
+def test_a_position_ids_node_is_a_timed_prepared_kernel() -> None:
+    b = GraphBuilder("positions")
+    pos = b.position_ids(b.input("ids", (2, 6), "int64"), pad_id=1, offset=1, name="positions")
+    g = b.build(pos)
+    made = node_kernel(g.nodes[pos], [np.ones((2, 6), np.int64)], 1)
+    assert made is not None and min(made[1](2, 0)) > 0
+
+
+def test_overhead_runs_a_small_llama_natively_and_in_torch() -> None:
+    pytest.importorskip("torch")
+    res = measure_overhead("llama-tiny", 1, frameworks=["torch"], modes={"torch": ["eager"]},
+                           repeats=3, warmup=1, profile=2, kernel_repeats=2, cold_repeats=0,
+                           dispatch=False, model_kwargs={"layers": 1, "prompt": 8})
+    native = res["native"]
+    assert native["status"] == "ok", native.get("error")
+    assert native["kernel_sum_ns"] > 0 and native["executed_kernel_sum_ns"] > 0
+    assert DECODER_OPS <= set(native["per_op"])
+    (torch_eager,) = res["frameworks"]
+    assert torch_eager["status"] == "ok", torch_eager.get("error")
+    assert torch_eager["overhead_ratio"] > 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pyparbench import ops
 from pyparbench.executor import compile_graph
 from pyparbench.graph import Graph, GraphBuilder, transformer_math
 from pyparbench.graph.positions import padded_positions
@@ -153,3 +154,114 @@ def test_transformer_ops_refuse_bad_shapes() -> None:
         b.glu(q, k)
     with pytest.raises(ValueError, match="glu kind"):
         b.glu(q, q, "relu")
+
+
+# ---------------------------------------------------------- prepared kernels
+
+
+def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_prepared_rms_norm_and_rotary_match_the_reference(threads: int) -> None:
+    rng = np.random.default_rng(threads)
+    x, scale = _f32(rng, 2, 5, 48), _f32(rng, 48)
+    k = ops.RmsNorm(x.shape, eps=1e-5, threads=threads)
+    assert k.output_shape == x.shape
+    want = transformer_math.rms_norm(x.astype(np.float64), scale.astype(np.float64), 1e-5)
+    assert_near(k.run(x, scale), want)
+    out = np.empty_like(x)
+    assert len(k.timeit(x, scale, out, repeats=3, warmup=1)) == 3
+    assert_near(out, want)
+
+    x, cos, sin = _f32(rng, 2, 3, 5, 8), _f32(rng, 5, 8), _f32(rng, 5, 8)
+    r = ops.Rotary(x.shape, threads=threads)
+    want = transformer_math.rotary(*(t.astype(np.float64) for t in (x, cos, sin)))
+    assert_near(r.run(x, cos, sin), want)
+    out = np.empty_like(x)
+    assert len(r.timeit(x, cos, sin, out, repeats=2, warmup=0)) == 2
+    assert_near(out, want)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("kind", ["swish", "gelu", "gelu_tanh"])
+def test_prepared_glu_matches_the_reference(threads: int, kind: str) -> None:
+    rng = np.random.default_rng(3)
+    gate, up = _f32(rng, 3, 40), _f32(rng, 3, 40)
+    k = ops.Glu(kind, gate.shape, threads=threads)
+    want = transformer_math.glu(gate.astype(np.float64), up.astype(np.float64), kind)
+    assert_near(k.run(gate, up), want)
+    out = np.empty_like(gate)
+    assert len(k.timeit(gate, up, out, repeats=2, warmup=1)) == 2
+    assert_near(out, want)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("mask", "causal"), [((2, 1, 1, 7), True), (None, True),
+                                              ((1, 1, 3, 7), False)])
+def test_prepared_attention_matches_the_reference(threads: int, mask: tuple[int, ...] | None,
+                                                  causal: bool) -> None:
+    """Grouped-query heads (4 over 2), queries at the end of longer keys."""
+    rng = np.random.default_rng(4)
+    q, kk, v = _f32(rng, 2, 4, 3, 8), _f32(rng, 2, 2, 7, 8), _f32(rng, 2, 2, 7, 5)
+    m = None if mask is None else np.where(rng.random(mask) > 0.3, 0, -1e9).astype(np.float32)
+    k = ops.Attention(q.shape, kk.shape, v.shape, mask_shape=mask, causal=causal, scale=0.3,
+                      threads=threads)
+    assert k.output_shape == (2, 4, 3, 5)
+    want = transformer_math.attention(q.astype(np.float64), kk.astype(np.float64),
+                                      v.astype(np.float64), m, causal, 0.3,
+                                      float(np.finfo(np.float32).min))
+    assert_near(k.run(q, kk, v, m), want)
+    out = np.empty(k.output_shape, np.float32)
+    assert len(k.timeit(q, kk, v, m, out, repeats=2, warmup=1)) == 2
+    assert_near(out, want)
+
+
+def test_prepared_decoder_kernels_refuse_wrong_shapes_naming_them() -> None:
+    x = np.zeros((2, 5, 8), np.float32)
+    with pytest.raises(ValueError, match=r"scale has shape \(7,\), expected \(8,\)"):
+        ops.RmsNorm(x.shape).run(x, np.zeros(7, np.float32))
+    with pytest.raises(ValueError, match=r"cos has shape \(4, 8\), expected \(5, 8\)"):
+        ops.Rotary(x.shape).timeit(x, np.zeros((4, 8), np.float32), np.zeros((5, 8), np.float32))
+    with pytest.raises(ValueError, match=r"up has shape \(2, 5, 9\)"):
+        ops.Glu("swish", x.shape).run(x, np.zeros((2, 5, 9), np.float32))
+    with pytest.raises(ValueError, match="glu kind must be swish, gelu or gelu_tanh, got 'relu'"):
+        ops.Glu("relu", x.shape)
+    with pytest.raises(ValueError, match="D even"):
+        ops.Rotary((2, 5, 7))
+    q = np.zeros((1, 4, 3, 8), np.float32)
+    k = ops.Attention(q.shape, (1, 2, 3, 8), (1, 2, 3, 8), scale=1.0)
+    with pytest.raises(ValueError, match=r"k has shape \(1, 2, 3, 4\)"):
+        k.run(q, np.zeros((1, 2, 3, 4), np.float32), np.zeros((1, 2, 3, 8), np.float32))
+    with pytest.raises(ValueError, match="made without a mask"):
+        k.run(q, np.zeros((1, 2, 3, 8), np.float32), np.zeros((1, 2, 3, 8), np.float32),
+              np.zeros((1, 1, 1, 3), np.float32))
+    with pytest.raises(ValueError, match="multiple of Hkv"):
+        ops.Attention((1, 3, 3, 8), (1, 2, 3, 8), (1, 2, 3, 8), scale=1.0)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        ops.Attention(q.shape, (1, 2, 3, 8), (1, 2, 3, 8), mask_shape=(1, 1, 2, 3), scale=1.0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_prepared_position_ids_match_the_reference(threads: int) -> None:
+    ids = np.array([[5, 1, 7, 7, 1], [1, 1, 2, 3, 4], [1, 1, 1, 1, 1]], np.int64)
+    k = ops.PositionIds(ids.shape, pad_id=1, offset=2, threads=threads)
+    assert k.output_shape == ids.shape
+    got = k.run(ids)
+    assert got.dtype == np.int64 and np.array_equal(got, padded_positions(ids, 1, 2))
+    out = np.zeros_like(ids)
+    assert len(k.timeit(ids, out, repeats=2, warmup=0)) == 2
+    assert np.array_equal(out, padded_positions(ids, 1, 2))
+    with pytest.raises(ValueError, match=r"ids has shape \(3, 4\), expected \(3, 5\)"):
+        k.run(ids[:, :4].copy())
+    with pytest.raises(TypeError, match="ids must be int64, got int32"):
+        k.run(ids.astype(np.int32))
+    with pytest.raises(TypeError, match="out must be int32 or int64"):
+        k.run(ids, np.zeros(ids.shape, np.float32))
+    frozen = np.zeros_like(ids)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="out is read-only"):
+        k.run(ids, frozen)
+    with pytest.raises(ValueError, match=r"\(batch, seq\)"):
+        ops.PositionIds((2, 3, 4), pad_id=1, offset=0)

@@ -52,26 +52,35 @@ Attention::Attention(Shape q, Shape k, Shape v, Shape mask, bool causal, float s
   out_ = {b, h, sq, v_shape_[3]};
 }
 
+void Attention::bind(ConstFloatView q, ConstFloatView k, ConstFloatView v, ConstFloatView mask,
+                     FloatView out) {
+  require_shape("q", q.shape, q_shape_);
+  require_shape("k", k.shape, k_shape_);
+  require_shape("v", v.shape, v_shape_);
+  if (mask_shape_.empty() != !mask.present())
+    throw std::invalid_argument(mask_shape_.empty() ? "attention was made without a mask"
+                                                    : "attention needs its mask");
+  if (mask.present()) require_shape("mask", mask.shape, mask_shape_);
+  require_shape("out", out.shape, out_);
+  require_no_partial_overlap("out", out, "q", q, false);
+  require_no_partial_overlap("out", out, "k", k, false);
+  require_no_partial_overlap("out", out, "v", v, false);
+  q_ = q;
+  k_ = k;
+  v_ = v;
+  mask_ = mask;
+  y_ = out;
+}
+
 void Attention::run(ConstFloatView q, ConstFloatView k, ConstFloatView v, ConstFloatView mask,
                     FloatView out) {
-  run_with([&] {
-    require_shape("q", q.shape, q_shape_);
-    require_shape("k", k.shape, k_shape_);
-    require_shape("v", v.shape, v_shape_);
-    if (mask_shape_.empty() != !mask.present())
-      throw std::invalid_argument(mask_shape_.empty() ? "attention was made without a mask"
-                                                      : "attention needs its mask");
-    if (mask.present()) require_shape("mask", mask.shape, mask_shape_);
-    require_shape("out", out.shape, out_);
-    require_no_partial_overlap("out", out, "q", q, false);
-    require_no_partial_overlap("out", out, "k", k, false);
-    require_no_partial_overlap("out", out, "v", v, false);
-    q_ = q;
-    k_ = k;
-    v_ = v;
-    mask_ = mask;
-    y_ = out;
-  });
+  run_with([&] { bind(q, k, v, mask, out); });
+}
+
+std::vector<double> Attention::timeit(ConstFloatView q, ConstFloatView k, ConstFloatView v,
+                                      ConstFloatView mask, FloatView out, int repeats,
+                                      int warmup) {
+  return timed_with([&] { bind(q, k, v, mask, out); }, repeats, warmup);
 }
 
 void Attention::execute() {

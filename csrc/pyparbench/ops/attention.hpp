@@ -17,6 +17,8 @@
 #include "pyparbench/core/tensor.hpp"
 #include "pyparbench/ops/kernel.hpp"
 
+#include <vector>
+
 namespace ppb {
 
 class Attention : public Kernel {
@@ -29,11 +31,16 @@ class Attention : public Kernel {
   // mask absent (data null) exactly when the kernel was made without one.
   void run(ConstFloatView q, ConstFloatView k, ConstFloatView v, ConstFloatView mask,
            FloatView out);
+  std::vector<double> timeit(ConstFloatView q, ConstFloatView k, ConstFloatView v,
+                             ConstFloatView mask, FloatView out, int repeats, int warmup);
 
  protected:
   void execute() override;
 
  private:
+  void bind(ConstFloatView q, ConstFloatView k, ConstFloatView v, ConstFloatView mask,
+            FloatView out);
+
   Shape q_shape_, k_shape_, v_shape_, mask_shape_, out_;
   bool causal_;
   float scale_, causal_fill_;

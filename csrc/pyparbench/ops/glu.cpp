@@ -20,17 +20,24 @@ Glu::Glu(const std::string& kind, Shape shape, std::optional<int> threads)
   require_positive_dims("input shape", shape_);
 }
 
+void Glu::bind(ConstFloatView gate, ConstFloatView up, FloatView out) {
+  require_shape("gate", gate.shape, shape_);
+  require_shape("up", up.shape, shape_);
+  require_shape("out", out.shape, shape_);
+  require_no_partial_overlap("out", out, "gate", gate, true);
+  require_no_partial_overlap("out", out, "up", up, true);
+  gate_ = gate;
+  up_ = up;
+  y_ = out;
+}
+
 void Glu::run(ConstFloatView gate, ConstFloatView up, FloatView out) {
-  run_with([&] {
-    require_shape("gate", gate.shape, shape_);
-    require_shape("up", up.shape, shape_);
-    require_shape("out", out.shape, shape_);
-    require_no_partial_overlap("out", out, "gate", gate, true);
-    require_no_partial_overlap("out", out, "up", up, true);
-    gate_ = gate;
-    up_ = up;
-    y_ = out;
-  });
+  run_with([&] { bind(gate, up, out); });
+}
+
+std::vector<double> Glu::timeit(ConstFloatView gate, ConstFloatView up, FloatView out,
+                                int repeats, int warmup) {
+  return timed_with([&] { bind(gate, up, out); }, repeats, warmup);
 }
 
 void Glu::execute() {

@@ -5,6 +5,8 @@
 #include "pyparbench/core/tensor.hpp"
 #include "pyparbench/ops/kernel.hpp"
 
+#include <vector>
+
 #include <string>
 
 namespace ppb {
@@ -16,11 +18,15 @@ class Glu : public Kernel {
 
   // gate, up and out of shape(); out may be either input.
   void run(ConstFloatView gate, ConstFloatView up, FloatView out);
+  std::vector<double> timeit(ConstFloatView gate, ConstFloatView up, FloatView out, int repeats,
+                             int warmup);
 
  protected:
   void execute() override;
 
  private:
+  void bind(ConstFloatView gate, ConstFloatView up, FloatView out);
+
   enum class Act { swish, gelu, gelu_tanh };
   Act act_;
   Shape shape_;

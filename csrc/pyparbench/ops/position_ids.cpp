@@ -34,13 +34,20 @@ void PositionIds::execute() {
   }
 }
 
-void PositionIds::run(const int64_t* ids, int64_t* out) {
+void PositionIds::bind(const int64_t* ids, int64_t* out) {
   if (ids == nullptr || out == nullptr)
     throw std::invalid_argument("position_ids needs its ids and output buffers");
-  run_with([&] {
-    ids_ = ids;
-    out_ = out;
-  });
+  ids_ = ids;
+  out_ = out;
+}
+
+void PositionIds::run(const int64_t* ids, int64_t* out) {
+  run_with([&] { bind(ids, out); });
+}
+
+std::vector<double> PositionIds::timeit(const int64_t* ids, int64_t* out, int repeats,
+                                        int warmup) {
+  return timed_with([&] { bind(ids, out); }, repeats, warmup);
 }
 
 }  // namespace ppb

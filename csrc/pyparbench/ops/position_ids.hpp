@@ -8,6 +8,7 @@
 #include "pyparbench/ops/kernel.hpp"
 
 #include <cstdint>
+#include <vector>
 
 namespace ppb {
 
@@ -18,11 +19,14 @@ class PositionIds : public Kernel {
 
   // `ids` and `out` hold shape() int64 elements each.
   void run(const int64_t* ids, int64_t* out);
+  std::vector<double> timeit(const int64_t* ids, int64_t* out, int repeats, int warmup);
 
  protected:
   void execute() override;
 
  private:
+  void bind(const int64_t* ids, int64_t* out);
+
   Shape shape_;
   int64_t pad_id_, offset_;
   const int64_t* ids_ = nullptr;

@@ -19,16 +19,23 @@ RmsNorm::RmsNorm(Shape shape, float eps, std::optional<int> threads)
                                 std::to_string(eps_));
 }
 
+void RmsNorm::bind(ConstFloatView x, ConstFloatView scale, FloatView out) {
+  require_shape("x", x.shape, shape_);
+  require_shape("scale", scale.shape, Shape{shape_.back()});
+  require_shape("out", out.shape, shape_);
+  require_no_partial_overlap("out", out, "x", x, true);
+  x_ = x;
+  scale_ = scale;
+  y_ = out;
+}
+
 void RmsNorm::run(ConstFloatView x, ConstFloatView scale, FloatView out) {
-  run_with([&] {
-    require_shape("x", x.shape, shape_);
-    require_shape("scale", scale.shape, Shape{shape_.back()});
-    require_shape("out", out.shape, shape_);
-    require_no_partial_overlap("out", out, "x", x, true);
-    x_ = x;
-    scale_ = scale;
-    y_ = out;
-  });
+  run_with([&] { bind(x, scale, out); });
+}
+
+std::vector<double> RmsNorm::timeit(ConstFloatView x, ConstFloatView scale, FloatView out,
+                                    int repeats, int warmup) {
+  return timed_with([&] { bind(x, scale, out); }, repeats, warmup);
 }
 
 void RmsNorm::execute() {

@@ -5,6 +5,8 @@
 #include "pyparbench/core/tensor.hpp"
 #include "pyparbench/ops/kernel.hpp"
 
+#include <vector>
+
 namespace ppb {
 
 class RmsNorm : public Kernel {
@@ -14,11 +16,15 @@ class RmsNorm : public Kernel {
 
   // scale: (last axis,). out may be x.
   void run(ConstFloatView x, ConstFloatView scale, FloatView out);
+  std::vector<double> timeit(ConstFloatView x, ConstFloatView scale, FloatView out, int repeats,
+                             int warmup);
 
  protected:
   void execute() override;
 
  private:
+  void bind(ConstFloatView x, ConstFloatView scale, FloatView out);
+
   Shape shape_;
   float eps_;
   ConstFloatView x_, scale_;

@@ -13,19 +13,26 @@ Rotary::Rotary(Shape shape, std::optional<int> threads) : Kernel(threads), shape
   require_positive_dims("input shape", shape_);
 }
 
+void Rotary::bind(ConstFloatView x, ConstFloatView cos, ConstFloatView sin, FloatView out) {
+  const Shape table{shape_[shape_.size() - 2], shape_.back()};
+  require_shape("x", x.shape, shape_);
+  require_shape("cos", cos.shape, table);
+  require_shape("sin", sin.shape, table);
+  require_shape("out", out.shape, shape_);
+  require_no_partial_overlap("out", out, "x", x, false);
+  x_ = x;
+  cos_ = cos;
+  sin_ = sin;
+  y_ = out;
+}
+
 void Rotary::run(ConstFloatView x, ConstFloatView cos, ConstFloatView sin, FloatView out) {
-  run_with([&] {
-    const Shape table{shape_[shape_.size() - 2], shape_.back()};
-    require_shape("x", x.shape, shape_);
-    require_shape("cos", cos.shape, table);
-    require_shape("sin", sin.shape, table);
-    require_shape("out", out.shape, shape_);
-    require_no_partial_overlap("out", out, "x", x, false);
-    x_ = x;
-    cos_ = cos;
-    sin_ = sin;
-    y_ = out;
-  });
+  run_with([&] { bind(x, cos, sin, out); });
+}
+
+std::vector<double> Rotary::timeit(ConstFloatView x, ConstFloatView cos, ConstFloatView sin,
+                                   FloatView out, int repeats, int warmup) {
+  return timed_with([&] { bind(x, cos, sin, out); }, repeats, warmup);
 }
 
 void Rotary::execute() {

@@ -7,6 +7,8 @@
 #include "pyparbench/core/tensor.hpp"
 #include "pyparbench/ops/kernel.hpp"
 
+#include <vector>
+
 namespace ppb {
 
 class Rotary : public Kernel {
@@ -16,11 +18,15 @@ class Rotary : public Kernel {
 
   // cos, sin: (S, D), the positions of the input's rows. out must not be x.
   void run(ConstFloatView x, ConstFloatView cos, ConstFloatView sin, FloatView out);
+  std::vector<double> timeit(ConstFloatView x, ConstFloatView cos, ConstFloatView sin,
+                             FloatView out, int repeats, int warmup);
 
  protected:
   void execute() override;
 
  private:
+  void bind(ConstFloatView x, ConstFloatView cos, ConstFloatView sin, FloatView out);
+
   Shape shape_;
   ConstFloatView x_, cos_, sin_;
   FloatView y_;

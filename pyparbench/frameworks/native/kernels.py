@@ -118,6 +118,29 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
         x, scale, shift = _f32(ins[0]), _f32(p["scale"]), _f32(p["shift"])
         k = ops.LayerNorm(x.shape, eps=a["eps"], threads=threads)
         run = lambda r, w_: k.timeit(x, scale, shift, out, repeats=r, warmup=w_)
+    elif op == "position_ids":
+        ids, positions = np.ascontiguousarray(ins[0], dtype=np.int64), out.astype(np.int64)
+        k = ops.PositionIds(ids.shape, pad_id=a["pad_id"], offset=a["offset"], threads=threads)
+        run = lambda r, w_: k.timeit(ids, positions, repeats=r, warmup=w_)
+    elif op == "rms_norm":
+        x, scale = _f32(ins[0]), _f32(p["scale"])
+        k = ops.RmsNorm(x.shape, eps=a["eps"], threads=threads)
+        run = lambda r, w_: k.timeit(x, scale, out, repeats=r, warmup=w_)
+    elif op == "rotary":
+        x, cos, sin = _f32(ins[0]), _f32(p["cos"]), _f32(p["sin"])
+        k = ops.Rotary(x.shape, threads=threads)
+        run = lambda r, w_: k.timeit(x, cos, sin, out, repeats=r, warmup=w_)
+    elif op == "attention":
+        q, kk, v = _f32(ins[0]), _f32(ins[1]), _f32(ins[2])
+        mask = _f32(ins[3]) if len(ins) > 3 else None
+        k = ops.Attention(q.shape, kk.shape, v.shape,
+                          mask_shape=None if mask is None else mask.shape, causal=a["causal"],
+                          scale=a["scale"], causal_fill=a["causal_fill"], threads=threads)
+        run = lambda r, w_: k.timeit(q, kk, v, mask, out, repeats=r, warmup=w_)
+    elif op == "glu":
+        gate, up = _f32(ins[0]), _f32(ins[1])
+        k = ops.Glu(a["kind"], gate.shape, threads=threads)
+        run = lambda r, w_: k.timeit(gate, up, out, repeats=r, warmup=w_)
     elif op == "softmax":
         k, x = ops.Softmax(node.shape, axis=a["axis"], threads=threads), _f32(ins[0])
         run = lambda r, w_: k.timeit(x, out, repeats=r, warmup=w_)
