@@ -19,6 +19,7 @@ from pyparbench.frameworks.native.cold import (
     working_set_bytes,
 )
 from pyparbench.frameworks.native import node_kernel
+from pyparbench.models.llama import llama_decode
 from pyparbench.frameworks.overhead import (
     _native_section,
     dispatch_cost,
@@ -144,6 +145,22 @@ def test_every_node_of_a_small_llama_is_a_timed_prepared_kernel(threads: int) ->
             assert len(times) == 2 and min(times) > 0, n.name
             timed.add(n.op)
     assert DECODER_OPS <= timed
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_decode_step_node_is_a_timed_prepared_kernel_that_matches_its_reference(
+        threads: int) -> None:
+    g = llama_decode(1, size="llama-tiny", past=5, layers=1, hidden=64, heads=4, kv_heads=2,
+                     intermediate=96, vocab=128)
+    inputs = g.random_inputs(0)
+    values = reference_forward(g, inputs, np.float32, return_all=True)
+    (node,) = [n for n in g.nodes if n.op == "decode_attention"]
+    ins = [values[g.nodes[j].name] for j in node.inputs]
+    made = node_kernel(node, ins, threads)
+    assert made is not None
+    kernel, timer = made
+    assert min(timer(2, 1)) > 0
+    np.testing.assert_allclose(kernel.run(*ins), values[node.name], rtol=1e-5, atol=1e-6)
 
 
 def test_a_position_ids_node_is_a_timed_prepared_kernel() -> None:

@@ -238,6 +238,20 @@ void register_decoder_ops(py::module_& m) {
            py::arg("mask") = py::none(), py::arg("out") = py::none(),
            "The attention into `out` (allocated when None), the past and new rows read where "
            "they are.")
+      .def("timeit",
+           [](DecodeAttention& k, py::handle q, py::handle k_new, py::handle v_new,
+              py::handle past_k, py::handle past_v, py::handle mask, py::object out, int repeats,
+              int warmup) {
+             auto qv = in_view(q, "q"), kv = in_view(k_new, "k_new"), vv = in_view(v_new, "v_new");
+             auto pk = in_view(past_k, "past_k"), pv = in_view(past_v, "past_v");
+             auto mv = optional_in_view(mask, "mask");
+             return time_released(k.output_shape(), out, [&](FloatView o) {
+               return k.timeit(qv, kv, vv, pk, pv, mv, o, repeats, warmup);
+             });
+           },
+           py::arg("q"), py::arg("k_new"), py::arg("v_new"), py::arg("past_k"), py::arg("past_v"),
+           py::arg("mask") = py::none(), py::arg("out") = py::none(), py::kw_only(),
+           py::arg("repeats") = 100, py::arg("warmup") = 10, kTimeitDoc)
       .def("run_present",
            [](DecodeAttention& k, py::handle q, py::handle k_new, py::handle v_new,
               py::handle past_k, py::handle past_v, py::handle mask, py::object present_k,

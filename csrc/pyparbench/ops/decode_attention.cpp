@@ -134,20 +134,32 @@ void DecodeAttention::check_common(ConstFloatView q, ConstFloatView k_new, Const
   require_no_partial_overlap("out", out, "new v", v_new, false);
 }
 
+void DecodeAttention::bind_graph(ConstFloatView q, ConstFloatView k_new, ConstFloatView v_new,
+                                 ConstFloatView past_k, ConstFloatView past_v,
+                                 ConstFloatView mask, FloatView out) {
+  if (in_place_) throw std::invalid_argument("decode attention made for a cache runs in place");
+  check_common(q, k_new, v_new, mask, out);
+  require_shape("past k", past_k.shape, keys_shape_);
+  require_shape("past v", past_v.shape, values_shape_);
+  require_no_partial_overlap("out", out, "past k", past_k, false);
+  require_no_partial_overlap("out", out, "past v", past_v, false);
+  mode_ = Mode::graph;
+  q_ = q, k_new_ = k_new, v_new_ = v_new, past_k_ = past_k, past_v_ = past_v, mask_ = mask;
+  y_ = out;
+}
+
 void DecodeAttention::run(ConstFloatView q, ConstFloatView k_new, ConstFloatView v_new,
                           ConstFloatView past_k, ConstFloatView past_v, ConstFloatView mask,
                           FloatView out) {
-  run_with([&] {
-    if (in_place_) throw std::invalid_argument("decode attention made for a cache runs in place");
-    check_common(q, k_new, v_new, mask, out);
-    require_shape("past k", past_k.shape, keys_shape_);
-    require_shape("past v", past_v.shape, values_shape_);
-    require_no_partial_overlap("out", out, "past k", past_k, false);
-    require_no_partial_overlap("out", out, "past v", past_v, false);
-    mode_ = Mode::graph;
-    q_ = q, k_new_ = k_new, v_new_ = v_new, past_k_ = past_k, past_v_ = past_v, mask_ = mask;
-    y_ = out;
-  });
+  run_with([&] { bind_graph(q, k_new, v_new, past_k, past_v, mask, out); });
+}
+
+std::vector<double> DecodeAttention::timeit(ConstFloatView q, ConstFloatView k_new,
+                                            ConstFloatView v_new, ConstFloatView past_k,
+                                            ConstFloatView past_v, ConstFloatView mask,
+                                            FloatView out, int repeats, int warmup) {
+  return timed_with([&] { bind_graph(q, k_new, v_new, past_k, past_v, mask, out); }, repeats,
+                    warmup);
 }
 
 void DecodeAttention::run_present(ConstFloatView q, ConstFloatView k_new, ConstFloatView v_new,

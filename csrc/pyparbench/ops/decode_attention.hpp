@@ -29,6 +29,8 @@
 #include "pyparbench/core/tensor.hpp"
 #include "pyparbench/ops/kernel.hpp"
 
+#include <vector>
+
 namespace ppb {
 
 // One step's data: rows of key / value head (b, kv) at
@@ -73,6 +75,10 @@ class DecodeAttention : public Kernel {
   // mask absent (data null) exactly when the kernel was made without one.
   void run(ConstFloatView q, ConstFloatView k_new, ConstFloatView v_new, ConstFloatView past_k,
            ConstFloatView past_v, ConstFloatView mask, FloatView out);
+  // run's loop timed in C++ (the graph node's cost: overhead's kernel sum).
+  std::vector<double> timeit(ConstFloatView q, ConstFloatView k_new, ConstFloatView v_new,
+                             ConstFloatView past_k, ConstFloatView past_v, ConstFloatView mask,
+                             FloatView out, int repeats, int warmup);
   void run_present(ConstFloatView q, ConstFloatView k_new, ConstFloatView v_new,
                    ConstFloatView past_k, ConstFloatView past_v, ConstFloatView mask,
                    FloatView out, FloatView present_k, FloatView present_v);
@@ -87,6 +93,9 @@ class DecodeAttention : public Kernel {
 
  private:
   enum class Mode { graph, present, in_place };
+  void bind_graph(ConstFloatView q, ConstFloatView k_new, ConstFloatView v_new,
+                  ConstFloatView past_k, ConstFloatView past_v, ConstFloatView mask,
+                  FloatView out);
   void check_common(ConstFloatView q, ConstFloatView k_new, ConstFloatView v_new,
                     ConstFloatView mask, FloatView out) const;
 

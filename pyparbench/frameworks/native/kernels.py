@@ -137,6 +137,13 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
                           mask_shape=None if mask is None else mask.shape, causal=a["causal"],
                           scale=a["scale"], causal_fill=a["causal_fill"], threads=threads)
         run = lambda r, w_: k.timeit(q, kk, v, mask, out, repeats=r, warmup=w_)
+    elif op == "decode_attention":
+        q, kn, vn, pk, pv = (_f32(t) for t in ins[:5])
+        mask = _f32(ins[5]) if len(ins) > 5 else None
+        k = ops.DecodeAttention(q.shape, kn.shape, vn.shape, pk.shape,
+                                mask_shape=None if mask is None else mask.shape,
+                                scale=a["scale"], causal_fill=a["causal_fill"], threads=threads)
+        run = lambda r, w_: k.timeit(q, kn, vn, pk, pv, mask, out, repeats=r, warmup=w_)
     elif op == "glu":
         gate, up = _f32(ins[0]), _f32(ins[1])
         k = ops.Glu(a["kind"], gate.shape, threads=threads)
