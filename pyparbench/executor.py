@@ -312,12 +312,14 @@ class CompiledGraph:
     optimised graph that the settings run so far asked for."""
 
     def __init__(self, graph: Graph) -> None:
-        check_fits(f"model {graph.meta.get('model', graph.name)!r}", 4 * graph.num_params)
         self.graph = graph
         # The native plan trusts every shape it is given: a graph put
         # together by hand is checked (node by node, as the builder would)
         # before the passes and the plan see it.
         self._checked = rebuild(graph)
+        # Checked before any weight is made (rebuilding makes none).
+        check_fits(f"model {graph.meta.get('model', graph.name)!r}",
+                   4 * self._checked.num_params)
         # Held by set_inputs, run and outputs: threads sharing this graph
         # never see half of another call's inputs, nor outputs of two runs.
         self._lock = threading.Lock()
