@@ -468,6 +468,14 @@ def test_the_plan_adds_the_recommended_setting_and_the_framework_runs() -> None:
         ov = [c for c in fitted.configs if c.framework == "openvino"]
         if any(c.settings.name in hints for c in ov):
             assert any(c.settings.name not in hints for c in ov), (share, ov)
+        # ... and the hints of one model (the one model here) go only after
+        # every other framework run and before any grid setting.
+        grid_kept = [c for c in fitted.configs if not c.framework and not c.settings.name
+                     and c != native[0]]
+        if grid_kept:
+            assert {c.settings.name for c in ov} >= set(hints), (share, ov)
+        if any(c.framework not in (None, "openvino", "onnxruntime") for c in fitted.configs):
+            assert {c.settings.name for c in ov} >= set(hints), (share, ov)
     assert (f"; {grid} grid settings and {frameworks} framework runs left out to fit the 0 s "
             "budget (--full runs them)") in _plan_line(tight)
     no_ort = plan_suite(replace(resolve_level("default", models=["mlp-512"]), budget_s=0.0),

@@ -350,7 +350,7 @@ def plan_suite(level: Level, *, cores: int | None = None, peak: Ceilings = None,
 def _fit(plan: SuitePlan, budget: float, compared: Settings) -> None:
     """Drop grid settings, highest rank first, until the plan fits ``budget``
     (``compared``: the native setting framework runs are compared with)."""
-    rank: list[int] = []
+    rank: list[float] = []
     seen: dict[tuple[str, int], int] = {}
     has_frameworks = {(c.model, c.batch) for c in plan.configs if c.framework is not None}
     def preference(run: tuple[str, str | None]) -> int:
@@ -361,20 +361,31 @@ def _fit(plan: SuitePlan, budget: float, compared: Settings) -> None:
                                                                                     ())
 
     kept_run: dict[tuple[str, int], tuple[str, str | None]] = {}
-    for c in plan.configs:
+    preset_s: dict[tuple[str, int, str], float] = {}
+    for c, s in zip(plan.configs, plan.config_s):
         if c.framework is not None and not own_preset(c):
             run, k = (c.framework, c.mode), (c.model, c.batch)
             if k not in kept_run or preference(run) < preference(kept_run[k]):
                 kept_run[k] = run
+        elif own_preset(c):
+            key = (c.model, c.batch, c.framework or "")
+            preset_s[key] = preset_s.get(key, 0.0) + s
+    # Each framework's own presets are kept for one model (its cheapest), so
+    # the report always reads the framework's tuner against the shared
+    # setting: dropped only after every grid setting and every other
+    # framework run; its run under the shared setting goes after them.
+    showcase = {f: min((k for k in preset_s if k[2] == f), key=preset_s.__getitem__)
+                for f in {k[2] for k in preset_s}}
     for c in plan.configs:
         k = (c.model, c.batch)
+        shown = c.framework is not None and showcase.get(c.framework) == (*k, c.framework)
         if own_preset(c):
             # Left out before any framework run: read against the framework's
             # run under the shared setting, never without it.
-            rank.append(4)
+            rank.append(-0.4 if shown else 4)
             continue
         if c.framework is not None:
-            rank.append(-1 if kept_run.get(k) == (c.framework, c.mode) else 3)
+            rank.append(-1 if kept_run.get(k) == (c.framework, c.mode) else -0.5 if shown else 3)
             continue
         if c.settings.name in KEPT or (k in has_frameworks
                                        and c.settings.with_(name="") == compared):
@@ -386,7 +397,7 @@ def _fit(plan: SuitePlan, budget: float, compared: Settings) -> None:
     drop: set[int] = set()
     total = plan.estimate_s
     for i in order:
-        if total <= budget or rank[i] < 0:
+        if total <= budget or rank[i] <= -1:
             break
         drop.add(i)
         total -= plan.config_s[i]
