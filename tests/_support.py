@@ -5,8 +5,11 @@ the float64 numpy references of every single op (the graph-level oracle is
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,19 @@ from pyparbench.reference import conv2d_reference
 # a checkout with its built core otherwise): what a child's PYTHONPATH needs
 # for it to import the same pyparbench, never a checkout without the core.
 IMPORTED_FROM = str(Path(pyparbench.__file__).resolve().parents[1])
+
+
+def run_isa_capped(code: str, isa: str, *, timeout: float = 120) -> dict[str, Any]:
+    """Run ``code`` in a child whose oneDNN is capped to ``isa``
+    (ONEDNN_MAX_CPU_ISA: the cap only takes effect before oneDNN's first
+    primitive, so it needs a fresh process); the child prints one JSON object
+    on its last line, which is returned."""
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA=isa, PYTHONPATH=IMPORTED_FROM)
+    env.pop("DNNL_MAX_CPU_ISA", None)
+    done = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True,
+                          text=True, timeout=timeout, check=True)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]

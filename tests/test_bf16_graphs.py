@@ -5,10 +5,6 @@ each node's precision and emulation, and the emulated path under an ISA cap."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from functools import cache
 from pathlib import Path
@@ -16,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _support import IMPORTED_FROM
+from _support import run_isa_capped
 from test_executor import SMALL
 
 from pyparbench import models
@@ -227,11 +223,7 @@ CAPPED_RUN = textwrap.dedent("""
 def test_emulated_nodes_under_an_avx512_core_cap() -> None:
     """Capped to AVX-512 without BF16, every bf16 node runs emulated, says
     so, and the model still matches its fp32 outputs."""
-    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX512_CORE", PYTHONPATH=IMPORTED_FROM)
-    env.pop("DNNL_MAX_CPU_ISA", None)
-    done = subprocess.run([sys.executable, "-P", "-c", CAPPED_RUN], env=env,
-                          capture_output=True, text=True, timeout=300, check=True)
-    r = json.loads(done.stdout.strip().splitlines()[-1])
+    r = run_isa_capped(CAPPED_RUN, "AVX512_CORE", timeout=300)
     assert r["isa"] == "avx512_core", r
     assert r["bf16"] and all(emulated for _, _, emulated in r["bf16"]), r["bf16"]
     assert sorted(r["emulated_nodes"]) == sorted(name for name, _, _ in r["bf16"])

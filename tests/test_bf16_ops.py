@@ -6,7 +6,6 @@ the precision's errors."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from _support import IMPORTED_FROM, rand, ref_embedding_bag
+from _support import IMPORTED_FROM, rand, ref_embedding_bag, run_isa_capped
 
 import pyparbench as ppb
 from pyparbench._core import ops as _ops
@@ -294,12 +293,7 @@ EMULATED_RUN = textwrap.dedent("""
 
 
 def run_capped(isa: str) -> dict[str, object]:
-    env = dict(os.environ, ONEDNN_MAX_CPU_ISA=isa, PYTHONPATH=IMPORTED_FROM)
-    env.pop("DNNL_MAX_CPU_ISA", None)
-    done = subprocess.run([sys.executable, "-P", "-c", EMULATED_RUN], env=env, capture_output=True,
-                          text=True, timeout=120, check=True)
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_isa_capped(EMULATED_RUN, isa)
 
 
 def test_emulated_bf16_under_an_avx512_core_cap() -> None:

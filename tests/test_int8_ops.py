@@ -8,16 +8,13 @@ the errors."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from _support import IMPORTED_FROM, ref_embedding_bag
+from _support import ref_embedding_bag, run_isa_capped
 
 import pyparbench as ppb
 from pyparbench._core import ops as _ops
@@ -284,11 +281,7 @@ def test_int8_without_vnni_under_an_avx512_core_cap() -> None:
     if cpu_features()["arch"] != "x86_64" or "avx512" not in cpu_features()["tiers"]:
         pytest.skip("this CPU has no AVX-512 (flags avx512f/bw/vl/dq): oneDNN cannot be "
                     "capped to avx512_core here")
-    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX512_CORE", PYTHONPATH=IMPORTED_FROM)
-    env.pop("DNNL_MAX_CPU_ISA", None)
-    done = subprocess.run([sys.executable, "-P", "-c", CAPPED_RUN], env=env,
-                          capture_output=True, text=True, timeout=120, check=True)
-    r = json.loads(done.stdout.strip().splitlines()[-1])
+    r = run_isa_capped(CAPPED_RUN, "AVX512_CORE")
     assert r["isa"] == "avx512_core", r
     assert r["linear"][1] is False and r["conv2d"][1] is False, r
     assert r["linear_excess"] <= 1 and r["conv2d_excess"] <= 1, r
