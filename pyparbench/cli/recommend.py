@@ -33,7 +33,9 @@ from pyparbench.cli._common import (PRECISION_HELP, add_precision_arg, add_shape
 from pyparbench.frameworks.deploy import TARGETS, deployment
 from pyparbench.frameworks.openvino.knobs import benchmark_app_line, code
 from pyparbench.frameworks.spec import ModelRef, not_applicable
+from pyparbench.graph import Graph
 from pyparbench.models import build
+from pyparbench.models.llama import LLAMA_SIZES, llama_decode
 from pyparbench.recommender import recommend
 from pyparbench.recommender.framework_check import check_in_framework, check_installed
 from pyparbench.settings import instance_cpus
@@ -55,7 +57,7 @@ def _cmd_recommend(args: argparse.Namespace) -> int:
     if args.check_in:
         _check_first(args, name)
     libraries = tuple(x for x in args.libraries.split(",") if x)
-    rec = recommend(build(name, args.batch), topology=args.topology,
+    rec = recommend(_graph_of_phase(args, name), topology=args.topology,
                     objective=args.objective, calibrate=not args.no_calibrate,
                     allow_smt=args.smt, libraries=libraries, recalibrate=args.recalibrate,
                     verify=0 if args.no_verify else 3, precision=args.precision or "fp32")
@@ -72,6 +74,21 @@ def _cmd_recommend(args: argparse.Namespace) -> int:
         print(rec.format())
         print(dep.format())
     return 0
+
+
+def _graph_of_phase(args: argparse.Namespace, name: str) -> Graph:
+    """The graph ``--phase`` names: a built-in decoder's prefill (its
+    registered graph) or its decode step (one token against a cache of the
+    size's prompt length); any other model has one graph."""
+    if args.phase is None or args.phase == "prefill" and name in LLAMA_SIZES:
+        return build(name, args.batch)
+    if name not in LLAMA_SIZES:
+        args.parser.error(f"--phase {args.phase}: {name!r} is not a built-in decoder (one of "
+                          f"{', '.join(LLAMA_SIZES)}); other models have one phase")
+    if args.check_in:
+        args.parser.error("--phase decode with --framework: the frameworks run the prefill "
+                          "only (leave out --framework)")
+    return llama_decode(args.batch or 1, size=name)
 
 
 def _check_first(args: argparse.Namespace, name: str) -> None:
@@ -146,6 +163,11 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="batch size (default: the model's)")
     p.add_argument("--objective", choices=("latency", "throughput"), default="latency",
                    help="minimise one batch's latency, or maximise samples per second")
+    p.add_argument("--phase", choices=("prefill", "decode"), default=None,
+                   help="a built-in decoder's phase: prefill (the prompt, compute-bound; the "
+                        "default) or decode (one token against a cache of the prompt's "
+                        "length: it streams every weight per token, so it often wants fewer "
+                        "threads)")
     p.add_argument("--topology", default=None, metavar="FILE|SYNTHETIC",
                    help='another machine: an hwloc XML file (`lstopo --of xml > box.xml` '
                         'there) or a synthetic one, e.g. "package:2 core:28 pu:2" '

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from pyparbench.graph import Graph
 from pyparbench.choices import PRESETS, check_precision
-from pyparbench.recommender.costmodel import CostModel
+from pyparbench.recommender.bandwidth import streaming
+from pyparbench.recommender.costmodel import AnalyticCostModel, CostModel, MachineSpec
 from pyparbench.recommender.decision import TOP as VERIFY_TOP
 from pyparbench.recommender.modelchoice import choose_model, topology_of
 from pyparbench.recommender.reasons import explain, topology_reasons
@@ -123,7 +125,11 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
              for r in (res, *slower)
              for s in (c.with_(precision=precision) for c in
                        kind_candidates(graph, cost, r, sorted(per_instance), allow_smt))]
-    best = choose(preds, objective)
+    # A graph that streams its weights from memory (a decoder's decode step)
+    # gains nothing from threads past the bandwidth's saturation.
+    streams = streaming(graph, topo, ridge=cost.executor.intensity_ridge,
+                        cache_per_package=MachineSpec().cache_bytes, precision=precision)
+    best = choose(preds, objective, fewest_threads=streams.memory_bound)
     preset_settings = {name: preset(name, topo, graph).with_(precision=precision)
                        for name in PRESETS}
     verified_reason = ""
@@ -144,6 +150,8 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
                       why_model=choice.why, resources=resources_of(chosen, res, slower),
                       objective=objective,
                       executed=executed, verified=verified_reason)
+    if streams.memory_bound:
+        reasons.append(streams.reason(_saturation(cost)))
     reasons += topology_reasons(topo, res, preset_settings["intel"], slower, preds, best,
                                 objective)
     return Recommendation(graph=graph.name, batch=batch, topology=where, settings=chosen,
@@ -151,6 +159,16 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
                           reasons=tuple(reasons), model=cost.kind,
                           model_description=cost.describe(), candidates=tuple(preds),
                           calibration=calibration, cpus=instance_cpus(chosen, topo))
+
+
+def _saturation(cost: CostModel) -> int | None:
+    """Threads per socket at which the analytic model's memory bandwidth
+    stops growing (None for a measured model: its op times already hold
+    where this machine's bandwidth saturates)."""
+    if not isinstance(cost, AnalyticCostModel):
+        return None
+    spec = cost.spec
+    return max(1, math.ceil(spec.socket_gbps / cost.numa_per_socket / spec.core_gbps))
 
 
 def slower_kinds(topo: Topology) -> list[int]:

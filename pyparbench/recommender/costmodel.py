@@ -707,6 +707,7 @@ class AnalyticCostModel(CostModel):
         self.cores_per_socket = cores_per_socket
         self.numa_per_socket = max(1, int(numa_per_socket))
         self.executor = executor or ANALYTIC_EXECUTOR
+        self._streaming: dict[int, tuple[Graph, bool]] = {}
 
     def _efficiency(self, node: Node) -> float:
         eff = self.spec.gemm_efficiency
@@ -745,17 +746,45 @@ class AnalyticCostModel(CostModel):
                 units = node.attrs["groups"]
         return compute, float(s.bytes), max(1, int(units))
 
-    def _mem_ns(self, nbytes: float, threads: int) -> float:
+    def _streams(self, graph: Graph) -> bool:
+        """Whether ``graph``'s weights outgrow the last-level cache, so that
+        every run reads each op's weights from memory, however small that
+        op's own bytes (a decoder's decode step: every layer's weights in
+        turn, each evicted before it comes round again)."""
+        key = id(graph)
+        if key not in self._streaming or self._streaming[key][0] is not graph:
+            self._streaming[key] = (graph, 4 * graph.num_params > self.spec.cache_bytes)
+        return self._streaming[key][1]
+
+    def _move_ns(self, graph: Graph, node: Node, nbytes: float, threads: int) -> float:
+        """Moving ``nbytes`` of ``node``'s bytes on ``threads`` threads: its
+        weights' share from memory when the graph streams them, the rest as
+        the bytes' size says."""
+        if not self._streams(graph):
+            return self._mem_ns(nbytes, threads)
+        total = max(float(graph.stats[node.id].bytes), 1.0)
+        weights = min(nbytes, nbytes * 4 * graph.stats[node.id].params / total)
+        return (self._mem_ns(weights, threads, from_memory=True)
+                + self._mem_ns(nbytes - weights, threads))
+
+    def _mem_ns(self, nbytes: float, threads: int, *, from_memory: bool = False) -> float:
         sp = self.spec
-        if nbytes <= sp.cache_bytes:
+        if nbytes <= sp.cache_bytes and not from_memory:
             bw = sp.cache_gbps * threads
         else:
             # Memory bandwidth per NUMA domain: a socket's, split between its
-            # domains; a team takes as many domains as its cores span.
-            per = 1 if self.cores_per_socket is None else self.numa_per_socket
-            domains = 1 if self.cores_per_socket is None else math.ceil(
-                threads / max(1, self.cores_per_socket // per))
-            bw = min(sp.core_gbps * threads, sp.socket_gbps / per * domains)
+            # domains. A compact team fills one domain after another, and
+            # each domain gives at most its share, however many of the
+            # team's threads it holds (one thread on a second socket adds
+            # one core's bandwidth, not a socket's).
+            if self.cores_per_socket is None:
+                bw = min(sp.core_gbps * threads, sp.socket_gbps)
+            else:
+                per = self.numa_per_socket
+                cores = max(1, self.cores_per_socket // per)
+                domain = sp.socket_gbps / per
+                full, rest = divmod(threads, cores)
+                bw = full * min(cores * sp.core_gbps, domain) + min(rest * sp.core_gbps, domain)
         return nbytes / bw
 
     def op_ns(self, graph: Graph, node: Node, threads: int, operator: str = "library",
@@ -764,7 +793,7 @@ class AnalyticCostModel(CostModel):
             return 0.0
         sp = self.spec
         compute, nbytes, blocks = self._parts(graph, node)
-        one = max(compute, self._mem_ns(nbytes, 1))
+        one = max(compute, self._move_ns(graph, node, nbytes, 1))
         parts = max(1, int(one / sp.grain_ns))
         t = max(1, threads)
         cross = (self.spec.cross_socket if self.cores_per_socket is not None
@@ -777,10 +806,11 @@ class AnalyticCostModel(CostModel):
             b = min(t, blocks)
             frac = math.ceil(blocks / b) / blocks
             # Each block streams its share on one core; all share the sockets.
-            body = max(compute * frac, self._mem_ns(nbytes * frac, 1), self._mem_ns(nbytes, b))
+            body = max(compute * frac, self._move_ns(graph, node, nbytes * frac, 1),
+                       self._move_ns(graph, node, nbytes, b))
             return (sp.launch_ns + body + self._team_ns(t, operator, pool, blocks)) * cross
         used = min(t, parts)
-        body = max(compute / used, self._mem_ns(nbytes, used))
+        body = max(compute / used, self._move_ns(graph, node, nbytes, used))
         fj = self._team_ns(t, operator, pool, blocks) if t > 1 else 0.0
         return (sp.launch_ns + body + fj) * cross
 

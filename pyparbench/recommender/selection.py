@@ -1,8 +1,9 @@
 """Choosing among the predicted candidates.
 
 * Candidates whose predictions are within :data:`TIE` of the best are ties;
-  the one with the most intra-op threads wins, then the simplest (sync,
-  library mode, one instance, oneDNN, OpenMP's pool).
+  the one with the most threads wins (the fewest for a graph that streams
+  its weights from memory: :mod:`~pyparbench.recommender.bandwidth`), then
+  the simplest (sync, library mode, one instance, oneDNN, OpenMP's pool).
 * Framework operator mode is chosen only when predicted
   :data:`FRAMEWORK_MARGIN` better than the best library-mode setting (the
   study's guideline, and the mode whose blocks calibration times least
@@ -67,8 +68,9 @@ FRAMEWORK_MARGIN = 0.03
 WAIT_MARGIN = 0.03
 
 
-def _simplicity(s: Settings) -> tuple[int, ...]:
-    return (-s.threads, int(s.omp_wait is not None), int(s.scheduler == "async"),
+def _simplicity(s: Settings, fewest_threads: bool = False) -> tuple[int, ...]:
+    return (s.threads if fewest_threads else -s.threads, int(s.omp_wait is not None),
+            int(s.scheduler == "async"),
             int(s.operator == "framework"), s.instances, int(s.library != "onednn"),
             ("openmp", "eigen", "std").index(s.pool))
 
@@ -83,21 +85,26 @@ def best_of(preds: Sequence[Prediction], objective: str,
         chosen, key=lambda p: p.throughput)
 
 
-def choose(preds: Sequence[Prediction], objective: str) -> Prediction:
+def choose(preds: Sequence[Prediction], objective: str, *,
+           fewest_threads: bool = False) -> Prediction:
     """The predicted choice: the simplest of the ties, library mode unless
     framework mode is predicted clearly better, libgomp's default wait
-    policy unless another is (see the module docstring)."""
-    best = _framework_margin(_simplest_tie(preds, objective), preds, objective)
+    policy unless another is (see the module docstring). ``fewest_threads``:
+    ties go to the fewest threads instead of the most (a graph that streams
+    its weights from memory: :mod:`pyparbench.recommender.bandwidth`)."""
+    best = _framework_margin(_simplest_tie(preds, objective, fewest_threads), preds, objective)
     if best.settings.omp_wait is not None:
         plain = [p for p in preds if p.settings.omp_wait is None]
         if plain:
-            alt = _framework_margin(_simplest_tie(plain, objective), plain, objective)
+            alt = _framework_margin(_simplest_tie(plain, objective, fewest_threads), plain,
+                                    objective)
             if best.better(alt, objective) < 1 + WAIT_MARGIN:
                 best = alt
     return best
 
 
-def _simplest_tie(preds: Sequence[Prediction], objective: str) -> Prediction:
+def _simplest_tie(preds: Sequence[Prediction], objective: str,
+                  fewest_threads: bool = False) -> Prediction:
     """The simplest of the predictions within TIE of the best."""
     if objective == "latency":
         top = min(p.latency_ns for p in preds)
@@ -105,7 +112,7 @@ def _simplest_tie(preds: Sequence[Prediction], objective: str) -> Prediction:
     else:
         top = max(p.throughput for p in preds)
         ties = [p for p in preds if p.throughput >= top * (1 - TIE)]
-    return min(ties, key=lambda p: _simplicity(p.settings))
+    return min(ties, key=lambda p: _simplicity(p.settings, fewest_threads))
 
 
 def _framework_margin(best: Prediction, preds: Sequence[Prediction],

@@ -1,0 +1,112 @@
+"""The recommender on a decoder's two phases: the prefill (compute-bound)
+takes every core, the decode step (every weight streamed per token) fewer,
+on synthetic machines and on hwloc files shaped like real ones (a 2-socket
+Xeon; an EPYC in NPS4 and a hybrid desktop, where it needs as many), with the analytic model (these
+machines are not this one); the bandwidth a compact team draws; the tie
+rule; ``recommend --phase``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import _topo_xml as tx
+import pytest
+from _support import cli_main
+
+from pyparbench.models import build
+from pyparbench.models.llama import llama_decode
+from pyparbench.recommender import recommend
+from pyparbench.recommender.costmodel import AnalyticCostModel, MachineSpec
+from pyparbench.recommender.selection import TIE, choose
+from pyparbench.recommender.types import Prediction
+from pyparbench.settings import Settings
+
+SIZE = "llama-bandwidth"  # 495 MB of weights: past any last-level cache here
+
+
+def _threads(topology: str | Path, phase: str) -> tuple[int, str]:
+    g = build(SIZE, 1) if phase == "prefill" else llama_decode(1, size=SIZE)
+    rec = recommend(g, topology=topology, calibrate=False, verify=0)
+    return rec.settings.threads, "\n".join(rec.reasons)
+
+
+@pytest.mark.parametrize("synthetic", ["package:1 core:32 pu:1", "package:2 core:28 pu:2"])
+def test_decode_takes_fewer_threads_than_prefill(synthetic: str) -> None:
+    prefill, why_prefill = _threads(synthetic, "prefill")
+    decode, why_decode = _threads(synthetic, "decode")
+    cores = 32 if "core:32" in synthetic else 56
+    assert prefill == cores, why_prefill
+    assert decode < prefill, why_decode
+    assert "memory-bound" in why_decode and "memory-bound" not in why_prefill
+    assert "5 threads per socket" in why_decode  # 200 GB/s a socket over 40 GB/s a core
+
+
+@pytest.mark.skipif(tx.LSTOPO is None, reason="lstopo missing (apt-get install hwloc)")
+@pytest.mark.parametrize("shape", ["intel_2s_interleaved", "epyc_nps4", "hybrid_desktop"])
+def test_decode_takes_fewer_threads_on_hwloc_files(shape: str, tmp_path: Path) -> None:
+    make = getattr(tx, shape)
+    path = make(tmp_path / f"{shape}.xml", 28) if shape == "intel_2s_interleaved" else make(
+        tmp_path / f"{shape}.xml")
+    prefill, _ = _threads(path, "prefill")
+    decode, why = _threads(path, "decode")
+    assert "memory-bound" in why
+    if shape == "intel_2s_interleaved":
+        # 28 cores a socket, 5 of which draw its bandwidth.
+        assert decode < prefill, why
+    else:
+        # An EPYC in NPS4 draws a quarter of its bandwidth per node of 16
+        # cores, and a compact team fills one node after another: the
+        # bandwidth needs every node. The desktop has 8 P cores.
+        assert decode <= prefill, why
+
+
+def test_a_small_decoder_in_cache_is_not_memory_bound() -> None:
+    rec = recommend(llama_decode(1, size="llama-tiny"), topology="package:1 core:32 pu:1",
+                    calibrate=False, verify=0)
+    assert not any("memory-bound" in r for r in rec.reasons)
+
+
+def test_a_compact_team_draws_each_domains_share() -> None:
+    """A domain gives at most its share: one thread on a second socket adds
+    one core's bandwidth, not a socket's."""
+    spec = MachineSpec()
+    m = AnalyticCostModel(spec, cores_per_socket=28)
+    gb = 1e9
+    assert m._mem_ns(gb, 1, from_memory=True) == pytest.approx(gb / spec.core_gbps)
+    assert m._mem_ns(gb, 28, from_memory=True) == pytest.approx(gb / spec.socket_gbps)
+    assert m._mem_ns(gb, 29, from_memory=True) == pytest.approx(
+        gb / (spec.socket_gbps + spec.core_gbps))
+    assert m._mem_ns(gb, 56, from_memory=True) == pytest.approx(gb / (2 * spec.socket_gbps))
+    nps4 = AnalyticCostModel(spec, cores_per_socket=32, numa_per_socket=4)
+    assert nps4._mem_ns(gb, 8, from_memory=True) == pytest.approx(gb / (spec.socket_gbps / 4))
+
+
+def test_ties_go_to_the_fewest_threads_only_for_a_streaming_graph() -> None:
+    rec = recommend(build("mlp-512", 1), topology="package:1 core:8 pu:1", calibrate=False,
+                    verify=0)
+    sim = rec.predicted.simulation
+    preds = [Prediction(Settings(intra_op=t), 1000.0 * (1 + TIE * t / 16), 1, 1, sim)
+             for t in (2, 4, 8)]
+    assert choose(preds, "latency").settings.intra_op == 8
+    assert choose(preds, "latency", fewest_threads=True).settings.intra_op == 2
+    # Outside the tie, the faster setting, whatever its threads.
+    preds.append(Prediction(Settings(intra_op=6), 900.0, 1, 1, sim))
+    assert choose(preds, "latency", fewest_threads=True).settings.intra_op == 6
+
+
+def test_the_phase_option(capsys: pytest.CaptureFixture[str]) -> None:
+    topo = "package:2 core:28 pu:2"
+    rc, out, _ = cli_main(capsys, "recommend", SIZE, "--phase", "decode", "--topology", topo,
+                          "--json")
+    assert rc == 0
+    decode = json.loads(out)
+    rc, out, _ = cli_main(capsys, "recommend", SIZE, "--phase", "prefill", "--topology", topo,
+                          "--json")
+    prefill = json.loads(out)
+    threads = [d["settings"]["inter_op"] * d["settings"]["intra_op"] for d in (decode, prefill)]
+    assert threads[0] < threads[1], threads
+    assert any("memory-bound" in r for r in decode["reasons"])
+    assert not any("memory-bound" in r for r in prefill["reasons"])
+    rc, _, err = cli_main(capsys, "recommend", "resnet50", "--phase", "decode")
+    assert rc == 2 and "'resnet50' is not a built-in decoder" in err, err
