@@ -114,7 +114,8 @@ def recommend(graph: Graph, topology: Topology | str | os.PathLike[str] | None =
     # (and more instance counts) than the most powerful one.
     widest = max((res, *slower), key=lambda r: r.cores)
     choice = choose_model(per_instance, widest, topo, model=model, calibrate=calibrate,
-                          libraries=libraries, recalibrate=recalibrate, cache_dir=cache_dir)
+                          libraries=libraries, recalibrate=recalibrate, cache_dir=cache_dir,
+                          precision=precision)
     cost = choice.model
     calibration = dict(choice.calibration)
 

@@ -237,7 +237,8 @@ class Calibration:
 
     def missing(self, graph: Graph, configs: Iterable[str], *,
                 retry_disturbed: bool = True, graph_opt: str = "full",
-                quiet: Callable[[], bool] | None = None) -> list[str]:
+                quiet: Callable[[], bool] | None = None,
+                precision: str = "fp32") -> list[str]:
         """The configs lacking a figure for some computing node that the
         executor runs for ``graph`` (optimised as ``graph_opt`` asks), or
         (``retry_disturbed``) holding one that other processes disturbed and
@@ -246,7 +247,7 @@ class Calibration:
         is quiet now."""
         out = []
         for c in configs:
-            keys = _op_keys(graph, c, graph_opt)
+            keys = _op_keys(graph, c, graph_opt, precision)
             table = self.tables.get(c, {})
             if not keys <= table.keys():
                 out.append(c)
@@ -258,12 +259,12 @@ class Calibration:
         return out
 
     def disturbed(self, graph: Graph, configs: Iterable[str], *,
-                  graph_opt: str = "full") -> list[str]:
+                  graph_opt: str = "full", precision: str = "fp32") -> list[str]:
         """The configs whose figures for ``graph`` were disturbed by other
         processes however often they were measured."""
         return [c for c in configs
                 if any(self.tables.get(c, {}).get(k, [0, 0, 0, 0])[2] > 0
-                       for k in _op_keys(graph, c, graph_opt))]
+                       for k in _op_keys(graph, c, graph_opt, precision))]
 
     def update(self, config: str, table: Mapping[str, Entry], *, replace: bool = False) -> None:
         """Merge new measurements of ``config`` (see :func:`_merge`), or
@@ -346,22 +347,26 @@ def load_calibration(directory: str | Path | None = None) -> Calibration:
 
 
 def _settings(operator: str, library: str, pool: str, threads: int, pin: bool,
-              graph_opt: str = "full") -> Settings:
+              graph_opt: str = "full", precision: str = "fp32") -> Settings:
     return Settings(intra_op=threads, operator=operator, library=library, pool=pool,
-                    affinity="compact" if pin else "none", graph_opt=graph_opt)
+                    affinity="compact" if pin else "none", graph_opt=graph_opt,
+                    precision=precision)
 
 
-def _config_settings(config: str, pin: bool = True, graph_opt: str = "full") -> Settings:
+def _config_settings(config: str, pin: bool = True, graph_opt: str = "full",
+                     precision: str = "fp32") -> Settings:
     operator, library, pool, t = config.split("/")
     return _settings(operator, library, "openmp" if pool == "-" else pool, int(t), pin,
-                     graph_opt)
+                     graph_opt, precision)
 
 
-def _op_keys(graph: Graph, config: str, graph_opt: str) -> set[str]:
+def _op_keys(graph: Graph, config: str, graph_opt: str, precision: str = "fp32") -> set[str]:
     """The op keys of the nodes the executor runs for ``graph`` under
     ``config``: those of its optimised graph, whose nodes are what calibration
-    times (a fused conv costs what it costs, not the sum of its parts)."""
-    settings = _config_settings(config, graph_opt=graph_opt)
+    times (a fused conv costs what it costs, not the sum of its parts; at
+    bf16 the matrix nodes read bf16 inputs, so their keys are bf16's, and
+    the conversions are nodes of their own)."""
+    settings = _config_settings(config, graph_opt=graph_opt, precision=precision)
     run = executed_graph(graph, settings, budget_bytes=team_budget_bytes(settings))
     return {op_key(run, n) for n in run if n.op not in ALIAS_OPS}
 
@@ -403,7 +408,8 @@ def _sample(run: Callable[[], Sample], rounds: int, est_ns: float) -> list[Sampl
 
 def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
                   pin: bool = True, loads: dict[str, float] | None = None,
-                  graph_opt: str = "full") -> dict[str, dict[str, list[float]]]:
+                  graph_opt: str = "full",
+                  precision: str = "fp32") -> dict[str, dict[str, list[float]]]:
     """Time every computing node that the executor runs for ``graph`` (the
     graph optimised as ``graph_opt`` asks, per config) in place under each
     config.
@@ -423,6 +429,9 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
         while it was measured.
     graph_opt
         The graph passes (Settings.graph_opt) the executor runs the graph with.
+    precision
+        The run's precision (Settings.precision): bf16 times the bf16 plan's
+        nodes.
 
     Returns
     -------
@@ -439,7 +448,7 @@ def measure_graph(graph: Graph, configs: Sequence[str], *, rounds: int = 3,
     windows: dict[str, float] = {}
     with ForeignLoad() as whole:
         for config in configs:
-            settings = _config_settings(config, pin, graph_opt)
+            settings = _config_settings(config, pin, graph_opt, precision)
             # Trace node ids are those of the graph the plan runs.
             run = compiled.optimized(settings)
             keys = [None if n.op in ALIAS_OPS else op_key(run, n) for n in run]
@@ -591,7 +600,7 @@ def measure_executor(cores: int, *, rounds: int = 5, nodes: int = 64) -> Executo
 
 
 def measure_instances(graph: Graph, instances: int, threads: int, *,
-                      graph_opt: str = "full") -> float:
+                      graph_opt: str = "full", precision: str = "fp32") -> float:
     """How much slower one of ``instances`` copies of ``graph`` runs beside
     the others than alone: the median repeat (until the slowest copy is
     done) of all copies side by side, each with its own weights on its own
@@ -600,7 +609,8 @@ def measure_instances(graph: Graph, instances: int, threads: int, *,
     instance at a time misses: copies streaming their weights at once
     share the caches and the memory bandwidth."""
     copies = [graph, *(copy.deepcopy(graph) for _ in range(instances - 1))]
-    settings = Settings(intra_op=threads, affinity="compact", graph_opt=graph_opt)
+    settings = Settings(intra_op=threads, affinity="compact", graph_opt=graph_opt,
+                        precision=precision)
     est, _, _ = run_instances(copies[:1], settings, repeats=1, warmup=1)
     # About 0.2 s of repeats each way.
     repeats = max(5, min(200, math.ceil(2e8 / max(est[0], 1.0))))
@@ -638,7 +648,8 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
               libraries: Sequence[str] = ("onednn",), pools: Sequence[str] = POOLS,
               rounds: int = 3, recalibrate: bool = False, retry_disturbed: bool = True,
               directory: str | Path | None = None, cache: bool = True,
-              graph_opt: str = "full", instances: int = 1, wait: bool = True) -> Calibration:
+              graph_opt: str = "full", instances: int = 1, wait: bool = True,
+              precision: str = "fp32") -> Calibration:
     """Measure what the graph(s) need and the cache lacks; return the calibration.
 
     Parameters
@@ -669,6 +680,9 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
         With k > 1, each graph is one instance's and the co-run factor of k
         copies on ``cores // k`` cores each is measured too
         (:func:`measure_instances`).
+    precision
+        The precision the graph runs at (Settings.precision): its op times
+        are those of that precision's plan.
     wait
         Also measure what a parallel region costs under each OpenMP wait
         policy (:func:`~pyparbench.recommender.waitpolicy.measure_wait`), when
@@ -737,10 +751,11 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
     for g in graphs:
         todo = configs if recalibrate else cal.missing(g, configs,
                                                        retry_disturbed=retry_disturbed,
-                                                       graph_opt=graph_opt, quiet=quiet)
+                                                       graph_opt=graph_opt, quiet=quiet,
+                                                       precision=precision)
         if todo:
             for k, table in measure_graph(g, todo, rounds=rounds, pin=cores > 1,
-                                          graph_opt=graph_opt,
+                                          graph_opt=graph_opt, precision=precision,
                                           loads=cal.load).items():
                 cal.update(k, table, replace=recalibrate)
                 if k not in cal.measured:
@@ -748,14 +763,15 @@ def calibrate(graph: Graph | Sequence[Graph], *, threads: Sequence[int] | None =
         if instances > 1 and cores // instances >= 1:
             # Keyed by the graph the simulation sees: the executed one.
             # The setting measure_instances runs each copy under.
-            one = Settings(intra_op=cores // instances, affinity="compact", graph_opt=graph_opt)
+            one = Settings(intra_op=cores // instances, affinity="compact", graph_opt=graph_opt,
+                           precision=precision)
             key = instance_key(executed_graph(g, one, budget_bytes=team_budget_bytes(one)),
                                instances)
             old = cal.instances.get(key)
             if recalibrate or old is None or (retry_disturbed and _retry([old], quiet)):
                 with ForeignLoad() as load:
                     factor = measure_instances(g, instances, cores // instances,
-                                               graph_opt=graph_opt)
+                                               graph_opt=graph_opt, precision=precision)
                 new = [factor, 1.0, float(load.foreign > BUSY), 1.0]
                 cal.instances[key] = new if recalibrate else _merge(old, new)
                 cal.measured.append(f"instances x{instances}")

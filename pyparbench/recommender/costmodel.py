@@ -644,6 +644,11 @@ class MachineSpec:
         "openmp": 3000.0, "std": 10_000.0, "eigen": 6000.0})
 
 
+# The bf16 dot product's FLOPs per cycle over the fp32 FMA's (AVX512_BF16's
+# vdpbf16ps: two products per fp32 lane; AMX's tiles more, not assumed).
+BF16_SPEEDUP = 2.0
+
+
 # Executor costs of the analytic model: this project's measurements of the
 # native executor on the 2-core machine above (the probe graphs of
 # calibrate.measure_executor), rounded; the larger worker counts extrapolate
@@ -735,16 +740,31 @@ class AnalyticCostModel(CostModel):
         eff = self._efficiency(node)
         if eff > 0:
             compute = s.flops / (sp.peak_gflops * eff)
+            if self._bf16(graph, node):
+                # A bf16 matrix node (the bf16 plan's): the bf16 dot product
+                # retires twice the fp32 FMA's FLOPs, and its weights are
+                # held in bf16, half the bytes the IR counts.
+                compute /= BF16_SPEEDUP
+                return compute, float(s.bytes - 2 * s.params), self._units(node)
         elif node.op in self._COPY_OPS:
             compute = s.bytes / sp.copy_gbps
         else:
             compute = s.flops / sp.glue_gflops.get(node.op, 10.0)
+        return compute, float(s.bytes), self._units(node)
+
+    @staticmethod
+    def _bf16(graph: Graph, node: Node) -> bool:
+        """A matrix node of the bf16 plan (its input converted to bf16)."""
+        return bool(node.inputs) and graph[node.inputs[0]].dtype == "bfloat16"
+
+    def _units(self, node: Node) -> int:
+        """The units framework mode can cut ``node`` into."""
         units = node.shape[0] if node.shape else 1
         if units == 1 and len(node.shape) >= 2 and node.op in self._FEATURE_CUT:
             units = node.shape[1]
             if node.op == "conv2d" and node.attrs.get("groups", 1) > 1:
                 units = node.attrs["groups"]
-        return compute, float(s.bytes), max(1, int(units))
+        return max(1, int(units))
 
     def _streams(self, graph: Graph) -> bool:
         """Whether ``graph``'s weights outgrow the last-level cache, so that
@@ -762,8 +782,10 @@ class AnalyticCostModel(CostModel):
         the bytes' size says."""
         if not self._streams(graph):
             return self._mem_ns(nbytes, threads)
-        total = max(float(graph.stats[node.id].bytes), 1.0)
-        weights = min(nbytes, nbytes * 4 * graph.stats[node.id].params / total)
+        s = graph.stats[node.id]
+        per = 2 if self._bf16(graph, node) else 4
+        total = max(float(s.bytes - (4 - per) * s.params), 1.0)
+        weights = min(nbytes, nbytes * per * s.params / total)
         return (self._mem_ns(weights, threads, from_memory=True)
                 + self._mem_ns(nbytes - weights, threads))
 

@@ -80,7 +80,7 @@ def topology_name(topo: Topology) -> str:
 
 def _calibrated(per_instance: dict[int, Graph], resources: Resources, topo: Topology, *,
                 libraries: Sequence[str], recalibrate: bool,
-                cache_dir: str | Path | None) -> ModelChoice:
+                cache_dir: str | Path | None, precision: str = "fp32") -> ModelChoice:
     """Op times of every instance count's graph, measured here (cached)."""
     cal = None
     used: list[tuple[Graph, list[str]]] = []
@@ -91,7 +91,7 @@ def _calibrated(per_instance: dict[int, Graph], resources: Resources, topo: Topo
         counts = calibration_threads(resources.cores // k)
         ops = instance_operators(k)
         cal = measure(g, threads=counts, libraries=libraries, recalibrate=recalibrate,
-                      directory=cache_dir, operators=ops, instances=k)
+                      directory=cache_dir, operators=ops, instances=k, precision=precision)
         measured += [m if m in ("executor", "wait policies") else f"{m} (batch {batch_of(g)})"
                      for m in cal.measured]
         wait_errors += [cal.wait_error] if cal.wait_error else []
@@ -101,7 +101,7 @@ def _calibrated(per_instance: dict[int, Graph], resources: Resources, topo: Topo
                          for pool in (POOLS if op == "framework" else ("openmp",))]))
     assert cal is not None  # per_instance always holds the graph itself
     model = cal.model()
-    disturbed = sorted({c for g, cs in used for c in cal.disturbed(g, cs)})
+    disturbed = sorted({c for g, cs in used for c in cal.disturbed(g, cs, precision=precision)})
     calibration: dict[str, Any] = {
         "path": str(cal.path), "measured": measured, "seconds": seconds,
         "disturbed": disturbed, "executor_load": cal.load.get("executor", 0.0)}
@@ -122,7 +122,8 @@ def _calibrated(per_instance: dict[int, Graph], resources: Resources, topo: Topo
 
 def choose_model(per_instance: dict[int, Graph], resources: Resources, topo: Topology, *,
                  model: CostModel | None, calibrate: bool, libraries: Sequence[str],
-                 recalibrate: bool, cache_dir: str | Path | None) -> ModelChoice:
+                 recalibrate: bool, cache_dir: str | Path | None,
+                 precision: str = "fp32") -> ModelChoice:
     """The cost model for ``per_instance`` (instance count -> graph) on
     ``topo`` (see the module docstring)."""
     if model is not None:
@@ -131,7 +132,7 @@ def choose_model(per_instance: dict[int, Graph], resources: Resources, topo: Top
     here = allowed_cores(load())
     if calibrate and resources.cores <= here:
         return _calibrated(per_instance, resources, topo, libraries=libraries,
-                           recalibrate=recalibrate, cache_dir=cache_dir)
+                           recalibrate=recalibrate, cache_dir=cache_dir, precision=precision)
     analytic = AnalyticCostModel(cores_per_socket=resources.cores_per_socket,
                                   numa_per_socket=resources.numa_per_socket)
     cause = ("calibration turned off" if not calibrate else
