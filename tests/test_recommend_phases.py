@@ -110,3 +110,35 @@ def test_the_phase_option(capsys: pytest.CaptureFixture[str]) -> None:
     assert not any("memory-bound" in r for r in prefill["reasons"])
     rc, _, err = cli_main(capsys, "recommend", "resnet50", "--phase", "decode")
     assert rc == 2 and "'resnet50' is not a built-in decoder" in err, err
+
+
+@pytest.mark.skipif(tx.LSTOPO is None, reason="lstopo missing (apt-get install hwloc)")
+def test_decode_instances_share_the_memory_bandwidth(tmp_path: Path) -> None:
+    """Requests served side by side (the throughput objective) each stream
+    the weights: the predicted tokens per second of a 2-socket Xeon never
+    read more bytes than its sockets give (within the co-run model's 25 %),
+    where instances streaming apart would promise each its own bandwidth."""
+    path = tx.intel_2s_interleaved(tmp_path / "m.xml", 28)
+    g = llama_decode(1, size=SIZE)
+    rec = recommend(g, topology=path, objective="throughput", calibrate=False, verify=0)
+    spec = MachineSpec()
+    read = rec.predicted.throughput * 4 * g.num_params / 1e9  # GB/s of weights
+    assert read <= 1.25 * 2 * spec.socket_gbps, (rec.settings.label(), read)
+
+
+def test_the_instance_factor_of_a_streaming_graph() -> None:
+    spec = MachineSpec()
+    g = llama_decode(1, size=SIZE)
+    xeon = AnalyticCostModel(spec, cores_per_socket=28, sockets=2)
+    # 8 instances of 7 cores: each draws 200 GB/s alone (5 cores saturate a
+    # socket), four to a socket share one socket's 200.
+    assert xeon.instance_factor(g, 8) == pytest.approx(4.0)
+    # Two instances of 28 cores: one socket each, no sharing.
+    assert xeon.instance_factor(g, 2) is None
+    # An EPYC in NPS4: 8 instances of 8 cores, two to a node of 16 cores
+    # and 50 GB/s, each drawing all 50 alone.
+    epyc = AnalyticCostModel(spec, cores_per_socket=64, numa_per_socket=4, sockets=1)
+    assert epyc.instance_factor(g, 8) == pytest.approx(2.0)
+    # Unknown sockets, or a compute-bound graph: the co-run penalties stand in.
+    assert AnalyticCostModel(spec, cores_per_socket=28).instance_factor(g, 8) is None
+    assert xeon.instance_factor(build("resnet50", 8), 8) is None

@@ -55,11 +55,12 @@ class Stubs:
 
     def measure_graph(self, graph: Graph, configs: Sequence[str], *, rounds: int = 3,
                       pin: bool = True, loads: dict[str, float] | None = None,
-                      graph_opt: str = "full") -> dict[str, dict[str, list[float]]]:
+                      graph_opt: str = "full",
+                      precision: str = "fp32") -> dict[str, dict[str, list[float]]]:
         out: dict[str, dict[str, list[float]]] = {}
         for config in configs:
             self.asked.add(config)
-            settings = cal_mod._config_settings(config, pin, graph_opt)
+            settings = cal_mod._config_settings(config, pin, graph_opt, precision)
             run = executed_graph(graph, settings)
             out[config] = {
                 op_key(run, n): [self.model.op_ns(run, n, settings.intra_op, settings.operator,

@@ -700,6 +700,9 @@ class AnalyticCostModel(CostModel):
     numa_per_socket
         NUMA domains per socket (SNC, NPS): a socket's memory bandwidth is
         split between them, so a team within one domain streams at its share.
+    sockets
+        Sockets of the machine (None: unknown): instances of a graph that
+        streams its weights share their bandwidth (:meth:`instance_factor`).
     executor
         Executor costs (default: ``ANALYTIC_EXECUTOR``).
     """
@@ -707,9 +710,11 @@ class AnalyticCostModel(CostModel):
     kind = "analytic"
 
     def __init__(self, spec: MachineSpec | None = None, *, cores_per_socket: int | None = None,
-                 numa_per_socket: int = 1, executor: ExecutorCosts | None = None) -> None:
+                 numa_per_socket: int = 1, executor: ExecutorCosts | None = None,
+                 sockets: int | None = None) -> None:
         self.spec = spec or MachineSpec()
         self.cores_per_socket = cores_per_socket
+        self.sockets = sockets
         self.numa_per_socket = max(1, int(numa_per_socket))
         self.executor = executor or ANALYTIC_EXECUTOR
         self._streaming: dict[int, tuple[Graph, bool]] = {}
@@ -794,20 +799,48 @@ class AnalyticCostModel(CostModel):
         if nbytes <= sp.cache_bytes and not from_memory:
             bw = sp.cache_gbps * threads
         else:
-            # Memory bandwidth per NUMA domain: a socket's, split between its
-            # domains. A compact team fills one domain after another, and
-            # each domain gives at most its share, however many of the
-            # team's threads it holds (one thread on a second socket adds
-            # one core's bandwidth, not a socket's).
-            if self.cores_per_socket is None:
-                bw = min(sp.core_gbps * threads, sp.socket_gbps)
-            else:
-                per = self.numa_per_socket
-                cores = max(1, self.cores_per_socket // per)
-                domain = sp.socket_gbps / per
-                full, rest = divmod(threads, cores)
-                bw = full * min(cores * sp.core_gbps, domain) + min(rest * sp.core_gbps, domain)
+            bw = self._dram_gbps(threads)
         return nbytes / bw
+
+    def _dram_gbps(self, threads: int) -> float:
+        """The memory bandwidth a compact team of ``threads`` draws alone.
+
+        Per NUMA domain: a socket's, split between its domains. A compact
+        team fills one domain after another, and each domain gives at most
+        its share, however many of the team's threads it holds (one thread
+        on a second socket adds one core's bandwidth, not a socket's)."""
+        sp = self.spec
+        if self.cores_per_socket is None:
+            return min(sp.core_gbps * threads, sp.socket_gbps)
+        per = self.numa_per_socket
+        cores = max(1, self.cores_per_socket // per)
+        domain = sp.socket_gbps / per
+        full, rest = divmod(threads, cores)
+        return full * min(cores * sp.core_gbps, domain) + min(rest * sp.core_gbps, domain)
+
+    def instance_factor(self, graph: Graph, instances: int) -> float | None:
+        """Instances of a graph that streams its weights (below the ridge,
+        weights past the cache) each draw their team's bandwidth, and the
+        NUMA domains they share give at most theirs: each runs the demand
+        over the supply slower than alone (None where they fit, or where
+        the machine's shape is unknown: the co-run penalties stand in)."""
+        if instances <= 1 or self.cores_per_socket is None or self.sockets is None \
+                or not self._streams(graph) or graph.flops >= self.executor.intensity_ridge \
+                * max(sum(s.bytes for s in graph.stats), 1):
+            return None
+        cores = self.cores_per_socket * self.sockets
+        each = max(1, cores // instances)
+        per_domain = max(1, self.cores_per_socket // self.numa_per_socket)
+        if each <= per_domain:
+            # Compact instances side by side within a domain share its share.
+            sharing = per_domain // each
+            supply = self.spec.socket_gbps / self.numa_per_socket
+            demand = sharing * self._dram_gbps(each)
+        else:
+            supply = self.sockets * self.spec.socket_gbps
+            demand = instances * self._dram_gbps(each)
+        factor = demand / supply
+        return factor if factor > 1.0 else None
 
     def op_ns(self, graph: Graph, node: Node, threads: int, operator: str = "library",
               library: str = "onednn", pool: str = "openmp") -> float:

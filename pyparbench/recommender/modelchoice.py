@@ -134,7 +134,8 @@ def choose_model(per_instance: dict[int, Graph], resources: Resources, topo: Top
         return _calibrated(per_instance, resources, topo, libraries=libraries,
                            recalibrate=recalibrate, cache_dir=cache_dir, precision=precision)
     analytic = AnalyticCostModel(cores_per_socket=resources.cores_per_socket,
-                                  numa_per_socket=resources.numa_per_socket)
+                                  numa_per_socket=resources.numa_per_socket,
+                                  sockets=resources.sockets)
     cause = ("calibration turned off" if not calibrate else
              f"the topology has {resources.cores} cores, this machine {here}")
     return ModelChoice(analytic, f"{analytic.describe()} ({cause})")
