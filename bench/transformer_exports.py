@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import io
-import sys
-import types
 import warnings
 from pathlib import Path
 from typing import Any
+
+from pyparbench.frameworks.torch.hf_transformers import import_transformers
 
 VOCAB = 8000
 HIDDEN = 256
@@ -45,24 +45,6 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any], bool]] = {
               "bos_token_id": VOCAB - 1, "eos_token_id": VOCAB - 1}, True),
 }
 EXPORTERS = ("dynamo", "torchscript")
-
-
-def import_transformers() -> Any:
-    """transformers, importable where the installed torchvision was built
-    against another torch (its meta registrations then fail at import: a
-    module without them is enough, as no transformer uses torchvision's ops)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            import torchvision  # noqa: F401
-        except Exception:
-            for name in [m for m in sys.modules if m.startswith("torchvision")]:
-                del sys.modules[name]
-            sys.modules["torchvision._meta_registrations"] = types.ModuleType(
-                "torchvision._meta_registrations")
-        import transformers
-
-        return transformers
 
 
 def _wrapped(model: Any, decoder: bool) -> Any:

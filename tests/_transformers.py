@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import sys
-import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,21 +15,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from pyparbench.frameworks.torch.hf_transformers import import_transformers  # noqa: E402
+
 
 def _import_transformers() -> Any:
-    """transformers, importable where the installed torchvision was built
-    against another torch (its meta registrations then fail at import: a
-    module without them is enough, as no encoder uses torchvision's ops)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            import torchvision  # noqa: F401
-        except Exception:
-            for name in [m for m in sys.modules if m.startswith("torchvision")]:
-                del sys.modules[name]
-            sys.modules["torchvision._meta_registrations"] = types.ModuleType(
-                "torchvision._meta_registrations")
-        return pytest.importorskip("transformers")
+    """transformers (the package's import, which copes with a torchvision
+    built against another torch), or the module skipped without it."""
+    try:
+        return import_transformers()
+    except ImportError as e:
+        pytest.skip(f"transformers is not installed ({e})", allow_module_level=True)
 
 
 transformers = _import_transformers()

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from pyparbench.graph import Graph
+from pyparbench.frameworks.torch.hf_transformers import import_transformers
 from pyparbench.models.llama import transformers_weights
 
 __all__ = ["llama_for_causal_lm", "state_dict_of"]
@@ -39,8 +40,7 @@ def llama_for_causal_lm(graph: Graph, attn_implementation: str = "sdpa") -> Any:
     if graph.name != "llama" or any(f not in meta for f in fields):
         raise ValueError(f"graph {graph.name!r} is not a built-in decoder "
                          f"(pyparbench.models.llama): its meta lacks {fields}")
-    import transformers  # noqa: PLC0415 (heavy and optional)
-
+    transformers = import_transformers()
     settings: dict[str, Any] = dict(
         hidden_size=meta["hidden"], num_hidden_layers=meta["layers"],
         num_attention_heads=meta["heads"], num_key_value_heads=meta["kv_heads"],
