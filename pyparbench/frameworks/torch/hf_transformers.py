@@ -10,6 +10,7 @@ a module standing in for its registrations is enough.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 import warnings
@@ -26,7 +27,7 @@ def import_transformers() -> Any:
         warnings.simplefilter("ignore")
         if _META not in sys.modules:
             try:
-                import torchvision  # noqa: F401, PLC0415 (only to see whether it loads)
+                importlib.import_module("torchvision")  # only to see whether it loads
             except ModuleNotFoundError:
                 pass  # not installed: transformers does without it
             except Exception:
