@@ -538,6 +538,29 @@ class CompiledGraph:
                 out.append(float(statistics.median(ns)))
             return out
 
+    def stepper(self, settings: Settings | None = None) -> Callable[[], float]:
+        """One run of the plan per call (no warm-up), under ``settings``
+        resolved once here: for a loop that runs the graph many times between
+        changes of its inputs (a generation's steps), where resolving the
+        setting each time (the machine's topology read) would cost more than
+        a small graph's run. Each call returns the run's ns; :meth:`outputs`
+        then reads it. ValueError for ``instances`` > 1, as :meth:`run`."""
+        settings = settings or Settings()
+        if settings.instances != 1:
+            raise ValueError("instances > 1 runs copies of the model on slices of the batch: "
+                             "use pyparbench.executor.run_model(name, batch, settings)")
+        with self._lock:
+            v = self._variant(settings)
+            native = resolve(settings, v.graph)
+
+        def once() -> float:
+            with self._lock:
+                self._last = v
+                res = v.plan.run(native, repeats=1, warmup=0, trace=False, audit=None)
+            return float(res["ns"][0])
+
+        return once
+
     def run(self, settings: Settings | None = None, *, repeats: int = 10, warmup: int = 2,
             trace: bool = False, audit: bool = False, strict: bool = False,
             topology: Topology | None = None, alone_below_ns: float | None = None

@@ -86,12 +86,15 @@ class CachedDecoder:
         self.cache = KVCache(self.config, batch, context)
         for step in (self.prompt_step, self.token_step):
             self.cache.bind(step)
+        # The setting resolved once: a step then costs its run alone.
+        self._runs = {id(step): step.stepper(self.settings)
+                      for step in (self.prompt_step, self.token_step)}
 
     def _run(self, step: CompiledGraph, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
         tokens = np.asarray(ids, dtype=np.int64)
         length = self.cache.reserve(tokens.shape[-1])
         step.set_inputs({"input_ids": tokens, CACHE_LENGTH: length})
-        step.run(self.settings, repeats=1, warmup=0)
+        self._runs[id(step)]()
         self.cache.length += tokens.shape[-1]
         (logits,) = step.outputs().values()
         return logits
