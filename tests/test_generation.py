@@ -113,9 +113,8 @@ def test_greedy_generation_matches_transformers_generate() -> None:
     """5 prompt tokens then 4 greedy ones on llama-tiny: the token ids of
     transformers' LlamaForCausalLM.generate on the same weights, each step's
     logits within 1e-4 of its scores."""
-    from _transformers import torch
-
-    from pyparbench.frameworks.torch.llama import llama_for_causal_lm
+    from _transformers import torch  # noqa: PLC0415 (optional: skips this test alone)
+    from pyparbench.frameworks.torch.llama import llama_for_causal_lm  # noqa: PLC0415 (needs torch)
 
     model = llama_for_causal_lm(llama_prefill(1, size="llama-tiny"))
     ids = np.array([PROMPT])

@@ -482,28 +482,37 @@ class GraphBuilder:
                          (*qs[:3], vs[3]), name)
 
     def decode_attention(self, q: int, k_new: int, v_new: int, past_k: int, past_v: int,
-                         mask: int | None = None, *, length: int | None = None,
-                         scale: float | None = None, causal_fill: float = FLOAT32_MIN,
-                         name: str | None = None) -> int:
+                         mask: int | None = None, *, scale: float | None = None,
+                         causal_fill: float = FLOAT32_MIN, name: str | None = None) -> int:
         """A decode step's attention: q (B, H, S, D) against the past keys
         (B, Hkv, P, D) / values (B, Hkv, P, Dv) followed by the new ones
         (B, Hkv, S, D) / (B, Hkv, S, Dv), H a multiple of Hkv; query i sees keys
         j <= P + i (a hidden key scores ``causal_fill``); an optional additive
         mask broadcasts into (B, H, S, P + S); ``scale`` defaults to
         1 / sqrt(D). The present keys / values are not its output: concat the
-        past and the new rows on axis 2 for them.
+        past and the new rows on axis 2 for them."""
+        return self._decode_attention(q, k_new, v_new, past_k, past_v, mask, None, scale,
+                                      causal_fill, name)
 
-        With ``length`` (an int64 (1,) node, read when the node runs) past_k /
-        past_v are a cache kept across runs, (B, Hkv, C, D / Dv) for a context
-        of C >= S positions, whose first ``length`` rows are filled: the node
-        writes the new rows at ``length`` in place and attends over
-        length + S keys (P = length). No mask then."""
+    def decode_attention_in_place(self, q: int, k_new: int, v_new: int, cache_k: int,
+                                  cache_v: int, length: int, *, scale: float | None = None,
+                                  causal_fill: float = FLOAT32_MIN,
+                                  name: str | None = None) -> int:
+        """:meth:`decode_attention` on a cache kept across runs: cache_k /
+        cache_v (B, Hkv, C, D / Dv) for a context of C >= S positions, whose
+        first L rows are filled, L the int64 (1,) node ``length`` read when
+        the node runs. The node writes the new rows at L in place and
+        attends over L + S keys (query i sees keys j <= L + i); no mask."""
+        return self._decode_attention(q, k_new, v_new, cache_k, cache_v, None, length, scale,
+                                      causal_fill, name)
+
+    def _decode_attention(self, q: int, k_new: int, v_new: int, past_k: int, past_v: int,
+                          mask: int | None, length: int | None, scale: float | None,
+                          causal_fill: float, name: str | None) -> int:
         qs, ks, vs, pks, pvs = (self._f32(t, "decode_attention")
                                 for t in (q, k_new, v_new, past_k, past_v))
         if length is not None:
             self._length(length, "decode_attention")
-            if mask is not None:
-                raise ValueError("decode_attention on a cache kept in place takes no mask")
             if len(pks) == 4 and len(ks) == 4 and pks[2] < ks[2]:
                 raise ValueError(f"decode_attention cache of {pks[2]} rows is shorter than the "
                                  f"{ks[2]} new rows")
@@ -613,10 +622,12 @@ def _replay(b: GraphBuilder, node: Node) -> int:
                            causal_fill=a["causal_fill"], name=name)
     if node.op == "decode_attention":
         # A sixth input is a mask, or an int64 cache length.
-        cached = len(ins) > 5 and b._nodes[ins[5]].dtype == "int64"
+        if len(ins) > 5 and b._nodes[ins[5]].dtype == "int64":
+            return b.decode_attention_in_place(ins[0], ins[1], ins[2], ins[3], ins[4], ins[5],
+                                               scale=a["scale"], causal_fill=a["causal_fill"],
+                                               name=name)
         return b.decode_attention(ins[0], ins[1], ins[2], ins[3], ins[4],
-                                  ins[5] if len(ins) > 5 and not cached else None,
-                                  length=ins[5] if cached else None,
+                                  ins[5] if len(ins) > 5 else None,
                                   scale=a["scale"], causal_fill=a["causal_fill"], name=name)
     if node.op == "glu":
         return b.glu(ins[0], ins[1], a["kind"], name=name)

@@ -305,8 +305,10 @@ def _decoder(n: int, seq: int, past: int, cfg: LlamaConfig, all_logits: bool,
             for t in (q, k):
                 b.set_weights(t, LazyParams(table_shape, rope_params))
             if context:
-                ctx = b.decode_attention(q, k, v, *caches[i], length=length,
-                                         name="self_attn.attention")
+                assert length is not None
+                cache_k, cache_v = caches[i]
+                ctx = b.decode_attention_in_place(q, k, v, cache_k, cache_v, length,
+                                                  name="self_attn.attention")
             elif past:
                 new_rows += [k, v]
                 ctx = b.decode_attention(q, k, v, *caches[i], name="self_attn.attention")

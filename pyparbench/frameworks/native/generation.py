@@ -75,13 +75,20 @@ class CachedDecoder:
     :class:`KVCache`, run under ``settings``."""
 
     def __init__(self, batch: int, *, size: str, prompt: int, context: int,
-                 settings: Settings | None = None, seed: int = 0, **config: int) -> None:
+                 settings: Settings | None = None, seed: int = 0, hidden: int | None = None,
+                 layers: int | None = None, heads: int | None = None,
+                 kv_heads: int | None = None, intermediate: int | None = None,
+                 vocab: int | None = None) -> None:
         self.settings = settings or Settings()
         self.prompt = prompt
-        self.prompt_step = compile_graph(llama_step(batch, size=size, new_tokens=prompt,
-                                                    context=context, seed=seed, **config))
-        self.token_step = compile_graph(llama_step(batch, size=size, new_tokens=1,
-                                                   context=context, seed=seed, **config))
+
+        def compiled(new_tokens: int) -> CompiledGraph:
+            return compile_graph(llama_step(
+                batch, size=size, new_tokens=new_tokens, context=context, seed=seed,
+                hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
+                intermediate=intermediate, vocab=vocab))
+
+        self.prompt_step, self.token_step = compiled(prompt), compiled(1)
         self.config = config_of(self.prompt_step.graph)
         self.cache = KVCache(self.config, batch, context)
         for step in (self.prompt_step, self.token_step):
