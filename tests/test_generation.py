@@ -137,6 +137,21 @@ def test_greedy_generation_matches_transformers_generate() -> None:
     assert len(steps) == 3
 
 
+@pytest.mark.parametrize("settings", [
+    Settings(intra_op=2, operator="framework"),  # the steps cut into blocks of the batch
+    Settings(graph_opt="none"),
+], ids=["framework-2", "no-passes"])
+def test_greedy_tokens_do_not_depend_on_the_setting(settings: Settings) -> None:
+    """Two sequences: the tokens of the default setting, in framework mode
+    (each block of the batch its slice of the cache, one length for all)
+    and without the graph passes."""
+    ids = np.array([PROMPT, [5, 9, 2, 44, 8]])
+    want, _, _ = CachedDecoder(2, size="llama-tiny", prompt=5, context=9).greedy(ids, 4)
+    got, _, _ = CachedDecoder(2, size="llama-tiny", prompt=5, context=9,
+                              settings=settings).greedy(ids, 4)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_steps_neither_copy_the_cache_nor_re_plan() -> None:
     """The cache's buffers are the ones the plan writes (their data
     pointers and the plan object unchanged across steps), the length
