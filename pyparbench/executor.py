@@ -325,6 +325,8 @@ class CompiledGraph:
         self._lock = threading.Lock()
         self._variants: dict[tuple[str, ...], _Variant] = {}
         self._inputs: dict[str, npt.NDArray[Any]] = {}
+        # Inputs bound to a caller's buffer (bind_state), never copied.
+        self._bound: dict[str, npt.NDArray[np.float32]] = {}
         with self._lock:
             self._last = self._variant(Settings())
         self.set_inputs(graph.random_inputs(seed=0))
@@ -361,17 +363,54 @@ class CompiledGraph:
             v = same if same is not None else _Variant(opt)
             if same is None and self._inputs:
                 self._copy_inputs(v, self._inputs)
+            if same is None:
+                for name, arr in self._bound.items():
+                    v.plan.bind_input(v.graph[name].id, arr)
             self._variants[key] = v
         return v
 
+    def bind_state(self, name: str, array: npt.NDArray[np.float32]) -> None:
+        """Point float32 graph input ``name`` at ``array`` in every plan of
+        this graph, now and later, without a copy: the plan reads it there and
+        a node may write it in place (a decode step's cache kept across runs,
+        :func:`pyparbench.models.llama.llama_step`). ``array`` must be
+        writable, C-contiguous float32 of the input's shape; this graph keeps
+        a reference to it. A bound input is no longer given to
+        :meth:`set_inputs`.
+
+        Raises
+        ------
+        ValueError
+            ``name`` is not a float32 graph input, or is viewed by a reshape /
+            slice (it must be read where it is); KeyError for no node of that
+            name.
+        TypeError
+            ``array`` is not float32 or not C-contiguous (a read-only one:
+            ValueError).
+        """
+        node = self.graph[name]
+        if node.op != "input" or node.dtype != "float32":
+            raise ValueError(f"only a float32 graph input can be bound to a buffer, got "
+                             f"{name!r} ({node.op}, {node.dtype})")
+        with self._lock:
+            for v in {id(v): v for v in self._variants.values()}.values():
+                v.plan.bind_input(v.graph[name].id, array)
+            self._bound[name] = array
+            self._inputs.pop(name, None)
+
     def set_inputs(self, inputs: Mapping[str, npt.ArrayLike]) -> None:
-        """Copy graph inputs (by name) into the plans; every input must be given."""
+        """Copy graph inputs (by name) into the plans; every input must be
+        given, except those bound to a buffer (:meth:`bind_state`)."""
         names = {self.graph[i].name: i for i in self.graph.inputs}
         unknown = set(inputs) - set(names)
         if unknown:
             raise ValueError(f"unknown graph inputs {sorted(unknown)}; inputs are "
                              f"{sorted(names)}")
-        missing = set(names) - set(inputs)
+        bound = set(inputs) & set(self._bound)
+        if bound:
+            raise ValueError(f"graph inputs {sorted(bound)} are bound to buffers "
+                             "(bind_state): write those buffers instead")
+        missing = set(names) - set(inputs) - set(self._bound)
         if missing:
             raise ValueError(f"missing graph inputs {sorted(missing)}")
         arrays = {}
@@ -498,6 +537,29 @@ class CompiledGraph:
                                       inner=inner)
                 out.append(float(statistics.median(ns)))
             return out
+
+    def stepper(self, settings: Settings | None = None) -> Callable[[], float]:
+        """One run of the plan per call (no warm-up), under ``settings``
+        resolved once here: for a loop that runs the graph many times between
+        changes of its inputs (a generation's steps), where resolving the
+        setting each time (the machine's topology read) would cost more than
+        a small graph's run. Each call returns the run's ns; :meth:`outputs`
+        then reads it. ValueError for ``instances`` > 1, as :meth:`run`."""
+        settings = settings or Settings()
+        if settings.instances != 1:
+            raise ValueError("instances > 1 runs copies of the model on slices of the batch: "
+                             "use pyparbench.executor.run_model(name, batch, settings)")
+        with self._lock:
+            v = self._variant(settings)
+            native = resolve(settings, v.graph)
+
+        def once() -> float:
+            with self._lock:
+                self._last = v
+                res = v.plan.run(native, repeats=1, warmup=0, trace=False, audit=None)
+            return float(res["ns"][0])
+
+        return once
 
     def run(self, settings: Settings | None = None, *, repeats: int = 10, warmup: int = 2,
             trace: bool = False, audit: bool = False, strict: bool = False,

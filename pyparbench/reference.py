@@ -489,6 +489,45 @@ def _tril_flatten(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array
     return np.asarray(x[:, li, lj])
 
 
+def _cache_length(node: Node, length: Array) -> int:
+    """The value of a cache's int64 (1,) length input."""
+    value = int(np.asarray(length).reshape(-1)[0])
+    if value < 0:
+        raise ValueError(f"node {node.name!r}: a cache's length must be >= 0, got {value}")
+    return value
+
+
+def _table_rows(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> tuple[Array, Array]:
+    """A rotary node's cos / sin rows: all of them, or with a cache's length
+    input the rows of positions length .. length + S - 1."""
+    cos, sin = _param(node, "cos", ft), _param(node, "sin", ft)
+    if len(args) < 2:
+        return cos, sin
+    at, seq = _cache_length(node, args[1]), args[0].shape[-2]
+    if at + seq > cos.shape[0]:
+        raise ValueError(f"node {node.name!r}: length {at} plus {seq} rows is past the "
+                         f"context of {cos.shape[0]}")
+    return cos[at:at + seq], sin[at:at + seq]
+
+
+def _decode_attention(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    """A decode step's attention; with a cache's length (an int64 sixth
+    input) over the cache's first ``length`` rows and the new ones (the
+    cache itself is left as it is)."""
+    a = node.attrs
+    if len(args) > 5 and np.asarray(args[5]).dtype == np.int64:
+        at = _cache_length(node, args[5])
+        if at + args[1].shape[2] > args[3].shape[2]:
+            raise ValueError(f"node {node.name!r}: length {at} plus {args[1].shape[2]} rows "
+                             f"is past the context of {args[3].shape[2]}")
+        return transformer_math.decode_attention(args[0], args[1], args[2], args[3][:, :, :at],
+                                                 args[4][:, :, :at], None, a["scale"],
+                                                 a["causal_fill"])
+    return transformer_math.decode_attention(args[0], args[1], args[2], args[3], args[4],
+                                             args[5] if len(args) > 5 else None, a["scale"],
+                                             a["causal_fill"])
+
+
 _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
     "constant": lambda node, args, ft: np.asarray(node.params["value"], dtype=ft),
     "conv2d": _conv2d,
@@ -516,12 +555,10 @@ _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
     "rms_norm": lambda node, args, ft: transformer_math.rms_norm(
         args[0], _param(node, "scale", ft), node.attrs["eps"]),
     "rotary": lambda node, args, ft: transformer_math.rotary(
-        args[0], _param(node, "cos", ft), _param(node, "sin", ft)),
+        args[0], *_table_rows(node, args, ft)),
     "attention": lambda node, args, ft: transformer_math.attention(
         args[0], args[1], args[2], args[3] if len(args) > 3 else None, node.attrs["causal"],
         node.attrs["scale"], node.attrs["causal_fill"]),
-    "decode_attention": lambda node, args, ft: transformer_math.decode_attention(
-        args[0], args[1], args[2], args[3], args[4], args[5] if len(args) > 5 else None,
-        node.attrs["scale"], node.attrs["causal_fill"]),
+    "decode_attention": _decode_attention,
     "glu": lambda node, args, ft: transformer_math.glu(args[0], args[1], node.attrs["kind"]),
 }

@@ -149,6 +149,16 @@ void register_graph(py::module_& m) {
              p.set_input(node, data, bytes);
            },
            py::arg("node"), py::arg("array"))
+      .def("bind_input",
+           [](Plan& p, int node, py::handle array) {
+             const NodeSpec& s = p.nodes().at(static_cast<size_t>(node));
+             FloatView v = out_view(array, s.name.c_str());
+             require_shape(s.name, v.shape, s.shape);
+             p.bind_input(node, v.data, static_cast<size_t>(v.size()) * 4);
+           },
+           py::arg("node"), py::arg("array"),
+           "Points float32 input `node` at `array` (writable, C-contiguous, the input's "
+           "shape) without a copy: the caller keeps it alive as long as the plan.")
       .def("outputs",
            [](const Plan& p, const std::vector<int>& nodes) {
              std::vector<py::array> arrays;

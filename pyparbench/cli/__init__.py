@@ -10,8 +10,8 @@ from collections.abc import Sequence
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # Subcommands in the order --help lists them (module pyparbench.cli.<name>).
-COMMANDS = ("run", "peak", "models", "trace", "overhead", "recommend", "topology", "info",
-            "compare", "merge", "report")
+COMMANDS = ("run", "peak", "models", "trace", "overhead", "generate", "recommend", "topology",
+            "info", "compare", "merge", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:

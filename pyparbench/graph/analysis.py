@@ -268,11 +268,14 @@ def _flops(n: Node, ins: Sequence[Node]) -> tuple[int, int]:
         macs = rows * sk * (d + n.shape[-1])
         return 2 * macs + rows * sk * (5 + int(len(ins) > 3)), macs
     if n.op == "decode_attention":
-        # As attention's, over the past and the new keys.
-        sk, d = ins[3].shape[2] + ins[1].shape[2], ins[0].shape[3]
+        # As attention's, over the past and the new keys; on a cache kept in
+        # place (an int64 length input) over the whole context, the most a
+        # step reads.
+        cached = len(ins) > 5 and ins[5].dtype == "int64"
+        sk, d = ins[3].shape[2] + (0 if cached else ins[1].shape[2]), ins[0].shape[3]
         rows = out // n.shape[-1]
         macs = rows * sk * (d + n.shape[-1])
-        return 2 * macs + rows * sk * (5 + int(len(ins) > 5)), macs
+        return 2 * macs + rows * sk * (5 + int(len(ins) > 5 and not cached)), macs
     return 0, 0  # inputs, constants and data movement
 
 

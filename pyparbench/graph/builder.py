@@ -421,16 +421,38 @@ class GraphBuilder:
         params = {"scale": ParamSpec((xs[-1],), "uniform", 0.5, 1.5)}
         return self._add("rms_norm", (x,), {"eps": float(eps)}, xs, name, params)
 
-    def rotary(self, x: int, *, name: str | None = None) -> int:
+    def rotary(self, x: int, length: int | None = None, *, context: int | None = None,
+               name: str | None = None) -> int:
         """Rotate-half rotary positions of x (..., S, D), D even; params cos,
-        sin (S, D), the tables of the rows' positions."""
+        sin (S, D), the tables of the rows' positions. With ``length`` (an
+        int64 (1,) node: a cache's current length, read when the node runs)
+        the tables are those of a ``context`` of C >= S positions, (C, D),
+        and the rows take positions length .. length + S - 1."""
         xs = self._f32(x, "rotary")
         if len(xs) < 2 or xs[-1] % 2:
             raise ValueError(f"rotary needs (..., S, D) with D even, got {xs}")
         table = (xs[-2], xs[-1])
+        ins = [x]
+        if length is not None:
+            self._length(length, "rotary")
+            if isinstance(context, bool) or not isinstance(context, int) or context < xs[-2]:
+                raise ValueError(f"rotary with a length needs a context of at least its "
+                                 f"{xs[-2]} rows, got {context!r}")
+            table = (context, xs[-1])
+            ins.append(length)
+        elif context is not None:
+            raise ValueError("rotary context is the tables' length under a cache's length: "
+                             "give length too")
         params = {"cos": ParamSpec(table, "uniform", -1.0, 1.0),
                   "sin": ParamSpec(table, "uniform", -1.0, 1.0)}
-        return self._add("rotary", (x,), {}, xs, name, params)
+        return self._add("rotary", ins, {}, xs, name, params)
+
+    def _length(self, x: int, what: str) -> None:
+        """Refuses anything but an int64 (1,) node as a cache's length."""
+        n = self._node(x)
+        if n.dtype != "int64" or n.shape != (1,):
+            raise ValueError(f"{what} length must be an int64 (1,) node (a cache's current "
+                             f"length), got {n.name!r} ({n.dtype} {n.shape})")
 
     def attention(self, q: int, k: int, v: int, mask: int | None = None, *,
                   causal: bool = False, scale: float | None = None,
@@ -469,8 +491,31 @@ class GraphBuilder:
         mask broadcasts into (B, H, S, P + S); ``scale`` defaults to
         1 / sqrt(D). The present keys / values are not its output: concat the
         past and the new rows on axis 2 for them."""
+        return self._decode_attention(q, k_new, v_new, past_k, past_v, mask, None, scale,
+                                      causal_fill, name)
+
+    def decode_attention_in_place(self, q: int, k_new: int, v_new: int, cache_k: int,
+                                  cache_v: int, length: int, *, scale: float | None = None,
+                                  causal_fill: float = FLOAT32_MIN,
+                                  name: str | None = None) -> int:
+        """:meth:`decode_attention` on a cache kept across runs: cache_k /
+        cache_v (B, Hkv, C, D / Dv) for a context of C >= S positions, whose
+        first L rows are filled, L the int64 (1,) node ``length`` read when
+        the node runs. The node writes the new rows at L in place and
+        attends over L + S keys (query i sees keys j <= L + i); no mask."""
+        return self._decode_attention(q, k_new, v_new, cache_k, cache_v, None, length, scale,
+                                      causal_fill, name)
+
+    def _decode_attention(self, q: int, k_new: int, v_new: int, past_k: int, past_v: int,
+                          mask: int | None, length: int | None, scale: float | None,
+                          causal_fill: float, name: str | None) -> int:
         qs, ks, vs, pks, pvs = (self._f32(t, "decode_attention")
                                 for t in (q, k_new, v_new, past_k, past_v))
+        if length is not None:
+            self._length(length, "decode_attention")
+            if len(pks) == 4 and len(ks) == 4 and pks[2] < ks[2]:
+                raise ValueError(f"decode_attention cache of {pks[2]} rows is shorter than the "
+                                 f"{ks[2]} new rows")
         if any(len(s) != 4 for s in (qs, ks, vs, pks, pvs)) or ks[0] != qs[0] \
                 or ks[2] != qs[2] or ks[3] != qs[3] or vs[:3] != ks[:3] or qs[1] % ks[1] \
                 or pks[:2] != ks[:2] or pks[3] != ks[3] or pvs[:3] != pks[:3] \
@@ -480,7 +525,7 @@ class GraphBuilder:
                              f"P, Dv) with H a multiple of Hkv, got {qs}, {ks}, {vs}, {pks}, "
                              f"{pvs}")
         full = (qs[0], qs[1], qs[2], pks[2] + ks[2])
-        ins = [q, k_new, v_new, past_k, past_v]
+        ins = [q, k_new, v_new, past_k, past_v] + ([] if length is None else [length])
         if mask is not None:
             ms = self._f32(mask, "decode_attention")
             if len(ms) != 4 or any(m not in (1, f) for m, f in zip(ms, full, strict=True)):
@@ -568,12 +613,19 @@ def _replay(b: GraphBuilder, node: Node) -> int:
     if node.op == "rms_norm":
         return b.rms_norm(ins[0], eps=a["eps"], name=name)
     if node.op == "rotary":
+        if len(ins) > 1:
+            return b.rotary(ins[0], ins[1], context=shapes["cos"][0], name=name)
         return b.rotary(ins[0], name=name)
     if node.op == "attention":
         return b.attention(ins[0], ins[1], ins[2], ins[3] if len(ins) > 3 else None,
                            causal=a["causal"], scale=a["scale"],
                            causal_fill=a["causal_fill"], name=name)
     if node.op == "decode_attention":
+        # A sixth input is a mask, or an int64 cache length.
+        if len(ins) > 5 and b._nodes[ins[5]].dtype == "int64":
+            return b.decode_attention_in_place(ins[0], ins[1], ins[2], ins[3], ins[4], ins[5],
+                                               scale=a["scale"], causal_fill=a["causal_fill"],
+                                               name=name)
         return b.decode_attention(ins[0], ins[1], ins[2], ins[3], ins[4],
                                   ins[5] if len(ins) > 5 else None,
                                   scale=a["scale"], causal_fill=a["causal_fill"], name=name)
@@ -604,9 +656,13 @@ def _arity(op: str, n: int) -> None:
         if n not in (3, 4):
             raise ValueError(f"attention takes 3 or 4 inputs, got {n}")
         return
-    if op == "decode_attention":  # q, new k, new v, past k, past v and an optional mask
+    if op == "decode_attention":  # q, new k, new v, past k, past v, a mask or a length
         if n not in (5, 6):
             raise ValueError(f"decode_attention takes 5 or 6 inputs, got {n}")
+        return
+    if op == "rotary":  # x and an optional cache length
+        if n not in (1, 2):
+            raise ValueError(f"rotary takes 1 or 2 inputs, got {n}")
         return
     want = {"input": 0, "constant": 0, "matmul": 2, "add": 2, "mul": 2, "glu": 2}.get(op, 1)
     if op == "concat" and n < 1 or op != "concat" and n != want:

@@ -48,7 +48,10 @@ index inputs of ``embedding_bag``, ``position_ids`` and their reshapes):
 ``rms_norm``              [eps] x / sqrt(mean(x^2) + eps) * scale over the last axis;
                           param scale
 ``rotary``                x (..., S, D) * cos + rotate_half(x) * sin; params cos, sin
-                          (S, D); rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2])
+                          (S, D); rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2]);
+                          with a second input, an int64 (1,) cache length L read at run
+                          time, the tables are a context's (C, D) and rows L .. L + S - 1
+                          are used
 ``attention``             [causal, scale] softmax(scale q kᵀ + mask) v of q (B, H, Sq, D),
                           k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv), an optional 4-D additive
                           mask that broadcasts into (B, H, Sq, Sk); H a multiple of Hkv
@@ -60,7 +63,11 @@ index inputs of ``embedding_bag``, ``position_ids`` and their reshapes):
                           k, new v, past k, past v, mask?); query i sees keys j <= P + i; the
                           optional additive mask broadcasts into (B, H, S, P + S); the
                           present keys / values (the past and the new rows, one copy) are
-                          concat nodes of their own, which the attention does not wait for
+                          concat nodes of their own, which the attention does not wait for;
+                          with an int64 (1,) sixth input L (a cache's length, read at run
+                          time, no mask) past k / v are a cache (B, Hkv, C, D / Dv) kept
+                          across runs: the new rows are written into it at L in place and
+                          query i sees keys j <= L + i
 ``glu``                   [kind swish|gelu|gelu_tanh] act(gate) * up of two inputs of one
                           shape (SwiGLU, GeGLU)
 ========================  ==========================================================

@@ -43,8 +43,11 @@ from pyparbench.graph.node import F32Array
 from pyparbench.graph.transformer_math import rope_tables
 from pyparbench.models._blocks import check_batch
 
-__all__ = ["LLAMA_SIZES", "LlamaConfig", "LlamaSize", "config_of", "llama_decode", "llama_prefill",
-           "transformers_weights"]
+__all__ = ["CACHE_LENGTH", "LLAMA_SIZES", "LlamaConfig", "LlamaSize", "cache_names", "config_of",
+           "llama_decode", "llama_prefill", "llama_step", "transformers_weights"]
+
+# The int64 (1,) input of a step on a cache kept in place: the tokens cached.
+CACHE_LENGTH = "cache_length"
 
 
 @dataclass(frozen=True)
@@ -85,11 +88,13 @@ class LlamaConfig:
 
 @dataclass(frozen=True)
 class LlamaSize:
-    """A named size: its configuration and prompt length."""
+    """A named size: its configuration, prompt length, and the most
+    positions a generation may take (prompt and new tokens)."""
 
     config: LlamaConfig
     prompt: int
     description: str
+    context: int = 4096
 
 
 _LLAMA3_VOCAB, _LLAMA3_THETA = 128256, 500000.0
@@ -97,26 +102,26 @@ LLAMA_SIZES: dict[str, LlamaSize] = {
     # A few ms per prefill on 2 cores: small enough for a default suite.
     "llama-tiny": LlamaSize(LlamaConfig(hidden=256, layers=2, heads=8, kv_heads=2,
                                         intermediate=704, vocab=2048), 32,
-                            "Llama-style decoder prefill, 2 layers of 256, prompt 32"),
+                            "Llama-style decoder prefill, 2 layers of 256, prompt 32", 512),
     # 0.5 GB of weights (424 MB read per decoded token, the embedding table
     # aside): over 4x a server's last-level cache, where decoding is bound by
     # memory bandwidth.
     "llama-bandwidth": LlamaSize(LlamaConfig(hidden=1024, layers=8, heads=16, kv_heads=4,
                                              intermediate=2816, vocab=16384), 128,
                                  "Llama-style decoder prefill, 8 layers of 1024 (0.5 GB), "
-                                 "prompt 128"),
+                                 "prompt 128", 2048),
     "llama-3.2-1b": LlamaSize(LlamaConfig(hidden=2048, layers=16, heads=32, kv_heads=8,
                                           intermediate=8192, vocab=_LLAMA3_VOCAB,
                                           rope_theta=_LLAMA3_THETA), 128,
-                              "Llama 3.2 1B's shapes, prefill of 128 tokens (6.0 GB)"),
+                              "Llama 3.2 1B's shapes, prefill of 128 tokens (6.0 GB)", 131072),
     "llama-3.2-3b": LlamaSize(LlamaConfig(hidden=3072, layers=28, heads=24, kv_heads=8,
                                           intermediate=8192, vocab=_LLAMA3_VOCAB,
                                           rope_theta=_LLAMA3_THETA), 128,
-                              "Llama 3.2 3B's shapes, prefill of 128 tokens (14.4 GB)"),
+                              "Llama 3.2 3B's shapes, prefill of 128 tokens (14.4 GB)", 131072),
     "llama-3.1-8b": LlamaSize(LlamaConfig(hidden=4096, layers=32, heads=32, kv_heads=8,
                                           intermediate=14336, vocab=_LLAMA3_VOCAB,
                                           rope_theta=_LLAMA3_THETA), 128,
-                              "Llama 3.1 8B's shapes, prefill of 128 tokens (32.1 GB)"),
+                              "Llama 3.1 8B's shapes, prefill of 128 tokens (32.1 GB)", 131072),
 }
 
 
@@ -202,6 +207,42 @@ def llama_decode(batch: int = 1, *, size: str = "llama-tiny", past: int | None =
     return _decoder(check_batch(batch), 1, cached, cfg, False, seed)
 
 
+def llama_step(batch: int = 1, *, size: str = "llama-tiny", new_tokens: int = 1,
+               context: int | None = None, hidden: int | None = None,
+               layers: int | None = None, heads: int | None = None,
+               kv_heads: int | None = None, intermediate: int | None = None,
+               vocab: int | None = None, all_logits: bool = False, seed: int = 0) -> Graph:
+    """A step of named size ``size`` on a cache kept in place: ``new_tokens``
+    (S) tokens per sequence, int64 ``input_ids`` (batch, S), appended to
+    per-layer caches preallocated to ``context`` (C) positions, float32
+    inputs ``cache.{i}.key`` / ``.value`` (batch, kv_heads, C, head_dim)
+    (:func:`cache_names`), whose first L rows are filled, L the int64 (1,)
+    input :data:`CACHE_LENGTH`. The step writes the new rows at L in place
+    and its tokens take positions L .. L + S - 1 (the rotary rows too), all
+    read when it runs: one compiled step serves every length, and a prompt
+    step (S = P) and a token step (S = 1) bound to the same caches make a
+    generation (pyparbench.frameworks.native.generation). Outputs the logits
+    of the last new token (batch, vocab), or with ``all_logits`` of each
+    (batch, S, vocab). The weights are those of :func:`llama_prefill` with the
+    same size and seed (keyed by node name).
+
+    ``context`` defaults to the size's prompt plus ``new_tokens``;
+    ValueError as :func:`llama_prefill`, and for ``new_tokens`` below 1 or a
+    context shorter than it.
+    """
+    cfg = _config(size, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
+                  intermediate=intermediate, vocab=vocab)
+    _check_count("new_tokens", new_tokens, 1)
+    c = LLAMA_SIZES[size].prompt + new_tokens if context is None else context
+    _check_count("context", c, new_tokens)
+    return _decoder(check_batch(batch), new_tokens, 0, cfg, all_logits, seed, context=c)
+
+
+def cache_names(layers: int) -> list[tuple[str, str]]:
+    """The key and value cache inputs of each layer of :func:`llama_step`."""
+    return [(f"cache.{i}.key", f"cache.{i}.value") for i in range(layers)]
+
+
 def _config(size: str, **given: int | None) -> LlamaConfig:
     named = LLAMA_SIZES.get(size)
     if named is None:
@@ -215,9 +256,10 @@ def _check_count(what: str, value: object, least: int) -> None:
 
 
 def _decoder(n: int, seq: int, past: int, cfg: LlamaConfig, all_logits: bool,
-             seed: int) -> Graph:
+             seed: int, context: int = 0) -> Graph:
     """The prefill (``past`` 0: ``seq`` prompt tokens, causal attention among
-    them) or a decode step (``seq`` new tokens after ``past`` cached ones)."""
+    them), a decode step (``seq`` new tokens after ``past`` cached ones), or
+    with ``context`` a step on caches of that many positions kept in place."""
     d = cfg.head_dim
     kv = cfg.kv_heads * d
     # Weights keyed by node name: the prefill (last position's logits or
@@ -226,12 +268,19 @@ def _decoder(n: int, seq: int, past: int, cfg: LlamaConfig, all_logits: bool,
     ids = b.input("input_ids", (n, seq), "int64")
     caches = [tuple(b.input(f"past_key_values.{i}.{part}", (n, cfg.kv_heads, past, d))
                     for part in ("key", "value")) for i in range(cfg.layers)] if past else []
+    length = b.input(CACHE_LENGTH, (1,), "int64") if context else None
+    if context:
+        caches = [tuple(b.input(name, (n, cfg.kv_heads, context, d)) for name in pair)
+                  for pair in cache_names(cfg.layers)]
     tokens = b.reshape(ids, (n * seq, 1), name="token_ids")
     x = b.embedding_bag(tokens, cfg.vocab, cfg.hidden, name="embed_tokens")
     x = b.reshape(x, (n, seq, cfg.hidden), name="embedded")
-    table_shape = {"cos": (seq, d), "sin": (seq, d)}
+    rows = context or seq
+    table_shape = {"cos": (rows, d), "sin": (rows, d)}
 
     def rope_params() -> dict[str, F32Array]:
+        if context:  # every position of the context, picked by the length at run time
+            return _rope(context, d, cfg.rope_theta)
         if not past:
             return _rope(seq, d, cfg.rope_theta)
         # The rows of positions past .. past + seq - 1.
@@ -251,10 +300,16 @@ def _decoder(n: int, seq: int, past: int, cfg: LlamaConfig, all_logits: bool,
                        for p, width, count in (("q", cfg.hidden, cfg.heads),
                                                ("k", kv, cfg.kv_heads),
                                                ("v", kv, cfg.kv_heads)))
-            q, k = (b.rotary(t, name=f"self_attn.{p}_rotary") for p, t in (("q", q), ("k", k)))
+            q, k = (b.rotary(t, length, context=context or None, name=f"self_attn.{p}_rotary")
+                    for p, t in (("q", q), ("k", k)))
             for t in (q, k):
                 b.set_weights(t, LazyParams(table_shape, rope_params))
-            if past:
+            if context:
+                assert length is not None
+                cache_k, cache_v = caches[i]
+                ctx = b.decode_attention_in_place(q, k, v, cache_k, cache_v, length,
+                                                  name="self_attn.attention")
+            elif past:
                 new_rows += [k, v]
                 ctx = b.decode_attention(q, k, v, *caches[i], name="self_attn.attention")
             else:
@@ -284,6 +339,8 @@ def _decoder(n: int, seq: int, past: int, cfg: LlamaConfig, all_logits: bool,
     meta = {"batch": n, "prompt": seq, "all_logits": all_logits, **dataclasses.asdict(cfg)}
     if past:
         meta["past"] = past
+    if context:
+        meta["context"] = context
     return b.build([logits, *new_rows], meta)
 
 

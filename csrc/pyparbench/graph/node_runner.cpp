@@ -305,6 +305,30 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     case OpKind::rotary: {
       auto k = std::make_unique<Rotary>(ins[0].shape, threads);
       const ParamArray c = param(s, "cos"), sn = param(s, "sin");
+      if (s.length_input >= 0) {
+        // Tables of the cache's context: the rows of positions length ..
+        // length + S - 1, the length read when the node runs.
+        const int64_t seq = ins[0].shape[ins[0].shape.size() - 2];
+        const int64_t width = c.shape.size() == 2 ? c.shape[1] : 0;
+        if (c.shape.size() != 2 || sn.shape != c.shape || c.shape[0] < seq)
+          throw std::invalid_argument("rotary node '" + s.name + "' needs cos / sin tables of "
+                                      "the context (C, D), C >= its " + std::to_string(seq) +
+                                      " rows");
+        const int64_t context = c.shape[0];
+        const auto* length = static_cast<const int64_t*>(ins[s.length_input].data);
+        const std::string name = s.name;
+        return make_call<Rotary>(std::move(k), [=, x = ins[0], y = out](Rotary& k) {
+          const int64_t at = *length;
+          if (at < 0 || at + seq > context)
+            throw std::invalid_argument("rotary node '" + name + "': length " +
+                                        std::to_string(at) + " plus " + std::to_string(seq) +
+                                        " rows is past the context of " +
+                                        std::to_string(context));
+          const Shape rows{seq, width};
+          k.run(x.input_view(), {c.data + at * width, rows}, {sn.data + at * width, rows},
+                y.output_view());
+        });
+      }
       return make_call<Rotary>(std::move(k), [=, x = ins[0], y = out](Rotary& k) {
         k.run(x.input_view(), c.view(), sn.view(), y.output_view());
       });
@@ -322,6 +346,20 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       });
     }
     case OpKind::decode_attention: {
+      if (s.length_input >= 0) {
+        // q, new k, new v and the cache's keys / values (B, Hkv, C, D),
+        // written at the length its int64 input holds when the node runs.
+        auto k = std::make_unique<DecodeAttention>(ins[0].shape, ins[1].shape, ins[2].shape,
+                                                   ins[3].shape, Shape{}, true, s.scale,
+                                                   s.causal_fill, threads);
+        const auto* length = static_cast<const int64_t*>(ins[s.length_input].data);
+        return make_call<DecodeAttention>(
+            std::move(k), [=, q = ins[0], kn = ins[1], vn = ins[2], ck = ins[3], cv = ins[4],
+                           y = out](DecodeAttention& k) {
+              k.run_in_place(q.input_view(), kn.input_view(), vn.input_view(), ck.output_view(),
+                             cv.output_view(), *length, ConstFloatView{}, y.output_view());
+            });
+      }
       // q, new k, new v, past k, past v and an optional mask.
       const bool masked = ins.size() > 5;
       auto k = std::make_unique<DecodeAttention>(
@@ -374,11 +412,13 @@ bool split_inputs(const NodeSpec& s, const std::vector<Tensor>& ins, std::vector
       if (ins.size() > 3) cut[3] = ins[3].shape[0] == ins[0].shape[0];
       return true;
     case OpKind::decode_attention:
-      if (ins.size() > 5) cut[5] = ins[5].shape[0] == ins[0].shape[0];
+      // A cache's length is one value for every block.
+      if (ins.size() > 5) cut[5] = s.length_input < 0 && ins[5].shape[0] == ins[0].shape[0];
       return true;
     case OpKind::rotary:
       // Rows of the table follow the sequence axis: only a leading axis
-      // before it is cut.
+      // before it is cut (a cache's length whole).
+      if (ins.size() > 1) cut[1] = false;
       return ins[0].shape.size() > 2;
     case OpKind::matmul:
       cut[1] = ins[0].shape.size() == 3;  // 2-D: b is the same for every row block

@@ -67,6 +67,10 @@ struct NodeSpec {
   // oneDNN's convolution (make_conv2d's lower_to_gemm).
   bool im2col = false;
   std::vector<int64_t> perm;
+  // decode_attention (5) / rotary (1): the input holding the current length
+  // of a cache kept across runs (int64, shape (1,)), read when the node runs;
+  // -1 for none. Set by the plan from its inputs' element types.
+  int length_input = -1;
   std::map<std::string, ParamArray> params;  // weight, bias, table, mean, var, scale, shift
 };
 

@@ -85,14 +85,22 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
     NodeSpec& s = nodes_[i];
     require_positive_dims("node '" + s.name + "' shape", s.shape);
     std::set<int> distinct;
-    for (int in : s.inputs) {
+    s.length_input = -1;
+    for (size_t j = 0; j < s.inputs.size(); ++j) {
+      const int in = s.inputs[j];
       if (in < 0 || in >= i)
         throw std::invalid_argument("node '" + s.name + "' reads node " + std::to_string(in) +
                                     ", which does not come before it");
-      // An int64 node is read by an embedding lookup or by position_ids, or
-      // viewed by an int64 reshape.
-      if (nodes_[in].int64 && s.op != OpKind::embedding_bag && s.op != OpKind::position_ids &&
-          !(s.op == OpKind::reshape && s.int64))
+      // An int64 node is read by an embedding lookup or by position_ids,
+      // viewed by an int64 reshape, or is the (1,) length of a cache kept
+      // across runs that a decode_attention (input 5) or rotary (input 1)
+      // reads.
+      const bool length = nodes_[in].shape == Shape{1} &&
+                          ((s.op == OpKind::decode_attention && j == 5) ||
+                           (s.op == OpKind::rotary && j == 1));
+      if (nodes_[in].int64 && length) s.length_input = static_cast<int>(j);
+      if (nodes_[in].int64 && !length && s.op != OpKind::embedding_bag &&
+          s.op != OpKind::position_ids && !(s.op == OpKind::reshape && s.int64))
         throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
                                     ") cannot read the int64 node '" + nodes_[in].name + "'");
       distinct.insert(in);
@@ -158,6 +166,7 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
     allocated_ += bytes;
   }
   for (int i = 0; i < n; ++i) data_[i] = static_cast<char*>(owned_[bp.slot[i]]) + offset[i];
+  root_ = std::move(root);
   overwritten_ = bp.overwritten;
   slots_ = bp.slot;
   ones_.assign(static_cast<size_t>(max_channels), 1.f);
@@ -198,6 +207,28 @@ void Plan::set_input(int node, const void* data, size_t bytes) {
                                 std::to_string(bytes));
   std::lock_guard<std::mutex> lock(mu_);
   std::memcpy(data_[static_cast<size_t>(node)], data, bytes);
+}
+
+void Plan::bind_input(int node, void* data, size_t bytes) {
+  const NodeSpec& s = nodes_.at(static_cast<size_t>(node));
+  if (s.op != OpKind::input) throw std::invalid_argument("node '" + s.name + "' is not an input");
+  if (s.int64 || s.bf16)
+    throw std::invalid_argument("input '" + s.name + "' is not float32: only a float32 input "
+                                "can be bound to a caller's buffer");
+  if (bytes != buffer_bytes(node))
+    throw std::invalid_argument("input '" + s.name + "' takes " +
+                                std::to_string(buffer_bytes(node)) + " bytes, got " +
+                                std::to_string(bytes));
+  if (!data) throw std::invalid_argument("input '" + s.name + "' bound to a null buffer");
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (static_cast<int>(i) != node && root_[i] == node)
+      throw std::invalid_argument("input '" + s.name + "' is viewed by node '" + nodes_[i].name +
+                                  "' (a reshape or slice): only an input read where it is "
+                                  "can be bound");
+  std::lock_guard<std::mutex> lock(mu_);
+  data_[static_cast<size_t>(node)] = data;
+  // The prepared kernels hold the old address: they are made again.
+  runners_.clear();
 }
 
 Plan::Prepared& Plan::prepared(const ExecSettings& settings) {

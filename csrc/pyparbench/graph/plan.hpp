@@ -47,6 +47,11 @@ class Plan {
 
   // Copies a graph input's data into its buffer (bytes must match).
   void set_input(int node, const void* data, size_t bytes);
+  // Points a float32 graph input at the caller's buffer (bytes must match),
+  // which the plan then reads and a node may write in place (a decode
+  // step's cache kept across runs), without a copy; the caller keeps it
+  // alive as long as the plan. Prepared kernels are made again.
+  void bind_input(int node, void* data, size_t bytes);
   // A node's output buffer (valid until the plan is destroyed).
   const void* buffer(int node) const;
   size_t buffer_bytes(int node) const;
@@ -105,6 +110,7 @@ class Plan {
   std::vector<void*> owned_;       // allocations to free
   std::vector<bool> overwritten_;  // per node: a later node reuses its buffer
   std::vector<int> slots_;         // per node: index into owned_
+  std::vector<int> root_;          // per node: the node whose buffer it views (itself if none)
   size_t allocated_ = 0;
   std::vector<std::vector<int>> consumers_;
   std::vector<int> dependencies_;  // distinct input nodes per node

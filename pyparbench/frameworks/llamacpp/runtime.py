@@ -103,6 +103,22 @@ class LlamaCppDecoder:
         ptr = llama_cpp.llama_get_logits_ith(self._llm.ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self.vocab,)).astype(np.float32)
 
+    def greedy(self, prompt: Sequence[int], new: int) -> tuple[list[int], float, list[float]]:
+        """``new`` tokens after ``prompt``, each the previous step's most
+        likely one: the tokens, the seconds of the prefill with the first
+        token's choice, and of each of the ``new`` - 1 decode steps after it
+        (the last token is chosen, never fed)."""
+        t0 = time.perf_counter()
+        token = int(np.argmax(self.prefill(prompt)[-1]))
+        ttft = time.perf_counter() - t0
+        tokens, steps = [token], []
+        for _ in range(new - 1):
+            t0 = time.perf_counter()
+            token = int(np.argmax(self.decode(token)))
+            steps.append(time.perf_counter() - t0)
+            tokens.append(token)
+        return tokens, ttft, steps
+
     def time_generation(self, prompt: Sequence[int], new: int) -> tuple[float, list[float]]:
         """Seconds of the prompt's prefill and of each of ``new`` decode steps
         (greedy: each step feeds the previous step's most likely token)."""

@@ -128,6 +128,9 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
         run = lambda r, w_: k.timeit(x, scale, out, repeats=r, warmup=w_)
     elif op == "rotary":
         x, cos, sin = _f32(ins[0]), _f32(p["cos"]), _f32(p["sin"])
+        if len(ins) > 1:  # a cache's length: the rows of its positions
+            at, seq = int(np.asarray(ins[1]).reshape(-1)[0]), x.shape[-2]
+            cos, sin = _f32(cos[at:at + seq]), _f32(sin[at:at + seq])
         k = ops.Rotary(x.shape, threads=threads)
         run = lambda r, w_: k.timeit(x, cos, sin, out, repeats=r, warmup=w_)
     elif op == "attention":
@@ -138,6 +141,9 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
                           scale=a["scale"], causal_fill=a["causal_fill"], threads=threads)
         run = lambda r, w_: k.timeit(q, kk, v, mask, out, repeats=r, warmup=w_)
     elif op == "decode_attention":
+        if len(ins) > 5 and np.asarray(ins[5]).dtype == np.int64:
+            raise ValueError(f"node {node.name!r}: a decode_attention on a cache kept in place "
+                             "writes its cache, so it is not timed alone")
         q, kn, vn, pk, pv = (_f32(t) for t in ins[:5])
         mask = _f32(ins[5]) if len(ins) > 5 else None
         k = ops.DecodeAttention(q.shape, kn.shape, vn.shape, pk.shape,

@@ -1,0 +1,120 @@
+"""A generation (:mod:`pyparbench.frameworks.generation`) in a fresh child
+pinned to its threads' CPUs, as every framework run is: the native executor
+on its cache kept in place (:mod:`pyparbench.frameworks.native.generation`),
+or llama.cpp on a GGUF file written, into a temporary folder, from the same
+weights (float32 matrices and cache), its ``-t`` and ``-tb`` both the
+threads. A llama.cpp child never loads the native core.
+
+Each child generates once untimed (kernels prepared, pages touched), then
+once timed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pyparbench import child_process
+from pyparbench.frameworks.generation import (
+    GenerationRecord,
+    GenerationRequest,
+    prompt_ids,
+    record_from_times,
+)
+from pyparbench.models.llama import config_of, llama_prefill, transformers_weights
+from pyparbench.settings import Settings
+
+__all__ = ["run_generation"]
+
+# What llama.cpp's generation needs: (module, pip package).
+_LLAMACPP_PACKAGES = (("llama_cpp", "llama-cpp-python"), ("gguf", "gguf"))
+
+
+def _check_llamacpp() -> None:
+    missing = [pip for module, pip in _LLAMACPP_PACKAGES
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        raise ValueError(f"llamacpp is not installed: pip install {' '.join(missing)} "
+                         "(or pip install 'pyparbench[llm]')")
+
+
+def run_generation(request: GenerationRequest, *, timeout: float = 600.0) -> GenerationRecord:
+    """``request`` generated in a fresh child pinned to ``request.threads``
+    CPUs (compact).
+
+    Raises
+    ------
+    ValueError
+        More threads than this machine has CPUs to pin, or llama.cpp asked
+        for and not installed (naming what to install).
+    pyparbench.child_process.ChildFailed
+        The child crashed or ran past ``timeout`` seconds.
+    """
+    settings = Settings(intra_op=request.threads, affinity="compact")
+    cpus = child_process.child_cpus(settings)
+    if request.framework == "native":
+        return _call(request, cpus, child_process.child_env(settings), timeout)
+    _check_llamacpp()
+    from pyparbench.frameworks.llamacpp import write_llama_gguf  # noqa: PLC0415 (the llm extra)
+
+    with tempfile.TemporaryDirectory(prefix="pyparbench-gguf-") as tmp:
+        graph = llama_prefill(1, size=request.model, prompt=request.prompt)
+        path = write_llama_gguf(Path(tmp) / f"{request.model}.gguf", config_of(graph),
+                                transformers_weights(graph),
+                                context=request.prompt + request.new)
+        with_file = GenerationRequest(**{**request.as_dict(), "gguf": str(path)})
+        return _call(with_file, cpus, child_process.child_env(settings, core=False), timeout)
+
+
+def _call(request: GenerationRequest, cpus: list[int] | None, env: dict[str, str],
+          timeout: float) -> GenerationRecord:
+    out = child_process.call("pyparbench.frameworks.generation_run", request.as_dict(),
+                             cpus=cpus, env=env, timeout=timeout)
+    try:
+        return GenerationRecord.from_dict(out)
+    except (KeyError, TypeError, ValueError) as e:
+        raise child_process.ChildFailed(f"the child's record does not read: {e!r}") from e
+
+
+def _llamacpp(request: GenerationRequest) -> GenerationRecord:
+    """In the child: llama.cpp's greedy generation of ``request``."""
+    from pyparbench.frameworks.llamacpp.runtime import LlamaCppDecoder  # noqa: PLC0415 (llm extra)
+
+    assert request.gguf is not None
+    llm = LlamaCppDecoder(request.gguf, context=request.prompt + request.new,
+                          threads=request.threads, batch_threads=request.threads,
+                          all_logits=False, cache="fp32")
+    ids = [int(t) for t in prompt_ids(1, request.prompt, request.config.vocab)[0]]
+    llm.greedy(ids, request.new)  # warm
+    tokens, ttft, steps = llm.greedy(ids, request.new)
+    described: dict[str, Any] = {"n_threads": request.threads,
+                                 "n_threads_batch": request.threads}
+    return record_from_times(request, described, np.array([tokens], dtype=np.int64), ttft,
+                             steps)
+
+
+def _child_main() -> int:
+    """In the fresh process: the request read from stdin, one JSON line
+    with the record out."""
+    request = GenerationRequest.from_dict(json.loads(sys.stdin.read()))
+    if request.framework == "llamacpp":
+        record = _llamacpp(request)
+    else:
+        from pyparbench.frameworks.native.generation import generate  # noqa: PLC0415 (native core only in its child)
+
+        record = generate(request)
+    out = record.as_dict()
+    out["settings"] = {**out["settings"], "process_cpus": sorted(os.sched_getaffinity(0))}
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

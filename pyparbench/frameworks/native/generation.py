@@ -1,0 +1,153 @@
+"""Greedy generation by the built-in decoder on a key / value cache the
+executor keeps in place.
+
+Two compiled steps of :func:`pyparbench.models.llama.llama_step` share one
+:class:`KVCache`: the prompt step (S = P new tokens) fills rows 0 .. P - 1
+of each layer's cache and gives the first token; each token step (S = 1)
+appends one row at the current length. The cache is allocated once (64-byte
+aligned, to the context) and bound to both plans without a copy
+(:meth:`~pyparbench.executor.CompiledGraph.bind_state`); a step copies in
+only its token ids and the length (one int64), which its attention and
+rotary nodes read when they run, so no step copies the past or re-plans.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pyparbench.executor import CompiledGraph, compile_graph
+from pyparbench.frameworks.generation import (
+    GenerationRecord,
+    GenerationRequest,
+    prompt_ids,
+    record_from_times,
+)
+from pyparbench.memory import aligned_empty
+from pyparbench.models.llama import CACHE_LENGTH, LlamaConfig, cache_names, config_of, llama_step
+from pyparbench.settings import Settings
+
+__all__ = ["CachedDecoder", "KVCache", "generate"]
+
+
+class KVCache:
+    """Each layer's keys and values (batch, kv_heads, context, head_dim),
+    float32, zeroed, the first :attr:`length` rows filled."""
+
+    def __init__(self, config: LlamaConfig, batch: int, context: int) -> None:
+        if context < 1 or batch < 1:
+            raise ValueError(f"a cache needs batch and context >= 1, got {batch} and {context}")
+        shape = (batch, config.kv_heads, context, config.head_dim)
+        self.context = context
+        self.length = 0
+        self.names = cache_names(config.layers)
+        self.layers: list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]] = []
+        for _ in range(config.layers):
+            k, v = aligned_empty(shape), aligned_empty(shape)
+            k.fill(0)
+            v.fill(0)
+            self.layers.append((k, v))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(k.nbytes + v.nbytes for k, v in self.layers)
+
+    def bind(self, step: CompiledGraph) -> None:
+        """Point ``step``'s cache inputs at these buffers (no copy)."""
+        for (k_name, v_name), (k, v) in zip(self.names, self.layers, strict=True):
+            step.bind_state(k_name, k)
+            step.bind_state(v_name, v)
+
+    def reserve(self, rows: int) -> npt.NDArray[np.int64]:
+        """The length input of a step appending ``rows`` rows; ValueError
+        naming the length and the context when they do not fit."""
+        if self.length + rows > self.context:
+            raise ValueError(f"a step of {rows} token(s) at length {self.length} runs past the "
+                             f"cache's context of {self.context}")
+        return np.array([self.length], dtype=np.int64)
+
+
+class CachedDecoder:
+    """The prompt step and the token step of a built-in decoder on one
+    :class:`KVCache`, run under ``settings``."""
+
+    def __init__(self, batch: int, *, size: str, prompt: int, context: int,
+                 settings: Settings | None = None, seed: int = 0, hidden: int | None = None,
+                 layers: int | None = None, heads: int | None = None,
+                 kv_heads: int | None = None, intermediate: int | None = None,
+                 vocab: int | None = None) -> None:
+        self.settings = settings or Settings()
+        self.prompt = prompt
+
+        def compiled(new_tokens: int) -> CompiledGraph:
+            return compile_graph(llama_step(
+                batch, size=size, new_tokens=new_tokens, context=context, seed=seed,
+                hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
+                intermediate=intermediate, vocab=vocab))
+
+        self.prompt_step, self.token_step = compiled(prompt), compiled(1)
+        self.config = config_of(self.prompt_step.graph)
+        self.cache = KVCache(self.config, batch, context)
+        for step in (self.prompt_step, self.token_step):
+            self.cache.bind(step)
+        # The setting resolved once: a step then costs its run alone.
+        self._runs = {id(step): step.stepper(self.settings)
+                      for step in (self.prompt_step, self.token_step)}
+
+    def _run(self, step: CompiledGraph, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        tokens = np.asarray(ids, dtype=np.int64)
+        length = self.cache.reserve(tokens.shape[-1])
+        step.set_inputs({"input_ids": tokens, CACHE_LENGTH: length})
+        self._runs[id(step)]()
+        self.cache.length += tokens.shape[-1]
+        (logits,) = step.outputs().values()
+        return logits
+
+    def prefill(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """A new sequence per row of ``ids`` (batch, prompt): the cache
+        restarts, and the last prompt token's logits (batch, vocab) come back."""
+        self.cache.length = 0
+        return self._run(self.prompt_step, ids)
+
+    def decode(self, ids: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """One more token per sequence, ``ids`` (batch, 1), against the
+        cache: its logits (batch, vocab)."""
+        if self.cache.length == 0:
+            raise RuntimeError("decode before prefill: start the sequences with prefill()")
+        return self._run(self.token_step, ids)
+
+    def greedy(self, ids: npt.ArrayLike, new: int
+               ) -> tuple[npt.NDArray[np.int64], float, list[float]]:
+        """``new`` tokens per row of the prompts ``ids`` (batch, prompt),
+        each the previous step's most likely one: the tokens (batch, new),
+        the seconds of the prompt step with the first token's choice, and
+        of each later token step."""
+        t0 = time.perf_counter()
+        token = np.argmax(self.prefill(ids), axis=-1)[:, None]
+        ttft = time.perf_counter() - t0
+        tokens, steps = [token], []
+        for _ in range(new - 1):
+            t0 = time.perf_counter()
+            token = np.argmax(self.decode(token), axis=-1)[:, None]
+            steps.append(time.perf_counter() - t0)
+            tokens.append(token)
+        return np.concatenate(tokens, axis=1).astype(np.int64), ttft, steps
+
+
+def generate(request: GenerationRequest, *, warm: bool = True) -> GenerationRecord:
+    """``request`` generated natively on ``request.threads`` intra-op
+    threads; ``warm``: one generation first, untimed (the kernels'
+    preparation and first touches)."""
+    settings = Settings(intra_op=request.threads)
+    cfg = request.config
+    decoder = CachedDecoder(request.batch, size=request.model, prompt=request.prompt,
+                            context=request.prompt + request.new, settings=settings)
+    ids = prompt_ids(request.batch, request.prompt, cfg.vocab)
+    if warm:
+        decoder.greedy(ids, request.new)
+    tokens, ttft, steps = decoder.greedy(ids, request.new)
+    described: dict[str, Any] = {"intra_op": request.threads}
+    return record_from_times(request, described, tokens, ttft, steps)
