@@ -218,8 +218,11 @@ def test_recommend_and_run_at_bf16(tmp_path: Path) -> None:
                "--json", "--precision", "bf16", "-o", str(tmp_path / "r"))
     assert plan.returncode == 0, plan.stderr
     labels = [c["label"] for c in json.loads(plan.stdout)["configurations"]]
-    # Every native setting at bf16, on onednn; the frameworks (fp32) left out.
+    # Every setting at bf16, on onednn, the frameworks' included (OpenVINO's
+    # mode its bf16 hint; no framework preset, which sets no precision).
     assert labels and all(lb.endswith(" bf16") and "/onednn/" in lb for lb in labels), labels
+    assert any(lb.startswith("openvino (bf16) ") for lb in labels), labels
+    assert not any("openvino-" in lb for lb in labels), labels
     fp32 = cli("run", "--models", "mlp-512", "--batches", "2", "--no-operators", "--dry-run",
                "--json", "-o", str(tmp_path / "r"))
     assert not any("bf16" in c["label"] for c in json.loads(fp32.stdout)["configurations"])

@@ -64,6 +64,7 @@ from pyparbench.cli._common import (
 )
 from pyparbench.frameworks import mapping
 from pyparbench.frameworks.overhead import measure_overhead
+from pyparbench.frameworks.precision import UNSUPPORTED_AT
 from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.models import build
 
@@ -131,9 +132,12 @@ def _print(result: dict[str, Any]) -> None:
                        if f["status"] != "not_applicable")
         if na:
             notes.append(f"{name} not applicable: {na}")
-        if f["status"] == "not_applicable":  # TensorFlow or PyTorch on an ONNX file
-            t.add_row(name, "not applicable", "", "", "", "")
-            notes.append(f"{name} {NO_MODULE}")
+        if f["status"] == "not_applicable":  # an ONNX file in TF / PyTorch; ORT at bf16
+            error = str(f.get("error", ""))
+            at = error.find(UNSUPPORTED_AT)
+            t.add_row(name, "not applicable" if at < 0 else error[at:].split(":")[0],
+                      "", "", "", "")
+            notes.append(f"{name} {NO_MODULE if at < 0 else error[at:]}")
             continue
         if f["status"] != "ok":
             t.add_row(name, "error", "", "", "", "")
@@ -297,10 +301,6 @@ def _run(args: argparse.Namespace) -> int:
     kwargs = dict(args.model_arg or [])
     graph = build(args.model, args.batch, **kwargs)
     settings = settings_from_args(args, graph)
-    if settings.precision != "fp32":
-        # The frameworks' own bf16 modes are not mapped from the setting yet.
-        print(f"note: the native executor runs {settings.precision}; the frameworks run "
-              "fp32", file=sys.stderr)
     progress = None if args.json else (lambda line: print(f"running {line} ...",
                                                           file=sys.stderr, flush=True))
     result = measure_overhead(

@@ -52,8 +52,7 @@ def options_from_args(args: argparse.Namespace) -> JobOptions:
     level = resolve_level(name, models=args.models, batches=args.batches,
                           repeats=args.repeats, confirm_rounds=args.confirm,
                           shapes=shapes_from_args(args), precision=args.precision or "fp32")
-    # The frameworks run fp32: a bf16 suite measures the native executor alone.
-    frameworks = not args.no_frameworks and level.precision == "fp32"
+    frameworks = not args.no_frameworks
     return JobOptions(level, output=args.output, operators=not args.no_operators,
                       recommend=not args.no_recommend, frameworks=frameworks,
                       resume=not args.no_resume, retry_failed=args.retry_failed,

@@ -53,6 +53,7 @@ from pyparbench.frameworks.onnxruntime import knobs as ort_knobs
 from pyparbench.frameworks.onnxruntime import runtime as ort_runtime
 from pyparbench.frameworks.openvino import knobs as ov_knobs
 from pyparbench.frameworks.openvino import runtime as ov_runtime
+from pyparbench.frameworks.precision import unsupported
 from pyparbench.frameworks.spec import build_graph, describe
 from pyparbench.frameworks.tensorflow import knobs as tf_knobs
 from pyparbench.frameworks.tensorflow import runtime as tf_runtime
@@ -82,6 +83,10 @@ def _prepare(framework: str, fw: Any, graph: Any, inputs: Any, req: Mapping[str,
         from pyparbench.frameworks.torch import runtime as torch_runtime  # noqa: PLC0415 (heavy: imports torch)
 
         return torch_runtime.prepare(fw, graph, inputs, req["mode"], knobs)
+    if framework != "native":
+        refused = unsupported(framework, req["settings"].get("precision", "fp32"), req["mode"])
+        if refused:  # never an fp32 run under a bf16 label
+            raise ValueError(f"{framework}: {refused}")
     if framework == "onnxruntime":
         return ort_runtime.prepare(fw, graph, inputs, knobs)
     if framework == "openvino":

@@ -28,11 +28,12 @@ from pyparbench.frameworks.child import HOOK_ENV
 from pyparbench.frameworks.mapping import (
     FRAMEWORKS,
     check_framework,
-    check_mode,
     default_knobs,
     map_settings,
+    precision_mode,
     preset_knobs,
 )
+from pyparbench.frameworks.precision import unsupported
 from pyparbench.frameworks.spec import GraphLike, describe, not_applicable, to_spec
 from pyparbench import child_process
 from pyparbench.child_process import ChildFailed, child_cpus
@@ -153,7 +154,10 @@ def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = 
     if defaults:
         if framework == "native":
             raise ValueError("defaults=True is for a framework; native runs a Settings")
-        mode = check_mode(framework, mode)
+        mode = precision_mode(framework, mode, settings.precision)
+        if framework in ("tensorflow", "torch") and settings.precision != "fp32":
+            raise ValueError(f"{framework} under its own defaults runs fp32: a run at "
+                             f"precision {settings.precision!r} sets its bf16 mode (no defaults)")
         if preset is not None and framework != "openvino":
             raise ValueError(f"preset {preset!r} is OpenVINO's; {framework} has none")
         knobs: dict[str, Any] = (default_knobs(framework, mode) if preset is None
@@ -172,7 +176,7 @@ def plan_child(framework: str, jobs: Sequence[Job], settings: Settings | None = 
         not_applicable = []
         mapping = {"framework": "native", "cpus": cpus}
     else:
-        mode = check_mode(framework, mode)
+        mode = precision_mode(framework, mode, settings.precision)
         cfg = map_settings(framework, settings, mode, cpus)
         knobs, extra = cfg.knobs, dict(cfg.env)
         if framework == "tensorflow":
@@ -249,8 +253,8 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
     FrameworkRun
         ``status`` "ok" (``answer``: the reported thread settings, each
         job's answer), "error", "timeout" (it ran past ``timeout`` and was
-        killed) or "not_applicable" (TensorFlow or PyTorch on an ONNX file:
-        nothing started, ``error`` says why), with ``error`` naming the
+        killed) or "not_applicable" (TensorFlow or PyTorch on an ONNX file,
+        ONNX Runtime at bf16: nothing started, ``error`` says why), with ``error`` naming the
         configuration and ``stderr`` the end of the child's; always
         ``config``, ``mapping``, ``not_applicable`` and ``env``.
 
@@ -263,6 +267,8 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
                       defaults=preset is not None, preset=preset)
     why = next((w for j in plan.request["jobs"] if (w := not_applicable(framework, j["graph"]))),
                None)
+    if why is None and framework != "native":  # a precision it has no kernels for
+        why = unsupported(framework, plan.settings.precision, plan.mode)
     if why is not None:  # nothing to start: status "not_applicable", why as the error
         return plan.run("not_applicable", f"{plan.label}: {why}")
     return child_record(plan, lambda: child_process.call(

@@ -51,7 +51,12 @@ Modes (the ways each framework's users run a model): TensorFlow ``function``
 eval and inference mode) or ``compile`` (``torch.compile``, inductor); ONNX
 Runtime ``all``, ``extended``, ``basic`` or ``disabled`` (the graph
 optimisation level); OpenVINO ``f32``, ``bf16`` or ``f16`` (the inference
-precision). A requested value with no counterpart is recorded in
+precision; at ``Settings.precision`` bf16 the f32 mode is bf16,
+:func:`precision_mode`). A bf16 run calls PyTorch's module under
+``torch.autocast`` (knob ``bf16_mode``), sets TensorFlow's grappler oneDNN bf16
+auto-mixed-precision (``auto_mixed_precision_onednn_bfloat16``) and
+OpenVINO's bf16 hint; ONNX Runtime runs none
+(:mod:`pyparbench.frameworks.precision`). A requested value with no counterpart is recorded in
 the result's ``not_applicable`` list with the reason and the closest
 setting the framework takes (``instead``), never dropped silently.
 
@@ -71,11 +76,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyparbench.choices import DEFAULT_MODES, FRAMEWORKS, MODES, check_framework, check_mode
+from pyparbench.frameworks.precision import TORCH_BF16_MODE
 from pyparbench.settings import INTEL_SPINCOUNT, Settings
 
 __all__ = ["DEFAULT_MODES", "FRAMEWORKS", "MODES", "OPENMP", "OPENVINO_PRESETS", "FrameworkConfig",
            "NotApplicable", "check_framework", "check_mode", "default_knobs", "map_settings",
-           "preset_knobs"]
+           "precision_mode", "preset_knobs"]
 
 # A plain OpenMP program: not a framework pyparbench runs, but one a setting
 # is deployed to (its environment).
@@ -156,6 +162,8 @@ def _tensorflow(cfg: FrameworkConfig) -> None:
         onednn = s.library == "onednn"
     cfg.env["TF_ENABLE_ONEDNN_OPTS"] = "1" if onednn else "0"
     cfg.knobs["onednn"] = onednn
+    if s.precision == "bf16":  # grappler rewrites the function's graph with bf16 casts
+        cfg.knobs["auto_mixed_precision_onednn_bfloat16"] = True
     if (s.operator == "library") != onednn:
         na.append(NotApplicable(
             "operator", s.operator, "TensorFlow ties the operator mode to the library: "
@@ -198,6 +206,8 @@ def _torch(cfg: FrameworkConfig) -> None:
         cfg.knobs["mkldnn"] = True
     else:
         cfg.knobs["mkldnn"] = s.library == "onednn"
+    if s.precision == "bf16":  # bf16 runs on the onednn library only (Settings)
+        cfg.knobs["bf16_mode"] = TORCH_BF16_MODE
     if s.operator != "library":
         na.append(NotApplicable("operator", s.operator, "PyTorch threads each op inside "
                                 "its kernel (OpenMP); it never cuts an op into tasks",
@@ -265,7 +275,7 @@ def _openvino(cfg: FrameworkConfig) -> None:
                       "INFERENCE_NUM_THREADS": s.instances * s.intra_op,
                       "ENABLE_CPU_PINNING": cfg.cpus is not None,
                       "ENABLE_HYPER_THREADING": s.smt,
-                      "INFERENCE_PRECISION_HINT": cfg.mode})
+                      "INFERENCE_PRECISION_HINT": cfg.mode})  # at bf16: bf16 (precision_mode)
     if s.inter_op > 1 or s.scheduler == "async":
         na.append(NotApplicable(
             "inter_op", f"{s.scheduler} {s.inter_op}", "an OpenVINO stream runs its nodes "
@@ -324,6 +334,26 @@ MAPPERS = {"tensorflow": _tensorflow, "torch": _torch, "onnxruntime": _onnxrunti
            "openvino": _openvino}
 _LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED",
            "basic": "ORT_ENABLE_BASIC", "disabled": "ORT_DISABLE_ALL"}
+
+
+def precision_mode(framework: str, mode: str | None, precision: str) -> str:
+    """The framework's mode at the run's ``precision``: OpenVINO's mode is
+    its inference precision, so at bf16 its f32 mode (the default) is bf16;
+    every other mode is ``mode`` (None: the default).
+
+    Raises
+    ------
+    ValueError
+        An unknown framework or mode; OpenVINO's f16 mode at bf16 (two
+        precisions asked for).
+    """
+    mode = check_mode(framework, mode)
+    if framework == "openvino" and precision == "bf16":
+        if mode == "f16":
+            raise ValueError("OpenVINO mode 'f16' is an inference precision of its own: "
+                             "it does not run at precision 'bf16' (use mode f32 or bf16)")
+        return "bf16"
+    return mode
 
 
 def default_knobs(framework: str, mode: str | None = None) -> dict[str, Any]:
@@ -396,7 +426,7 @@ def map_settings(framework: str, settings: Settings, mode: str | None = None,
             raise ValueError(f"an OpenMP program has one mode, 'program', got {mode!r}")
         mode = "program"
     else:
-        mode = check_mode(framework, mode)
+        mode = precision_mode(framework, mode, settings.precision)
     cfg = FrameworkConfig(framework, mode, settings, None if cpus is None else list(cpus))
     _common(cfg)
     (_openmp if framework == OPENMP else MAPPERS[framework])(cfg)

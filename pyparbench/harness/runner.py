@@ -28,6 +28,7 @@ from pyparbench import child_process
 from pyparbench.executor import run_model
 from pyparbench.frameworks import FrameworkRun, ModelRef, run_framework
 from pyparbench.frameworks.mapping import OPENVINO_PRESETS
+from pyparbench.frameworks.precision import UNSUPPORTED_AT
 from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.harness.resumable import run_resumable
 from pyparbench.harness.store import ResultStore
@@ -98,8 +99,10 @@ def _run_framework_config(config: Config, started: float, machine: dict[str, Any
     res = run_framework(ModelRef(config.model, config.batch), config.framework,
                         config.settings, mode=config.mode, repeats=config.repeats,
                         warmup=config.warmup, outputs=agree, timeout=timeout, preset=preset)
-    if res.status == "not_applicable":  # TensorFlow or PyTorch on an ONNX file
-        return Result(config.key, config, "skipped", started, machine, error=NO_MODULE)
+    if res.status == "not_applicable":  # an ONNX file in TF / PyTorch; ORT at bf16
+        at = res.error.find(UNSUPPORTED_AT)
+        return Result(config.key, config, "skipped", started, machine,
+                      error=NO_MODULE if at < 0 else res.error[at:])
     if not res.ok:  # "timeout" as a native child's, else "error"
         return Result(config.key, config, res.status, started, machine, error=res.error)
     ns = list(res.job.ns)

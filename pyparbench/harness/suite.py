@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Union
 
+from pyparbench.frameworks.mapping import precision_mode
 from pyparbench.harness.levels import Level
 from pyparbench.harness.operators import OpTask, shape_graph, standard_shapes
 from pyparbench.harness.runner import MIN_MEASURE_S, Config
@@ -284,18 +285,22 @@ def default_suite(level: Level, *, cores: int | None = None, topo: Topology | No
                 configs.append(Config(model, batch, rec[0].with_(name="recommended"),
                                       repeats=repeats, predicted_ns=rec[1]))
             configs += [Config(model, batch, s, repeats=repeats) for s in chosen[len(PRESETS):]]
-            # The frameworks run fp32: their rows sit beside fp32 native runs only.
-            if frameworks and batch == level.batches[0] and level.precision == "fp32":
+            # The frameworks run at the level's precision (ONNX Runtime's bf16 row
+            # says it has none), beside the native run of the same settings.
+            if frameworks and batch == level.batches[0]:
                 # The native run they are compared with: the same settings, by label.
-                fs = framework_settings(n)
+                fs = framework_settings(n).with_(precision=level.precision)
                 native = next((s for s in chosen if s.with_(name="") == fs), fs)
                 if native is fs:
                     configs.append(Config(model, batch, fs, repeats=repeats))
-                configs += [Config(model, batch, native, repeats=repeats, framework=f, mode=m)
+                configs += [Config(model, batch, native, repeats=repeats, framework=f,
+                                   mode=precision_mode(f, m, level.precision))
                             for f, m in frameworks]
+                # A framework's own presets set no precision: fp32 levels only.
                 configs += [Config(model, batch, Settings(name=p), repeats=repeats, framework=f,
                                    mode=m)
-                            for f, m in frameworks for p in FRAMEWORK_PRESETS.get(f, ())]
+                            for f, m in frameworks for p in FRAMEWORK_PRESETS.get(f, ())
+                            if level.precision == "fp32"]
     return configs
 
 

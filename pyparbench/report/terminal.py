@@ -10,6 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from pyparbench.frameworks.precision import UNSUPPORTED_AT
 from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.report.legend import SettingsLegend, framework_label
 from pyparbench.report.summary import model_tag, regret_unsure
@@ -225,14 +226,20 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
         parts.append(Text(f"{len(failures)} configuration(s) failed, e.g. {f['model']} "
                           f"b{f['batch']} {f['setting']}: {last}; the rest are reported "
                           "(report.html lists them all)", style="yellow"))
-    # TensorFlow and PyTorch on an ONNX file are skipped too, for another reason.
-    no_module = sum(1 for f in summary.get("failures") or []
-                    if f["status"] == "skipped" and f.get("error") == NO_MODULE)
-    skipped = summary["counts"].get("skipped", 0) - no_module
+    # TensorFlow and PyTorch on an ONNX file, and a framework at a precision
+    # it has no kernels for, are skipped too, for other reasons.
+    skips = [str(f.get("error", "")) for f in summary.get("failures") or []
+             if f["status"] == "skipped"]
+    no_module = skips.count(NO_MODULE)
+    unsupported = sorted({e for e in skips if e.startswith(UNSUPPORTED_AT)})
+    skipped = summary["counts"].get("skipped", 0) - no_module - sum(
+        skips.count(e) for e in unsupported)
     if skipped:
         parts.append(Text(f"{skipped} setting(s) skipped: this machine cannot hold them"))
     if no_module:
         parts.append(Text(f"{no_module} framework run(s) of ONNX files {NO_MODULE}"))
+    for e in unsupported:
+        parts.append(Text(f"{skips.count(e)} framework run(s) {e}"))
     if report:
         parts.append(Text(f"report: {report}", style="bold"))
     return Group(*parts)

@@ -25,6 +25,7 @@ import numpy as np
 from pyparbench.frameworks._common import Array, Profile, python_loop
 from pyparbench.frameworks.onnxruntime.translate import build_onnx
 from pyparbench.frameworks.onnxruntime.versions import model_versions
+from pyparbench.frameworks.precision import framework_precision
 from pyparbench.frameworks.openvino.knobs import (
     compile_model,
     compile_properties,
@@ -83,6 +84,13 @@ class OvModel:
                 r.set_tensor(n, ov.Tensor(a))
         self.info: dict[str, Any] = {"compiled_properties": reported, "requests": requests,
                                      "model_file": self.path}
+        # The precision the compiled model holds, read back (None: a defaults run's pick).
+        hint = reported.get("INFERENCE_PRECISION_HINT")
+        asked = knobs.get("INFERENCE_PRECISION_HINT")
+        self.info["framework_precision"] = framework_precision(
+            "bf16" if hint == "bf16" else "fp32" if hint == "f32" else str(hint),
+            f"INFERENCE_PRECISION_HINT={asked}" if asked else "OpenVINO's own pick",
+            inference_precision_hint=hint)
         if source:
             self.info["onnx_file"] = str(source)
 

@@ -1,4 +1,5 @@
-"""TensorFlow's process-wide knobs: thread pools and the scheduler, applied in
+"""TensorFlow's process-wide knobs: thread pools, the scheduler and (at bf16)
+grappler's oneDNN bf16 auto-mixed-precision, applied in
 a child (:func:`configure`) or written as the code a user pastes
 (:func:`code`), both from the same knobs (:mod:`pyparbench.frameworks.mapping`)."""
 
@@ -8,7 +9,10 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["code", "configure", "report"]
+__all__ = ["BF16_OPTION", "code", "configure", "report"]
+
+# Grappler's rewrite of a function's graph to oneDNN's bf16 kernels.
+BF16_OPTION = "auto_mixed_precision_onednn_bfloat16"
 
 
 def _apply(call: str, set_: Callable[[], object]) -> None:
@@ -38,18 +42,22 @@ def configure(tf: Any, knobs: Mapping[str, Any]) -> dict[str, Any]:
            lambda: threading.set_intra_op_parallelism_threads(intra))
     _apply(f"tf.config.experimental.set_synchronous_execution({sync})",
            lambda: tf.config.experimental.set_synchronous_execution(sync))
+    if knobs.get(BF16_OPTION):
+        _apply(f"tf.config.optimizer.set_experimental_options({{{BF16_OPTION!r}: True}})",
+               lambda: tf.config.optimizer.set_experimental_options({BF16_OPTION: True}))
     return report(tf)
 
 
 def report(tf: Any) -> dict[str, Any]:
     """What TensorFlow reports: its pools (0: its own choice), the
-    scheduler, the oneDNN switch, its version."""
+    scheduler, the oneDNN switch, grappler's bf16 rewrite, its version."""
     threading = tf.config.threading
     return {
         "inter_op_parallelism_threads": threading.get_inter_op_parallelism_threads(),
         "intra_op_parallelism_threads": threading.get_intra_op_parallelism_threads(),
         "synchronous_execution": tf.config.experimental.get_synchronous_execution(),
         "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
+        BF16_OPTION: bool(tf.config.optimizer.get_experimental_options().get(BF16_OPTION)),
         "version": tf.__version__,
     }
 
@@ -63,6 +71,8 @@ def code(knobs: Mapping[str, Any]) -> list[str]:
              f"{int(knobs['intra_op_parallelism_threads'])})",
              "tf.config.experimental.set_synchronous_execution("
              f"{bool(knobs['synchronous_execution'])})"]
+    if knobs.get(BF16_OPTION):
+        lines.append(f"tf.config.optimizer.set_experimental_options({{{BF16_OPTION!r}: True}})")
     if knobs.get("jit_compile"):
         lines.append("# and tf.function(model, jit_compile=True)")
     return lines

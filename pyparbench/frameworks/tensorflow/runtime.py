@@ -3,6 +3,10 @@
 The forward pass of :mod:`.translate` in a ``tf.function`` (XLA off unless
 the mode is ``xla``), called from Python one batch at a time; outputs come
 back NCHW as the graph's; the profile is TensorFlow's own (:mod:`.profile`).
+At bf16 grappler rewrites the function's graph (knob
+``auto_mixed_precision_onednn_bfloat16``, set process-wide by
+:mod:`.knobs`): bf16 casts around the ops it has oneDNN bf16 kernels for,
+outputs float32.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from pyparbench.frameworks._common import Array, Profile, aggregate, python_loop
+from pyparbench.frameworks.precision import framework_precision
 from pyparbench.frameworks.tensorflow import profile as tf_profile
+from pyparbench.frameworks.tensorflow.knobs import BF16_OPTION
 from pyparbench.frameworks.tensorflow.translate import GraphFunction
 from pyparbench.graph import Graph
 
@@ -29,6 +35,11 @@ class TFModel:
         self.graph = graph
         jit = bool(knobs["jit_compile"])
         self.info: dict[str, Any] = {"layout": "NHWC", "jit_compile": jit}
+        # What grappler was told, read back (a defaults run sets nothing).
+        amp = bool(tf.config.optimizer.get_experimental_options().get(BF16_OPTION))
+        self.info["framework_precision"] = framework_precision(
+            "bf16" if amp else "fp32",
+            f"grappler {BF16_OPTION}" if amp else "fp32 function", **{BF16_OPTION: amp})
         self.forward = GraphFunction(tf, graph)
         self._feeds = self.forward.feeds(inputs)
         self._fn = tf.function(self.forward, jit_compile=jit)

@@ -50,6 +50,8 @@ def code(knobs: Mapping[str, Any]) -> list[str]:
              f"torch.set_num_threads({int(knobs['num_threads'])})",
              f"torch.set_num_interop_threads({int(knobs['num_interop_threads'])})",
              f"torch.backends.mkldnn.enabled = {bool(knobs['mkldnn'])}"]
+    if knobs.get("bf16_mode"):
+        lines.append('# and call the model under torch.autocast("cpu", dtype=torch.bfloat16)')
     if knobs.get("fork_branches"):
         lines.append("# run each parallel branch with torch.jit.fork in the scripted model")
     return lines
