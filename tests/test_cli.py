@@ -224,5 +224,5 @@ def test_recommend_and_run_at_bf16(tmp_path: Path) -> None:
     assert any(lb.startswith("openvino (bf16) ") for lb in labels), labels
     assert not any("openvino-" in lb for lb in labels), labels
     fp32 = cli("run", "--models", "mlp-512", "--batches", "2", "--no-operators", "--dry-run",
-               "--json", "-o", str(tmp_path / "r"))
+               "--json", "--precision", "fp32", "-o", str(tmp_path / "r"))
     assert not any("bf16" in c["label"] for c in json.loads(fp32.stdout)["configurations"])

@@ -104,12 +104,14 @@ def _check_page(text: str) -> _Page:
     return page
 
 
-def _medians(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    """The native executor's ok records per model and batch."""
-    out: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+def _medians(records: list[dict[str, Any]]
+             ) -> dict[tuple[str, int, str], list[dict[str, Any]]]:
+    """The native executor's ok records per model, batch and precision."""
+    out: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         if r["status"] == "ok" and not r["config"].get("framework"):
-            out[(r["config"]["model"], r["config"]["batch"])].append(r)
+            c = r["config"]
+            out[(c["model"], c["batch"], c["settings"].get("precision", "fp32"))].append(r)
     return out
 
 
@@ -153,9 +155,10 @@ def _check_run_folder(out: Path) -> dict[str, Any]:
     for r in records:
         assert ("turns" in (r.get("resolved") or {})) == bool(r["config"].get("round")), r
     by_model = _medians(records)
-    assert {(m["model"], m["batch"]) for m in summary["models"]} == set(by_model)
+    assert {(m["model"], m["batch"], m["precision"]) for m in summary["models"]} == \
+        set(by_model)
     for m in summary["models"]:
-        rs = by_model[(m["model"], m["batch"])]
+        rs = by_model[(m["model"], m["batch"], m["precision"])]
         # The summary's latencies are the JSONL medians: per setting (its
         # name aside), the median over rounds of each round's median of the
         # processes that measured it.

@@ -51,7 +51,7 @@ def options_from_args(args: argparse.Namespace) -> JobOptions:
     name = "quick" if args.quick else "full" if args.full else "default"
     level = resolve_level(name, models=args.models, batches=args.batches,
                           repeats=args.repeats, confirm_rounds=args.confirm,
-                          shapes=shapes_from_args(args), precision=args.precision or "fp32")
+                          shapes=shapes_from_args(args), precision=args.precision)
     frameworks = not args.no_frameworks
     return JobOptions(level, output=args.output, operators=not args.no_operators,
                       recommend=not args.no_recommend, frameworks=frameworks,

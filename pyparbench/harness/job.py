@@ -119,6 +119,11 @@ def _plan_line(plan: SuitePlan) -> str:
                                                           (frameworks, "framework runs")) if n)
         text += (f"; {what} left out to fit the {plan.budget_s:.0f} s budget "
                  "(--full runs them)")
+    if plan.level.more_precisions:
+        text += (f"; {', '.join(plan.level.more_precisions)} (this CPU's native precisions) "
+                 "under the presets too")
+    if plan.level.left_out:
+        text += f"; {plan.level.left_out}"
     return text
 
 

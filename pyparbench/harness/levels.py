@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pyparbench.choices import check_precision
+from pyparbench.choices import PRECISIONS, check_precision
 from pyparbench.harness.grid import ALL, Grid, expand_all
+from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.memory import available_bytes
 from pyparbench.models import MODELS, files, resolve
 from pyparbench.settings import Settings
@@ -117,6 +118,11 @@ class Level:
     # The native runs' precision (Settings.precision): every preset, grid and
     # recommended setting is run at it.
     precision: str = "fp32"
+    # Other precisions this CPU runs natively, measured beside it: each
+    # model's presets at the level's first batch (its own rows in the
+    # report); and why a precision was left out (the CPU emulates it).
+    more_precisions: tuple[str, ...] = ()
+    left_out: str = ""
 
     @property
     def grids(self) -> tuple[Grid, ...]:
@@ -133,13 +139,18 @@ class Level:
 def resolve_level(name: str, *, models: Sequence[str] | None = None,
                   batches: Sequence[int] | None = None, repeats: int | None = None,
                   confirm_rounds: int | None = None, budget: bool = True,
-                  shapes: Mapping[str, int] | None = None, precision: str = "fp32") -> Level:
+                  shapes: Mapping[str, int] | None = None, precision: str | None = "fp32",
+                  native: Sequence[str] | None = None) -> Level:
     """The level ``name`` with the user's choices; a choice left None takes
     the level's own. ``budget`` False: no time budget (a shard of a
     sharded suite, which must plan exactly like the other shards).
     ``shapes``: the sizes of the ONNX files' symbolic dimensions, by name
     (:func:`pyparbench.models.resolve`). ``precision``: the native runs'
-    (``Settings.precision``).
+    (``Settings.precision``); None (what ``pyparbench run`` passes when no
+    ``--precision`` is given): fp32, with every other precision the CPU
+    multiplies natively (``native``: the precisions it does, default
+    :func:`pyparbench.machine.cpu_features.cpu_features`'s) measured beside
+    it (:attr:`Level.more_precisions`).
 
     Raises
     ------
@@ -150,6 +161,8 @@ def resolve_level(name: str, *, models: Sequence[str] | None = None,
         an unknown precision.
     """
     levels_upto(name)
+    more, left_out = _more_precisions(precision, native)
+    precision = "fp32" if precision is None else precision
     check_precision(precision)
     chosen = tuple(models) if models is not None else (
         full_models() if name == "full" else DEFAULT_MODELS)
@@ -181,4 +194,20 @@ def resolve_level(name: str, *, models: Sequence[str] | None = None,
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
         raise ValueError(f"confirmation rounds must be an integer >= 0, got {rounds!r}")
     return Level(name, chosen, sizes, reps, BUDGET_S[name] if budget else None, rounds,
-                 precision)
+                 precision, more, left_out)
+
+
+def _more_precisions(asked: str | None, native: Sequence[str] | None
+                     ) -> tuple[tuple[str, ...], str]:
+    """The precisions measured beside fp32 when none was asked for (those
+    the CPU multiplies natively, :data:`~pyparbench.choices.PRECISIONS`
+    order), and why the others are left out."""
+    if asked is not None:
+        return (), ""
+    have = set(cpu_features()["precisions"] if native is None else native)
+    more = tuple(p for p in PRECISIONS if p != "fp32" and p in have)
+    out = [p for p in PRECISIONS if p != "fp32" and p not in have]
+    why = (f"{', '.join(out)} left out: this CPU multiplies {'them' if len(out) > 1 else 'it'} "
+           "by emulation only (no AVX512_BF16, AMX-BF16 or Arm BF16; --precision runs it anyway)"
+           if out else "")
+    return more, why

@@ -264,7 +264,8 @@ def default_suite(level: Level, *, cores: int | None = None, topo: Topology | No
     ns)), the level's grids, then, at the level's first batch, each of
     ``frameworks`` ((framework, mode) pairs) under
     :func:`framework_settings`, and under each of the framework's own
-    presets (:data:`FRAMEWORK_PRESETS`): presets first."""
+    presets (:data:`FRAMEWORK_PRESETS`): presets first; then the presets at
+    each of the level's other precisions (:attr:`Level.more_precisions`)."""
     topo = topo if topo is not None else topology()
     n = cores or allowed_cores(topo)
     grid = level.sweep(n)
@@ -301,6 +302,13 @@ def default_suite(level: Level, *, cores: int | None = None, topo: Topology | No
                                    mode=m)
                             for f, m in frameworks for p in FRAMEWORK_PRESETS.get(f, ())
                             if level.precision == "fp32"]
+        # The other precisions this CPU runs natively: the presets at the
+        # first batch, each model's rows of that precision.
+        first = level.batches[0]
+        for more in level.more_precisions:
+            at = [preset(p, topo, build(model, first)).with_(precision=more) for p in PRESETS]
+            configs += [Config(model, first, s, repeats=repeats) for s in at
+                        if s.library == "onednn"]
     return configs
 
 
