@@ -55,36 +55,66 @@ Grid grid(const NodeSpec& s, const std::string& prefix, const std::string& dtype
   return g;
 }
 
+// How a node's buffers map between the graph's NCHW and the kernel's
+// layout: element (n, c, i) of (N, C, I) sits at ((n · I) + i) · C + c in the
+// kernel's channels-last buffer (C = 1: the same order). oneDNN's int8
+// convolution is fast channels-last only (its NCHW one is a reference
+// loop), so the conversion rides on the quantisation's own pass.
+struct Order {
+  int64_t rows = 1, channels = 1, inner = 1;  // N, C, H · W
+  int64_t at(int64_t nc, int64_t i) const {
+    return ((nc / channels) * inner + i) * channels + nc % channels;
+  }
+};
+
+// out[order.at(nc, i)] = f(in[nc · inner + i]) (to the kernel's layout), or
+// out[nc · inner + i] = f(in[order.at(nc, i)]) (back from it).
+template <class In, class Out, class F>
+void mapped(const In* in, Out* out, const Order& o, bool to_kernel, int threads, F f) {
+  const int64_t rows = o.rows * o.channels;
+  const bool parallel = threads > 1 && rows * o.inner > 16384;
+#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
+  for (int64_t nc = 0; nc < rows; ++nc)
+    for (int64_t i = 0; i < o.inner; ++i) {
+      if (to_kernel)
+        out[o.at(nc, i)] = f(in[nc * o.inner + i]);
+      else
+        out[nc * o.inner + i] = f(in[o.at(nc, i)]);
+    }
+}
+
 // ONNX QuantizeLinear: x / scale rounded half to even (the default rounding
 // mode), plus the zero point, saturated.
 template <class T>
-void quantize(const float* x, T* q, int64_t n, const Grid& g, int threads) {
+void quantize(const float* x, T* q, const Order& o, const Grid& g, int threads) {
   const float lo = static_cast<float>(g.lo()), hi = static_cast<float>(g.hi());
-  const float zp = static_cast<float>(g.zero_point);
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 16384 && threads > 1)
-  for (int64_t i = 0; i < n; ++i)
-    q[i] = static_cast<T>(std::clamp(std::nearbyint(x[i] / g.scale) + zp, lo, hi));
+  const float zp = static_cast<float>(g.zero_point), scale = g.scale;
+  mapped(x, q, o, true, threads, [=](float v) {
+    return static_cast<T>(std::clamp(std::nearbyint(v / scale) + zp, lo, hi));
+  });
 }
 
 template <class T>
-void dequantize(const T* q, float* y, int64_t n, const Grid& g, int threads) {
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 16384 && threads > 1)
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = static_cast<float>(static_cast<int32_t>(q[i]) - g.zero_point) * g.scale;
+void dequantize(const T* q, float* y, const Order& o, const Grid& g, int threads) {
+  const int32_t zp = g.zero_point;
+  const float scale = g.scale;
+  mapped(q, y, o, false, threads, [=](T v) {
+    return static_cast<float>(static_cast<int32_t>(v) - zp) * scale;
+  });
 }
 
-void quantize_bytes(const float* x, uint8_t* q, int64_t n, const Grid& g, int threads) {
+void quantize_bytes(const float* x, uint8_t* q, const Order& o, const Grid& g, int threads) {
   if (g.type == QuantType::u8)
-    quantize(x, q, n, g, threads);
+    quantize(x, q, o, g, threads);
   else
-    quantize(x, reinterpret_cast<int8_t*>(q), n, g, threads);
+    quantize(x, reinterpret_cast<int8_t*>(q), o, g, threads);
 }
 
-void dequantize_bytes(const uint8_t* q, float* y, int64_t n, const Grid& g, int threads) {
+void dequantize_bytes(const uint8_t* q, float* y, const Order& o, const Grid& g, int threads) {
   if (g.type == QuantType::u8)
-    dequantize(q, y, n, g, threads);
+    dequantize(q, y, o, g, threads);
   else
-    dequantize(reinterpret_cast<const int8_t*>(q), y, n, g, threads);
+    dequantize(reinterpret_cast<const int8_t*>(q), y, o, g, threads);
 }
 
 // Both at once, with no byte buffer: the value on its grid.
@@ -114,6 +144,7 @@ std::vector<int8_t> int8_weights(const NodeSpec& s, const ParamArray& w) {
 struct QuantizedState {
   std::unique_ptr<QuantizedKernel> kernel;
   std::vector<uint8_t> x_bytes, out_bytes;
+  std::vector<float> out_floats;  // a convolution's float32 output, channels-last
 };
 
 QuantizedConfig config(const NodeSpec& s, const Grid& x, const Grid* out, int64_t channels) {
@@ -168,6 +199,7 @@ QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<
   const QuantizedConfig q = config(s, xg, requantized ? &og : nullptr, channels);
   auto state = std::make_shared<QuantizedState>();
   Shape x_shape, y_shape;
+  Order x_order, y_order;  // linear: the same order (one row each)
   if (s.op == OpKind::quantized_linear) {
     // x (..., k): every leading axis is a row of the matrix product.
     const int64_t k = x.shape.back(), m = x_elems / k;
@@ -184,9 +216,16 @@ QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<
     c.pad_left = s.padding[2]; c.pad_right = s.padding[3];
     c.dilation_h = s.dilation[0]; c.dilation_w = s.dilation[1];
     c.groups = s.groups;
+    c.layout = ActLayout::nhwc;
     state->kernel = std::make_unique<QuantizedConv2d>(c, q, threads);
-    x_shape = x.shape;
-    y_shape = out.shape;
+    x_shape = state->kernel->input_shape();
+    y_shape = state->kernel->output_shape();
+    x_order = {c.n, c.c, c.h * c.w};
+    y_order = {out.shape[0], out.shape[1], out.shape[2] * out.shape[3]};
+  }
+  if (s.op == OpKind::quantized_linear) {  // rows of the product, in their order
+    x_order = {x_shape[0], 1, x_shape[1]};
+    y_order = {y_shape[0], 1, y_shape[1]};
   }
   if (Dims(y_shape).elements() != y_elems)
     throw std::invalid_argument(where(s) + ": its output shape does not match its input's");
@@ -197,21 +236,29 @@ QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<
   state->kernel->set_weights({w8.data(), w.shape},
                              q.bias ? b->second.view() : ConstFloatView{});
   state->x_bytes.resize(static_cast<size_t>(x_elems));
-  if (requantized) state->out_bytes.resize(static_cast<size_t>(y_elems));
+  const bool reordered = y_order.channels > 1;
+  if (requantized)
+    state->out_bytes.resize(static_cast<size_t>(y_elems));
+  else if (reordered)
+    state->out_floats.resize(static_cast<size_t>(y_elems));
   QuantizedState* st = state.get();
   const std::string impl = st->kernel->implementation();
   return {state,
-          [st, x, out, xg, og, requantized, x_shape, y_shape, x_elems, y_elems, threads] {
-            quantize_bytes(static_cast<const float*>(x.data), st->x_bytes.data(), x_elems, xg,
+          [st, x, out, xg, og, requantized, reordered, x_shape, y_shape, x_order, y_order,
+           threads] {
+            quantize_bytes(static_cast<const float*>(x.data), st->x_bytes.data(), x_order, xg,
                            threads);
             const ConstByteView xv{st->x_bytes.data(), x_shape};
-            if (!requantized) {
-              st->kernel->run(xv, {static_cast<uint8_t*>(out.data), y_shape});
-              return;
+            float* y = static_cast<float*>(out.data);
+            if (requantized) {
+              st->kernel->run(xv, {st->out_bytes.data(), y_shape});
+              dequantize_bytes(st->out_bytes.data(), y, y_order, og, threads);
+            } else if (reordered) {
+              st->kernel->run(xv, {reinterpret_cast<uint8_t*>(st->out_floats.data()), y_shape});
+              mapped(st->out_floats.data(), y, y_order, false, threads, [](float v) { return v; });
+            } else {
+              st->kernel->run(xv, {reinterpret_cast<uint8_t*>(y), y_shape});
             }
-            st->kernel->run(xv, {st->out_bytes.data(), y_shape});
-            dequantize_bytes(st->out_bytes.data(), static_cast<float*>(out.data), y_elems, og,
-                             threads);
           },
           impl};
 }
