@@ -223,7 +223,7 @@ class GraphBuilder:
         ``weight_scale`` per output channel, float32 ``bias``, s32
         accumulation, ReLU; ``out_dtype`` "uint8" / "int8" requantises the
         result with out_scale / out_zero_point before it is dequantised
-        (graph.quantized_math has the semantics)."""
+        (the graph IR's op table has the semantics)."""
         attrs, shape, wshape = self._conv_geometry("quantized_conv2d", x, out_channels, kernel,
                                                    stride, padding, dilation, groups)
         params = _quantized_params("quantized_conv2d", wshape, bias, x_dtype, out_dtype)
