@@ -68,19 +68,27 @@ struct Order {
 };
 
 // out[order.at(nc, i)] = f(in[nc · inner + i]) (to the kernel's layout), or
-// out[nc · inner + i] = f(in[order.at(nc, i)]) (back from it).
+// out[nc · inner + i] = f(in[order.at(nc, i)]) (back from it). Each thread
+// writes a contiguous run of the output (the reads stride): threads writing
+// interleaved channels into one cache line would pass it back and forth.
 template <class In, class Out, class F>
 void mapped(const In* in, Out* out, const Order& o, bool to_kernel, int threads, F f) {
+  const bool parallel = threads > 1 && o.rows * o.channels * o.inner > 16384;
+  if (to_kernel) {
+    const int64_t pixels = o.rows * o.inner;
+#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
+    for (int64_t p = 0; p < pixels; ++p) {
+      const int64_t n = p / o.inner, i = p % o.inner;
+      const In* src = in + n * o.channels * o.inner + i;
+      Out* dst = out + p * o.channels;
+      for (int64_t c = 0; c < o.channels; ++c) dst[c] = f(src[c * o.inner]);
+    }
+    return;
+  }
   const int64_t rows = o.rows * o.channels;
-  const bool parallel = threads > 1 && rows * o.inner > 16384;
 #pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
   for (int64_t nc = 0; nc < rows; ++nc)
-    for (int64_t i = 0; i < o.inner; ++i) {
-      if (to_kernel)
-        out[o.at(nc, i)] = f(in[nc * o.inner + i]);
-      else
-        out[nc * o.inner + i] = f(in[o.at(nc, i)]);
-    }
+    for (int64_t i = 0; i < o.inner; ++i) out[nc * o.inner + i] = f(in[o.at(nc, i)]);
 }
 
 // ONNX QuantizeLinear: x / scale rounded half to even (the default rounding
