@@ -239,6 +239,18 @@ def quantize_linear(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | N
     return [x]
 
 
+def _lies_on(im: Importer, x: int, grid: QuantGrid) -> bool:
+    """Whether node ``x``'s values lie on ``grid``: a node that rounded onto
+    it, or a max pool or reshape of one (they pick values, and padding never
+    wins a max)."""
+    while im.on_grid.get(x) != grid:
+        op, attrs, ins = im.builder.op_and_inputs(x)
+        if not (op == "reshape" or (op == "pool2d" and attrs["kind"] == "max")):
+            return False
+        x = ins[0]
+    return True
+
+
 def dequantize_linear(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
                       a: dict[str, Any]) -> list[Value]:
     """The pair's value on its grid: the source itself where it is there
@@ -253,7 +265,7 @@ def dequantize_linear(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value |
         raise Unsupported(f"a grid other than its QuantizeLinear's {q.name!r}")
     x = im.node_of(ins[0], "DequantizeLinear's input")
     im.grids[n.output[0]] = grid
-    if im.on_grid.get(x) == grid or _reads_as_int8(im, n.output[0]):
+    if _lies_on(im, x, grid) or _reads_as_int8(im, n.output[0]):
         return [x]
     y = im.builder.fake_quantize(x, x_dtype=grid.dtype, name=im.node_name)
     im.builder.set_weights(y, {"x_scale": np.array([grid.scale], np.float32),
