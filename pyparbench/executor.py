@@ -226,6 +226,9 @@ def _spec(node: Node) -> _g.NodeSpec:
     for attr in NATIVE_ATTRS.get(node.op, ()):
         value = node.attrs[attr]
         setattr(spec, attr, list(value) if isinstance(value, tuple) else value)
+    if "x_dtype" in node.attrs:  # an int8 node: its input's and output's types
+        spec.kind = node.attrs["x_dtype"]
+        spec.mode = node.attrs.get("out_dtype", "float32")
     # What the optimisation passes set (graph.opdefs.PASS_ATTRS).
     spec.activation = node.attrs.get("activation") or ""
     spec.layout = node.attrs.get("layout", "nchw")

@@ -369,6 +369,44 @@ def _linear(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
     return _activate(node, np.maximum(y, 0) if node.attrs["relu"] else y)
 
 
+def _grid(node: Node, prefix: str) -> tuple[float, int]:
+    """An int8 node's scale and zero point (params ``prefix``_scale, _zero_point)."""
+    return (float(node.params[f"{prefix}_scale"][0]),
+            int(node.params[f"{prefix}_zero_point"][0]))
+
+
+def _fake_quantize(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    """ONNX's QuantizeLinear then DequantizeLinear: x / scale rounded half to
+    even, plus the zero point, saturated; minus it, times the scale."""
+    scale, zp = _grid(node, "x")
+    q = requantize(args[0], scale, zp, node.attrs["x_dtype"])
+    return np.asarray((q - zp) * float(np.float32(scale)), dtype=ft)
+
+
+def _quantized(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    """An int8 node in the file's integer semantics: its input quantised,
+    the integer products summed exactly, times x_scale · weight_scale[oc],
+    plus the bias, ReLU; requantised with the output's grid and dequantised
+    where out_dtype is an integer type."""
+    a = node.attrs
+    scale, zp = _grid(node, "x")
+    q = requantize(args[0], scale, zp, a["x_dtype"])
+    w, ws = node.params["weight"], node.params["weight_scale"]
+    bias = node.params["bias"] if "bias" in node.params else None
+    if node.op == "quantized_linear":
+        rows = q.reshape(-1, q.shape[-1])
+        y, _ = int8_linear_reference(rows, scale, zp, w, ws, bias, relu=a["relu"])
+        y = y.reshape(node.shape)
+    else:
+        y, _ = int8_conv2d_reference(q, scale, zp, w, ws, bias, a["stride"], a["padding"],
+                                     a["dilation"], a["groups"], relu=a["relu"])
+    if a["out_dtype"] != "float32":
+        out_scale, out_zp = _grid(node, "out")
+        y = (requantize(y, out_scale, out_zp, a["out_dtype"]) - out_zp) * float(
+            np.float32(out_scale))
+    return np.asarray(y, dtype=ft)
+
+
 def _matmul(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
     a, b = args
     return _activate(node, np.asarray(
@@ -561,4 +599,7 @@ _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
         node.attrs["scale"], node.attrs["causal_fill"]),
     "decode_attention": _decode_attention,
     "glu": lambda node, args, ft: transformer_math.glu(args[0], args[1], node.attrs["kind"]),
+    "quantized_linear": _quantized,
+    "quantized_conv2d": _quantized,
+    "fake_quantize": _fake_quantize,
 }

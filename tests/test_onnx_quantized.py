@@ -1,6 +1,8 @@
-"""A quantized ONNX file, made as users make one (onnxruntime.quantization
-on a float32 export, random calibration data), is refused in one line that
-says it is quantized and names its ops, not by its first int8 tensor."""
+"""A quantized ONNX file the importer does not map, made as users make one
+(onnxruntime.quantization on a float32 export, random calibration data:
+dynamic quantization, the QOperator format), is refused in one line that
+says it is quantized and names its ops, not by its first int8 tensor. QDQ
+files import (tests/test_onnx_qdq.py)."""
 
 from __future__ import annotations
 
@@ -42,16 +44,25 @@ class _Random(quantization.CalibrationDataReader):  # type: ignore[misc]
         return next(self.feeds, None)
 
 
-def test_a_qdq_file_is_refused_saying_it_is_quantized(tmp_path: Path) -> None:
+def test_a_qoperator_file_is_refused_naming_its_qlinear_ops(tmp_path: Path) -> None:
     f32, q = tmp_path / "f32.onnx", tmp_path / "int8.onnx"
     _float_model(f32)
     from_onnx(f32)  # the float32 model it came from imports
     quantization.quantize_static(str(f32), str(q), _Random(),
-                                 quant_format=quantization.QuantFormat.QDQ)
-    with pytest.raises(ValueError, match=r"int8\.onnx.*: a quantized model \(DequantizeLinear x\d+, "
-                                         r"QuantizeLinear x\d+\): quantized ONNX files are not "
-                                         r"imported; import the float32 model"):
+                                 quant_format=quantization.QuantFormat.QOperator)
+    with pytest.raises(ValueError, match=r"int8\.onnx.*: a quantized model \(.*QLinearConv x1.*\): "
+                                         r"dynamic quantization and the QOperator format are "
+                                         r"not imported; import the float32 model"):
         from_onnx(q)
+
+
+def test_the_qdq_file_of_the_same_model_imports(tmp_path: Path) -> None:
+    f32, q = tmp_path / "f32.onnx", tmp_path / "int8.onnx"
+    _float_model(f32)
+    quantization.quantize_static(str(f32), str(q), _Random(),
+                                 quant_format=quantization.QuantFormat.QDQ)
+    ops = [n.op for n in from_onnx(q).nodes]
+    assert "quantized_conv2d" in ops and "quantized_linear" in ops, ops
 
 
 def test_a_dynamic_quantized_file_is_refused_naming_its_integer_ops(tmp_path: Path) -> None:

@@ -227,6 +227,17 @@ def _flops(n: Node, ins: Sequence[Node]) -> tuple[int, int]:
         fused += ELTWISE_FLOPS[a["activation"]] * out
     if n.op == "conv2d" and len(n.inputs) == 2:
         fused += out
+    if n.op in ("quantized_conv2d", "quantized_linear"):
+        # Integer multiply-adds, counted as float ones; the input's
+        # quantisation (4 per element) and the output's (2, 4 more when
+        # requantised) as element-wise work.
+        w = n.params.shapes["weight"]
+        per_out = math.prod(w[1:])
+        macs = out * per_out
+        grid = 4 * _size(ins[0]) + (6 if a["out_dtype"] != "float32" else 0) * out
+        return 2 * macs + fused + grid, macs
+    if n.op == "fake_quantize":
+        return 6 * out, 0  # divide, round, add, clamp, subtract, multiply
     if n.op == "conv2d":
         _, i, kh, kw = n.params.shapes["weight"]
         macs = out * i * kh * kw
@@ -285,6 +296,9 @@ def _bytes(n: Node, ins: Sequence[Node]) -> int:
     moved = sum(_size(i) * DTYPE_BYTES[i.dtype] for i in ins) + _size(n) * DTYPE_BYTES[n.dtype]
     if n.op == "embedding_bag":
         return moved + _size(ins[0]) * n.shape[-1] * 4  # only the gathered rows
+    if n.op in ("quantized_linear", "quantized_conv2d"):  # weights held as int8
+        weights = math.prod(n.params.shapes["weight"])
+        return moved + weights + 4 * (n.num_params - weights)
     return moved + 4 * n.num_params
 
 

@@ -177,32 +177,83 @@ class GraphBuilder:
                dilation: int | Sequence[int] = 1, groups: int = 1, bias: bool = True,
                relu: bool = False, name: str | None = None) -> int:
         """2-D convolution of NCHW ``x``; padding int, (h, w) or (t, b, l, r)."""
-        xs = self._f32(x, "conv2d")
+        attrs, shape, wshape = self._conv_geometry("conv2d", x, out_channels, kernel, stride,
+                                                   padding, dilation, groups)
+        fan_in = math.prod(wshape[1:])
+        params = {"weight": ParamSpec(wshape, "normal", 0.0, math.sqrt(2.0 / fan_in))}
+        if bias:
+            params["bias"] = ParamSpec((out_channels,), "normal", 0.0, 0.05)
+        return self._add("conv2d", (x,), {**attrs, "relu": relu}, shape, name, params)
+
+    def _conv_geometry(self, op: str, x: int, out_channels: int, kernel: int | Sequence[int],
+                       stride: int | Sequence[int], padding: int | Sequence[int],
+                       dilation: int | Sequence[int], groups: int
+                       ) -> tuple[dict[str, Any], Shape, Shape]:
+        """A convolution's geometry attributes, output shape and weight shape,
+        checked against its input."""
+        xs = self._f32(x, op)
         if len(xs) != 4:
-            raise ValueError(f"conv2d input must be 4-D (N, C, H, W), got {xs}")
+            raise ValueError(f"{op} input must be 4-D (N, C, H, W), got {xs}")
         n, c, h, w = xs
         kh, kw = int_tuple("kernel", kernel, 2)
         sh, sw = int_tuple("stride", stride, 2)
         dh, dw = int_tuple("dilation", dilation, 2)
         pad = padding4(padding)
         if min(kh, kw, sh, sw, dh, dw, groups, out_channels) < 1 or min(pad) < 0:
-            raise ValueError(f"conv2d needs kernel, stride, dilation, groups, out_channels >= 1 "
+            raise ValueError(f"{op} needs kernel, stride, dilation, groups, out_channels >= 1 "
                              f"and padding >= 0, got kernel {(kh, kw)}, stride {(sh, sw)}, "
                              f"dilation {(dh, dw)}, groups {groups}, out {out_channels}, "
                              f"padding {pad}")
         if c % groups or out_channels % groups:
-            raise ValueError(f"conv2d groups={groups} must divide input channels ({xs}) and "
+            raise ValueError(f"{op} groups={groups} must divide input channels ({xs}) and "
                              f"out_channels ({out_channels})")
         oh = (h + pad[0] + pad[1] - dh * (kh - 1) - 1) // sh + 1
         ow = (w + pad[2] + pad[3] - dw * (kw - 1) - 1) // sw + 1
-        fan_in = c // groups * kh * kw
-        params = {"weight": ParamSpec((out_channels, c // groups, kh, kw), "normal", 0.0,
-                                      math.sqrt(2.0 / fan_in))}
-        if bias:
-            params["bias"] = ParamSpec((out_channels,), "normal", 0.0, 0.05)
-        attrs = {"stride": (sh, sw), "padding": pad, "dilation": (dh, dw), "groups": groups,
-                 "relu": relu}
-        return self._add("conv2d", (x,), attrs, (n, out_channels, oh, ow), name, params)
+        attrs = {"stride": (sh, sw), "padding": pad, "dilation": (dh, dw), "groups": groups}
+        return attrs, (n, out_channels, oh, ow), (out_channels, c // groups, kh, kw)
+
+    def quantized_conv2d(self, x: int, out_channels: int, kernel: int | Sequence[int], *,
+                         stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+                         dilation: int | Sequence[int] = 1, groups: int = 1,
+                         bias: bool = True, relu: bool = False, x_dtype: str = "uint8",
+                         out_dtype: str = "float32", name: str | None = None) -> int:
+        """int8 2-D convolution, float32 in and out: ``x`` quantised onto its
+        grid (params x_scale, x_zero_point; ``x_dtype`` "uint8" / "int8"),
+        int8 ``weight`` (OIHW, whole numbers in [-128, 127]) with
+        ``weight_scale`` per output channel, float32 ``bias``, s32
+        accumulation, ReLU; ``out_dtype`` "uint8" / "int8" requantises the
+        result with out_scale / out_zero_point before it is dequantised
+        (the graph IR's op table has the semantics)."""
+        attrs, shape, wshape = self._conv_geometry("quantized_conv2d", x, out_channels, kernel,
+                                                   stride, padding, dilation, groups)
+        params = _quantized_params("quantized_conv2d", wshape, bias, x_dtype, out_dtype)
+        return self._add("quantized_conv2d", (x,),
+                         {**attrs, "relu": relu, "x_dtype": x_dtype, "out_dtype": out_dtype},
+                         shape, name, params)
+
+    def quantized_linear(self, x: int, out_features: int, *, bias: bool = True,
+                         relu: bool = False, x_dtype: str = "uint8", out_dtype: str = "float32",
+                         name: str | None = None) -> int:
+        """int8 x · weightᵀ + bias over the last axis of an input of any rank
+        (>= 2), float32 in and out; the quantisation as
+        :meth:`quantized_conv2d`'s, weight (out, in)."""
+        xs = self._f32(x, "quantized_linear")
+        if len(xs) < 2:
+            raise ValueError(f"quantized_linear input must be at least 2-D, got {xs}")
+        if out_features < 1:
+            raise ValueError(f"quantized_linear out_features must be >= 1, got {out_features}")
+        params = _quantized_params("quantized_linear", (out_features, xs[-1]), bias, x_dtype,
+                                   out_dtype)
+        return self._add("quantized_linear", (x,),
+                         {"relu": relu, "x_dtype": x_dtype, "out_dtype": out_dtype},
+                         (*xs[:-1], out_features), name, params)
+
+    def fake_quantize(self, x: int, *, x_dtype: str = "uint8", name: str | None = None) -> int:
+        """``x`` rounded onto its int8 / uint8 grid (params x_scale,
+        x_zero_point): a QuantizeLinear and the DequantizeLinear after it."""
+        xs = self._f32(x, "fake_quantize")
+        params = _quantized_params("fake_quantize", None, False, x_dtype, "float32")
+        return self._add("fake_quantize", (x,), {"x_dtype": x_dtype}, xs, name, params)
 
     def linear(self, x: int, out_features: int, *, bias: bool = True, relu: bool = False,
                weight_scale: float = 1.0, name: str | None = None) -> int:
@@ -557,6 +608,40 @@ class GraphBuilder:
         return self._add("tril_flatten", (x,), {}, (xs[0], n * (n - 1) // 2), name)
 
 
+# The integer types of a quantised activation, and their ranges.
+QUANT_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
+
+
+def _quantized_params(op: str, weight: Shape | None, bias: bool, x_dtype: str, out_dtype: str
+                      ) -> dict[str, ParamSpec]:
+    """An int8 node's parameters: the grids of its input (and of its
+    requantised output), and its int8 weights with their scales."""
+    if x_dtype not in QUANT_RANGES:
+        raise ValueError(f"{op} x_dtype must be 'uint8' or 'int8', got {x_dtype!r}")
+    if out_dtype not in ("float32", *QUANT_RANGES):
+        raise ValueError(f"{op} out_dtype must be 'float32', 'uint8' or 'int8', "
+                         f"got {out_dtype!r}")
+    params: dict[str, ParamSpec] = {}
+
+    def grid(prefix: str, dtype: str) -> None:
+        mid = float(sum(QUANT_RANGES[dtype]) + 1) // 2  # 128 for uint8, 0 for int8
+        params[f"{prefix}_scale"] = ParamSpec((1,), "uniform", 0.05, 0.05)
+        params[f"{prefix}_zero_point"] = ParamSpec((1,), "uniform", mid, mid)
+
+    grid("x", x_dtype)
+    if weight is not None:
+        fan_in = math.prod(weight[1:])
+        params["weight"] = ParamSpec(weight, "integers", -127, 127)
+        # Weights of about N(0, 2 / fan_in): U(-127, 127) has std 127 / sqrt 3.
+        ws = math.sqrt(2.0 / fan_in) * math.sqrt(3.0) / 127.0
+        params["weight_scale"] = ParamSpec((weight[0],), "uniform", ws, ws)
+        if bias:
+            params["bias"] = ParamSpec((weight[0],), "normal", 0.0, 0.05)
+    if out_dtype != "float32":
+        grid("out", out_dtype)
+    return params
+
+
 def _replay(b: GraphBuilder, node: Node) -> int:
     """Make ``node`` again with ``b`` from its op, attributes and parameter shapes."""
     a, ins, name = node.attrs, node.inputs, node.name
@@ -572,6 +657,22 @@ def _replay(b: GraphBuilder, node: Node) -> int:
         return b.conv2d(ins[0], w[0], (w[2], w[3]), stride=a["stride"], padding=a["padding"],
                         dilation=a["dilation"], groups=a["groups"], bias="bias" in shapes,
                         relu=a["relu"], name=name)
+    if node.op == "quantized_conv2d":
+        w = shapes.get("weight", ())
+        if len(w) != 4:
+            raise ValueError(f"quantized_conv2d weight must be 4-D (O, I, kh, kw), got {w}")
+        return b.quantized_conv2d(ins[0], w[0], (w[2], w[3]), stride=a["stride"],
+                                  padding=a["padding"], dilation=a["dilation"],
+                                  groups=a["groups"], bias="bias" in shapes, relu=a["relu"],
+                                  x_dtype=a["x_dtype"], out_dtype=a["out_dtype"], name=name)
+    if node.op == "quantized_linear":
+        w = shapes.get("weight", ())
+        if len(w) != 2:
+            raise ValueError(f"quantized_linear weight must be 2-D (out, in), got {w}")
+        return b.quantized_linear(ins[0], w[0], bias="bias" in shapes, relu=a["relu"],
+                                  x_dtype=a["x_dtype"], out_dtype=a["out_dtype"], name=name)
+    if node.op == "fake_quantize":
+        return b.fake_quantize(ins[0], x_dtype=a["x_dtype"], name=name)
     if node.op == "linear":
         w = shapes.get("weight", ())
         if len(w) != 2:

@@ -70,6 +70,18 @@ index inputs of ``embedding_bag``, ``position_ids`` and their reshapes):
                           query i sees keys j <= L + i
 ``glu``                   [kind swish|gelu|gelu_tanh] act(gate) * up of two inputs of one
                           shape (SwiGLU, GeGLU)
+``quantized_conv2d``      [conv2d's, x_dtype uint8|int8, out_dtype float32|uint8|int8] int8
+                          conv2d, float32 in and out: q = clip(round_half_even(x / x_scale)
+                          + x_zero_point) (params x_scale, x_zero_point of shape (1,));
+                          params ``weight`` OIHW whole numbers in [-128, 127],
+                          ``weight_scale`` (O,), ``bias``?; y = Σ (q - x_zero_point) ·
+                          weight, exact, times x_scale · weight_scale[o], + bias, ReLU;
+                          an integer out_dtype requantises y onto out_scale /
+                          out_zero_point and dequantises it ((q' - zero point) · scale)
+``quantized_linear``      [relu, x_dtype, out_dtype] the same over the last axis of an
+                          input of any rank >= 2; weight (out, in)
+``fake_quantize``         [x_dtype] x rounded onto its grid (params x_scale, x_zero_point):
+                          ONNX's QuantizeLinear, then DequantizeLinear
 ========================  ==========================================================
 
 The builder is :mod:`pyparbench.graph.builder`, the analysis (FLOPs, depth,

@@ -36,11 +36,12 @@ F32Array = npt.NDArray[np.float32]
 class ParamSpec:
     """Shape and random initialiser of one parameter array.
 
-    ``init`` "normal" draws N(a, b²); "uniform" draws U(a, b).
+    ``init`` "normal" draws N(a, b²); "uniform" draws U(a, b); "integers"
+    draws whole numbers uniformly from a to b (an int8 node's weights).
     """
 
     shape: Shape
-    init: Literal["normal", "uniform"]
+    init: Literal["normal", "uniform", "integers"]
     a: float
     b: float
 
@@ -93,6 +94,9 @@ class Params(Mapping[str, F32Array]):
                 rng.standard_normal(dtype=np.float32, out=arr)
                 arr *= np.float32(spec.b)
                 arr += np.float32(spec.a)
+            elif spec.init == "integers":
+                arr = aligned_copy(rng.integers(int(spec.a), int(spec.b), size=spec.shape,
+                                                endpoint=True).astype(np.float32))
             else:
                 arr = aligned_copy(rng.uniform(spec.a, spec.b, size=spec.shape).astype(np.float32))
             arr.flags.writeable = False

@@ -15,8 +15,10 @@ OPS = frozenset({
     "concat", "pool2d", "global_avg_pool", "batch_norm", "layer_norm", "softmax",
     "reshape", "transpose", "tril_flatten", "reorder", "slice", "position_ids",
     "rms_norm", "rotary", "attention", "decode_attention", "glu",
+    "quantized_linear", "quantized_conv2d", "fake_quantize",
 })
-HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag"})
+HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag", "quantized_linear",
+                       "quantized_conv2d"})
 # Ops the native plan runs no kernel for: its inputs and constants (buffers
 # filled before the run), reshape and slice (views of their input's buffer).
 NO_KERNEL_OPS = frozenset({"input", "constant", "reshape", "slice"})
@@ -72,6 +74,10 @@ NATIVE_ATTRS: dict[str, tuple[str, ...]] = {
     "attention": ("causal", "scale", "causal_fill"),
     "decode_attention": ("scale", "causal_fill"),
     "glu": ("kind",),
+    # int8 nodes: x_dtype is the NodeSpec's kind, out_dtype its mode (executor._spec).
+    "quantized_conv2d": ("stride", "padding", "dilation", "groups", "relu"),
+    "quantized_linear": ("relu",),
+    "fake_quantize": (),
 }
 # The float32 minimum: the score of a key an attention's causal masking
 # hides (as exporters' masks write it).

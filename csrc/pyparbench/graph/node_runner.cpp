@@ -2,6 +2,7 @@
 
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/graph/direct_runner.hpp"
+#include "pyparbench/graph/quantized_nodes.hpp"
 #include "pyparbench/math/library.hpp"
 #include "pyparbench/math/linear.hpp"
 #include "pyparbench/ops/attention.hpp"
@@ -386,6 +387,12 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       return make_call<PositionIds>(std::move(k), [x = ins[0], y = out](PositionIds& k) {
         k.run(static_cast<const int64_t*>(x.data), static_cast<int64_t*>(y.data));
       });
+    }
+    case OpKind::quantized_linear:
+    case OpKind::quantized_conv2d:
+    case OpKind::fake_quantize: {
+      QuantizedNodeCall q = make_quantized_node_call(s, ins, out, threads);
+      return {std::move(q.state), std::move(q.fn), std::move(q.implementation)};
     }
     case OpKind::input:
     case OpKind::reshape:

@@ -47,6 +47,21 @@ NodeWork node_work(const NodeSpec& s, const std::vector<Shape>& inputs) {
       w.flops = 2 * out * per_out + fused;
       break;
     }
+    case OpKind::quantized_conv2d: {
+      const auto it = s.params.find("weight");
+      const double per_out = it == s.params.end() ? 1
+                             : elements(it->second.shape) / static_cast<double>(
+                                                                 it->second.shape[0]);
+      w.flops = 2 * out * per_out + (s.relu ? out : 0);
+      break;
+    }
+    case OpKind::quantized_linear:
+      w.flops = 2 * out * static_cast<double>(inputs.empty() ? 1 : inputs[0].back()) +
+                (s.relu ? out : 0);
+      break;
+    case OpKind::fake_quantize:
+      w.flops = 4 * out;  // divide, round, add, clamp; the dequantisation's two left out
+      break;
     case OpKind::linear:
     case OpKind::matmul:
       w.flops = 2 * out * static_cast<double>(inputs.empty() ? 1 : inputs[0].back()) + fused;

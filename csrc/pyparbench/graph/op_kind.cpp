@@ -32,6 +32,9 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::attention, "attention"},
     {OpKind::glu, "glu"},
     {OpKind::decode_attention, "decode_attention"},
+    {OpKind::quantized_linear, "quantized_linear"},
+    {OpKind::quantized_conv2d, "quantized_conv2d"},
+    {OpKind::fake_quantize, "fake_quantize"},
 };
 
 }  // namespace

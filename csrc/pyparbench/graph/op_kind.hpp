@@ -33,6 +33,9 @@ enum class OpKind {
   attention,     // scaled dot-product attention, GQA, causal / additive mask (ops/attention.hpp)
   glu,           // act(gate) * up (ops/glu.hpp)
   decode_attention,  // a decode step's attention over a past and new rows (ops/decode_attention.hpp)
+  quantized_linear,  // int8 x · Wᵀ, float32 in and out (graph/quantized_nodes.hpp)
+  quantized_conv2d,  // int8 2-D convolution, float32 in and out (graph/quantized_nodes.hpp)
+  fake_quantize,     // a value rounded onto its int8 / uint8 grid (graph/quantized_nodes.hpp)
 };
 
 // The op's name in the graph IR ("conv2d", "global_avg_pool", ...).

@@ -14,10 +14,10 @@ from pyparbench.graph.onnx.attributes import as_text
 from pyparbench.graph.onnx.importer import Importer
 from pyparbench.graph.onnx.values import Array, Unsupported, Value
 
-__all__ = ["conv", "global_pool", "pool"]
+__all__ = ["conv", "conv_pads", "global_pool", "pool", "spatial"]
 
 
-def _spatial(a: dict[str, Any], name: str, nd: int, default: int) -> tuple[int, ...]:
+def spatial(a: dict[str, Any], name: str, nd: int, default: int) -> tuple[int, ...]:
     """A per-spatial-axis attribute (strides, dilations), ``nd`` values."""
     v = tuple(int(x) for x in a.get(name, [default] * nd))
     if len(v) != nd:
@@ -25,7 +25,7 @@ def _spatial(a: dict[str, Any], name: str, nd: int, default: int) -> tuple[int, 
     return v
 
 
-def _conv_pads(auto_pad: str, size: Sequence[int], k: Sequence[int], s: Sequence[int],
+def conv_pads(auto_pad: str, size: Sequence[int], k: Sequence[int], s: Sequence[int],
                d: Sequence[int], pads: Sequence[int]) -> list[tuple[int, int]]:
     nd = len(size)
     if pads and len(pads) != 2 * nd:
@@ -76,9 +76,9 @@ def _conv2d(im: Importer, x: int, w: Array, bias: Array | None, a: dict[str, Any
             final: bool) -> int:
     xs = im.shape(x)
     k = tuple(int(d) for d in w.shape[2:])
-    s = _spatial(a, "strides", 2, 1)
-    d = _spatial(a, "dilations", 2, 1)
-    pads = _conv_pads(as_text(a.get("auto_pad", "NOTSET")), xs[2:], k, s, d, a.get("pads", []))
+    s = spatial(a, "strides", 2, 1)
+    d = spatial(a, "dilations", 2, 1)
+    pads = conv_pads(as_text(a.get("auto_pad", "NOTSET")), xs[2:], k, s, d, a.get("pads", []))
     pad = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
     y = im.builder.conv2d(x, int(w.shape[0]), k, stride=s, padding=pad, dilation=d,
                           groups=int(a.get("group", 1)), bias=bias is not None,
@@ -99,10 +99,10 @@ def pool(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     ks = tuple(a.get("kernel_shape", []))
     if len(xs) != 4 or len(ks) != 2:
         raise Unsupported(f"a {len(ks)}-D pooling (only 2-D maps)")
-    if any(d != 1 for d in _spatial(a, "dilations", 2, 1)):
+    if any(d != 1 for d in spatial(a, "dilations", 2, 1)):
         raise Unsupported("dilated pooling (a kernel is needed)")
-    s = _spatial(a, "strides", 2, 1)
-    pads = _conv_pads(as_text(a.get("auto_pad", "NOTSET")), xs[2:], ks, s, (1, 1),
+    s = spatial(a, "strides", 2, 1)
+    pads = conv_pads(as_text(a.get("auto_pad", "NOTSET")), xs[2:], ks, s, (1, 1),
                       a.get("pads", []))
     pad = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
     kind = "max" if n.op_type == "MaxPool" else "avg"

@@ -39,6 +39,7 @@ from pyparbench.graph.onnx.attributes import node_attrs
 from pyparbench.graph.onnx.id_values import IdValue
 from pyparbench.graph.onnx.load import FileInputs, with_fixed_inputs
 from pyparbench.graph.onnx.mask_values import MaskValue, find_mask_values
+from pyparbench.graph.onnx.quant_grid import QuantGrid
 from pyparbench.graph.onnx.rewrites import REWRITES
 from pyparbench.graph.onnx.rotary import fuse_rotary
 from pyparbench.graph.onnx.values import (
@@ -79,6 +80,12 @@ class Importer:
         self.values: dict[str, Value] = dict(inputs.initialisers)
         self.problems: list[tuple[str, str, str]] = []  # (op type, node name, reason)
         self.consumers: dict[str, int] = {}
+        self.readers: dict[str, list[int]] = {}  # ONNX name -> the nodes that read it
+        # QDQ files: the grid of each DequantizeLinear output (its value
+        # rounded there, or read by int8 nodes that round it themselves), and
+        # the nodes whose values lie on a grid already.
+        self.grids: dict[str, QuantGrid] = {}
+        self.on_grid: dict[int, QuantGrid] = {}
         self.absorbed: set[int] = set()  # ONNX node indexes folded into an earlier one
         self.input_shapes = inputs.shapes
         self.input_dtypes = inputs.dtypes
@@ -120,10 +127,11 @@ class Importer:
         shapes = {**self.input_shapes, **self.inferred_shapes}
         nodes = fuse_rotary(nodes, self.values, outputs, shapes, self.opset)
         nodes = fuse_attention(nodes, self.values, outputs, shapes, self.opset)
-        for n in nodes:
+        for k, n in enumerate(nodes):
             for i in n.input:
                 if i:
                     self.consumers[i] = self.consumers.get(i, 0) + 1
+                    self.readers.setdefault(i, []).append(k)
         self.producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
         self.nodes = nodes
         live = self._live(nodes)
@@ -524,6 +532,8 @@ class Importer:
         return self.inferred_shapes.get(name)
 
     def _float_dtype_check(self, n: onnx.NodeProto) -> None:
+        if n.op_type == "QuantizeLinear":  # read by DequantizeLinear alone (convert_quantized)
+            return
         for o in n.output:
             t = self.elem_types.get(o)
             if t is not None and t not in (0, F32):

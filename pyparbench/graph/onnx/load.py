@@ -117,24 +117,27 @@ def check(proto: onnx.ModelProto, src: str) -> None:
     _check_not_quantized(proto.graph, src)
 
 
-# The ops quantizers write (QDQ pairs, and the QLinear / Integer forms).
-_QUANTIZED_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
-                  "QLinearMatMul", "MatMulInteger", "ConvInteger")
+# The ops of the quantized forms the importer does not map: dynamic
+# quantization and the QOperator format (QDQ pairs are imported,
+# graph/onnx/convert_quantized.py).
+_QUANTIZED_OPS = ("DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
+                  "ConvInteger")
 
 
 def _check_not_quantized(g: onnx.GraphProto, src: str) -> None:
-    """A quantized file (onnxruntime.quantization, Neural Compressor, NNCF) is
-    refused saying so and naming its ops, before any of its int8 tensors is
-    reported on its own: the importer maps float32 graphs."""
+    """A file of dynamic quantization or of the QOperator format
+    (onnxruntime.quantization, Neural Compressor, NNCF) is refused saying so
+    and naming its ops, before any of its int8 tensors is reported on its
+    own."""
     found: dict[str, int] = {}
     for n in g.node:
         if n.op_type in _QUANTIZED_OPS and n.domain in _DEFAULT_DOMAINS:
             found[n.op_type] = found.get(n.op_type, 0) + 1
     if found:
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(found.items()))
-        raise bad(src, f"a quantized model ({ops}): quantized ONNX files are not imported; "
-                  "import the float32 model it was made from (int8 kernels: ppb.ops."
-                  "quantized_linear / quantized_conv2d)")
+        raise bad(src, f"a quantized model ({ops}): dynamic quantization and the QOperator "
+                  "format are not imported; import the float32 model it was made from, or "
+                  "quantize it with QuantFormat.QDQ (quantize_static)")
 
 
 def _check_kernel_shapes(g: onnx.GraphProto, src: str) -> None:
@@ -198,6 +201,21 @@ def symbolic_dims(g: onnx.GraphProto) -> dict[str, list[tuple[str, int]]]:
     return out
 
 
+# Integer types of a QDQ file's quantised weights and zero points.
+_GRID_TYPES = (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
+
+
+def _grid_values(g: onnx.GraphProto) -> set[str]:
+    """Names read by QuantizeLinear / DequantizeLinear alone: a QDQ file's
+    int8 weights and zero points, which no other op computes with."""
+    quant: set[str] = set()
+    other: set[str] = set()
+    for n in g.node:
+        q = n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.domain in _DEFAULT_DOMAINS
+        (quant if q else other).update(n.input)
+    return quant - other
+
+
 def read_inputs(g: onnx.GraphProto, src: str, want_batch: int | None,
                 want_shapes: Mapping[str, int] | None = None) -> FileInputs:
     """The initialisers (float32, integer or bool, finite) and every graph
@@ -212,8 +230,10 @@ def read_inputs(g: onnx.GraphProto, src: str, want_batch: int | None,
         raise bad(src, f"shapes names {', '.join(map(repr, unknown))}, which no input "
                   f"has past its batch axis (the file's symbolic dimensions: {has})")
     initialisers: dict[str, Array] = {}
+    grid_values = _grid_values(g)
     for t in g.initializer:
-        if t.data_type not in (F32, *INT_TYPES, onnx.TensorProto.BOOL):
+        if t.data_type not in (F32, *INT_TYPES, onnx.TensorProto.BOOL) and not (
+                t.data_type in _GRID_TYPES and t.name in grid_values):
             dt = onnx.TensorProto.DataType.Name(t.data_type).lower()
             raise bad(src, f"initializer {t.name!r} is {dt}: only float32 models "
                       "are supported (compute dtype must be float32)")

@@ -17,6 +17,7 @@ from pyparbench.graph.onnx.convert_elementwise import (
 )
 from pyparbench.graph.onnx.convert_gather import gather
 from pyparbench.graph.onnx.convert_linear import gemm, matmul
+from pyparbench.graph.onnx.convert_quantized import QDQ_CONVERTERS
 from pyparbench.graph.onnx.convert_normalisation import batch_norm, layer_norm, rms_norm, softmax
 from pyparbench.graph.onnx.convert_reduce import reduce_mean
 from pyparbench.graph.onnx.convert_shape import (
@@ -72,4 +73,6 @@ CONVERTERS: Mapping[str, Converter] = {
     "Identity": pass_through,
     "Dropout": pass_through,
     "Cast": pass_through,
+    # Conv, MatMul and Gemm again: int8 nodes where a QDQ file quantises them.
+    **QDQ_CONVERTERS,
 }

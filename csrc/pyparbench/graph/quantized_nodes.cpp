@@ -1,0 +1,274 @@
+#include "pyparbench/graph/quantized_nodes.hpp"
+
+#include "pyparbench/math/quantized.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+
+namespace ppb {
+
+namespace {
+
+// A node's scale and zero point (a (2,) parameter: scale, zero point).
+struct Grid {
+  QuantType type = QuantType::u8;
+  float scale = 1.f;
+  int32_t zero_point = 0;
+  int32_t lo() const { return type == QuantType::u8 ? 0 : -128; }
+  int32_t hi() const { return type == QuantType::u8 ? 255 : 127; }
+};
+
+std::string where(const NodeSpec& s) { return "node '" + s.name + "' (" + op_name(s.op) + ")"; }
+
+const ParamArray& need(const NodeSpec& s, const char* name) {
+  auto it = s.params.find(name);
+  if (it == s.params.end() || !it->second.data)
+    throw std::invalid_argument(where(s) + " has no '" + name + "' parameter");
+  return it->second;
+}
+
+// A scalar parameter (a (1,) array).
+float scalar(const NodeSpec& s, const std::string& name) {
+  const ParamArray& p = need(s, name.c_str());
+  if (Dims(p.shape).elements() != 1)
+    throw std::invalid_argument(where(s) + ": '" + name + "' must hold one value");
+  return p.data[0];
+}
+
+// The grid of `prefix`_scale and `prefix`_zero_point of integer type `dtype`.
+Grid grid(const NodeSpec& s, const std::string& prefix, const std::string& dtype) {
+  Grid g;
+  g.type = parse_quant_type(dtype, (prefix + "_dtype").c_str());
+  if (g.type == QuantType::f32)
+    throw std::invalid_argument(where(s) + ": " + prefix + " needs an int8 or uint8 type");
+  g.scale = scalar(s, prefix + "_scale");
+  if (!(g.scale > 0.f) || !std::isfinite(g.scale))
+    throw std::invalid_argument(where(s) + ": " + prefix + "_scale must be finite and > 0, got " +
+                                std::to_string(g.scale));
+  const float zp = scalar(s, prefix + "_zero_point");
+  g.zero_point = static_cast<int32_t>(zp);
+  if (static_cast<float>(g.zero_point) != zp || g.zero_point < g.lo() || g.zero_point > g.hi())
+    throw std::invalid_argument(where(s) + ": " + prefix + "_zero_point " + std::to_string(zp) +
+                                " is not an integer of " + quant_type_name(g.type));
+  return g;
+}
+
+// How a node's buffers map between the graph's NCHW and the kernel's
+// layout: element (n, c, i) of (N, C, I) sits at ((n · I) + i) · C + c in the
+// kernel's channels-last buffer (C = 1: the same order). oneDNN's int8
+// convolution is fast channels-last only (its NCHW one is a reference
+// loop), so the conversion rides on the quantisation's own pass.
+struct Order {
+  int64_t rows = 1, channels = 1, inner = 1;  // N, C, H · W
+  int64_t at(int64_t nc, int64_t i) const {
+    return ((nc / channels) * inner + i) * channels + nc % channels;
+  }
+};
+
+// out[order.at(nc, i)] = f(in[nc · inner + i]) (to the kernel's layout), or
+// out[nc · inner + i] = f(in[order.at(nc, i)]) (back from it). Each thread
+// writes a contiguous run of the output (the reads stride): threads writing
+// interleaved channels into one cache line would pass it back and forth.
+template <class In, class Out, class F>
+void mapped(const In* in, Out* out, const Order& o, bool to_kernel, int threads, F f) {
+  const bool parallel = threads > 1 && o.rows * o.channels * o.inner > 16384;
+  if (to_kernel) {
+    const int64_t pixels = o.rows * o.inner;
+#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
+    for (int64_t p = 0; p < pixels; ++p) {
+      const int64_t n = p / o.inner, i = p % o.inner;
+      const In* src = in + n * o.channels * o.inner + i;
+      Out* dst = out + p * o.channels;
+      for (int64_t c = 0; c < o.channels; ++c) dst[c] = f(src[c * o.inner]);
+    }
+    return;
+  }
+  const int64_t rows = o.rows * o.channels;
+#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
+  for (int64_t nc = 0; nc < rows; ++nc)
+    for (int64_t i = 0; i < o.inner; ++i) out[nc * o.inner + i] = f(in[o.at(nc, i)]);
+}
+
+// ONNX QuantizeLinear: x / scale rounded half to even (the default rounding
+// mode), plus the zero point, saturated.
+template <class T>
+void quantize(const float* x, T* q, const Order& o, const Grid& g, int threads) {
+  const float lo = static_cast<float>(g.lo()), hi = static_cast<float>(g.hi());
+  const float zp = static_cast<float>(g.zero_point), scale = g.scale;
+  mapped(x, q, o, true, threads, [=](float v) {
+    return static_cast<T>(std::clamp(std::nearbyint(v / scale) + zp, lo, hi));
+  });
+}
+
+template <class T>
+void dequantize(const T* q, float* y, const Order& o, const Grid& g, int threads) {
+  const int32_t zp = g.zero_point;
+  const float scale = g.scale;
+  mapped(q, y, o, false, threads, [=](T v) {
+    return static_cast<float>(static_cast<int32_t>(v) - zp) * scale;
+  });
+}
+
+void quantize_bytes(const float* x, uint8_t* q, const Order& o, const Grid& g, int threads) {
+  if (g.type == QuantType::u8)
+    quantize(x, q, o, g, threads);
+  else
+    quantize(x, reinterpret_cast<int8_t*>(q), o, g, threads);
+}
+
+void dequantize_bytes(const uint8_t* q, float* y, const Order& o, const Grid& g, int threads) {
+  if (g.type == QuantType::u8)
+    dequantize(q, y, o, g, threads);
+  else
+    dequantize(reinterpret_cast<const int8_t*>(q), y, o, g, threads);
+}
+
+// Both at once, with no byte buffer: the value on its grid.
+void fake_quantize(const float* x, float* y, int64_t n, const Grid& g, int threads) {
+  const float lo = static_cast<float>(g.lo()), hi = static_cast<float>(g.hi());
+  const float zp = static_cast<float>(g.zero_point);
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 16384 && threads > 1)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = (std::clamp(std::nearbyint(x[i] / g.scale) + zp, lo, hi) - zp) * g.scale;
+}
+
+// The node's weights as s8: the file's int8 values, carried as floats.
+std::vector<int8_t> int8_weights(const NodeSpec& s, const ParamArray& w) {
+  const int64_t n = Dims(w.shape).elements();
+  std::vector<int8_t> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = w.data[i];
+    if (v != std::nearbyint(v) || v < -128.f || v > 127.f)
+      throw std::invalid_argument(where(s) + ": weight value " + std::to_string(v) +
+                                  " is not an int8");
+    out[static_cast<size_t>(i)] = static_cast<int8_t>(v);
+  }
+  return out;
+}
+
+// What an int8 matrix node keeps between runs.
+struct QuantizedState {
+  std::unique_ptr<QuantizedKernel> kernel;
+  std::vector<uint8_t> x_bytes, out_bytes;
+  std::vector<float> out_floats;  // a convolution's float32 output, channels-last
+};
+
+QuantizedConfig config(const NodeSpec& s, const Grid& x, const Grid* out, int64_t channels) {
+  QuantizedConfig q;
+  q.x_type = x.type;
+  q.x_scale = x.scale;
+  q.x_zero_point = x.zero_point;
+  const ParamArray& ws = need(s, "weight_scale");
+  if (Dims(ws.shape).elements() != channels)
+    throw std::invalid_argument(where(s) + ": weight_scale holds " +
+                                std::to_string(Dims(ws.shape).elements()) + " scales for " +
+                                std::to_string(channels) + " output channels");
+  q.weight_scales.assign(ws.data, ws.data + channels);
+  if (out) {
+    q.out_type = out->type;
+    q.out_scale = out->scale;
+    q.out_zero_point = out->zero_point;
+  }
+  auto b = s.params.find("bias");
+  q.bias = b != s.params.end() && b->second.data;
+  q.relu = s.relu;
+  return q;
+}
+
+}  // namespace
+
+bool is_quantized_node(OpKind op) {
+  return op == OpKind::quantized_linear || op == OpKind::quantized_conv2d ||
+         op == OpKind::fake_quantize;
+}
+
+QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<Tensor>& ins,
+                                           const Tensor& out, int threads) {
+  if (ins.size() != 1) throw std::invalid_argument(where(s) + " takes one input");
+  const Tensor x = ins[0];
+  const int64_t x_elems = Dims(x.shape).elements(), y_elems = Dims(out.shape).elements();
+  if (s.op == OpKind::fake_quantize) {
+    const Grid g = grid(s, "x", s.kind);
+    if (x_elems != y_elems) throw std::invalid_argument(where(s) + ": input and output differ");
+    return {nullptr, [x, out, g, x_elems, threads] {
+              fake_quantize(static_cast<const float*>(x.data), static_cast<float*>(out.data),
+                            x_elems, g, threads);
+            },
+            {}};
+  }
+  if (!is_quantized_node(s.op)) throw std::invalid_argument(where(s) + " is not an int8 node");
+  const Grid xg = grid(s, "x", s.kind);
+  const bool requantized = s.mode != "float32";
+  const Grid og = requantized ? grid(s, "out", s.mode) : Grid{};
+  const ParamArray& w = need(s, "weight");
+  const int64_t channels = w.shape[0];
+  const QuantizedConfig q = config(s, xg, requantized ? &og : nullptr, channels);
+  auto state = std::make_shared<QuantizedState>();
+  Shape x_shape, y_shape;
+  Order x_order, y_order;  // linear: the same order (one row each)
+  if (s.op == OpKind::quantized_linear) {
+    // x (..., k): every leading axis is a row of the matrix product.
+    const int64_t k = x.shape.back(), m = x_elems / k;
+    state->kernel = std::make_unique<QuantizedLinear>(m, channels, k, q, threads);
+    x_shape = {m, k};
+    y_shape = {m, channels};
+  } else {
+    Conv2dConfig c;
+    c.n = x.shape[0]; c.c = x.shape[1]; c.h = x.shape[2]; c.w = x.shape[3];
+    c.out_channels = channels;
+    c.kh = w.shape[2]; c.kw = w.shape[3];
+    c.stride_h = s.stride[0]; c.stride_w = s.stride[1];
+    c.pad_top = s.padding[0]; c.pad_bottom = s.padding[1];
+    c.pad_left = s.padding[2]; c.pad_right = s.padding[3];
+    c.dilation_h = s.dilation[0]; c.dilation_w = s.dilation[1];
+    c.groups = s.groups;
+    c.layout = ActLayout::nhwc;
+    state->kernel = std::make_unique<QuantizedConv2d>(c, q, threads);
+    x_shape = state->kernel->input_shape();
+    y_shape = state->kernel->output_shape();
+    x_order = {c.n, c.c, c.h * c.w};
+    y_order = {out.shape[0], out.shape[1], out.shape[2] * out.shape[3]};
+  }
+  if (s.op == OpKind::quantized_linear) {  // rows of the product, in their order
+    x_order = {x_shape[0], 1, x_shape[1]};
+    y_order = {y_shape[0], 1, y_shape[1]};
+  }
+  if (Dims(y_shape).elements() != y_elems)
+    throw std::invalid_argument(where(s) + ": its output shape does not match its input's");
+  // The weights once, as s8 (the bias stays float32, added after
+  // dequantisation).
+  const std::vector<int8_t> w8 = int8_weights(s, w);
+  auto b = s.params.find("bias");
+  state->kernel->set_weights({w8.data(), w.shape},
+                             q.bias ? b->second.view() : ConstFloatView{});
+  state->x_bytes.resize(static_cast<size_t>(x_elems));
+  const bool reordered = y_order.channels > 1;
+  if (requantized)
+    state->out_bytes.resize(static_cast<size_t>(y_elems));
+  else if (reordered)
+    state->out_floats.resize(static_cast<size_t>(y_elems));
+  QuantizedState* st = state.get();
+  const std::string impl = st->kernel->implementation();
+  return {state,
+          [st, x, out, xg, og, requantized, reordered, x_shape, y_shape, x_order, y_order,
+           threads] {
+            quantize_bytes(static_cast<const float*>(x.data), st->x_bytes.data(), x_order, xg,
+                           threads);
+            const ConstByteView xv{st->x_bytes.data(), x_shape};
+            float* y = static_cast<float*>(out.data);
+            if (requantized) {
+              st->kernel->run(xv, {st->out_bytes.data(), y_shape});
+              dequantize_bytes(st->out_bytes.data(), y, y_order, og, threads);
+            } else if (reordered) {
+              st->kernel->run(xv, {reinterpret_cast<uint8_t*>(st->out_floats.data()), y_shape});
+              mapped(st->out_floats.data(), y, y_order, false, threads, [](float v) { return v; });
+            } else {
+              st->kernel->run(xv, {reinterpret_cast<uint8_t*>(y), y_shape});
+            }
+          },
+          impl};
+}
+
+}  // namespace ppb

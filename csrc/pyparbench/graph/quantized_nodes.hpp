@@ -1,0 +1,38 @@
+// The int8 nodes of a plan, float32 in and float32 out as every other node:
+// quantized_linear and quantized_conv2d quantise their input with the
+// node's activation scale and zero point, run the oneDNN int8 primitive
+// (math/quantized.hpp: s8 weights converted once, when the kernel is
+// prepared) and dequantise its output, which is first requantised with the
+// output's scale and zero point where the node has them (a QuantizeLinear
+// right after the op in a QDQ file); fake_quantize rounds a value onto its
+// quantisation grid (quantise, then dequantise). Rounding is half to even
+// and saturating, as ONNX's QuantizeLinear.
+#pragma once
+
+#include "pyparbench/core/tensor.hpp"
+#include "pyparbench/graph/node_spec.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ppb {
+
+// A prepared int8 node and the call that runs it on fixed buffers.
+struct QuantizedNodeCall {
+  std::shared_ptr<void> state;  // the kernel and the node's scratch buffers
+  std::function<void()> fn;
+  std::string implementation;   // oneDNN's (empty for fake_quantize)
+};
+
+// Whether `op` is one of the int8 nodes.
+bool is_quantized_node(OpKind op);
+
+// The call of int8 node `s` reading ins[0] and writing `out` on `threads`
+// threads; std::invalid_argument naming the node for a missing parameter,
+// a bad type, scale or zero point, or wrong shapes.
+QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<Tensor>& ins,
+                                           const Tensor& out, int threads);
+
+}  // namespace ppb
