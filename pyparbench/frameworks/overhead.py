@@ -479,9 +479,13 @@ def heavy_op_graphs(graph: Graph) -> list[dict[str, Any]]:
             y = b.linear(ins[0], p["weight"][0], bias="bias" in p, relu=a["relu"], name="op")
         elif node.op == "matmul":
             y = b.matmul(ins[0], ins[1], trans_b=a["trans_b"], name="op")
-        else:
+        elif node.op == "embedding_bag":
             rows, dim = p["table"]
             y = b.embedding_bag(ins[0], rows, dim, mode=a["mode"], name="op")
+        else:
+            raise ValueError(f"node {node.name!r} ({node.op}) has no one-op graph the "
+                             "frameworks run: an int8 node of a quantized file runs in the "
+                             "native executor, its file in ONNX Runtime and OpenVINO whole")
         seen[key] = {"node": node.name, "count": 1, "describe": _describe_op(graph, node),
                      "graph": b.build(y)}
     return list(seen.values())
