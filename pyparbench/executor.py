@@ -548,10 +548,7 @@ class CompiledGraph:
         setting each time (the machine's topology read) would cost more than
         a small graph's run. Each call returns the run's ns; :meth:`outputs`
         then reads it. ValueError for ``instances`` > 1, as :meth:`run`."""
-        settings = settings or Settings()
-        if settings.instances != 1:
-            raise ValueError("instances > 1 runs copies of the model on slices of the batch: "
-                             "use pyparbench.executor.run_model(name, batch, settings)")
+        settings = _one_instance(settings)
         with self._lock:
             v = self._variant(settings)
             native = resolve(settings, v.graph)
@@ -580,10 +577,7 @@ class CompiledGraph:
         the break-even calibrated on this machine; 0: the rule off).
         ``instances`` > 1 needs :func:`run_model`.
         """
-        settings = settings or Settings()
-        if settings.instances != 1:
-            raise ValueError("instances > 1 runs copies of the model on slices of the batch: "
-                             "use pyparbench.executor.run_model(name, batch, settings)")
+        settings = _one_instance(settings)
         with self._lock:
             v = self._variant(settings)
             self._last = v
@@ -615,6 +609,16 @@ class CompiledGraph:
             record.mismatches = audit_mismatches(native, record.audit)
             _report(record.mismatches, strict)
         return record
+
+
+def _one_instance(settings: Settings | None) -> Settings:
+    """``settings`` (default: sync, one thread) for one compiled graph: a
+    ValueError for ``instances`` > 1, which runs copies of the model."""
+    settings = settings or Settings()
+    if settings.instances != 1:
+        raise ValueError("instances > 1 runs copies of the model on slices of the batch: "
+                         "use pyparbench.executor.run_model(name, batch, settings)")
+    return settings
 
 
 def _node_threads(v: _Variant, native: _g.ExecSettings) -> list[NodeThreads]:

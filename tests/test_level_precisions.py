@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from pyparbench.choices import PRESETS
@@ -14,6 +15,7 @@ from pyparbench.cli.run import options_from_args
 from pyparbench.harness.levels import resolve_level
 from pyparbench.harness.suite import default_suite, plan_suite
 from pyparbench.machine.cpu_features import cpu_features
+from pyparbench.ops import implementation
 
 
 def test_native_precisions_join_the_level() -> None:
@@ -23,7 +25,7 @@ def test_native_precisions_join_the_level() -> None:
     assert level.left_out == ""
     emulated = resolve_level("default", models=["mlp-512"], precision=None, native=["fp32"])
     assert emulated.more_precisions == ()
-    assert emulated.left_out.startswith("bf16 left out: this CPU multiplies it by emulation")
+    assert emulated.left_out.startswith("bf16 left out: not native here")
     # A precision asked for is the run's only one.
     for asked in ("fp32", "bf16"):
         only = resolve_level("default", models=["mlp-512"], precision=asked, native=["bf16"])
@@ -49,9 +51,11 @@ def test_the_presets_run_at_the_other_precision_at_the_first_batch() -> None:
 def test_pyparbench_run_measures_this_cpus_native_precisions() -> None:
     args = build_parser().parse_args(["run", "--models", "mlp-512"])
     level = options_from_args(args).level
-    native = cpu_features()["precisions"]
-    assert level.more_precisions == (("bf16",) if "bf16" in native else ())
-    assert ("bf16 left out" in level.left_out) == ("bf16" not in native)
+    native = "bf16" in cpu_features()["precisions"] and not implementation(
+        "gemm", np.ones((4, 4), np.float32), np.ones((4, 4), np.float32),
+        precision="bf16").emulated
+    assert level.more_precisions == (("bf16",) if native else ())
+    assert ("bf16 left out" in level.left_out) == (not native)
     args = build_parser().parse_args(["run", "--models", "mlp-512", "--precision", "fp32"])
     assert options_from_args(args).level.more_precisions == ()
 

@@ -23,6 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from pyparbench import ops
 from pyparbench.choices import PRECISIONS, check_precision
 from pyparbench.harness.grid import ALL, Grid, expand_all
 from pyparbench.machine.cpu_features import cpu_features
@@ -197,6 +200,24 @@ def resolve_level(name: str, *, models: Sequence[str] | None = None,
                  precision, more, left_out)
 
 
+def _native_precisions() -> list[str]:
+    """The precisions this CPU multiplies natively (its flags) that this
+    oneDNN build runs natively too: an aarch64 oneDNN without the Arm
+    Compute Library has no bf16 matmul on any CPU, and one that would
+    emulate is not native (:func:`pyparbench.ops.implementation`)."""
+    out = []
+    for p in cpu_features()["precisions"]:
+        if p == "bf16":
+            a = np.ones((16, 16), np.float32)
+            try:
+                if ops.implementation("gemm", a, a, precision="bf16").emulated:
+                    continue
+            except (RuntimeError, ImportError):  # no bf16 kernel, or no ml_dtypes
+                continue
+        out.append(p)
+    return out
+
+
 def _more_precisions(asked: str | None, native: Sequence[str] | None
                      ) -> tuple[tuple[str, ...], str]:
     """The precisions measured beside fp32 when none was asked for (those
@@ -204,10 +225,11 @@ def _more_precisions(asked: str | None, native: Sequence[str] | None
     order), and why the others are left out."""
     if asked is not None:
         return (), ""
-    have = set(cpu_features()["precisions"] if native is None else native)
+    have = set(_native_precisions() if native is None else native)
     more = tuple(p for p in PRECISIONS if p != "fp32" and p in have)
     out = [p for p in PRECISIONS if p != "fp32" and p not in have]
-    why = (f"{', '.join(out)} left out: this CPU multiplies {'them' if len(out) > 1 else 'it'} "
-           "by emulation only (no AVX512_BF16, AMX-BF16 or Arm BF16; --precision runs it anyway)"
+    why = (f"{', '.join(out)} left out: not native here (the CPU has no AVX512_BF16, "
+           "AMX-BF16 or Arm BF16, or this oneDNN build would emulate it or has no such "
+           "kernel); --precision asks for it anyway"
            if out else "")
     return more, why

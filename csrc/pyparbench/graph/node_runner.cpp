@@ -1,6 +1,7 @@
 #include "pyparbench/graph/node_runner.hpp"
 
 #include "pyparbench/core/checks.hpp"
+#include "pyparbench/graph/conv_geometry.hpp"
 #include "pyparbench/graph/direct_runner.hpp"
 #include "pyparbench/graph/quantized_nodes.hpp"
 #include "pyparbench/math/library.hpp"
@@ -102,17 +103,8 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
                       int threads, const ExecSettings& st, const std::vector<float>& ones) {
   switch (s.op) {
     case OpKind::conv2d: {
-      const Shape& x = ins[0].shape;
-      Conv2dConfig c;
-      c.n = x[0]; c.c = x[1]; c.h = x[2]; c.w = x[3];
-      c.out_channels = out.shape[1];
       const ParamArray& w = param(s, "weight");
-      c.kh = w.shape[2]; c.kw = w.shape[3];
-      c.stride_h = s.stride[0]; c.stride_w = s.stride[1];
-      c.pad_top = s.padding[0]; c.pad_bottom = s.padding[1];
-      c.pad_left = s.padding[2]; c.pad_right = s.padding[3];
-      c.dilation_h = s.dilation[0]; c.dilation_w = s.dilation[1];
-      c.groups = s.groups;
+      Conv2dConfig c = conv_geometry(s, ins[0].shape, w.shape, out.shape[1]);
       const ParamArray* b = optional_param(s, "bias");
       c.bias = b != nullptr;
       c.relu = s.relu;

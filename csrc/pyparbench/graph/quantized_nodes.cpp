@@ -1,5 +1,6 @@
 #include "pyparbench/graph/quantized_nodes.hpp"
 
+#include "pyparbench/graph/conv_geometry.hpp"
 #include "pyparbench/math/quantized.hpp"
 
 #include <algorithm>
@@ -215,15 +216,7 @@ QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<
     x_shape = {m, k};
     y_shape = {m, channels};
   } else {
-    Conv2dConfig c;
-    c.n = x.shape[0]; c.c = x.shape[1]; c.h = x.shape[2]; c.w = x.shape[3];
-    c.out_channels = channels;
-    c.kh = w.shape[2]; c.kw = w.shape[3];
-    c.stride_h = s.stride[0]; c.stride_w = s.stride[1];
-    c.pad_top = s.padding[0]; c.pad_bottom = s.padding[1];
-    c.pad_left = s.padding[2]; c.pad_right = s.padding[3];
-    c.dilation_h = s.dilation[0]; c.dilation_w = s.dilation[1];
-    c.groups = s.groups;
+    Conv2dConfig c = conv_geometry(s, x.shape, w.shape, channels);
     c.layout = ActLayout::nhwc;
     state->kernel = std::make_unique<QuantizedConv2d>(c, q, threads);
     x_shape = state->kernel->input_shape();
