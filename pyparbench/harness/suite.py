@@ -377,7 +377,8 @@ def plan_suite(level: Level, *, cores: int | None = None, peak: Ceilings = None,
         # a decoder among the level's models: always), at the scaling counts.
         for m in generation_models(level.models):
             t = generation_task(m, thread_counts(n))
-            idle_s = estimate_task_s(t, graphs.get((m, t.batch)) or build(m, t.batch), peak)
+            prefill = graphs[(m, t.batch)] if (m, t.batch) in graphs else build(m, t.batch)
+            idle_s = estimate_task_s(t, prefill, peak)
             if level.name == "quick" and m not in level.models and idle_s >= _QUICK_GENERATION_S:
                 continue
             tasks.append(t)
