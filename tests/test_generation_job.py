@@ -1,7 +1,8 @@
 """The main job's decoder row: llama-tiny's generation planned at every
 level that can afford it, measured for real at 1 (and 2) threads natively
 and in llama.cpp where installed, stored as a checked record, resumed, and
-shown in the summary, the terminal (80 columns) and the HTML report."""
+shown in the summary, the terminal (80 columns) and the HTML report, and
+left out by compare."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from pyparbench.cli import main
 from pyparbench.harness import operators
 from pyparbench.harness.folder import read_folder, write_folder_report
 from pyparbench.harness.levels import resolve_level
@@ -213,3 +215,20 @@ def test_report_dir_rebuilds_the_generation_section(measured: tuple[Path, OpResu
         (record.generation or ())[0].tokens_per_s
     assert "id='generation'" in page.read_text()
     assert record.peak_id == fingerprint_id(machine_fingerprint())
+
+
+def test_compare_leaves_the_generation_rows_out(measured: tuple[Path, OpResult], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    _, record = measured
+    generation = summarize_run([], [record], None,
+                               fingerprint=record.machine)["operators"]["generation"]
+    paths = []
+    for name, ns in (("a", 5000), ("b", 6000)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"models": [], "operators": {
+            "scaling": [{"name": "g", "points": [{"threads": 1, "median_ns": ns}]}],
+            "generation": generation}}))
+        paths.append(str(path))
+    assert main(["compare", *paths, "--json"]) == 0
+    (comparison,) = json.loads(capsys.readouterr().out)["comparisons"]
+    assert [r["label"] for r in comparison["rows"]] == ["op g t1"]
