@@ -118,6 +118,11 @@ def test_co_located_shards_keep_to_their_cpus(runs: dict[str, Path]) -> None:
         assert all(p["cpus"] == [cpu] for p in json.loads(peak.read_text())["points"])
         for op in records(folder / "operators.jsonl") if name == "shard-0" else []:
             assert all(p["cpus"] == [cpu] for p in op.get("points", [])), op["key"]
+            # The decoder's generations too, each in its own pinned child.
+            assert all(g["settings"]["process_cpus"] == [cpu]
+                       for g in op.get("generation", [])), op["key"]
+    assert any(op["task"]["kind"] == "generation"
+               for op in records(runs["shard-0"] / "operators.jsonl"))
     # Operator measurements run in shard 0 only.
     assert not (runs["shard-1"] / "operators.jsonl").exists()
 
@@ -147,7 +152,9 @@ def test_merged_shards_equal_the_suite_run_as_one_shard(runs: dict[str, Path],
                  for m in s["models"]], s["counts"],
                 [(o["name"], [p["threads"] for p in o["points"]])
                  for o in s["operators"]["scaling"]],
-                [(o["model"], len(o["nodes"])) for o in s["operators"]["roofline"]])
+                [(o["model"], len(o["nodes"])) for o in s["operators"]["roofline"]],
+                [(o["model"], [(p["framework"], p["threads"]) for p in o["points"]])
+                 for o in s["operators"]["generation"]])
 
     assert shape(summary) == shape(alone)
     assert sorted(h["cpus_allowed"] for h in summary["hosts"]) == [[CPUS[0]], [CPUS[1]]]

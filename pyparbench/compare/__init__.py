@@ -7,9 +7,10 @@ side), ``text`` (terminal tables, JSON), ``html`` (a page with plots).
 The first input is the baseline; every other input is compared with it.
 Rows are matched by identity (model, batch and settings, a preset by its
 name, a framework's run apart from the executor's; a pytest-benchmark test
-by its full name with its parameters). For each matched row: both medians
-and the ratio other / baseline (of latencies, so below 1 means the other is
-faster), tested one of three ways:
+by its full name with its parameters; a summary's operator scaling by shape
+and threads; its decoder generation rows are left out). For each matched
+row: both medians and the ratio other / baseline (of latencies, so below 1
+means the other is faster), tested one of three ways:
 
 * the unit is the process where both inputs allow it
   (:mod:`pyparbench.stats.spread`): a row's figure is the median of

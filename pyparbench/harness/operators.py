@@ -1,8 +1,10 @@
-"""Operator measurements of the main job: scaling curves and roofline points.
+"""Operator measurements of the main job: scaling curves, roofline points
+and a decoder's generation.
 
-Two kinds of task, each run in a fresh process like a model configuration
-(``python -m pyparbench.harness.operators``), its result appended to a JSONL store
-as soon as it is known (:func:`run_op_tasks`, resumable by key):
+Three kinds of task, each run in fresh processes like a model configuration
+(``python -m pyparbench.harness.operators``; a generation's runs in the
+generation's own pinned children), its result appended to a JSONL store as
+soon as it is known (:func:`run_op_tasks`, resumable by key):
 
 * ``scaling``: one standard shape (:data:`SELECTION` of the published lists
   in :mod:`pyparbench.shapes`: DeepBench GEMMs, oneDNN benchdnn's ResNet-50
@@ -11,6 +13,10 @@ as soon as it is known (:func:`run_op_tasks`, resumable by key):
 * ``nodes``: every heavy node (conv2d, linear, matmul, embedding_bag) of a
   model graph, timed from per-node traces of the whole graph run
   synchronously on all cores (the median of several traced runs).
+* ``generation``: a built-in decoder (llama-tiny in every level) generating
+  greedily at each thread count (:func:`measure_generation`), natively and
+  in llama.cpp where it is installed: prefill and decode tokens per second,
+  time to first token, time per output token, bytes read per token.
 
 Work and traffic of every measurement come from
 :attr:`pyparbench.graph.Graph.stats` (a one-node graph for a standard
@@ -22,6 +28,7 @@ of it reached.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import time
@@ -34,6 +41,8 @@ import numpy.typing as npt
 
 from pyparbench import child_process, memory, ops, shapes
 from pyparbench.executor import compile_graph
+from pyparbench.frameworks.generation import GenerationRecord, GenerationRequest
+from pyparbench.frameworks.generation_run import run_generation
 from pyparbench.graph import GraphBuilder
 from pyparbench.harness.levels import levels_upto
 from pyparbench.harness.resumable import run_resumable
@@ -41,6 +50,7 @@ from pyparbench.harness.store import ResultStore
 from pyparbench.machine.fingerprint import fingerprint_id, machine_fingerprint
 from pyparbench.machine.peak import compact_cpus
 from pyparbench.models import build
+from pyparbench.models.llama import LLAMA_SIZES
 from pyparbench.resultfiles.op_result import OpResult, OpShape, OpTask
 from pyparbench.settings import Settings
 from pyparbench.timing import summarize
@@ -49,8 +59,10 @@ if TYPE_CHECKING:
     from pyparbench.graph import Graph
     from pyparbench.machine.peak import Peak
 
-__all__ = ["SELECTION", "OpResult", "OpShape", "OpTask", "annotate", "check_task_record", "measure_nodes",
-           "measure_scaling", "run_op_task", "run_op_tasks", "shape_graph", "standard_shapes"]
+__all__ = ["GENERATION_MODEL", "GENERATION_NEW", "SELECTION", "OpResult", "OpShape", "OpTask",
+           "annotate", "check_task_record", "generation_frameworks", "generation_models",
+           "generation_task", "measure_generation", "measure_nodes", "measure_scaling",
+           "run_op_task", "run_op_tasks", "shape_graph", "standard_shapes"]
 
 
 # Which entries of the published lists (pyparbench.shapes) the main job
@@ -76,6 +88,12 @@ SELECTION: tuple[tuple[str, str, Any, str], ...] = (
 _KAGGLE_ROWS = 1_000_000
 # The DLRM benchmark's mini-batch, also used for the Kaggle table (its own is 128).
 _DLRM_BATCH = 2048
+# The decoder every level's generation task runs (a few ms per token on 2
+# cores), and the tokens each generation adds after the size's own prompt.
+GENERATION_MODEL = "llama-tiny"
+GENERATION_NEW = 16
+# What llama.cpp's generation needs installed (modules, found, not imported).
+_LLAMACPP_MODULES = ("llama_cpp", "gguf")
 
 
 def _resolve(kind: str, listing: str, entry: Any, level: str) -> OpShape:
@@ -229,6 +247,69 @@ def measure_nodes(model: str, batch: int, threads: int, *, repeats: int = 5) -> 
             "graph_ns": summarize(totals).as_dict()}
 
 
+def generation_models(models: Sequence[str]) -> tuple[str, ...]:
+    """The decoders whose generation a level measures: :data:`GENERATION_MODEL`,
+    then the built-in decoders among ``models``."""
+    return tuple(dict.fromkeys([GENERATION_MODEL, *(m for m in models if m in LLAMA_SIZES)]))
+
+
+def generation_task(model: str, threads: Sequence[int]) -> OpTask:
+    """The generation task of ``model``: one sequence, the size's own prompt
+    and :data:`GENERATION_NEW` new tokens, one generation per thread count
+    (its time per output token is already the median of its token steps)."""
+    return OpTask("generation", tuple(threads), model=model, batch=1, repeats=1,
+                  prompt=LLAMA_SIZES[model].prompt, new=GENERATION_NEW)
+
+
+def generation_frameworks(batch: int = 1) -> tuple[str, ...]:
+    """The runtimes a generation task measures: the native executor, and
+    llama.cpp where its packages are installed (it generates one sequence:
+    batch 1 only)."""
+    have = all(importlib.util.find_spec(m) is not None for m in _LLAMACPP_MODULES)
+    return ("native", "llamacpp") if have and batch == 1 else ("native",)
+
+
+def _generation_point(record: GenerationRecord, threads: int) -> dict[str, Any]:
+    """A generation's figures as a record's point (prefill rate from the
+    time to first token: no runtime times the prompt's step apart)."""
+    if record.tpot_ms is None:
+        raise ValueError(f"{record.model} generated {record.new} token(s): no token step to "
+                         "time (a generation task needs new >= 2)")
+    return {"framework": record.framework, "threads": threads, "ttft_ms": record.ttft_ms,
+            "tpot_ms": record.tpot_ms, "tokens_per_s": record.tokens_per_s,
+            "prefill_tokens_per_s": record.batch * record.prompt / (record.ttft_ms * 1e-3),
+            "bytes_per_token": record.bytes_per_token, "settings": record.settings}
+
+
+def measure_generation(task: OpTask, *, frameworks: Sequence[str] | None = None,
+                       timeout: float = 600.0) -> list[dict[str, Any]]:
+    """``task``'s decoder generating at each of its thread counts, in each of
+    ``frameworks`` (default :func:`generation_frameworks`), each generation
+    in a fresh child pinned to its threads' CPUs (:func:`run_generation`,
+    ``timeout`` seconds each); of ``task.repeats`` generations per point the
+    one of median decode rate is kept. One dict per (framework, threads).
+
+    Raises
+    ------
+    ValueError
+        A task that is not a generation, a model that is not a built-in
+        decoder, more threads than this machine has CPUs.
+    pyparbench.child_process.ChildFailed
+        A generation's child crashed or ran past ``timeout``.
+    """
+    if task.kind != "generation":
+        raise ValueError(f"task kind must be 'generation', got {task.kind!r}")
+    points = []
+    for framework in frameworks if frameworks is not None else generation_frameworks(task.batch):
+        for t in task.threads:
+            request = GenerationRequest(task.model, task.prompt, task.new, task.batch, t,
+                                        framework)
+            runs = sorted((run_generation(request, timeout=timeout)
+                           for _ in range(task.repeats)), key=lambda r: r.tokens_per_s)
+            points.append(_generation_point(runs[len(runs) // 2], t))
+    return points
+
+
 def annotate(record: OpResult, peak: Peak) -> OpResult:
     """The record of a finished task with every point and node placed on
     ``peak``'s roofline (a new record; one not ``ok`` is returned as it is)."""
@@ -251,17 +332,23 @@ def annotate(record: OpResult, peak: Peak) -> OpResult:
 
 def run_op_task(task: OpTask, peak: Peak, *, timeout: float = 600.0,
                 machine: dict[str, Any] | None = None) -> OpResult:
-    """Run one task in a fresh Python process; its record, on the roofline
-    (``status`` "ok") or with what went wrong (``status`` "error" or
+    """Run one task in a fresh Python process (a generation task: each
+    generation in a pinned child of its own, ``timeout`` seconds each); its
+    record, on the roofline (``status`` "ok") or with what went wrong (``status`` "error" or
     "timeout", as :func:`pyparbench.child_process.call` types it)."""
     base = OpResult(task.key, task, "error", time.time(),
                     machine if machine is not None else machine_fingerprint(),
                     fingerprint_id(peak.fingerprint))
     try:
-        out = child_process.call("pyparbench.harness.operators", task.as_dict(), cpus=None,
-                                 env=child_process.child_env(Settings()), timeout=timeout)
+        if task.kind == "generation":  # each generation pinned in a child of its own
+            out: dict[str, Any] = {"generation": measure_generation(task, timeout=timeout)}
+        else:
+            out = child_process.call("pyparbench.harness.operators", task.as_dict(), cpus=None,
+                                     env=child_process.child_env(Settings()), timeout=timeout)
     except child_process.ChildFailed as e:
         return replace(base, status=e.status, error=e.error)
+    except ValueError as e:
+        return replace(base, error=str(e))
     try:
         measured = OpResult.from_dict({**base.as_dict(), "status": "ok", **out},
                                       "the task's answer", placed=False)

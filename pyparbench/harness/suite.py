@@ -27,10 +27,13 @@ from typing import TYPE_CHECKING, Any, Union
 
 from pyparbench.frameworks.mapping import precision_mode
 from pyparbench.harness.levels import Level
-from pyparbench.harness.operators import OpTask, shape_graph, standard_shapes
+from pyparbench.frameworks.generation import bytes_per_token
+from pyparbench.harness.operators import (OpTask, generation_frameworks, generation_models,
+                                          generation_task, shape_graph, standard_shapes)
 from pyparbench.harness.runner import MIN_MEASURE_S, Config
 from pyparbench.machine.peak import thread_counts
 from pyparbench.models import build
+from pyparbench.models.llama import LLAMA_SIZES
 from pyparbench.choices import PRESETS
 from pyparbench.recommender.costmodel import MachineSpec
 from pyparbench.settings import Settings, allowed_cores, preset
@@ -162,9 +165,35 @@ def estimate_config_s(config: Config, graph: Graph, peak: Ceilings = None) -> fl
             + max(config.repeats * latency, MIN_MEASURE_S))
 
 
+# A generation's child: interpreter, imports, the decoder built and compiled
+# (llama.cpp: its GGUF file written); about 0.4 s measured for llama-tiny.
+_GENERATION_START_S = 0.45
+# The quick level measures llama-tiny's generation when expected under this.
+_QUICK_GENERATION_S = 5.0
+
+
+def _generation_s(task: OpTask, graph: Graph, peak: Ceilings) -> float:
+    """A generation task: per runtime, thread count and repeat, a child's
+    start and two generations (one untimed), each the prompt's pass (the
+    prefill graph's latency) and ``new`` token steps, each reading
+    bytes_per_token at the triad bandwidth plus the executor's per-node cost."""
+    cfg = LLAMA_SIZES[task.model].config
+    step_bytes = bytes_per_token(cfg, task.batch, task.prompt, task.new)
+    total = 0.0
+    for t in task.threads:
+        _, gbs = _ceilings(peak, t)
+        prefill = _latency_s(graph, Settings(intra_op=t), peak)
+        step = step_bytes / (gbs * 1e9) + len(graph.nodes) * _NODE_S
+        total += _GENERATION_START_S + 2 * (prefill + task.new * step)
+    return len(generation_frameworks(task.batch)) * task.repeats * total
+
+
 def estimate_task_s(task: OpTask, graph: Graph, peak: Ceilings = None) -> float:
     """Seconds one operator task is expected to take (``graph``: the model's
-    for a nodes task, the shape's one-node graph for a scaling task)."""
+    for a nodes task, its prefill for a generation task, the shape's
+    one-node graph for a scaling task)."""
+    if task.kind == "generation":
+        return _generation_s(task, graph, peak)
     if task.kind == "nodes":
         s = Settings(intra_op=task.threads[0])
         weights = 4.0 * graph.num_params / _WEIGHTS_BPS
@@ -352,6 +381,16 @@ def plan_suite(level: Level, *, cores: int | None = None, peak: Ceilings = None,
             t = OpTask("scaling", tuple(thread_counts(n)), shape, repeats=level.repeats)
             tasks.append(t)
             task_s.append(slowdown * estimate_task_s(t, shape_graph(shape), peak))
+        # The decoder row: llama-tiny's generation (quick: where it is cheap;
+        # a decoder among the level's models: always), at the scaling counts.
+        for m in generation_models(level.models):
+            t = generation_task(m, thread_counts(n))
+            prefill = graphs[(m, t.batch)] if (m, t.batch) in graphs else build(m, t.batch)
+            idle_s = estimate_task_s(t, prefill, peak)
+            if level.name == "quick" and m not in level.models and idle_s >= _QUICK_GENERATION_S:
+                continue
+            tasks.append(t)
+            task_s.append(slowdown * idle_s)
     plan = SuitePlan(level, configs, tasks, config_s, task_s, level.budget_s,
                      slowdown=slowdown,
                      graphs={k: g.report_stats() for k, g in graphs.items()})

@@ -226,6 +226,34 @@ def _operators(summary: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _generation(summary: Mapping[str, Any]) -> str:
+    entries = (summary.get("operators") or {}).get("generation") or []
+    if not entries:
+        return ""
+    out = ["<h2 id='generation'>Generation</h2>",
+           "<p class='note'>A built-in decoder generating greedily at each thread count, "
+           "each generation in a fresh process pinned to its threads' CPUs (one untimed "
+           "generation first), natively and in llama.cpp on the same weights where it is "
+           "installed. Prefill: the prompt's tokens per second of the time to first token "
+           "(TTFT: the prompt's step and the first token's choice); decode: tokens per second "
+           "of the time per output token after it (TPOT, the median token step); GB/s: the "
+           "bytes a token step reads (weights, one embedding row per sequence, the cache at "
+           "its mean length) over TPOT.</p>"]
+    for g in entries:
+        tag = f"{g['model']}: batch {g['batch']}, prompt {g['prompt']} + {g['new']} new"
+        img = plots.generation_png(g)
+        if img is not None:
+            out.append(figure(img, f"{tag}: tokens/s against threads"))
+        rows = [(p["framework"], p["threads"], f"{p['prefill_tokens_per_s']:.0f}",
+                 f"{p['tokens_per_s']:.1f}", f"{p['ttft_ms']:.3g}", f"{p['tpot_ms']:.3g}",
+                 f"{p['bytes_per_token'] / 1e6:.2f}", f"{p['decode_gbs']:.2f}")
+                for p in g["points"]]
+        out.append(f"<h3>{escape(tag)}</h3>" + table(
+            ["runtime", "threads", "prefill tok/s", "decode tok/s", "TTFT ms", "TPOT ms",
+             "MB/token", "decode GB/s"], rows, [False] + [True] * 7))
+    return "\n".join(out)
+
+
 def _overhead(summary: Mapping[str, Any]) -> str:
     items = summary.get("framework_overhead")
     out = ["<h2 id='overhead'>Framework overhead</h2>"]
@@ -314,5 +342,5 @@ def render_html(summary: Mapping[str, Any]) -> str:
         "<p>Not enough settings measured to compare the layers.</p>",
         "<h2 id='models'>Models</h2>",
         *[_model_section(m) for m in summary["models"]],
-        _operators(summary), _overhead(summary), _failures(summary),
+        _operators(summary), _generation(summary), _overhead(summary), _failures(summary),
     ], heading="pyparbench: parallelism settings, operators and ceilings")

@@ -20,7 +20,7 @@ from pyparbench.report.legend import framework_label
 from pyparbench.report.page import png_bytes
 from pyparbench.report.summary import model_tag
 
-__all__ = ["effects_png", "heatmap_png", "model_effects_png", "overhead_png",
+__all__ = ["effects_png", "generation_png", "heatmap_png", "model_effects_png", "overhead_png",
            "roofline_png", "scaling_png", "speedup_png"]
 
 _PRESET_SHORT = {"tensorflow": "TensorFlow defaults", "intel": "Intel's advice",
@@ -196,6 +196,35 @@ def scaling_png(scaling: Sequence[Mapping[str, Any]]) -> bytes | None:
         ax.set_xticks(sorted({p["threads"] for s in scaling for p in s["points"]}))
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def generation_png(entry: Mapping[str, Any]) -> bytes | None:
+    """A decoder's tokens/s against threads: prefill (solid) and decode
+    (dashed), one colour per runtime; log tokens/s, as prefill runs many
+    times faster than decode on a large model."""
+    points = entry.get("points") or []
+    if not points:
+        return None
+    fig = Figure(figsize=(5.6, 3.6))
+    ax = fig.add_subplot()
+    names = {"native": "native", "llamacpp": "llama.cpp"}
+    for framework in entry["frameworks"]:
+        mine = sorted((p for p in points if p["framework"] == framework),
+                      key=lambda p: p["threads"])
+        t = [p["threads"] for p in mine]
+        line = ax.plot(t, [p["prefill_tokens_per_s"] for p in mine], marker="o",
+                       label=f"{names.get(framework, framework)} prefill")[0]
+        ax.plot(t, [p["tokens_per_s"] for p in mine], marker="s", ls="--",
+                color=line.get_color(), label=f"{names.get(framework, framework)} decode")
+    ax.set_yscale("log")
+    ax.set_xticks(sorted({p["threads"] for p in points}))
+    ax.set_xlabel("threads")
+    ax.set_ylabel("tokens/s")
+    ax.set_title(f"{entry['model']}: prompt {entry['prompt']} + {entry['new']} new, batch "
+                 f"{entry['batch']}", fontsize=9)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return png_bytes(fig)
 

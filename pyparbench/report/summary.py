@@ -93,7 +93,12 @@ beside it (``median_ns``) so the two can be matched exactly:
     ``scaling``: per standard shape, each thread count's latency, GFLOP/s,
     GB/s, intensity, bound and percentage of it, and the speed-up at the
     most threads over one; ``roofline``: per model and batch, each heavy
-    node's point (intensity, GFLOP/s, GB/s, bound, percentage).
+    node's point (intensity, GFLOP/s, GB/s, bound, percentage);
+    ``generation``: per decoder generation task {model, batch, prompt, new,
+    frameworks, points}, a point per runtime and thread count {framework,
+    threads, prefill_tokens_per_s (batch x prompt / time to first token),
+    tokens_per_s (decode: batch / tpot), ttft_ms, tpot_ms, bytes_per_token,
+    decode_gbs (bytes_per_token / tpot)}.
 """
 
 from __future__ import annotations
@@ -391,6 +396,18 @@ def _roofline(rec: OpResult) -> dict[str, Any]:
             "graph_ms": rec.graph_ns.median / 1e6, "nodes": nodes}
 
 
+def _generation(rec: OpResult) -> dict[str, Any]:
+    assert rec.generation  # an ok generation record has its points
+    points = [{"framework": g.framework, "threads": g.threads,
+               "prefill_tokens_per_s": g.prefill_tokens_per_s, "tokens_per_s": g.tokens_per_s,
+               "ttft_ms": g.ttft_ms, "tpot_ms": g.tpot_ms, "bytes_per_token": g.bytes_per_token,
+               "decode_gbs": g.decode_gbs} for g in rec.generation]
+    t = rec.task
+    return {"model": t.model, "batch": t.batch, "prompt": t.prompt, "new": t.new,
+            "frameworks": list(dict.fromkeys(p["framework"] for p in points)),
+            "points": points}
+
+
 def _op_failure(r: OpResult) -> dict[str, Any]:
     return {"model": r.name, "batch": r.task.batch if r.task.model else None,
             "setting": r.kind, "status": r.status, "error": r.error or ""}
@@ -488,5 +505,6 @@ def summarize_run(records: Sequence[Result],
         "operators": {
             "scaling": [_scaling(r) for r in ok_ops if r.kind == "scaling"],
             "roofline": [_roofline(r) for r in ok_ops if r.kind == "nodes"],
+            "generation": [_generation(r) for r in ok_ops if r.kind == "generation"],
         },
     }

@@ -15,8 +15,8 @@ from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.report.legend import SettingsLegend, framework_label
 from pyparbench.report.summary import model_tag, regret_unsure
 
-__all__ = ["MAX_WIDTH", "overhead_table", "print_summary", "summary_renderable",
-           "summary_table"]
+__all__ = ["MAX_WIDTH", "generation_tables", "overhead_table", "print_summary",
+           "summary_renderable", "summary_table"]
 
 MAX_WIDTH = 80
 # A rule under the heading only, and one space between columns: vertical
@@ -156,6 +156,35 @@ def _preset_cell(item: Mapping[str, Any]) -> str:
     return ratio
 
 
+_GENERATION_NAMES = {"native": "native", "llamacpp": "llama.cpp"}
+
+
+def generation_tables(summary: Mapping[str, Any]) -> list[Table]:
+    """Per decoder generation task, prefill and decode tokens/s at each
+    thread count, a pair of columns per runtime."""
+    tables = []
+    for g in (summary.get("operators") or {}).get("generation") or []:
+        batch = f"{g['batch']} x " if g["batch"] != 1 else ""
+        table = Table(title=f"Generation ({g['model']}, {batch}prompt {g['prompt']} + "
+                            f"{g['new']} new)", title_style="bold", pad_edge=False,
+                      expand=False, box=BOX, collapse_padding=True)
+        table.add_column("threads", justify="right", no_wrap=True)
+        for f in g["frameworks"]:
+            name = _GENERATION_NAMES.get(f, f)
+            table.add_column(f"{name}\nprefill tok/s", justify="right", no_wrap=True)
+            table.add_column(f"{name}\ndecode tok/s", justify="right", no_wrap=True)
+        cells = {(p["framework"], p["threads"]): p for p in g["points"]}
+        for t in sorted({p["threads"] for p in g["points"]}):
+            row = [str(t)]
+            for f in g["frameworks"]:
+                p = cells.get((f, t))
+                row += (["-", "-"] if p is None else
+                        [f"{p['prefill_tokens_per_s']:.0f}", f"{p['tokens_per_s']:.0f}"])
+            table.add_row(*row)
+        tables.append(table)
+    return tables
+
+
 def agreement_lines(summary: Mapping[str, Any]) -> list[str]:
     """Per user's file and batch, how far the native outputs are from ONNX
     Runtime's running the file itself (the worst over its settings)."""
@@ -203,6 +232,12 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
                           "under the setting it shares with the native executor (above 1: "
                           "the shared setting is faster); NsMt: the streams and threads per "
                           "stream its tuner chose, on every CPU."))
+    generation = generation_tables(summary)
+    if generation:
+        parts += generation
+        parts.append(Text("prefill: the prompt's tokens per second of the time to first "
+                          "token; decode: tokens per second of the median token step after "
+                          "it (report.html: TTFT, TPOT, bytes and GB/s per token)."))
     busy = summary.get("conditions", {}).get("busy")
     if busy:
         parts.append(Text(busy, style="yellow"))

@@ -7,7 +7,9 @@ ended (``status``, ``error``) and what it measured: a ``scaling`` task's
 heavy ``nodes`` (:class:`OpNode`) with the whole graph's time
 (``graph_ns``), each placed on the roofline of the host that measured it
 (``roofline``, a :class:`pyparbench.machine.peak.Ceiling`; ``peak_id`` names
-that host's ceilings).
+that host's ceilings); a ``generation`` task's ``generation`` points (one
+:class:`GenerationPoint` per runtime and thread count: a built-in decoder's
+prefill and decode rates, not placed on the roofline).
 
 It is defined here, beside :class:`pyparbench.resultfiles.Result`, the
 configurations' record, for the same reason: everything that writes or
@@ -40,21 +42,28 @@ from pyparbench.resultfiles.values import (
     get_text,
     int_ok,
     is_number,
+    is_plain,
     json_type,
     show,
 )
 from pyparbench.settings import Settings
 from pyparbench.timing import Summary
 
-__all__ = ["OP_KINDS", "SHAPE_KINDS", "OpNode", "OpPoint", "OpResult", "OpShape", "OpTask"]
+__all__ = ["OP_KINDS", "SHAPE_KINDS", "GenerationPoint", "OpNode", "OpPoint", "OpResult",
+           "OpShape", "OpTask"]
 
 # Operator task kinds, and the shape kinds of a scaling task.
-OP_KINDS = ("scaling", "nodes")
+OP_KINDS = ("scaling", "nodes", "generation")
 SHAPE_KINDS = ("gemm", "conv", "embedding")
 # The operator of the graph each shape kind is (for its roofline).
 _SHAPE_OP = {"gemm": "linear", "conv": "conv2d", "embedding": "embedding_bag"}
 _ROOFLINE_NUMBERS = ("intensity", "gflops", "gbs", "ceiling", "percent")
 _SUMMARY_FIELDS = ("median", "q1", "q3", "min", "max")
+# A generation point's rates and times, each a positive number.
+_GENERATION_NUMBERS = ("ttft_ms", "tpot_ms", "tokens_per_s", "prefill_tokens_per_s",
+                       "bytes_per_token")
+# How far tokens_per_s * tpot may stray from the batch (float rounding only).
+_RATE_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -93,7 +102,12 @@ class OpTask:
     """One operator measurement to make.
 
     ``scaling``: ``shape`` at each of ``threads``; ``nodes``: the heavy
-    nodes of ``model`` at ``batch``, on ``threads[0]`` threads.
+    nodes of ``model`` at ``batch``, on ``threads[0]`` threads;
+    ``generation``: the built-in decoder ``model`` generating, for each of
+    ``batch`` sequences, ``new`` tokens after a prompt of ``prompt``, at each
+    of ``threads`` (``repeats`` generations per point, each in a fresh
+    process). ``prompt`` and ``new`` are 0 for the other kinds (and then
+    left out of the task's key).
     """
 
     kind: str
@@ -102,6 +116,8 @@ class OpTask:
     model: str = ""
     batch: int = 0
     repeats: int = 5
+    prompt: int = 0
+    new: int = 0
 
     @property
     def key(self) -> str:
@@ -112,6 +128,9 @@ class OpTask:
     def label(self) -> str:
         if self.kind == "scaling" and self.shape is not None:
             return f"{self.shape.name} at 1..{max(self.threads)} threads"
+        if self.kind == "generation":
+            return (f"{self.model} generation ({self.prompt} + {self.new} new) at "
+                    f"1..{max(self.threads)} threads")
         return f"{self.model} b{self.batch} per-node trace"
 
     def as_dict(self) -> dict[str, Any]:
@@ -121,6 +140,8 @@ class OpTask:
             d["shape"] = self.shape.as_dict()
         if self.model:
             d["model"], d["batch"] = self.model, self.batch
+        if self.kind == "generation":
+            d["prompt"], d["new"] = self.prompt, self.new
         return d
 
     @classmethod
@@ -129,7 +150,8 @@ class OpTask:
         :meth:`OpResult.from_dict` for a task read from a file)."""
         shape = OpShape.from_dict(d["shape"]) if "shape" in d else None
         return cls(d["kind"], tuple(int(t) for t in d["threads"]), shape,
-                   d.get("model", ""), int(d.get("batch", 0)), int(d.get("repeats", 5)))
+                   d.get("model", ""), int(d.get("batch", 0)), int(d.get("repeats", 5)),
+                   int(d.get("prompt", 0)), int(d.get("new", 0)))
 
 
 @dataclass(frozen=True)
@@ -188,12 +210,47 @@ class OpNode:
 
 
 @dataclass(frozen=True)
+class GenerationPoint:
+    """One runtime (``framework``: "native" or "llamacpp") at one thread
+    count of a generation task: time to first token (``ttft_ms``: the
+    prompt's step and the first token's choice), time per output token
+    after it (``tpot_ms``, the median token step), decode tokens per second
+    (``tokens_per_s``: batch / tpot), prefill tokens per second
+    (``prefill_tokens_per_s``: batch x prompt / ttft, the first token's
+    choice included, as no runtime times the prompt's step apart from it),
+    the bytes a token step reads, and the setting it ran under as the
+    runtime describes it (``settings``)."""
+
+    framework: str
+    threads: int
+    ttft_ms: float
+    tpot_ms: float
+    tokens_per_s: float
+    prefill_tokens_per_s: float
+    bytes_per_token: float
+    settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    @property
+    def decode_gbs(self) -> float:
+        """The bytes a token step reads over its time (GB/s)."""
+        return self.bytes_per_token / (self.tpot_ms * 1e-3) / 1e9
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"framework": self.framework, "threads": self.threads,
+                "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms,
+                "tokens_per_s": self.tokens_per_s,
+                "prefill_tokens_per_s": self.prefill_tokens_per_s,
+                "bytes_per_token": self.bytes_per_token, "settings": dict(self.settings)}
+
+
+@dataclass(frozen=True)
 class OpResult:
     """One operator task's outcome (a line of ``operators.jsonl``).
 
     An ``ok`` scaling task has ``points``; an ``ok`` nodes task has
     ``threads``, ``nodes`` and ``graph_ns`` (and the ``settings`` it ran
-    under). Others have neither, and say why in ``error``.
+    under); an ``ok`` generation task has ``generation``. Others have none,
+    and say why in ``error``.
     """
 
     key: str
@@ -208,6 +265,7 @@ class OpResult:
     threads: int | None = None
     nodes: tuple[OpNode, ...] | None = None
     graph_ns: Summary | None = None
+    generation: tuple[GenerationPoint, ...] | None = None
     schema: int = SCHEMA
 
     def __post_init__(self) -> None:
@@ -220,6 +278,8 @@ class OpResult:
         if self.task.kind == "nodes" and (self.nodes is None or self.threads is None
                                           or self.graph_ns is None):
             raise ValueError("an 'ok' nodes record needs its threads, nodes and graph_ns")
+        if self.task.kind == "generation" and not self.generation:
+            raise ValueError("an 'ok' generation record needs its generation points")
 
     @property
     def ok(self) -> bool:
@@ -227,7 +287,7 @@ class OpResult:
 
     @property
     def kind(self) -> str:
-        """The task's kind: "scaling" or "nodes"."""
+        """The task's kind: "scaling", "nodes" or "generation"."""
         return self.task.kind
 
     @property
@@ -245,7 +305,9 @@ class OpResult:
             "settings": None if self.settings is None else self.settings.as_dict(),
             "threads": self.threads,
             "nodes": None if self.nodes is None else [n.as_dict() for n in self.nodes],
-            "graph_ns": None if self.graph_ns is None else self.graph_ns.as_dict()}
+            "graph_ns": None if self.graph_ns is None else self.graph_ns.as_dict(),
+            "generation": None if self.generation is None
+            else [g.as_dict() for g in self.generation]}
         return {k: v for k, v in d.items() if v is not None}
 
     @classmethod
@@ -280,6 +342,7 @@ class OpResult:
         if ok:
             try:
                 measured = (_points(where, r, placed) if task.kind == "scaling"
+                            else _generation(where, r, task) if task.kind == "generation"
                             else _nodes(where, r, placed))
             except ValueError as e:
                 if isinstance(e, ResultFileError):
@@ -304,16 +367,24 @@ def _task(where: str, t: dict[str, Any], ok: bool) -> OpTask:
     model: Any = t.get("model", "")
     if not isinstance(model, str) or len(model) > 4096:
         raise ResultFileError(where, f"task.model must be a string, got {show(model)}")
+    generation = kind == "generation"
+    if generation and not (model and threads):
+        raise ResultFileError(where, f"a generation task needs its model and thread counts, "
+                                     f"got model {show(model)} and threads {show(threads)}")
     counts = {}
-    for k, lo, default in (("batch", 0, 0), ("repeats", 1, 5)):
+    # A generation times at least one sequence, its prompt and one token step.
+    for k, lo, default in (("batch", 1 if generation else 0, 0), ("repeats", 1, 5),
+                           ("prompt", 1 if generation else 0, 0),
+                           ("new", 2 if generation else 0, 0)):
         v = t.get(k, default)
         if not int_ok(v, lo):
-            raise ResultFileError(where, f"task.{k} must be a count, got {show(v)}")
+            raise ResultFileError(where, f"task.{k} must be a count from {lo}, got {show(v)}")
         counts[k] = int(v)
     shape = None
     if kind == "scaling" and ("shape" in t or ok):
         shape = _shape(where, get_object(where, t, "shape", "task.shape"))
-    return OpTask(kind, tuple(threads), shape, model, counts["batch"], counts["repeats"])
+    return OpTask(kind, tuple(threads), shape, model, counts["batch"], counts["repeats"],
+                  counts["prompt"], counts["new"])
 
 
 def _shape(where: str, s: dict[str, Any]) -> OpShape:
@@ -436,3 +507,30 @@ def _nodes(where: str, r: dict[str, Any], placed: bool) -> dict[str, Any]:
             _roofline(where, n, name, placed)))
     return {"settings": settings, "threads": threads, "nodes": tuple(nodes),
             "graph_ns": graph_ns}
+
+
+def _generation(where: str, r: dict[str, Any], task: OpTask) -> dict[str, Any]:
+    """An ok generation record's measurements: {"generation": ...}, each
+    point's figures positive and its decode rate the batch over its tpot."""
+    points = []
+    for i, g in enumerate(_items(where, r.get("generation"), "generation", nonempty=True)):
+        name = f"generation[{i}]"
+        framework = get_string(where, g, "framework", f"{name}.framework")
+        threads = get_int(where, g, "threads", f"{name}.threads")
+        numbers = {k: get_number(where, g, k, f"{name}.{k}", positive=True)
+                   for k in _GENERATION_NUMBERS}
+        tokens = numbers["tokens_per_s"] * numbers["tpot_ms"] / 1e3
+        if abs(tokens - task.batch) > _RATE_TOLERANCE * task.batch:
+            raise ResultFileError(where, f"{name}.tokens_per_s must be the batch ({task.batch}) "
+                                         f"over tpot_ms, got {show(numbers['tokens_per_s'])} "
+                                         f"at tpot_ms {show(numbers['tpot_ms'])}")
+        settings = get_object(where, g, "settings", f"{name}.settings")
+        bad = next((k for k, v in settings.items() if not is_plain(v)), None)
+        if bad is not None:
+            raise ResultFileError(where, f"{name}.settings.{bad} must be a value or a list, "
+                                         f"got {show(settings[bad])}")
+        points.append(GenerationPoint(framework, threads, numbers["ttft_ms"],
+                                      numbers["tpot_ms"], numbers["tokens_per_s"],
+                                      numbers["prefill_tokens_per_s"],
+                                      numbers["bytes_per_token"], dict(settings)))
+    return {"generation": tuple(points)}
