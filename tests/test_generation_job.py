@@ -25,6 +25,7 @@ from pyparbench.harness.operators import (
     GENERATION_MODEL,
     GENERATION_NEW,
     generation_frameworks,
+    generation_models,
     generation_task,
     run_op_tasks,
 )
@@ -232,3 +233,10 @@ def test_compare_leaves_the_generation_rows_out(measured: tuple[Path, OpResult],
     assert main(["compare", *paths, "--json"]) == 0
     (comparison,) = json.loads(capsys.readouterr().out)["comparisons"]
     assert [r["label"] for r in comparison["rows"]] == ["op g t1"]
+
+
+def test_a_server_sized_decoder_is_left_to_generate() -> None:
+    """The level measures the small decoder and the named ones that read at
+    most GENERATION_MAX_BYTES a token; an 8B model's 32 GB are not planned."""
+    assert generation_models(["llama-3.1-8b", "llama-bandwidth", "resnet50"]) == (
+        "llama-tiny", "llama-bandwidth")

@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from pyparbench import child_process, memory, ops, shapes
 from pyparbench.executor import compile_graph
-from pyparbench.frameworks.generation import GenerationRecord, GenerationRequest
+from pyparbench.frameworks.generation import GenerationRecord, GenerationRequest, bytes_per_token
 from pyparbench.frameworks.generation_run import run_generation
 from pyparbench.graph import GraphBuilder
 from pyparbench.harness.levels import levels_upto
@@ -247,10 +247,19 @@ def measure_nodes(model: str, batch: int, threads: int, *, repeats: int = 5) -> 
             "graph_ns": summarize(totals).as_dict()}
 
 
+# The largest decoder (bytes read per token) whose generation a level
+# measures: a server-sized one (llama-3.1-8b: 32 GB per token, a GGUF copy
+# per thread count for llama.cpp) is `pyparbench generate`'s to run.
+GENERATION_MAX_BYTES = 1 << 30
+
+
 def generation_models(models: Sequence[str]) -> tuple[str, ...]:
     """The decoders whose generation a level measures: :data:`GENERATION_MODEL`,
-    then the built-in decoders among ``models``."""
-    return tuple(dict.fromkeys([GENERATION_MODEL, *(m for m in models if m in LLAMA_SIZES)]))
+    then the built-in decoders among ``models`` that read at most
+    :data:`GENERATION_MAX_BYTES` per token."""
+    return tuple(dict.fromkeys([GENERATION_MODEL, *(
+        m for m in models if m in LLAMA_SIZES
+        and bytes_per_token(LLAMA_SIZES[m].config, 1, 1, 1) <= GENERATION_MAX_BYTES)]))
 
 
 def generation_task(model: str, threads: Sequence[int]) -> OpTask:
