@@ -288,7 +288,9 @@ def test_a_real_sharded_run_merges_to_the_whole_suite(tmp_path: Path) -> None:
     have = installed_frameworks()
     from pyparbench.harness.levels import resolve_level
 
-    suite = default_suite(resolve_level("default", models=["mlp-512"], batches=[1], repeats=1),
+    # No --precision: fp32, and every other precision the CPU runs natively.
+    suite = default_suite(resolve_level("default", models=["mlp-512"], batches=[1], repeats=1,
+                                        precision=None),
                           recommended={("mlp-512", 1): (rec.settings, rec.predicted.latency_ns)},
                           frameworks=[(f, m) for f, m in FRAMEWORK_RUNS if f in have])
     assert [r["key"] for r in merged] == [c.key for c in suite]

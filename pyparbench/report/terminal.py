@@ -38,6 +38,15 @@ def _pct(v: float | None, unsure: bool = False) -> str:
     return (">999%" if v > 9.99 else f"{100 * v:.0f}%") + ("?" if unsure else "")
 
 
+# The model column's width in the summary tables.
+_MODEL_WIDTH = 14
+
+
+def _clipped(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, an ellipsis where cut."""
+    return text if len(text) <= width else text[:max(0, width - 1)] + "…"
+
+
 def summary_table(summary: Mapping[str, Any], legend: SettingsLegend | None = None) -> Table:
     """Per model and batch: the best setting, its latency, its speed-up over
     each preset, and the regret of the study's tuner and of the recommender.
@@ -47,7 +56,10 @@ def summary_table(summary: Mapping[str, Any], legend: SettingsLegend | None = No
     table = Table(title="best setting found vs the presets (median latency)",
                   title_style="bold", pad_edge=False, expand=True, box=BOX,
                   collapse_padding=True)
-    table.add_column("model", no_wrap=True, max_width=14)
+    # A precision other than fp32 follows the model's name, which gives way
+    # to it where the column is short.
+    other = any(m.get("precision", "fp32") != "fp32" for m in summary["models"])
+    table.add_column("model", no_wrap=True, max_width=_MODEL_WIDTH + 5 * other)
     table.add_column("b", justify="right", no_wrap=True)
     table.add_column("best ms", justify="right", no_wrap=True)
     table.add_column("best", overflow="fold", ratio=1)
@@ -56,8 +68,9 @@ def summary_table(summary: Mapping[str, Any], legend: SettingsLegend | None = No
     table.add_column("tuner", justify="right", no_wrap=True)
     table.add_column("ours", justify="right", no_wrap=True)
     for m in summary["models"]:
-        model = m["model"] + (f" {m['precision']}" if m.get("precision", "fp32") != "fp32"
-                              else "")
+        precision = m.get("precision", "fp32")
+        model = (m["model"] if precision == "fp32" else
+                 f"{_clipped(m['model'], _MODEL_WIDTH - len(precision) + 4)} {precision}")
         if m["best"] is None:
             table.add_row(model, str(m["batch"]), "-", Text("failed", style="red"),
                           "-", "-", "-", "-", "-")
