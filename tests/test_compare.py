@@ -453,6 +453,40 @@ def test_fp32_and_bf16_rows_line_up_per_precision(capsys: pytest.CaptureFixture[
     assert inputs[1]["peak_bf16_gflops"] == {"1": 300.0, "2": 600.0, "4": 1200.0}
 
 
+def test_a_preset_at_bf16_is_grouped_apart_in_the_table(capsys: pytest.CaptureFixture[str],
+                                                        tmp_path: Path) -> None:
+    """A preset's short key is its name at every precision: the group above
+    it says which precision the row is (it read 'tensorflow' under
+    'mlp-512 b1' for both the fp32 and the bf16 run)."""
+    folders = []
+    for name, scale in (("machine_a", 0.5), ("machine_b", 0.25)):
+        folder = tmp_path / name
+        shutil.copytree(DATA / name, folder)
+        lines = (folder / "results.jsonl").read_text().splitlines()
+        for line in list(lines):
+            r = json.loads(line)
+            if r["config"]["settings"].get("name") == "tensorflow":
+                r["config"]["settings"]["precision"] = "bf16"
+                r["ns"] = [x * scale for x in r["ns"]]
+                r["summary"] = {**r["summary"], "median": r["summary"]["median"] * scale}
+                lines.append(json.dumps(r))
+        (folder / "results.jsonl").write_text("\n".join(lines) + "\n")
+        folders.append(str(folder))
+    code, out, err = run(capsys, *folders)
+    assert code == 0, err
+    table = [line.strip() for line in out.splitlines()]
+    fp32_at, bf16_at = table.index("mlp-512 b1"), table.index("mlp-512 b1 bf16")
+    # Each group has its own tensorflow row, with its own ratio.
+    for start in (fp32_at, bf16_at):
+        group = table[start + 1:]
+        first = next(i for i, line in enumerate(group) if line.startswith("tensorflow"))
+        assert all(line and not line.startswith("mlp-") for line in group[:first]), group
+    bf16_row = next(line for line in table[bf16_at:] if line.startswith("tensorflow"))
+    fp32_row = next(line for line in table[fp32_at:] if line.startswith("tensorflow"))
+    assert float(bf16_row.split()[5]) == pytest.approx(float(fp32_row.split()[5]) * 0.5,
+                                                       rel=0.01)
+
+
 def test_rows_of_a_file_without_precision_read_fp32() -> None:
     rs = load(A)
     assert rs.rows and all(r.precision == "fp32" for r in rs.rows.values())

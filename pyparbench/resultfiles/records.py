@@ -150,8 +150,11 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
                 printable(f"{head}{config['model']} b{config['batch']} "
                           + settings_sweep_label(settings)),
                 canonical({**base, "settings": settings}),
-                RowName(printable(f"{config['model']} b{config['batch']}"), printable(runner),
-                        printable(name), printable(full)), precision)
+                # A precision other than fp32 is part of the group: the short
+                # keys under it (a preset's name) are the same at every precision.
+                RowName(printable(f"{config['model']} b{config['batch']}"
+                                  + ("" if precision == "fp32" else f" {precision}")),
+                        printable(runner), printable(name), printable(full)), precision)
         machine = r.get("machine")
         if isinstance(machine, dict) and machine:
             if rs.machine is None:
