@@ -14,10 +14,13 @@ import _topo_xml as tx
 import pytest
 from _support import cli_main
 
+from pyparbench.graph.passes.precision import BF16_OPS
 from pyparbench.models import build
 from pyparbench.models.llama import llama_decode
 from pyparbench.recommender import recommend
+from pyparbench.recommender.bandwidth import streaming
 from pyparbench.recommender.costmodel import AnalyticCostModel, MachineSpec
+from pyparbench.recommender.modelchoice import topology_of
 from pyparbench.recommender.selection import TIE, choose
 from pyparbench.recommender.types import Prediction
 from pyparbench.settings import Settings
@@ -142,3 +145,20 @@ def test_the_instance_factor_of_a_streaming_graph() -> None:
     # Unknown sockets, or a compute-bound graph: the co-run penalties stand in.
     assert AnalyticCostModel(spec, cores_per_socket=28).instance_factor(g, 8) is None
     assert xeon.instance_factor(build("resnet50", 8), 8) is None
+
+
+def test_a_bf16_plan_streams_half_the_weight_bytes() -> None:
+    """The decode step's FLOPs per byte at bf16 count its matrices' weights
+    in two bytes (the plan converts them; the table and norms stay float32),
+    so its intensity is nearly twice fp32's."""
+    g = llama_decode(1, size=SIZE)
+    topo, _ = topology_of("package:1 core:32 pu:1")
+    fp32 = streaming(g, topo, ridge=4.0, cache_per_package=32 << 20)
+    bf16 = streaming(g, topo, ridge=4.0, cache_per_package=32 << 20, precision="bf16")
+    kept = sum(g.stats[n.id].params for n in g if n.op not in BF16_OPS)  # the table, norms
+    assert kept and bf16.weight_bytes * 2 == fp32.weight_bytes + 4 * kept
+    # The matrices' weights are nearly every byte a decode step moves: the
+    # ratio is just under 2 (activations, one table row and the cache stay
+    # float32).
+    assert 1.8 < bf16.flop_per_byte / fp32.flop_per_byte < 2.0
+    assert fp32.memory_bound and bf16.memory_bound

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyparbench.graph import NO_KERNEL_OPS, Graph
+from pyparbench.graph.passes.precision import BF16_OPS
 from pyparbench.threading.topology import Topology
 
 __all__ = ["Streaming", "streaming"]
@@ -55,14 +56,21 @@ def streaming(graph: Graph, topo: Topology, *, ridge: float, cache_per_package: 
     """How ``graph`` meets memory on ``topo``: the last-level cache is the
     sum of the topology's L3 caches, or ``cache_per_package`` per package
     where the topology gives none (a synthetic description)."""
-    flops = nbytes = 0.0
+    weight_bytes = _WEIGHT_BYTES.get(precision, 4)
+    flops = nbytes = weights = 0.0
     for n in graph:
         if n.op in NO_KERNEL_OPS:
             continue
         s = graph.stats[n.id]
         flops += s.flops
         nbytes += s.bytes
+        weights += 4 * s.params
+        if n.op in BF16_OPS:
+            # The stats count float32 weights; a lower precision's plan
+            # converts a matrix node's weights (tables and activations stay
+            # float32).
+            nbytes -= s.params * (4 - weight_bytes)
+            weights -= s.params * (4 - weight_bytes)
     l3 = sum(int(c.size) for c in topo.cache_instances if c.level == 3 and c.type != "instruction")
     cache = l3 or cache_per_package * max(1, len(topo.packages))
-    weights = graph.num_params * _WEIGHT_BYTES.get(precision, 4)
     return Streaming(flops / max(nbytes, 1.0), int(weights), int(cache), ridge)
