@@ -10,7 +10,7 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,11 @@ import pytest
 
 import pyparbench
 from pyparbench._core import graph as _g
+from pyparbench.executor import compile_graph
 from pyparbench.graph import Graph
 from pyparbench.graph.builder import pool_output_size
 from pyparbench.reference import conv2d_reference
+from pyparbench.settings import Settings
 
 # The folder this pyparbench is imported from (site-packages when installed,
 # a checkout with its built core otherwise): what a child's PYTHONPATH needs
@@ -369,6 +371,18 @@ def node_spec(op: str, name: str, inputs: list[int], shape: list[int],
     for k, v in attrs.items():
         setattr(s, k, v)
     return s
+
+
+def outputs_per_setting(graph: Graph, inputs: dict[str, np.ndarray],
+                        output: str) -> Iterator[tuple[Settings, np.ndarray]]:
+    """``graph`` compiled once and run on ``inputs`` at 1 and 2 threads and
+    in framework mode at 2: each setting with a copy of the named output."""
+    cg = compile_graph(graph)
+    cg.set_inputs(inputs)
+    for settings in (Settings(intra_op=1), Settings(intra_op=2),
+                     Settings(intra_op=2, operator="framework")):
+        cg.run(settings, repeats=1, warmup=0)
+        yield settings, cg.outputs()[output].copy()
 
 
 def cli_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,29 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(params=THREAD_COUNTS, ids=lambda t: f"t{t}")
 def threads(request: pytest.FixtureRequest) -> int:
     return int(request.param)
+
+
+# Every tier the embedding-bag kernel is built for; those this CPU does not
+# run are skipped, naming the flags they need.
+BAG_TIERS = {"avx512": "avx512f/bw/vl/dq", "avx2": "avx2, fma", "generic": ""}
+
+
+@pytest.fixture(params=sorted(BAG_TIERS))
+def bag_tier(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Embedding bags (fp32 and 8-bit tables) run this tier's kernel during
+    the test."""
+    from pyparbench._core import ops
+    from pyparbench.machine.cpu_features import cpu_features
+
+    tier = request.param
+    if tier not in cpu_features()["tiers"]:
+        pytest.skip(f"this CPU does not run the {tier} embedding-bag kernel (flags "
+                    f"{BAG_TIERS[tier]})")
+    ops.set_bag_isa(tier)
+    try:
+        yield tier
+    finally:
+        ops.set_bag_isa("auto")
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -349,25 +348,6 @@ def test_bf16_below_avx512_says_what_it_needs() -> None:
 
 
 # ---------------------------------------------------- embedding bag tables
-
-
-# Every tier the embedding-bag kernel is built for; those this CPU does not
-# run are skipped, naming the flags they need.
-BAG_TIERS = {"avx512": "avx512f/bw/vl/dq", "avx2": "avx2, fma", "generic": ""}
-
-
-@pytest.fixture(params=sorted(BAG_TIERS))
-def bag_tier(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Embedding bags run this tier's kernel during the test."""
-    tier = request.param
-    if tier not in cpu_features()["tiers"]:
-        pytest.skip(f"this CPU does not run the {tier} embedding-bag kernel (flags "
-                    f"{BAG_TIERS[tier]})")
-    _ops.set_bag_isa(tier)
-    try:
-        yield tier
-    finally:
-        _ops.set_bag_isa("auto")
 
 
 @pytest.mark.aarch64

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _support import outputs_per_setting
 
 from pyparbench.executor import compile_graph
 from pyparbench.graph import GraphBuilder
@@ -58,12 +59,7 @@ def test_int8_nodes_match_their_float64_reference(x_dtype: str, out_dtype: str) 
     g = _graph(x_dtype, out_dtype)
     x = np.random.default_rng(0).standard_normal((2, 4, 9, 9)).astype(np.float32)
     want = reference_forward(g, {"x": x})["fc"]
-    cg = compile_graph(g)
-    cg.set_inputs({"x": x})
-    for settings in (Settings(intra_op=1), Settings(intra_op=2),
-                     Settings(intra_op=2, operator="framework")):
-        cg.run(settings, repeats=1, warmup=0)
-        got = cg.outputs()["fc"]
+    for _, got in outputs_per_setting(g, {"x": x}, "fc"):
         if out_dtype == "float32":
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
         else:  # one step of the output grid at most, where a float32 sum sits on a tie

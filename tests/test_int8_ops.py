@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 from _support import ref_embedding_bag, run_isa_capped
 
 import pyparbench as ppb
-from pyparbench._core import ops as _ops
 from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.quantization import (
     byte_rowwise_dequantize,
@@ -371,25 +369,6 @@ def test_int8_argument_errors() -> None:
 
 
 # ------------------------------------------------------ 8-bit embedding bag
-
-# Every tier the embedding-bag kernel is built for; those this CPU does not
-# run are skipped, naming the flags they need.
-BAG_TIERS = {"avx512": "avx512f/bw/vl/dq", "avx2": "avx2, fma", "generic": ""}
-
-
-@pytest.fixture(params=sorted(BAG_TIERS))
-def bag_tier(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Embedding bags run this tier's kernel during the test."""
-    tier = request.param
-    if tier not in cpu_features()["tiers"]:
-        pytest.skip(f"this CPU does not run the {tier} embedding-bag kernel (flags "
-                    f"{BAG_TIERS[tier]})")
-    _ops.set_bag_isa(tier)
-    try:
-        yield tier
-    finally:
-        _ops.set_bag_isa("auto")
-
 
 def byte_bag_bound(packed: np.ndarray, idx: np.ndarray, off: np.ndarray | None, mode: str,
                    weights: np.ndarray | None) -> np.ndarray:

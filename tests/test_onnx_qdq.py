@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _support import outputs_per_setting
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -27,11 +28,9 @@ torch = pytest.importorskip("torch")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-from pyparbench.executor import compile_graph  # noqa: E402
 from pyparbench.frameworks.overhead import heavy_op_graphs  # noqa: E402
 from pyparbench.graph import from_onnx  # noqa: E402
 from pyparbench.reference import reference_forward  # noqa: E402
-from pyparbench.settings import Settings  # noqa: E402
 
 # How far from ONNX's reference evaluator an element may be, in steps of the
 # output's grid; and the share of elements that may be that far at all.
@@ -156,12 +155,7 @@ def test_a_qdq_file_runs_at_int8_as_its_semantics_say(tmp_path: Path, make: Any,
     # The graph's own float64 reference is the file's semantics too.
     ref = reference_forward(graph, {"x": x})["y"]
     assert np.max(_in_steps(ref, want, step)) <= REFERENCE_STEPS + 1e-3
-    cg = compile_graph(graph)
-    cg.set_inputs({"x": x})
-    for settings in (Settings(intra_op=1), Settings(intra_op=2),
-                     Settings(intra_op=2, operator="framework")):
-        cg.run(settings, repeats=1, warmup=0)
-        got = cg.outputs()["y"]
+    for settings, got in outputs_per_setting(graph, {"x": x}, "y"):
         assert got.shape == want.shape
         off = _in_steps(got, want, step)
         assert np.max(off) <= REFERENCE_STEPS + 1e-3, (settings.intra_op, float(np.max(off)))
