@@ -20,7 +20,6 @@ from pyparbench.graph.onnx.load import (
     default_opset,
     load,
     read_inputs,
-    symbolic_dims,
 )
 from pyparbench.graph.onnx.registry import CONVERTERS
 
@@ -88,6 +87,6 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | N
     graph.meta.update({"source": Path(os.fspath(model)).name
                        if not isinstance(model, onnx.ModelProto) else "model",
                        "sha256": digest,
-                       "symbolic": {k: check_shapes(shapes)[k]
-                                    for k in sorted(symbolic_dims(proto.graph))}})
+                       # Every size given is of a dimension the file names.
+                       "symbolic": dict(sorted(check_shapes(shapes).items()))})
     return graph

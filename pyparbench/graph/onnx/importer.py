@@ -287,10 +287,12 @@ class Importer:
     def _node(self, k: int, n: onnx.NodeProto) -> None:
         label = n.name or (n.output[0] if n.output else f"node_{k}")
         read = n.input[0] if n.input else ""
-        if n.op_type in ("Shape", "Size") and read not in self.values \
-                and read not in self.input_shapes and read in self.inferred_shapes:
-            # The shape of a value nothing else needs run (see _live).
-            shape = np.array(self.inferred_shapes[read], np.int64)
+        known = self.input_shapes.get(read, self.inferred_shapes.get(read))
+        if n.op_type in ("Shape", "Size") and read not in self.values and known is not None:
+            # The shape of a value nothing else needs run (see _live), or of
+            # an input (sized at import: a file exported with dynamic axes
+            # reads its ids' shape).
+            shape = np.array(known, np.int64)
             a = node_attrs(n)
             self.values[n.output[0]] = (
                 np.array(int(np.prod(shape)), np.int64) if n.op_type == "Size"

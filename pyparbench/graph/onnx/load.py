@@ -6,10 +6,12 @@ file."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import math
+import operator
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,7 +191,9 @@ class FileInputs:
 
 def symbolic_dims(g: onnx.GraphProto) -> dict[str, list[tuple[str, int]]]:
     """Each named symbolic dimension of the graph's inputs past axis 0 (the
-    batch): name -> the (input, axis) pairs it sizes."""
+    batch): name -> the (input, axis) pairs it sizes. A dimension written as
+    arithmetic on others (``past_len + 1``, as ``torch.export`` names a
+    derived one) is not listed itself: the names it reads are."""
     weights = {t.name for t in g.initializer}
     out: dict[str, list[tuple[str, int]]] = {}
     for vi in g.input:
@@ -197,8 +201,65 @@ def symbolic_dims(g: onnx.GraphProto) -> dict[str, list[tuple[str, int]]]:
             continue
         for ax, d in enumerate(vi.type.tensor_type.shape.dim):
             if ax > 0 and not (d.HasField("dim_value") and d.dim_value > 0) and d.dim_param:
-                out.setdefault(d.dim_param, []).append((vi.name, ax))
+                for name in _dimension_names(d.dim_param):
+                    out.setdefault(name, []).append((vi.name, ax))
     return out
+
+
+# The arithmetic a derived dimension's name may write.
+_DIM_OPERATORS: dict[type[ast.AST], Callable[[int, int], int]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+
+
+def _dimension_expression(param: str) -> ast.expr | None:
+    """``param`` parsed as integer arithmetic on names (``past_len + 1``,
+    ``2*s0``, as sympy prints them), or None when it is not one (a plain
+    name is one; so is ``seq-len``, with no space around its ``-``)."""
+    if not any(c in param for c in " */%("):
+        return None
+    try:
+        tree = ast.parse(param, mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        allowed = (isinstance(node, ast.Name | ast.Load) or type(node) in _DIM_OPERATORS
+                   or isinstance(node, ast.BinOp) and type(node.op) in _DIM_OPERATORS
+                   or isinstance(node, ast.Constant) and type(node.value) is int)
+        if not allowed:
+            return None
+    return tree
+
+
+def _dimension_names(param: str) -> list[str]:
+    """The names a symbolic dimension is sized by: itself, or those its
+    arithmetic reads."""
+    tree = _dimension_expression(param)
+    if tree is None or isinstance(tree, ast.Name):
+        return [param]
+    return sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
+
+
+def _derived_size(param: str, sizes: Mapping[str, int]) -> int | None:
+    """A derived dimension's size from the sizes of the names it reads, or
+    None when it is not arithmetic or reads a name without a size."""
+    tree = _dimension_expression(param)
+    if tree is None or isinstance(tree, ast.Name):
+        return None
+
+    def value(node: ast.expr) -> int | None:
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, int) else None
+        if isinstance(node, ast.Name):
+            return sizes.get(node.id)
+        assert isinstance(node, ast.BinOp)  # _dimension_expression allows nothing else
+        left, right = value(node.left), value(node.right)
+        if left is None or right is None or (right == 0 and type(node.op) in (ast.FloorDiv,
+                                                                               ast.Mod)):
+            return None
+        return _DIM_OPERATORS[type(node.op)](left, right)
+
+    return value(tree)
 
 
 # Integer types of a QDQ file's quantised weights and zero points.
@@ -224,7 +285,10 @@ def read_inputs(g: onnx.GraphProto, src: str, want_batch: int | None,
     the name the file gives it: ``past_sequence_length``, ``seq``)."""
     want_shapes = check_shapes(want_shapes)
     named = symbolic_dims(g)
-    unknown = sorted(set(want_shapes) - set(named))
+    # A name given whole matches too (a dimension named "seq-len" is not seq - len).
+    written = {d.dim_param for vi in g.input if vi.type.HasField("tensor_type")
+               for d in vi.type.tensor_type.shape.dim}
+    unknown = sorted(set(want_shapes) - set(named) - written)
     if unknown:
         has = ", ".join(sorted(named)) or "none"
         raise bad(src, f"shapes names {', '.join(map(repr, unknown))}, which no input "
@@ -279,10 +343,18 @@ def read_inputs(g: onnx.GraphProto, src: str, want_batch: int | None,
             elif d.dim_param in want_shapes:
                 dims.append(want_shapes[d.dim_param])
             elif d.dim_param:
-                raise bad(src, f"input {vi.name!r} has a symbolic dimension "
-                          f"{d.dim_param!r} at axis {ax}: give its size with "
-                          f"shapes={{{d.dim_param!r}: N}} (--shape {d.dim_param}=N); "
-                          f"the file's symbolic dimensions: {', '.join(sorted(named))}")
+                size = _derived_size(d.dim_param, want_shapes)
+                if size is None:
+                    need = [n for n in _dimension_names(d.dim_param) if n not in want_shapes]
+                    raise bad(src, f"input {vi.name!r} has a symbolic dimension "
+                              f"{d.dim_param!r} at axis {ax}: give its size with "
+                              f"shapes={{{', '.join(f'{n!r}: N' for n in need)}}} ("
+                              + " ".join(f"--shape {n}=N" for n in need) + "); "
+                              f"the file's symbolic dimensions: {', '.join(sorted(named))}")
+                if size < 1:
+                    raise bad(src, f"input {vi.name!r}'s dimension {d.dim_param!r} at axis "
+                              f"{ax} is {size} with the sizes given: it must be >= 1")
+                dims.append(size)
             else:
                 raise bad(src, f"input {vi.name!r} has an unnamed symbolic dimension at "
                           f"axis {ax}: only a named one (or the batch, axis 0) can be set")
