@@ -20,8 +20,9 @@ from _support import cli_main
 from pyparbench.cli import main
 from pyparbench.frameworks.mapping import map_settings
 from pyparbench.frameworks.spec import NO_MODULE
-from pyparbench.models import files
-from pyparbench.recommender import framework_check
+from pyparbench.models import build, files
+from pyparbench.recommender import framework_check, recommend
+from pyparbench.recommender.framework_check import contenders_for
 from pyparbench.recommender.decision import CONSISTENT, SWITCH
 from pyparbench.settings import Settings
 
@@ -214,3 +215,21 @@ def test_when_no_contender_runs_the_check_says_why_for_each(
     for label in ("recommended", "intel", "defaults"):
         assert f"{label}: onnxruntime (all) on mlp-512 batch 1 under " in msg, label
     assert "under its own defaults: cannot import pyparbench_no_such_module" in msg
+
+
+def test_a_bf16_recommendation_meets_intel_at_both_precisions() -> None:
+    """A bf16 recommendation is measured against Intel's preset at fp32 (what
+    a user runs) and at bf16 (the setting's own gain); the defaults stay
+    fp32 (the frameworks' own)."""
+    rec = recommend(build("mlp-512", 1), topology="package:1 core:2 pu:1", calibrate=False,
+                    verify=0, precision="bf16")
+    contenders, settings, _ = contenders_for(rec, "onnxruntime" if HAVE["onnxruntime"]
+                                             else "torch")
+    by = {c.label: c for c in contenders}
+    assert settings["intel"].precision == "fp32"
+    assert settings["intel bf16"] == settings["intel"].with_(precision="bf16")
+    assert settings["recommended"].precision == "bf16"
+    assert by["defaults"].defaults and by["defaults"].settings.precision == "fp32"
+    fp32 = recommend(build("mlp-512", 1), topology="package:1 core:2 pu:1", calibrate=False,
+                     verify=0)
+    assert "intel bf16" not in contenders_for(fp32, "torch")[1]

@@ -8,7 +8,8 @@ verification picks them), each translated into the framework's knobs by
 :func:`~pyparbench.frameworks.mapping.map_settings` (the mapping the
 deployment text gives), are measured in that framework beside two
 references: the framework as it comes (no knob set, every CPU: a user's
-``python serve.py``) and Intel's preset translated the same way. Every
+``python serve.py``, at fp32) and Intel's preset translated the same way
+(at fp32, and for a bf16 recommendation at bf16 too: "intel bf16"). Every
 contender runs in a fresh process pinned to its CPUs, all of them taking
 turns run by run (:func:`~pyparbench.frameworks.lockstep.run_lockstep`),
 so that a slow spell of a shared machine falls on every contender alike;
@@ -207,6 +208,12 @@ def contenders_for(rec: Recommendation, framework: str, mode: str | None = None,
         picked[label] = s.with_(name="")
     intel = preset("intel", None, None)
     picked[INTEL] = intel
+    if rec.settings.precision != "fp32":
+        # Intel's advice at the recommendation's precision too: against it
+        # the gain is the setting's, against the fp32 runs (Intel's, the
+        # defaults) the setting's and the precision's together.
+        picked[f"{INTEL} {rec.settings.precision}"] = intel.with_(
+            precision=rec.settings.precision)
     contenders = [Contender(framework, mode, s, name=label) for label, s in picked.items()]
     contenders.append(Contender(framework, mode, Settings(), name=DEFAULTS, defaults=True))
     if framework == "openvino":  # its own tuner, a preset to beat
@@ -248,7 +255,8 @@ def check_in_framework(rec: Recommendation, model: str, framework: str, *,
         contenders.insert(at, Contender(framework, mode, settings[label], name=label))
     lock = run_lockstep(ref, contenders, steps=steps, warmup=warmup, timeout=timeout)
     ok = [c.label for c in contenders if c.label not in lock.errors]
-    if lock.steps == 0 or not any(lab not in (DEFAULTS, INTEL, *OPENVINO_PRESETS) for lab in ok):
+    references = (DEFAULTS, INTEL, f"{INTEL} {rec.settings.precision}", *OPENVINO_PRESETS)
+    if lock.steps == 0 or not any(lab not in references for lab in ok):
         why_not = "; ".join(f"{k}: {v}" for k, v in lock.errors.items()) or "no step completed"
         raise ValueError(f"nothing measured in {framework}: {why_not}")
     return _summarise(lock, contenders, settings, framework, mode, model, rec.batch,
