@@ -255,8 +255,8 @@ def check_in_framework(rec: Recommendation, model: str, framework: str, *,
         contenders.insert(at, Contender(framework, mode, settings[label], name=label))
     lock = run_lockstep(ref, contenders, steps=steps, warmup=warmup, timeout=timeout)
     ok = [c.label for c in contenders if c.label not in lock.errors]
-    references = (DEFAULTS, INTEL, f"{INTEL} {rec.settings.precision}", *OPENVINO_PRESETS)
-    if lock.steps == 0 or not any(lab not in references for lab in ok):
+    baselines = (DEFAULTS, INTEL, f"{INTEL} {rec.settings.precision}", *OPENVINO_PRESETS)
+    if lock.steps == 0 or not any(lab not in baselines for lab in ok):
         why_not = "; ".join(f"{k}: {v}" for k, v in lock.errors.items()) or "no step completed"
         raise ValueError(f"nothing measured in {framework}: {why_not}")
     return _summarise(lock, contenders, settings, framework, mode, model, rec.batch,
