@@ -7,7 +7,9 @@ rule; ``recommend --phase``."""
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from pathlib import Path
 
 import _topo_xml as tx
@@ -162,3 +164,13 @@ def test_a_bf16_plan_streams_half_the_weight_bytes() -> None:
     # float32).
     assert 1.8 < bf16.flop_per_byte / fp32.flop_per_byte < 2.0
     assert fp32.memory_bound and bf16.memory_bound
+
+
+def test_the_analytic_model_does_not_keep_the_graphs_it_priced() -> None:
+    cost = AnalyticCostModel()
+    g = llama_decode(1, size="llama-tiny")
+    assert all(cost.op_ns(g, n, 2) >= 0 for n in g)
+    ref = weakref.ref(g)
+    del g
+    gc.collect()
+    assert ref() is None

@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import weakref
 from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
@@ -717,7 +718,9 @@ class AnalyticCostModel(CostModel):
         self.sockets = sockets
         self.numa_per_socket = max(1, int(numa_per_socket))
         self.executor = executor or ANALYTIC_EXECUTOR
-        self._streaming: dict[int, tuple[Graph, bool]] = {}
+        # Per graph, held weakly: a model kept for the process's life must
+        # not keep every graph it priced.
+        self._streaming: weakref.WeakKeyDictionary[Graph, bool] = weakref.WeakKeyDictionary()
 
     def _efficiency(self, node: Node) -> float:
         eff = self.spec.gemm_efficiency
@@ -776,10 +779,10 @@ class AnalyticCostModel(CostModel):
         every run reads each op's weights from memory, however small that
         op's own bytes (a decoder's decode step: every layer's weights in
         turn, each evicted before it comes round again)."""
-        key = id(graph)
-        if key not in self._streaming or self._streaming[key][0] is not graph:
-            self._streaming[key] = (graph, 4 * graph.num_params > self.spec.cache_bytes)
-        return self._streaming[key][1]
+        streams = self._streaming.get(graph)
+        if streams is None:
+            streams = self._streaming[graph] = 4 * graph.num_params > self.spec.cache_bytes
+        return streams
 
     def _move_ns(self, graph: Graph, node: Node, nbytes: float, threads: int) -> float:
         """Moving ``nbytes`` of ``node``'s bytes on ``threads`` threads: its
