@@ -1,6 +1,7 @@
 """The main job's decoder row: llama-tiny's generation planned at every
 level that can afford it, measured for real at 1 (and 2) threads natively
-and in llama.cpp where installed, stored as a checked record, resumed, and
+and in llama.cpp and PyTorch where installed (PyTorch past the quick
+level), stored as a checked record, resumed, and
 shown in the summary, the terminal (80 columns) and the HTML report, and
 left out by compare."""
 
@@ -75,9 +76,15 @@ def test_every_level_plans_the_decoders_generation_with_an_estimate() -> None:
         assert (task.model, task.batch, task.threads) == (GENERATION_MODEL, 1, (1, 2))
         assert (task.prompt, task.new) == (LLAMA_SIZES[GENERATION_MODEL].prompt,
                                            GENERATION_NEW)
-        # A child's start and two generations per runtime and thread count.
-        runs = len(generation_frameworks()) * len(task.threads)
-        assert runs * 0.45 < est < 5.0, est
+        # PyTorch's child takes seconds to start: the quick level leaves it out.
+        assert task.frameworks == generation_frameworks(torch=name != "quick")
+        assert "onnxruntime" not in task.frameworks
+        # A child's start and two generations per runtime and thread count:
+        # 0.45 s natively and in llama.cpp, 5.5 s in PyTorch.
+        starts = sum(5.5 if f == "torch" else 0.45 for f in task.frameworks)
+        assert starts * len(task.threads) < est < starts * len(task.threads) + 1.0, est
+        if name == "quick":
+            assert est < 5.0
         label = next(i for i in plan.as_dict()["operators"] if "generation" in i["label"])
         assert label["estimated_s"] == pytest.approx(est, abs=1e-3)
     # A decoder named among the models gets a generation task of its own.
@@ -104,6 +111,7 @@ def test_a_real_generation_gives_consistent_positive_figures(
     _, record = measured
     points = record.generation or ()
     frameworks = generation_frameworks()
+    assert record.task.frameworks == frameworks
     assert [(g.framework, g.threads) for g in points] == [(f, t) for f in frameworks
                                                           for t in THREADS]
     for g in points:
@@ -143,6 +151,8 @@ def test_the_record_round_trips_and_a_corrupted_one_is_refused_by_name(
         (lambda r: r.pop("generation"), "generation must be a non-empty list"),
         (lambda r: r["task"].update(new=1), "task.new must be a count from 2"),
         (lambda r: r["task"].pop("model"), "a generation task needs its model"),
+        (lambda r: r["task"].update(frameworks="torch"),
+         "task.frameworks must be a list of runtime names"),
     ]
     for change, message in cases:
         with pytest.raises(ResultFileError, match=f"operators.jsonl:1: {message}"):
@@ -180,8 +190,8 @@ def test_summary_terminal_and_html_show_the_generation_rows(
     text = buf.getvalue()
     assert f"Generation ({GENERATION_MODEL}, prompt 32 + 16 new)" in text
     assert "prefill tok/s" in text and "decode tok/s" in text
-    if "llamacpp" in entry["frameworks"]:
-        assert "llama.cpp" in text
+    for framework, name in (("llamacpp", "llama.cpp"), ("torch", "PyTorch")):
+        assert (name in text) == (framework in entry["frameworks"]), name
     first = entry["points"][0]
     assert f"{first['tokens_per_s']:.0f}" in text
     page = render_html(summary)
@@ -189,19 +199,22 @@ def test_summary_terminal_and_html_show_the_generation_rows(
     assert f"{first['tokens_per_s']:.1f}" in page and "decode GB/s" in page
 
 
-def test_many_thread_counts_and_both_runtimes_fit_80_columns() -> None:
+def test_many_thread_counts_and_every_runtime_fit_80_columns() -> None:
+    runtimes = ("native", "llamacpp", "torch", "onnxruntime")
     points = [{"framework": f, "threads": t, "prefill_tokens_per_s": 1234567.0,
-               "tokens_per_s": 123456.0, "ttft_ms": 1.0, "tpot_ms": 0.1,
+               "tokens_per_s": 123456.0, "ttft_ms": 1234.5, "tpot_ms": 0.1,
                "bytes_per_token": 1e6, "decode_gbs": 10.0}
-              for f in ("native", "llamacpp") for t in (1, 2, 4, 8, 12, 18, 27, 40, 56)]
+              for f in runtimes for t in (1, 2, 4, 8, 12, 18, 27, 40, 56)]
     summary = {"models": [], "counts": {"skipped": 0}, "operators": {"generation": [
         {"model": "llama-bandwidth", "batch": 1, "prompt": 128, "new": 16,
-         "frameworks": ["native", "llamacpp"], "points": points}]}}
+         "frameworks": list(runtimes), "points": points}]}}
     buf = io.StringIO()
     print_summary(summary, Console(file=buf, width=80))
     lines = buf.getvalue().splitlines()
     assert max(len(x) for x in lines) <= MAX_WIDTH, "\n".join(lines)
-    assert sum(1 for x in lines if "123456" in x) == 9
+    rows = [x for x in lines if "123456" in x]
+    assert len(rows) == 4 * 9
+    assert sum(1 for x in rows if "ONNX Runtime" in x) == 9
 
 
 def test_report_dir_rebuilds_the_generation_section(measured: tuple[Path, OpResult],

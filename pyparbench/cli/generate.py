@@ -1,8 +1,10 @@
 """``pyparbench generate MODEL``: LLM inference by a built-in decoder,
 greedy decoding of ``--prompt`` tokens then ``--new`` tokens per sequence,
-natively (a key / value cache the executor keeps in place) or in llama.cpp
-on the same weights, in a fresh pinned child: time to first token, time per
-output token, tokens/s and bytes read per token."""
+natively (a key / value cache the executor keeps in place), in llama.cpp on
+the same weights (a GGUF file), in PyTorch (transformers' LlamaForCausalLM
+on its DynamicCache) or in ONNX Runtime (that model exported with its
+cache), in a fresh pinned child: time to first token, time per output
+token, tokens/s and bytes read per token."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from pyparbench.models.llama import LLAMA_SIZES
 __all__ = ["add_command"]
 
 _DEFAULT_NEW = 16
+# Each runtime's name for its threads, as its record's settings hold them.
+_THREADS_KNOBS = ("intra_op", "n_threads", "num_threads", "intra_op_num_threads")
 
 
 def _request(args: argparse.Namespace) -> GenerationRequest:
@@ -45,7 +49,7 @@ def _table(record: GenerationRecord) -> Table:
     for col in ("threads", "TTFT ms", "TPOT ms", "tokens/s", "MB/token", "GB/s"):
         table.add_column(col, justify="right", no_wrap=True)
     tpot = record.tpot_ms
-    threads = record.settings.get("intra_op", record.settings.get("n_threads", "?"))
+    threads = next((record.settings[k] for k in _THREADS_KNOBS if k in record.settings), "?")
     table.add_row(str(threads), f"{record.ttft_ms:.2f}",
                   "-" if tpot is None else f"{tpot:.3f}", f"{record.tokens_per_s:.1f}",
                   f"{record.bytes_per_token / 1e6:.2f}",
@@ -70,8 +74,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``generate``."""
     p = subparsers.add_parser(
-        "generate", help="LLM inference: greedy generation by a built-in decoder (native or "
-                         "llama.cpp): time to first token, per output token, tokens/s",
+        "generate", help="LLM inference: greedy generation by a built-in decoder (native, "
+                         "llama.cpp, PyTorch or ONNX Runtime): time to first token, per "
+                         "output token, tokens/s",
         description=__doc__)
     p.add_argument("model", help=f"a built-in decoder: {', '.join(LLAMA_SIZES)}")
     p.add_argument("--prompt", type=positive_int("--prompt"), metavar="P",
@@ -79,10 +84,14 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--new", type=positive_int("--new"), default=_DEFAULT_NEW, metavar="N",
                    help=f"tokens generated per sequence (default {_DEFAULT_NEW})")
     p.add_argument("--threads", type=positive_int("--threads"), default=1, metavar="T",
-                   help="threads (native: intra-op; llama.cpp: -t and -tb), pinned compact")
+                   help="threads (native: intra-op; llama.cpp: -t and -tb; torch: "
+                        "set_num_threads, interop 1; onnxruntime: intra_op_num_threads, "
+                        "inter 1), pinned compact")
     p.add_argument("--batch", type=positive_int("--batch"), default=1, metavar="B",
                    help="sequences generated together (llama.cpp: 1)")
     p.add_argument("--framework", choices=GENERATION_FRAMEWORKS, default="native",
-                   help="the runtime (llamacpp: a GGUF file of the same weights)")
+                   help="the runtime (llamacpp: a GGUF file of the same weights; torch: "
+                        "transformers' LlamaForCausalLM on them; onnxruntime: that model "
+                        "exported to ONNX with its cache)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_cmd_generate, user_errors=(ValueError, ChildFailed))

@@ -17,7 +17,7 @@ inference taken from its step times.
 The messages between the command and its child are these dataclasses,
 parsed once at the boundary (:meth:`GenerationRequest.from_dict`,
 :meth:`GenerationRecord.from_dict`). Nothing here loads the native core or a
-framework: a llama.cpp child imports it too.
+framework: every framework's child imports it too.
 """
 
 from __future__ import annotations
@@ -35,17 +35,19 @@ from pyparbench.models.llama import LLAMA_SIZES, LlamaConfig
 __all__ = ["GENERATION_FRAMEWORKS", "GenerationRecord", "GenerationRequest", "bytes_per_token",
            "prompt_ids", "record_from_times"]
 
-# The runtimes a generation runs in: the native executor, or llama.cpp on a
-# GGUF file of the same weights.
-GENERATION_FRAMEWORKS = ("native", "llamacpp")
-Framework = Literal["native", "llamacpp"]
+# The runtimes a generation runs in: the native executor, llama.cpp on a GGUF
+# file of the same weights, transformers' LlamaForCausalLM on them in PyTorch,
+# or ONNX Runtime on that model exported with its cache.
+GENERATION_FRAMEWORKS = ("native", "llamacpp", "torch", "onnxruntime")
+Framework = Literal["native", "llamacpp", "torch", "onnxruntime"]
 
 
 @dataclass(frozen=True)
 class GenerationRequest:
     """What one child generates: ``batch`` sequences of ``prompt`` tokens
     (:func:`prompt_ids`) and ``new`` greedy tokens each, on ``threads``
-    threads. ``gguf``: the llama.cpp model file (llamacpp only)."""
+    threads. ``gguf``: the llama.cpp model file (llamacpp only); ``onnx``:
+    the decoder exported with its cache (onnxruntime only)."""
 
     model: str
     prompt: int
@@ -54,6 +56,7 @@ class GenerationRequest:
     threads: int = 1
     framework: str = "native"
     gguf: str | None = None
+    onnx: str | None = None
 
     def __post_init__(self) -> None:
         size = LLAMA_SIZES.get(self.model)

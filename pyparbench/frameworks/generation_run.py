@@ -1,9 +1,13 @@
 """A generation (:mod:`pyparbench.frameworks.generation`) in a fresh child
 pinned to its threads' CPUs, as every framework run is: the native executor
-on its cache kept in place (:mod:`pyparbench.frameworks.native.generation`),
-or llama.cpp on a GGUF file written, into a temporary folder, from the same
+on its cache kept in place (:mod:`pyparbench.frameworks.native.generation`);
+llama.cpp on a GGUF file written, into a temporary folder, from the same
 weights (float32 matrices and cache), its ``-t`` and ``-tb`` both the
-threads. A llama.cpp child never loads the native core.
+threads; transformers' ``LlamaForCausalLM`` on the same weights in PyTorch
+(:mod:`pyparbench.frameworks.torch.generation`, ``torch.set_num_threads``);
+or ONNX Runtime on that model exported with its cache, into a temporary
+folder, by this process (:mod:`pyparbench.frameworks.onnxruntime.generation`,
+``intra_op_num_threads``). Only the native child loads the native core.
 
 Each child generates once untimed (kernels prepared, pages touched), then
 once timed.
@@ -31,18 +35,39 @@ from pyparbench.frameworks.generation import (
 from pyparbench.models.llama import config_of, llama_prefill, transformers_weights
 from pyparbench.settings import Settings
 
-__all__ = ["run_generation"]
+__all__ = ["GENERATION_PACKAGES", "check_installed", "missing_packages", "run_generation"]
 
-# What llama.cpp's generation needs: (module, pip package).
-_LLAMACPP_PACKAGES = (("llama_cpp", "llama-cpp-python"), ("gguf", "gguf"))
+# What each framework's generation needs: (module, pip package), and the
+# extra that installs them all.
+GENERATION_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "native": (),
+    "llamacpp": (("llama_cpp", "llama-cpp-python"), ("gguf", "gguf")),
+    "torch": (("torch", "torch"), ("transformers", "transformers")),
+    # The decoder is exported by PyTorch (TorchScript's exporter writes with onnx).
+    "onnxruntime": (("onnxruntime", "onnxruntime"), ("onnx", "onnx"), ("torch", "torch"),
+                    ("transformers", "transformers")),
+}
+_EXTRAS = {"llamacpp": "llm", "torch": "frameworks", "onnxruntime": "frameworks"}
 
 
-def _check_llamacpp() -> None:
-    missing = [pip for module, pip in _LLAMACPP_PACKAGES
-               if importlib.util.find_spec(module) is None]
+def missing_packages(framework: str) -> list[str]:
+    """The pip packages ``framework``'s generation needs and this Python
+    lacks (found, not imported); ValueError naming a framework generation
+    does not run in."""
+    if framework not in GENERATION_PACKAGES:
+        raise ValueError(f"framework {framework!r} is not one of "
+                         f"{', '.join(GENERATION_PACKAGES)}")
+    return [pip for module, pip in GENERATION_PACKAGES[framework]
+            if importlib.util.find_spec(module) is None]
+
+
+def check_installed(framework: str) -> None:
+    """ValueError naming what to install where ``framework``'s generation
+    lacks a package."""
+    missing = missing_packages(framework)
     if missing:
-        raise ValueError(f"llamacpp is not installed: pip install {' '.join(missing)} "
-                         "(or pip install 'pyparbench[llm]')")
+        raise ValueError(f"{framework} is not installed: pip install {' '.join(missing)} "
+                         f"(or pip install 'pyparbench[{_EXTRAS[framework]}]')")
 
 
 def run_generation(request: GenerationRequest, *, timeout: float = 600.0) -> GenerationRecord:
@@ -52,7 +77,7 @@ def run_generation(request: GenerationRequest, *, timeout: float = 600.0) -> Gen
     Raises
     ------
     ValueError
-        More threads than this machine has CPUs to pin, or llama.cpp asked
+        More threads than this machine has CPUs to pin, or a framework asked
         for and not installed (naming what to install).
     pyparbench.child_process.ChildFailed
         The child crashed or ran past ``timeout`` seconds.
@@ -61,16 +86,25 @@ def run_generation(request: GenerationRequest, *, timeout: float = 600.0) -> Gen
     cpus = child_process.child_cpus(settings)
     if request.framework == "native":
         return _call(request, cpus, child_process.child_env(settings), timeout)
-    _check_llamacpp()
-    from pyparbench.frameworks.llamacpp import write_llama_gguf  # noqa: PLC0415 (the llm extra)
+    check_installed(request.framework)
+    framework_env = child_process.child_env(settings, core=False)
+    if request.framework == "torch":
+        return _call(request, cpus, framework_env, timeout)
+    graph = llama_prefill(1, size=request.model, prompt=request.prompt)
+    with tempfile.TemporaryDirectory(prefix=f"pyparbench-{request.framework}-") as tmp:
+        if request.framework == "llamacpp":
+            from pyparbench.frameworks.llamacpp import write_llama_gguf  # noqa: PLC0415 (the llm extra)
 
-    with tempfile.TemporaryDirectory(prefix="pyparbench-gguf-") as tmp:
-        graph = llama_prefill(1, size=request.model, prompt=request.prompt)
-        path = write_llama_gguf(Path(tmp) / f"{request.model}.gguf", config_of(graph),
-                                transformers_weights(graph),
-                                context=request.prompt + request.new)
-        with_file = GenerationRequest(**{**request.as_dict(), "gguf": str(path)})
-        return _call(with_file, cpus, child_process.child_env(settings, core=False), timeout)
+            path = write_llama_gguf(Path(tmp) / f"{request.model}.gguf", config_of(graph),
+                                    transformers_weights(graph),
+                                    context=request.prompt + request.new)
+            with_file = GenerationRequest(**{**request.as_dict(), "gguf": str(path)})
+        else:
+            from pyparbench.frameworks.torch.llama_onnx import export_cached_decoder  # noqa: PLC0415 (heavy, optional)
+
+            path = export_cached_decoder(graph, Path(tmp) / f"{request.model}.onnx")
+            with_file = GenerationRequest(**{**request.as_dict(), "onnx": str(path)})
+        return _call(with_file, cpus, framework_env, timeout)
 
 
 def _call(request: GenerationRequest, cpus: list[int] | None, env: dict[str, str],
@@ -106,6 +140,14 @@ def _child_main() -> int:
     request = GenerationRequest.from_dict(json.loads(sys.stdin.read()))
     if request.framework == "llamacpp":
         record = _llamacpp(request)
+    elif request.framework == "torch":
+        from pyparbench.frameworks.torch.generation import generate as torch_generate  # noqa: PLC0415 (its child alone)
+
+        record = torch_generate(request)
+    elif request.framework == "onnxruntime":
+        from pyparbench.frameworks.onnxruntime.generation import generate as ort_generate  # noqa: PLC0415 (its child alone)
+
+        record = ort_generate(request)
     else:
         from pyparbench.frameworks.native.generation import generate  # noqa: PLC0415 (native core only in its child)
 

@@ -14,9 +14,10 @@ soon as it is known (:func:`run_op_tasks`, resumable by key):
   model graph, timed from per-node traces of the whole graph run
   synchronously on all cores (the median of several traced runs).
 * ``generation``: a built-in decoder (llama-tiny in every level) generating
-  greedily at each thread count (:func:`measure_generation`), natively and
-  in llama.cpp where it is installed: prefill and decode tokens per second,
-  time to first token, time per output token, bytes read per token.
+  greedily at each thread count (:func:`measure_generation`), natively, in
+  llama.cpp and in PyTorch where they are installed: prefill and decode
+  tokens per second, time to first token, time per output token, bytes read
+  per token.
 
 Work and traffic of every measurement come from
 :attr:`pyparbench.graph.Graph.stats` (a one-node graph for a standard
@@ -28,7 +29,6 @@ of it reached.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import time
@@ -41,8 +41,13 @@ import numpy.typing as npt
 
 from pyparbench import child_process, memory, ops, shapes
 from pyparbench.executor import compile_graph
-from pyparbench.frameworks.generation import GenerationRecord, GenerationRequest, bytes_per_token
-from pyparbench.frameworks.generation_run import run_generation
+from pyparbench.frameworks.generation import (
+    GENERATION_FRAMEWORKS,
+    GenerationRecord,
+    GenerationRequest,
+    bytes_per_token,
+)
+from pyparbench.frameworks.generation_run import missing_packages, run_generation
 from pyparbench.graph import GraphBuilder
 from pyparbench.harness.levels import levels_upto
 from pyparbench.harness.resumable import run_resumable
@@ -92,8 +97,12 @@ _DLRM_BATCH = 2048
 # cores), and the tokens each generation adds after the size's own prompt.
 GENERATION_MODEL = "llama-tiny"
 GENERATION_NEW = 16
-# What llama.cpp's generation needs installed (modules, found, not imported).
-_LLAMACPP_MODULES = ("llama_cpp", "gguf")
+# The runtimes beside the native one a generation task measures where
+# installed. ONNX Runtime is left to `pyparbench generate`: its decoder is
+# exported by PyTorch in the task's process first (PyTorch's and transformers'
+# imports and the export: its rows at 1 and 2 threads took 7.5 s on
+# llama-tiny, 2 cores, against 1 s natively), more than the other rows together.
+_GENERATION_RUNTIMES = ("llamacpp", "torch")
 
 
 def _resolve(kind: str, listing: str, entry: Any, level: str) -> OpShape:
@@ -262,20 +271,29 @@ def generation_models(models: Sequence[str]) -> tuple[str, ...]:
         and bytes_per_token(LLAMA_SIZES[m].config, 1, 1, 1) <= GENERATION_MAX_BYTES)]))
 
 
-def generation_task(model: str, threads: Sequence[int]) -> OpTask:
+def generation_task(model: str, threads: Sequence[int],
+                    frameworks: Sequence[str] | None = None) -> OpTask:
     """The generation task of ``model``: one sequence, the size's own prompt
     and :data:`GENERATION_NEW` new tokens, one generation per thread count
-    (its time per output token is already the median of its token steps)."""
+    (its time per output token is already the median of its token steps),
+    in each of ``frameworks`` (default :func:`generation_frameworks`)."""
+    chosen = tuple(generation_frameworks(1) if frameworks is None else frameworks)
+    bad = [f for f in chosen if f not in GENERATION_FRAMEWORKS]
+    if bad or not chosen:
+        raise ValueError(f"frameworks {list(chosen)!r}: a generation task takes one or more "
+                         f"of {', '.join(GENERATION_FRAMEWORKS)}")
     return OpTask("generation", tuple(threads), model=model, batch=1, repeats=1,
-                  prompt=LLAMA_SIZES[model].prompt, new=GENERATION_NEW)
+                  prompt=LLAMA_SIZES[model].prompt, new=GENERATION_NEW, frameworks=chosen)
 
 
-def generation_frameworks(batch: int = 1) -> tuple[str, ...]:
-    """The runtimes a generation task measures: the native executor, and
-    llama.cpp where its packages are installed (it generates one sequence:
-    batch 1 only)."""
-    have = all(importlib.util.find_spec(m) is not None for m in _LLAMACPP_MODULES)
-    return ("native", "llamacpp") if have and batch == 1 else ("native",)
+def generation_frameworks(batch: int = 1, *, torch: bool = True) -> tuple[str, ...]:
+    """The runtimes a generation task measures: the native executor, then
+    llama.cpp (one sequence: batch 1 only) and PyTorch (unless ``torch`` is
+    False: its child alone takes seconds to start) where their packages are
+    installed."""
+    return ("native", *(f for f in _GENERATION_RUNTIMES
+                        if not missing_packages(f) and (f != "llamacpp" or batch == 1)
+                        and (f != "torch" or torch)))
 
 
 def _generation_point(record: GenerationRecord, threads: int) -> dict[str, Any]:
@@ -293,7 +311,8 @@ def _generation_point(record: GenerationRecord, threads: int) -> dict[str, Any]:
 def measure_generation(task: OpTask, *, frameworks: Sequence[str] | None = None,
                        timeout: float = 600.0) -> list[dict[str, Any]]:
     """``task``'s decoder generating at each of its thread counts, in each of
-    ``frameworks`` (default :func:`generation_frameworks`), each generation
+    ``frameworks`` (default: the task's own, or where it names none
+    :func:`generation_frameworks`), each generation
     in a fresh child pinned to its threads' CPUs (:func:`run_generation`,
     ``timeout`` seconds each); of ``task.repeats`` generations per point the
     one of median decode rate is kept. One dict per (framework, threads).
@@ -309,7 +328,9 @@ def measure_generation(task: OpTask, *, frameworks: Sequence[str] | None = None,
     if task.kind != "generation":
         raise ValueError(f"task kind must be 'generation', got {task.kind!r}")
     points = []
-    for framework in frameworks if frameworks is not None else generation_frameworks(task.batch):
+    chosen = (frameworks if frameworks is not None
+              else task.frameworks or generation_frameworks(task.batch))
+    for framework in chosen:
         for t in task.threads:
             request = GenerationRequest(task.model, task.prompt, task.new, task.batch, t,
                                         framework)

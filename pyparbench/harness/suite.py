@@ -165,9 +165,14 @@ def estimate_config_s(config: Config, graph: Graph, peak: Ceilings = None) -> fl
             + max(config.repeats * latency, MIN_MEASURE_S))
 
 
-# A generation's child: interpreter, imports, the decoder built and compiled
-# (llama.cpp: its GGUF file written); about 0.4 s measured for llama-tiny.
-_GENERATION_START_S = 0.45
+# A generation's child per runtime: interpreter, imports, the decoder built
+# (native: compiled; llama.cpp: its GGUF file written first; PyTorch: torch's
+# and transformers' imports, about 4 s of it). Measured on llama-tiny, 2 cores:
+# 0.35, 0.4 and 4.4 to 6 s.
+_GENERATION_START_S = {"native": 0.45, "llamacpp": 0.45, "torch": 5.5}
+# A runtime's token step against the native one's (PyTorch's: its Python
+# forward, 0.5 against 0.12 ms on llama-tiny).
+_GENERATION_SLOWDOWN = {"native": 1.0, "llamacpp": 1.5, "torch": 4.0}
 # The quick level measures llama-tiny's generation when expected under this.
 _QUICK_GENERATION_S = 5.0
 
@@ -176,16 +181,19 @@ def _generation_s(task: OpTask, graph: Graph, peak: Ceilings) -> float:
     """A generation task: per runtime, thread count and repeat, a child's
     start and two generations (one untimed), each the prompt's pass (the
     prefill graph's latency) and ``new`` token steps, each reading
-    bytes_per_token at the triad bandwidth plus the executor's per-node cost."""
+    bytes_per_token at the triad bandwidth plus the executor's per-node cost
+    (a framework's: times its slowdown)."""
     cfg = LLAMA_SIZES[task.model].config
     step_bytes = bytes_per_token(cfg, task.batch, task.prompt, task.new)
-    total = 0.0
+    native = 0.0
     for t in task.threads:
         _, gbs = _ceilings(peak, t)
         prefill = _latency_s(graph, Settings(intra_op=t), peak)
         step = step_bytes / (gbs * 1e9) + len(graph.nodes) * _NODE_S
-        total += _GENERATION_START_S + 2 * (prefill + task.new * step)
-    return len(generation_frameworks(task.batch)) * task.repeats * total
+        native += 2 * (prefill + task.new * step)
+    return task.repeats * sum(len(task.threads) * _GENERATION_START_S.get(f, 3.0)
+                              + _GENERATION_SLOWDOWN.get(f, 2.0) * native
+                              for f in task.frameworks or generation_frameworks(task.batch))
 
 
 def estimate_task_s(task: OpTask, graph: Graph, peak: Ceilings = None) -> float:
@@ -381,10 +389,12 @@ def plan_suite(level: Level, *, cores: int | None = None, peak: Ceilings = None,
             t = OpTask("scaling", tuple(thread_counts(n)), shape, repeats=level.repeats)
             tasks.append(t)
             task_s.append(slowdown * estimate_task_s(t, shape_graph(shape), peak))
-        # The decoder row: llama-tiny's generation (quick: where it is cheap;
-        # a decoder among the level's models: always), at the scaling counts.
+        # The decoder row: llama-tiny's generation (quick: where it is cheap,
+        # without PyTorch's seconds-long child start; a decoder among the
+        # level's models: always), at the scaling counts.
+        runtimes = generation_frameworks(1, torch=level.name != "quick")
         for m in generation_models(level.models):
-            t = generation_task(m, thread_counts(n))
+            t = generation_task(m, thread_counts(n), runtimes)
             prefill = graphs[(m, t.batch)] if (m, t.batch) in graphs else build(m, t.batch)
             idle_s = estimate_task_s(t, prefill, peak)
             if level.name == "quick" and m not in level.models and idle_s >= _QUICK_GENERATION_S:

@@ -233,8 +233,9 @@ def _generation(summary: Mapping[str, Any]) -> str:
     out = ["<h2 id='generation'>Generation</h2>",
            "<p class='note'>A built-in decoder generating greedily at each thread count, "
            "each generation in a fresh process pinned to its threads' CPUs (one untimed "
-           "generation first), natively and in llama.cpp on the same weights where it is "
-           "installed. Prefill: the prompt's tokens per second of the time to first token "
+           "generation first), natively, and in llama.cpp and PyTorch (transformers' "
+           "LlamaForCausalLM) on the same weights where they are installed. Prefill: the "
+           "prompt's tokens per second of the time to first token "
            "(TTFT: the prompt's step and the first token's choice); decode: tokens per second "
            "of the time per output token after it (TPOT, the median token step); GB/s: the "
            "bytes a token step reads (weights, one embedding row per sequence, the cache at "

@@ -209,7 +209,8 @@ def generation_png(entry: Mapping[str, Any]) -> bytes | None:
         return None
     fig = Figure(figsize=(5.6, 3.6))
     ax = fig.add_subplot()
-    names = {"native": "native", "llamacpp": "llama.cpp"}
+    names = {"native": "native", "llamacpp": "llama.cpp", "torch": "PyTorch",
+             "onnxruntime": "ONNX Runtime"}
     for framework in entry["frameworks"]:
         mine = sorted((p for p in points if p["framework"] == framework),
                       key=lambda p: p["threads"])

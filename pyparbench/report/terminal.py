@@ -169,31 +169,30 @@ def _preset_cell(item: Mapping[str, Any]) -> str:
     return ratio
 
 
-_GENERATION_NAMES = {"native": "native", "llamacpp": "llama.cpp"}
+_GENERATION_NAMES = {"native": "native", "llamacpp": "llama.cpp", "torch": "PyTorch",
+                     "onnxruntime": "ONNX Runtime"}
 
 
 def generation_tables(summary: Mapping[str, Any]) -> list[Table]:
-    """Per decoder generation task, prefill and decode tokens/s at each
-    thread count, a pair of columns per runtime."""
+    """Per decoder generation task, a row per runtime and thread count:
+    prefill and decode tokens/s, time to first token and per output token
+    (rows, not a column pair per runtime: four runtimes fit 80 columns)."""
     tables = []
     for g in (summary.get("operators") or {}).get("generation") or []:
         batch = f"{g['batch']} x " if g["batch"] != 1 else ""
         table = Table(title=f"Generation ({g['model']}, {batch}prompt {g['prompt']} + "
                             f"{g['new']} new)", title_style="bold", pad_edge=False,
                       expand=False, box=BOX, collapse_padding=True)
-        table.add_column("threads", justify="right", no_wrap=True)
-        for f in g["frameworks"]:
-            name = _GENERATION_NAMES.get(f, f)
-            table.add_column(f"{name}\nprefill tok/s", justify="right", no_wrap=True)
-            table.add_column(f"{name}\ndecode tok/s", justify="right", no_wrap=True)
+        table.add_column("runtime", no_wrap=True)
+        for col in ("threads", "prefill tok/s", "decode tok/s", "TTFT ms", "TPOT ms"):
+            table.add_column(col, justify="right", no_wrap=True)
         cells = {(p["framework"], p["threads"]): p for p in g["points"]}
-        for t in sorted({p["threads"] for p in g["points"]}):
-            row = [str(t)]
-            for f in g["frameworks"]:
-                p = cells.get((f, t))
-                row += (["-", "-"] if p is None else
-                        [f"{p['prefill_tokens_per_s']:.0f}", f"{p['tokens_per_s']:.0f}"])
-            table.add_row(*row)
+        for f in g["frameworks"]:
+            for t in sorted(t for (framework, t) in cells if framework == f):
+                p = cells[(f, t)]
+                table.add_row(_GENERATION_NAMES.get(f, f), str(t),
+                              f"{p['prefill_tokens_per_s']:.0f}", f"{p['tokens_per_s']:.0f}",
+                              f"{p['ttft_ms']:.3g}", f"{p['tpot_ms']:.3g}")
         tables.append(table)
     return tables
 

@@ -106,8 +106,9 @@ class OpTask:
     ``generation``: the built-in decoder ``model`` generating, for each of
     ``batch`` sequences, ``new`` tokens after a prompt of ``prompt``, at each
     of ``threads`` (``repeats`` generations per point, each in a fresh
-    process). ``prompt`` and ``new`` are 0 for the other kinds (and then
-    left out of the task's key).
+    process), in each of ``frameworks`` (empty: the runtimes installed).
+    ``prompt`` and ``new`` are 0 for the other kinds (and then left out of
+    the task's key, as are empty ``frameworks``).
     """
 
     kind: str
@@ -118,6 +119,7 @@ class OpTask:
     repeats: int = 5
     prompt: int = 0
     new: int = 0
+    frameworks: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -142,6 +144,8 @@ class OpTask:
             d["model"], d["batch"] = self.model, self.batch
         if self.kind == "generation":
             d["prompt"], d["new"] = self.prompt, self.new
+        if self.frameworks:
+            d["frameworks"] = list(self.frameworks)
         return d
 
     @classmethod
@@ -380,11 +384,16 @@ def _task(where: str, t: dict[str, Any], ok: bool) -> OpTask:
         if not int_ok(v, lo):
             raise ResultFileError(where, f"task.{k} must be a count from {lo}, got {show(v)}")
         counts[k] = int(v)
+    frameworks: Any = t.get("frameworks", [])
+    if not isinstance(frameworks, list) or len(frameworks) > MAX_COUNT or not all(
+            isinstance(f, str) and 0 < len(f) <= 64 for f in frameworks):
+        raise ResultFileError(where, f"task.frameworks must be a list of runtime names, "
+                                     f"got {show(frameworks)}")
     shape = None
     if kind == "scaling" and ("shape" in t or ok):
         shape = _shape(where, get_object(where, t, "shape", "task.shape"))
     return OpTask(kind, tuple(threads), shape, model, counts["batch"], counts["repeats"],
-                  counts["prompt"], counts["new"])
+                  counts["prompt"], counts["new"], tuple(frameworks))
 
 
 def _shape(where: str, s: dict[str, Any]) -> OpShape:

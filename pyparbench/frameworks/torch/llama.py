@@ -6,6 +6,7 @@ model's parameter names (``layers.0/self_attn.q_proj`` holds
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,16 @@ from pyparbench.graph import Graph
 from pyparbench.frameworks.torch.hf_transformers import import_transformers
 from pyparbench.models.llama import transformers_weights
 
-__all__ = ["llama_for_causal_lm", "state_dict_of"]
+__all__ = ["cache_argument", "llama_for_causal_lm", "state_dict_of"]
+
+
+def cache_argument(model: Any) -> str:
+    """The name ``model``'s forward takes its key / value cache by:
+    transformers 5 names it ``cache``, earlier releases (and the deprecated
+    spelling) ``past_key_values``."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
 
 def state_dict_of(graph: Graph) -> dict[str, torch.Tensor]:
     """The graph's weights under ``LlamaForCausalLM``'s parameter names."""
