@@ -112,3 +112,28 @@ def isa(request: pytest.FixtureRequest) -> Iterator[str]:
                          ids=[IDS[3], IDS[5], IDS[10], IDS[11]])
 def test_attention_matches_the_reference_on_every_isa(isa: str, case: tuple) -> None:
     _check(case, 2, seed=1)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("causal", "fill"), [(False, F32_MIN), (True, -10.0), (True, -math.inf)])
+def test_a_causal_mask_matches_the_reference(causal: bool, fill: float, threads: int) -> None:
+    """An exporter's causal mask (the float32 minimum or -inf past each
+    query's keys): a row weighs no key past the last its mask keeps, but a
+    row the mask hides whole weighs every key alike, and a key at a value
+    between the minimum and -1e30 past the kept ones leaves the row whole."""
+    sq, sk = 37, 45
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((2, 4, sq, 32)).astype(np.float32)
+    k = rng.standard_normal((2, 2, sk, 32)).astype(np.float32)
+    v = rng.standard_normal((2, 2, sk, 24)).astype(np.float32)
+    hidden = np.arange(sk)[None, :] > np.arange(sq)[:, None] + sk - sq - 9
+    mask = np.where(hidden, np.float32(F32_MIN), np.float32(0))[None, None]
+    mask = np.repeat(mask, 2, axis=0)
+    mask[0, 0, 1::3][hidden[1::3]] = -np.inf
+    mask[0, 0, 2] = F32_MIN  # hidden whole
+    mask[1, 0, 3, 30] = -1e35  # a key the mask lowers, not hides, past the kept ones
+    kernel = ops.Attention(q.shape, k.shape, v.shape, mask_shape=mask.shape, causal=causal,
+                           scale=0.3, causal_fill=fill, threads=threads)
+    want = transformer_math.attention(q.astype(np.float64), k.astype(np.float64),
+                                      v.astype(np.float64), mask, causal, 0.3, fill)
+    assert_near(kernel.run(q, k, v, mask), want)

@@ -117,12 +117,17 @@ void Attention::execute() {
   const bool filled = causal_ && causal_fill_ != -std::numeric_limits<float>::infinity();
 #pragma omp parallel
   {
+    // k^T in blocks of 16 keys: their rows stay in L1 while each is read
+    // across, and each write is 16 neighbouring floats.
+    const int64_t key_blocks = ldk / 16;
 #pragma omp for schedule(static)
-    for (int64_t row = 0; row < b * hkv * d; ++row) {
-      const int64_t t = row % d, kv = row / d;
-      const float* kr = k + kv * sk * d + t;
-      float* out = kt + row * ldk;
-      for (int64_t j = 0; j < sk; ++j) out[j] = kr[j * d];
+    for (int64_t blk = 0; blk < b * hkv * key_blocks; ++blk) {
+      const int64_t kv = blk / key_blocks, j0 = blk % key_blocks * 16;
+      const int64_t n = std::min<int64_t>(16, sk - j0);
+      const float* kb = k + (kv * sk + j0) * d;
+      float* out = kt + kv * d * ldk + j0;
+      for (int64_t t = 0; t < d; ++t)
+        for (int64_t j = 0; j < n; ++j) out[t * ldk + j] = kb[j * d + t];
     }
     std::vector<float> scratch(static_cast<size_t>(4 * ldk));
     AttentionTileArgs a{};
