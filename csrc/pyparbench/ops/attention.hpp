@@ -15,7 +15,12 @@
 //
 // Each run transposes k once into a padded buffer, then tiles of query rows
 // of one (batch, head) run in parallel through the direct kernels' ISA
-// tile (direct_attention.inc); a causal tile skips the keys it cannot see.
+// tile (direct_attention.inc); a causal tile skips the keys it cannot see,
+// and a row the keys past the last one its mask keeps, where the mask hides
+// them at the float32 minimum or -inf (their weight is exactly 0). Only
+// non-finite k or v rows tell the difference: a key left out drops the NaN
+// a full sum would carry from it, and a key weighed 0 in a 4-row block (one
+// row hides it, another sees it) carries 0 x inf = NaN.
 #pragma once
 
 #include "pyparbench/core/tensor.hpp"
