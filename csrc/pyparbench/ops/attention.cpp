@@ -1,7 +1,7 @@
 #include "pyparbench/ops/attention.hpp"
 
 #include "pyparbench/core/checks.hpp"
-#include "pyparbench/ops/attention_row.hpp"
+#include "pyparbench/ops/direct_kernels.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -50,6 +50,10 @@ Attention::Attention(Shape q, Shape k, Shape v, Shape mask, bool causal, float s
                                   " does not broadcast into " + shape_str(full));
   }
   out_ = {b, h, sq, v_shape_[3]};
+  // A multiple of 16 floats: whole vectors of keys on every ISA.
+  ldk_ = (sk + 15) / 16 * 16;
+  kt_.assign(static_cast<size_t>(b * hkv * d * ldk_), 0.0f);
+  tile_ = direct_kernels().attention_tile;
 }
 
 void Attention::bind(ConstFloatView q, ConstFloatView k, ConstFloatView v, ConstFloatView mask,
@@ -87,7 +91,7 @@ void Attention::execute() {
   ThreadsScope scope(threads_);
   const int64_t b = q_shape_[0], h = q_shape_[1], sq = q_shape_[2], d = q_shape_[3];
   const int64_t hkv = k_shape_[1], sk = k_shape_[2], dv = v_shape_[3];
-  const int64_t group = h / hkv, rows = b * h * sq;
+  const int64_t group = h / hkv, ldk = ldk_;
   // The mask's strides, 0 along its broadcast axes.
   int64_t ms[4] = {0, 0, 0, 0};
   if (mask_.present()) {
@@ -97,51 +101,60 @@ void Attention::execute() {
       stride *= mask_shape_[i];
     }
   }
+  // Query rows per task: 32, fewer where that leaves under 4 tasks a thread
+  // (a multiple of the tile's 4-row blocks while Sq allows).
+  const int64_t heads = b * h;
+  const int64_t wanted = 4 * static_cast<int64_t>(threads_);
+  int64_t chunk = std::min<int64_t>(sq, 32);
+  while (chunk > 4 && heads * ((sq + chunk - 1) / chunk) < wanted) chunk = (chunk + 1) / 2;
+  const int64_t chunks = (sq + chunk - 1) / chunk, tasks = heads * chunks;
   const float* q = q_.data;
   const float* k = k_.data;
   const float* v = v_.data;
   const float* mask = mask_.data;
   float* y = y_.data;
-  const float scale = scale_;
-  const bool causal = causal_;
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  const float fill = causal_fill_;
-  // Hidden keys stay in the softmax at the fill score unless it is -inf.
-  const bool filled = causal && fill != neg_inf;
+  float* kt = kt_.data();
+  const bool filled = causal_ && causal_fill_ != -std::numeric_limits<float>::infinity();
 #pragma omp parallel
   {
-    std::vector<float> p(static_cast<size_t>(sk));
-    std::vector<float> acc(static_cast<size_t>(dv));
+    // k^T in blocks of 16 keys: their rows stay in L1 while each is read
+    // across, and each write is 16 neighbouring floats.
+    const int64_t key_blocks = ldk / 16;
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = r % sq, bh = r / sq, hh = bh % h, bb = bh / h;
-      const int64_t kv = bb * hkv + hh / group;
-      const float* qr = q + r * d;
-      const float* kb = k + kv * sk * d;
-      const float* vb = v + kv * sk * dv;
-      const float* mr = mask ? mask + bb * ms[0] + hh * ms[1] + i * ms[2] : nullptr;
-      const int64_t seen = causal ? std::min(sk, std::max<int64_t>(0, i + sk - sq + 1)) : sk;
-      float top = neg_inf;
-      for (int64_t j = 0; j < seen; ++j) {
-        const float* kr = kb + j * d;
-        float s = 0;
-        // Vectorised (the reduction's order is free here: an fp32 dot of d terms).
-#pragma omp simd reduction(+ : s)
-        for (int64_t t = 0; t < d; ++t) s += qr[t] * kr[t];
-        s *= scale;
-        if (mr) s += mr[j * ms[3]];
-        p[j] = s;
-        top = std::max(top, s);
-      }
-      const int64_t used = filled ? sk : seen;
-      for (int64_t j = seen; j < used; ++j) p[j] = fill;
-      if (used > seen) top = std::max(top, fill);
-      float* yr = y + r * dv;
-      if (used == 0 || top == neg_inf) {
-        std::fill(yr, yr + dv, 0.0f);
-        continue;
-      }
-      softmax_weighted_sum(p, used, top, [&](int64_t j) { return vb + j * dv; }, acc, yr, dv);
+    for (int64_t blk = 0; blk < b * hkv * key_blocks; ++blk) {
+      const int64_t kv = blk / key_blocks, j0 = blk % key_blocks * 16;
+      const int64_t n = std::min<int64_t>(16, sk - j0);
+      const float* kb = k + (kv * sk + j0) * d;
+      float* out = kt + kv * d * ldk + j0;
+      for (int64_t t = 0; t < d; ++t)
+        for (int64_t j = 0; j < n; ++j) out[t * ldk + j] = kb[j * d + t];
+    }
+    std::vector<float> scratch(static_cast<size_t>(4 * ldk));
+    AttentionTileArgs a{};
+    a.d = d;
+    a.dv = dv;
+    a.sk = sk;
+    a.ldk = ldk;
+    a.causal = causal_;
+    a.filled = filled;
+    a.scale = scale_;
+    a.fill = causal_fill_;
+    a.mask_row = ms[2];
+    a.mask_key = ms[3];
+    a.scratch = scratch.data();
+    // Causal rows cost more further down: tasks are handed out as threads free up.
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t bh = task / chunks, i0 = task % chunks * chunk;
+      const int64_t hh = bh % h, bb = bh / h, kv = bb * hkv + hh / group;
+      a.rows = std::min(chunk, sq - i0);
+      a.q = q + (bh * sq + i0) * d;
+      a.kt = kt + kv * d * ldk;
+      a.v = v + kv * sk * dv;
+      a.mask = mask ? mask + bb * ms[0] + hh * ms[1] + i0 * ms[2] : nullptr;
+      a.y = y + (bh * sq + i0) * dv;
+      a.first_seen = i0 + sk - sq + 1;
+      tile_(a);
     }
   }
 }

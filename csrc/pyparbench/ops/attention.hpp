@@ -12,6 +12,15 @@
 // every hidden key weighs the same; -inf: hidden keys leave the softmax). A
 // row whose scores are all -inf is zero (the NaN guard exporters write
 // after their softmax).
+//
+// Each run transposes k once into a padded buffer, then tiles of query rows
+// of one (batch, head) run in parallel through the direct kernels' ISA
+// tile (direct_attention.inc); a causal tile skips the keys it cannot see,
+// and a row the keys past the last one its mask keeps, where the mask hides
+// them at the float32 minimum or -inf (their weight is exactly 0). Only
+// non-finite k or v rows tell the difference: a key left out drops the NaN
+// a full sum would carry from it, and a key weighed 0 in a 4-row block (one
+// row hides it, another sees it) carries 0 x inf = NaN.
 #pragma once
 
 #include "pyparbench/core/tensor.hpp"
@@ -20,6 +29,8 @@
 #include <vector>
 
 namespace ppb {
+
+struct AttentionTileArgs;
 
 class Attention : public Kernel {
  public:
@@ -46,6 +57,10 @@ class Attention : public Kernel {
   float scale_, causal_fill_;
   ConstFloatView q_, k_, v_, mask_;
   FloatView y_;
+  // k^T per (batch, key head): D rows of ldk_ floats, the keys past Sk zero.
+  int64_t ldk_;
+  std::vector<float> kt_;
+  void (*tile_)(const AttentionTileArgs&);
 };
 
 }  // namespace ppb

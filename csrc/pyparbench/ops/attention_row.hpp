@@ -1,7 +1,8 @@
 #pragma once
-// The tail of one attention row, shared by the prefill attention and the
-// decode step's: the scores turned into softmax weights in place and the
-// weighted sum of the value rows written to the output row.
+// The tail of one attention row of the decode step: the scores turned into
+// softmax weights in place and the weighted sum of the value rows written to
+// the output row. (The prefill attention runs whole row tiles instead:
+// direct_attention.inc.)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

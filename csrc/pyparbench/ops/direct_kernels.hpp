@@ -1,7 +1,7 @@
 // Direct loops for small glue ops (element-wise activations, add / mul,
-// softmax, layer norm, global average pooling), compiled once per ISA
-// (generic, AVX2, AVX-512) and chosen at run time, as the embedding-bag
-// kernel is. They run on the calling thread and never start a team: on a
+// softmax, layer norm, global average pooling) and the fused attention's
+// tiles, compiled once per ISA (generic, AVX2, AVX-512) and chosen at run
+// time, as the embedding-bag kernel is. They run on the calling thread and never start a team: on a
 // tensor of a few hundred floats a oneDNN primitive call costs 10-50x the
 // arithmetic (binding its arguments, the stream, the OpenMP region), which
 // made a chain of tiny ops several times slower per node than ONNX Runtime.
@@ -68,6 +68,28 @@ struct MeanPoolArgs {
   int64_t images, pixels, lanes;
 };
 
+// Attention rows of one (batch, head) (the fused attention's inner loop):
+// `rows` consecutive queries against `sk` keys. k arrives transposed and
+// padded: `kt` holds d rows of ldk floats (ldk a multiple of 16, keys sk and
+// up zero). Row r's score of key j is scale * q_r . k_j + mask[r * mask_row
+// + j * mask_key]; causal: row r sees the keys j < first_seen + r (clamped
+// into [0, sk]), and the hidden ones score `fill` when `filled` (else they
+// leave the softmax). A row whose scores are all -inf comes out zero.
+// `scratch` holds 4 * ldk floats.
+struct AttentionTileArgs {
+  const float* q;  // rows x d
+  const float* kt;
+  const float* v;     // sk x dv
+  const float* mask;  // the first row's, or null
+  int64_t mask_row, mask_key;
+  float* y;  // rows x dv
+  float* scratch;
+  int64_t rows, d, dv, sk, ldk;
+  bool causal, filled;
+  int64_t first_seen;
+  float scale, fill;
+};
+
 struct DirectKernels {
   const char* isa;  // "avx512", "avx2" or "generic"
   // y[i] = f(x[i]), i < n; y may be x.
@@ -77,6 +99,7 @@ struct DirectKernels {
   void (*softmax)(const SoftmaxArgs& args);
   void (*layer_norm)(const LayerNormArgs& args);
   void (*mean_pool)(const MeanPoolArgs& args);
+  void (*attention_tile)(const AttentionTileArgs& args);
 };
 
 const DirectKernels& direct_kernels_generic();
