@@ -8,7 +8,7 @@ ops alone: a scale (a scalar Mul or Div, on either side), kᵀ by a
 Transpose (or reshapes around one), and, for grouped-query attention, each
 key / value head repeated H / Hkv times (Unsqueeze, Expand, Reshape). The
 pattern is not read op by op: from each Softmax over the last axis whose
-scores are a MatMul (plus an optional additive mask) and whose result
+scores are a MatMul (plus an optional additive mask, or a bias and a mask added one after the other) and whose result
 (after torch's NaN guard, :func:`~pyparbench.graph.onnx.rewrites.nan_guard_of_softmax`)
 one MatMul reads, the chains of layout ops back from the three operands are
 evaluated on random heads (onnx's reference evaluator), and where q' is
@@ -181,6 +181,35 @@ def _heads(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int], c: Cons
     return None
 
 
+def _scores_and_terms(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int],
+                      readers: Mapping[str, list[int]], outputs: set[str],
+                      add: int) -> tuple[str, list[str]]:
+    """(the scores, the terms added to them) of the Add ``add`` before a
+    Softmax: MatMul + mask, or (MatMul + bias) + mask where the inner sum has
+    no other reader (T5's position bias and padding mask, added one after
+    the other)."""
+    def of_matmul(x: str) -> bool:
+        k = producer.get(x)
+        return k is not None and nodes[k].op_type == "MatMul"
+
+    a, b = nodes[add].input[0], nodes[add].input[1]
+    if of_matmul(a):
+        return a, [b]
+    if of_matmul(b):
+        return b, [a]
+    for inner, other in ((a, b), (b, a)):
+        k = producer.get(inner)
+        if k is None or nodes[k].op_type != "Add" or inner in outputs \
+                or len(readers.get(inner, [])) != 1:
+            continue
+        x, y = nodes[k].input[0], nodes[k].input[1]
+        if of_matmul(x):
+            return x, [y, other]
+        if of_matmul(y):
+            return y, [x, other]
+    return b, [a]
+
+
 def fuse_attention(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
                    outputs: set[str], shapes_of: Mapping[str, tuple[int, ...]],
                    opset: int) -> list[onnx.NodeProto]:
@@ -199,12 +228,10 @@ def fuse_attention(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
         if int(node_attrs(n).get("axis", -1)) not in (-1, 3):
             continue
         scores, mask = n.input[0], ""
+        terms: list[str] = []  # the masks added to the scores, one or two
         add = producer.get(scores)
         if add is not None and nodes[add].op_type == "Add":
-            a, b = nodes[add].input[0], nodes[add].input[1]
-            first = producer.get(a)
-            scores, mask = (a, b) if first is not None and nodes[first].op_type == "MatMul" \
-                else (b, a)
+            scores, terms = _scores_and_terms(nodes, producer, readers, outputs, add)
         k = producer.get(scores, -1)
         if k < 0 or nodes[k].op_type != "MatMul":
             continue
@@ -227,6 +254,11 @@ def fuse_attention(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
             continue
         name = nodes[last].name or n.name
         made: list[onnx.NodeProto] = []
+        if len(terms) == 2:  # (scores + bias) + mask: one mask, bias + mask
+            made.append(helper.make_node("Add", terms, [f"{name}/mask"], name=f"{name}/mask"))
+            mask = made[-1].output[0]
+        elif terms:
+            mask = terms[0]
         ins = []
         for which, (src, _, swapped) in zip("qkv", (q, kk, v), strict=True):
             if swapped:  # (B, S, H, D) -> (B, H, S, D)
