@@ -214,17 +214,19 @@ def t5_input_names(encoder_only: bool) -> list[str]:
 
 
 def export_t5(feed_forward: str, path: Path, seq: int, dynamo: bool, encoder_only: bool,
-              decoder_seq: int = 0) -> Path:
+              decoder_seq: int = 0, attention: str = "eager") -> Path:
     """A tiny random T5 (seeded) of ``feed_forward`` exported to ``path``: its
     encoder alone (T5EncoderModel) for (1, seq) ids and mask, or the whole
     T5Model with (1, decoder_seq) decoder ids as well, by either exporter
-    (as :func:`export_encoder`). torch.export fails to decompose the
-    attention through torch's scaled_dot_product_attention (a view of its
-    transposed output), so the dynamo export runs T5's eager attention, as
-    a user's must."""
-    config = {**_T5, "feed_forward_proj": feed_forward}
-    if dynamo:
-        config["attn_implementation"] = "eager"
+    (as :func:`export_encoder`), its attention transformers' ``attention``
+    implementation ("eager" or "sdpa", transformers' default). torch.export
+    fails to decompose the "sdpa" one (a view of the transposed output of
+    torch's scaled_dot_product_attention): a user's dynamo export runs the
+    eager one."""
+    if dynamo and attention != "eager":
+        raise ValueError(f"the dynamo exporter exports T5's eager attention alone, got "
+                         f"{attention!r}")
+    config = {**_T5, "feed_forward_proj": feed_forward, "attn_implementation": attention}
     torch.manual_seed(0)
     t5_config = transformers.T5Config(**config)
     model = (_Encoder(transformers.T5EncoderModel(t5_config).eval()) if encoder_only

@@ -43,14 +43,23 @@ def _feeds(names: list[str], seq: int, decoder_seq: int, full_mask: bool) -> dic
     return {k: feeds[k] for k in names}
 
 
-@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+# (dynamo, transformers' attention): the TorchScript exporter writes the
+# default "sdpa" (scores scaled on q and k) and "eager" (the scores scaled,
+# then the bias and the mask added one after the other) apart; the dynamo
+# one exports the eager attention alone.
+_EXPORTS = [(False, "sdpa"), (False, "eager"), (True, "eager")]
+
+
+@pytest.mark.parametrize("dynamo,attention", _EXPORTS,
+                         ids=["torchscript-sdpa", "torchscript-eager", "dynamo-eager"])
 @pytest.mark.parametrize("seq,decoder_seq", [(8, 5), (16, 7)])
 @pytest.mark.parametrize("feed_forward", T5_FEED_FORWARDS)
 @pytest.mark.parametrize("encoder_only", [True, False], ids=["encoder", "encoder-decoder"])
 def test_t5_matches_onnx_runtime(tmp_path: Path, encoder_only: bool, feed_forward: str,
-                                 seq: int, decoder_seq: int, dynamo: bool) -> None:
+                                 seq: int, decoder_seq: int, dynamo: bool,
+                                 attention: str) -> None:
     path = export_t5(feed_forward, tmp_path / "t5.onnx", seq, dynamo, encoder_only,
-                     decoder_seq)
+                     decoder_seq, attention)
     g = from_onnx(path)
     names = t5_input_names(encoder_only)
     lengths = {"input_ids": seq, "attention_mask": seq, "decoder_input_ids": decoder_seq}
