@@ -174,9 +174,9 @@ def _find_in(nodes: Sequence[onnx.NodeProto], live: set[int],
              found: list[MaskValue], found_ids: list[IdValue], chain: set[int],
              shapes: dict[str, Array]) -> None:
     """The mask values and id values of ``mask`` made by the nodes
-    ``inside`` and read by the rest (the ``live`` nodes), added to ``found``, ``found_ids``,
-    ``chain`` and ``shapes`` once all are known (nothing added where one is
-    refused)."""
+    ``inside`` and read by the rest (of the ``live`` nodes), added to
+    ``found``, ``found_ids``, ``chain`` and ``shapes`` once all are known
+    (nothing added where one is refused)."""
     made = {o for k in inside for o in nodes[k].output if o}
     read_outside = [o for o in sorted(made) if o in outputs or any(
         o in n.input for k, n in enumerate(nodes) if k not in inside and k in live)]
