@@ -103,20 +103,32 @@ class _Decoder(torch.nn.Module):  # type: ignore[misc]
                           use_cache=False).last_hidden_state
 
 
-def export_decoder(family: str, path: Path, seq: int, dynamo: bool) -> Path:
+class _DecoderWithPositions(_Decoder):
+    """The prefill with the positions an input of its own (as generation
+    passes them: left padding's positions start past the pads)."""
+
+    def forward(self, input_ids: Any, attention_mask: Any, position_ids: Any) -> Any:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          position_ids=position_ids, use_cache=False).last_hidden_state
+
+
+def export_decoder(family: str, path: Path, seq: int, dynamo: bool,
+                   position_ids: bool = False) -> Path:
     """``family``'s tiny random decoder (seeded) exported to ``path`` for its
-    prefill of (1, seq) int64 ids and mask, by either exporter (as
-    :func:`export_encoder`)."""
+    prefill of (1, seq) int64 ids and mask (and (1, seq) int64 position ids
+    where ``position_ids``), by either exporter (as :func:`export_encoder`)."""
     config_name, model_name, config = DECODERS[family]
     torch.manual_seed(0)
     model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config))
-    decoder = _Decoder(model.eval()).eval()
+    decoder = (_DecoderWithPositions if position_ids else _Decoder)(model.eval()).eval()
     ids = torch.randint(0, VOCAB, (1, seq))
     mask = torch.ones(1, seq, dtype=torch.int64)
+    positions = [torch.arange(seq)[None]] if position_ids else []
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        torch.onnx.export(decoder, (ids, mask), str(path), dynamo=dynamo,
-                          input_names=["input_ids", "attention_mask"],
+        torch.onnx.export(decoder, (ids, mask, *positions), str(path), dynamo=dynamo,
+                          input_names=["input_ids", "attention_mask",
+                                       *(["position_ids"] if position_ids else [])],
                           output_names=["last_hidden_state"],
                           opset_version=18 if dynamo else 17)
     return path
