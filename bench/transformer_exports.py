@@ -1,4 +1,4 @@
-"""Hugging Face encoders and decoders' prefill exported to ONNX as a user
+"""Hugging Face encoders (T5's included) and decoders' prefill exported to ONNX as a user
 would: each family's own classes at a size nearer real use than the tests'
 (hidden 256, 4 layers, intermediate 4x hidden, random seeded weights,
 nothing downloaded), called with int64 (input_ids, attention_mask) of
@@ -43,6 +43,14 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any], bool]] = {
               "vocab_size": VOCAB, "n_positions": 512,
               # GPT-2's own token 50256 is past this vocabulary.
               "bos_token_id": VOCAB - 1, "eos_token_id": VOCAB - 1}, True),
+    # flan-T5's encoder (gated GELU, relative position buckets); eager
+    # attention: torch.export fails to decompose T5's through
+    # scaled_dot_product_attention.
+    "t5-encoder": ("T5Config", "T5EncoderModel",
+                   {"d_model": HIDDEN, "d_kv": HIDDEN // HEADS, "num_heads": HEADS,
+                    "d_ff": 4 * HIDDEN, "num_layers": LAYERS, "vocab_size": VOCAB,
+                    "relative_attention_num_buckets": 32, "feed_forward_proj": "gated-gelu",
+                    "attn_implementation": "eager"}, False),
 }
 EXPORTERS = ("dynamo", "torchscript")
 

@@ -103,20 +103,32 @@ class _Decoder(torch.nn.Module):  # type: ignore[misc]
                           use_cache=False).last_hidden_state
 
 
-def export_decoder(family: str, path: Path, seq: int, dynamo: bool) -> Path:
+class _DecoderWithPositions(_Decoder):
+    """The prefill with the positions an input of its own (as generation
+    passes them: left padding's positions start past the pads)."""
+
+    def forward(self, input_ids: Any, attention_mask: Any, position_ids: Any) -> Any:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          position_ids=position_ids, use_cache=False).last_hidden_state
+
+
+def export_decoder(family: str, path: Path, seq: int, dynamo: bool,
+                   position_ids: bool = False) -> Path:
     """``family``'s tiny random decoder (seeded) exported to ``path`` for its
-    prefill of (1, seq) int64 ids and mask, by either exporter (as
-    :func:`export_encoder`)."""
+    prefill of (1, seq) int64 ids and mask (and (1, seq) int64 position ids
+    where ``position_ids``), by either exporter (as :func:`export_encoder`)."""
     config_name, model_name, config = DECODERS[family]
     torch.manual_seed(0)
     model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config))
-    decoder = _Decoder(model.eval()).eval()
+    decoder = (_DecoderWithPositions if position_ids else _Decoder)(model.eval()).eval()
     ids = torch.randint(0, VOCAB, (1, seq))
     mask = torch.ones(1, seq, dtype=torch.int64)
+    positions = [torch.arange(seq)[None]] if position_ids else []
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        torch.onnx.export(decoder, (ids, mask), str(path), dynamo=dynamo,
-                          input_names=["input_ids", "attention_mask"],
+        torch.onnx.export(decoder, (ids, mask, *positions), str(path), dynamo=dynamo,
+                          input_names=["input_ids", "attention_mask",
+                                       *(["position_ids"] if position_ids else [])],
                           output_names=["last_hidden_state"],
                           opset_version=18 if dynamo else 17)
     return path
@@ -184,4 +196,61 @@ def export_decode_step(family: str, path: Path, past: int, dynamo: bool,
         torch.onnx.export(step, (ids, mask, *cache), str(path), dynamo=dynamo,
                           input_names=inputs, output_names=outputs,
                           opset_version=18 if dynamo else 17, dynamic_axes=dynamic)
+    return path
+
+
+# T5 (relu feed-forward) and flan-T5 / T5 v1.1 (gated GELU): relative
+# position buckets (8) rather than position embeddings, heads of d_kv 8.
+T5_FEED_FORWARDS = ("relu", "gated-gelu")
+_T5 = {"d_model": HIDDEN, "d_kv": 8, "num_heads": 4, "d_ff": 64, "num_layers": 2,
+       "num_decoder_layers": 2, "relative_attention_num_buckets": 8, "vocab_size": VOCAB,
+       "decoder_start_token_id": 0}
+
+
+class _EncoderDecoder(torch.nn.Module):  # type: ignore[misc]
+    """An encoder-decoder called with named inputs, no cache, the decoder's
+    last hidden state returned."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: Any, attention_mask: Any, decoder_input_ids: Any) -> Any:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          decoder_input_ids=decoder_input_ids, use_cache=False).last_hidden_state
+
+
+def t5_input_names(encoder_only: bool) -> list[str]:
+    """The inputs of an exported T5 (:func:`export_t5`)."""
+    return ["input_ids", "attention_mask", *([] if encoder_only else ["decoder_input_ids"])]
+
+
+def export_t5(feed_forward: str, path: Path, seq: int, dynamo: bool, encoder_only: bool,
+              decoder_seq: int = 0, attention: str = "eager") -> Path:
+    """A tiny random T5 (seeded) of ``feed_forward`` exported to ``path``: its
+    encoder alone (T5EncoderModel) for (1, seq) ids and mask, or the whole
+    T5Model with (1, decoder_seq) decoder ids as well, by either exporter
+    (as :func:`export_encoder`), its attention transformers' ``attention``
+    implementation ("eager" or "sdpa", transformers' default). torch.export
+    fails to decompose the "sdpa" one (a view of the transposed output of
+    torch's scaled_dot_product_attention): a user's dynamo export runs the
+    eager one."""
+    if dynamo and attention != "eager":
+        raise ValueError(f"the dynamo exporter exports T5's eager attention alone, got "
+                         f"{attention!r}")
+    config = {**_T5, "feed_forward_proj": feed_forward, "attn_implementation": attention}
+    torch.manual_seed(0)
+    t5_config = transformers.T5Config(**config)
+    model = (_Encoder(transformers.T5EncoderModel(t5_config).eval()) if encoder_only
+             else _EncoderDecoder(transformers.T5Model(t5_config).eval())).eval()
+    args = [torch.randint(0, VOCAB, (1, seq)), torch.ones(1, seq, dtype=torch.int64)]
+    if not encoder_only:
+        args.append(torch.randint(0, VOCAB, (1, decoder_seq)))
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, tuple(args), str(path), dynamo=dynamo,
+                          input_names=t5_input_names(encoder_only),
+                          output_names=["last_hidden_state"],
+                          opset_version=18 if dynamo else 17)
     return path

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "pyparbench/core/tensor.hpp"
+#include "pyparbench/ops/direct_kernels.hpp"
 #include "pyparbench/ops/kernel.hpp"
 
 #include <vector>
@@ -27,8 +28,7 @@ class Glu : public Kernel {
  private:
   void bind(ConstFloatView gate, ConstFloatView up, FloatView out);
 
-  enum class Act { swish, gelu, gelu_tanh };
-  Act act_;
+  DirectEltwise act_;
   Shape shape_;
   ConstFloatView gate_, up_;
   FloatView y_;

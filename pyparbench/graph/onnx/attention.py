@@ -2,18 +2,19 @@
 nodes and replaced by one ``Attention`` node (ONNX's, opset 23), which the
 importer maps onto the native fused kernel.
 
-Exporters write softmax(q' k' + mask) v' with q', k', v' made from the
+Exporters write softmax(c q' k' + mask) v' with q', k', v' made from the
 heads q (B, H, Sq, D), k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv) by layout
 ops alone: a scale (a scalar Mul or Div, on either side), kᵀ by a
 Transpose (or reshapes around one), and, for grouped-query attention, each
 key / value head repeated H / Hkv times (Unsqueeze, Expand, Reshape). The
 pattern is not read op by op: from each Softmax over the last axis whose
-scores are a MatMul (plus an optional additive mask) and whose result
+scores are a MatMul (optionally scaled by a constant c, plus an optional
+additive mask, or a bias and a mask added one after the other) and whose result
 (after torch's NaN guard, :func:`~pyparbench.graph.onnx.rewrites.nan_guard_of_softmax`)
 one MatMul reads, the chains of layout ops back from the three operands are
 evaluated on random heads (onnx's reference evaluator), and where q' is
 a q, k' is b kᵀ with k's heads repeated, v' is v's heads repeated, the
-final MatMul becomes Attention(q, k, v, mask) of scale a b. The layout
+final MatMul becomes Attention(q, k, v, mask) of scale a b c. The layout
 nodes are then read by nothing and never imported (so the repeated keys
 and values are never made).
 """
@@ -72,7 +73,9 @@ class Constants:
             if all(v is not None for v in feeds.values()) and all(
                     v is None or v.size <= 1 << 16 for v in feeds.values()):
                 try:
-                    res = ReferenceEvaluator(n, opsets={"": self.opset}).run(None, feeds)
+                    # IEEE arithmetic (T5's position buckets take log 0).
+                    with np.errstate(all="ignore"):
+                        res = ReferenceEvaluator(n, opsets={"": self.opset}).run(None, feeds)
                     for o, v in zip(n.output, res, strict=False):
                         if o:
                             self.values[o] = np.asarray(v)
@@ -136,7 +139,8 @@ def run_nodes(nodes: Sequence[onnx.NodeProto], c: Constants, order: Sequence[int
                 if v is None:
                     return None
                 feeds[i] = v
-            res = ReferenceEvaluator(n, opsets={"": opset}).run(None, feeds)
+            with np.errstate(all="ignore"):
+                res = ReferenceEvaluator(n, opsets={"": opset}).run(None, feeds)
             vals.update({o: np.asarray(r) for o, r in zip(n.output, res, strict=False) if o})
     except Exception:
         return None
@@ -181,6 +185,57 @@ def _heads(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int], c: Cons
     return None
 
 
+def _scores_and_terms(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int],
+                      readers: Mapping[str, list[int]], outputs: set[str], c: Constants,
+                      softmax_input: str) -> tuple[str, list[str], float]:
+    """(the scores, the terms added to them, a factor the scores were scaled
+    by) of a Softmax's input: a MatMul, optionally scaled by a constant
+    scalar (a Mul or a Div of the MatMul alone), plus a mask, or (scaled
+    MatMul + bias) + mask where the inner sum has no other reader (T5's
+    position bias and padding mask, added one after the other)."""
+    def scaled(x: str) -> tuple[str, float] | None:
+        k = producer.get(x)
+        if k is None:
+            return None
+        n = nodes[k]
+        if n.op_type == "MatMul":
+            return x, 1.0
+        if n.op_type not in ("Mul", "Div") or x in outputs or len(readers.get(x, [])) != 1:
+            return None
+        a, b = n.input[0], n.input[1]
+        sb = _scalar(c, b)
+        sa = _scalar(c, a) if n.op_type == "Mul" else None
+        src, factor = (a, sb) if sb is not None else (b, sa)
+        m = producer.get(src)
+        if factor is None or m is None or nodes[m].op_type != "MatMul" \
+                or len(readers.get(src, [])) != 1 or src in outputs:
+            return None
+        return src, (1.0 / factor if n.op_type == "Div" else factor)
+
+    whole = scaled(softmax_input)
+    if whole is not None:
+        return whole[0], [], whole[1]
+    k = producer.get(softmax_input)
+    if k is None or nodes[k].op_type != "Add":
+        return softmax_input, [], 1.0
+    a, b = nodes[k].input[0], nodes[k].input[1]
+    for x, y in ((a, b), (b, a)):
+        found = scaled(x)
+        if found is not None:
+            return found[0], [y], found[1]
+    for inner, other in ((a, b), (b, a)):
+        j = producer.get(inner)
+        if j is None or nodes[j].op_type != "Add" or inner in outputs \
+                or len(readers.get(inner, [])) != 1:
+            continue
+        x, y = nodes[j].input[0], nodes[j].input[1]
+        for p, q in ((x, y), (y, x)):
+            found = scaled(p)
+            if found is not None:
+                return found[0], [q, other], found[1]
+    return softmax_input, [], 1.0
+
+
 def fuse_attention(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
                    outputs: set[str], shapes_of: Mapping[str, tuple[int, ...]],
                    opset: int) -> list[onnx.NodeProto]:
@@ -198,13 +253,10 @@ def fuse_attention(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
             continue
         if int(node_attrs(n).get("axis", -1)) not in (-1, 3):
             continue
-        scores, mask = n.input[0], ""
-        add = producer.get(scores)
-        if add is not None and nodes[add].op_type == "Add":
-            a, b = nodes[add].input[0], nodes[add].input[1]
-            first = producer.get(a)
-            scores, mask = (a, b) if first is not None and nodes[first].op_type == "MatMul" \
-                else (b, a)
+        mask = ""
+        # terms: the masks added to the scores, none, one or two
+        scores, terms, factor = _scores_and_terms(nodes, producer, readers, outputs, c,
+                                                  n.input[0])
         k = producer.get(scores, -1)
         if k < 0 or nodes[k].op_type != "MatMul":
             continue
@@ -227,6 +279,11 @@ def fuse_attention(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
             continue
         name = nodes[last].name or n.name
         made: list[onnx.NodeProto] = []
+        if len(terms) == 2:  # (scores + bias) + mask: one mask, bias + mask
+            made.append(helper.make_node("Add", terms, [f"{name}/mask"], name=f"{name}/mask"))
+            mask = made[-1].output[0]
+        elif terms:
+            mask = terms[0]
         ins = []
         for which, (src, _, swapped) in zip("qkv", (q, kk, v), strict=True):
             if swapped:  # (B, S, H, D) -> (B, H, S, D)
@@ -235,7 +292,7 @@ def fuse_attention(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
                 src = made[-1].output[0]
             ins.append(src)
         made.append(helper.make_node("Attention", [*ins, *([mask] if mask else [])],
-                                     [nodes[last].output[0]], scale=q[1] * kk[1], name=name))
+                                     [nodes[last].output[0]], scale=q[1] * kk[1] * factor, name=name))
         new[last] = made
     out: list[onnx.NodeProto] = []
     for k, n in enumerate(nodes):

@@ -14,7 +14,7 @@ import onnx
 
 from pyparbench.graph.onnx.attributes import as_text
 from pyparbench.graph.onnx.importer import Converter, Importer
-from pyparbench.graph.onnx.values import F32, Unsupported, Value
+from pyparbench.graph.onnx.values import F32, Array, Unsupported, Value
 from pyparbench.graph.opdefs import GLU_KINDS
 
 __all__ = ["binary", "clip", "eltwise", "hard_sigmoid", "negate", "pass_through"]
@@ -29,7 +29,7 @@ def binary(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
         g, u = (p, q) if gate == 0 else (q, p)
         return [im.builder.glu(im.node_of(g, "a gate"), im.node_of(u, "an up projection"),
                                im.glu_gates[n.input[gate]], name=im.node_name)]
-    if isinstance(p, np.ndarray) and isinstance(q, int):
+    if isinstance(p, np.ndarray) and isinstance(q, int) and _within(im, p, q):
         if op == "Add":
             return [im.affine(q, None, p)]
         if op == "Mul":
@@ -37,7 +37,7 @@ def binary(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
         if op == "Sub":
             return [im.affine(q, -np.ones(1), p)]
         raise Unsupported("a constant divided by a value (a reciprocal kernel is needed)")
-    if isinstance(p, int) and isinstance(q, np.ndarray):
+    if isinstance(p, int) and isinstance(q, np.ndarray) and _within(im, q, p):
         c = q.astype(np.float64)
         if op == "Add":
             return [im.affine(p, None, c)]
@@ -66,6 +66,16 @@ def binary(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
     if op == "Mul":
         return [im.builder.mul(x, y, name=im.node_name)]
     return [im.builder.add(x, y, name=im.node_name)]
+
+
+def _within(im: Importer, c: Array, x: int) -> bool:
+    """Whether constant ``c`` broadcasts into node ``x``'s shape (an affine of
+    x); a larger constant (T5's position bias beside a padding mask) is a
+    constant node the binary op reads."""
+    try:
+        return np.broadcast_shapes(c.shape, im.shape(x)) == im.shape(x)
+    except ValueError:
+        return False
 
 
 def negate(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],

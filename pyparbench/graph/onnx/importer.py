@@ -409,7 +409,10 @@ class Importer:
             return False
         self._fold_size_check(n, feeds)
         try:
-            outs = _run_node(n, feeds, self.opset)
+            # IEEE arithmetic, as a runtime computes it: T5's position buckets
+            # take log(0) = -inf where a Where then picks the other branch.
+            with np.errstate(all="ignore"):
+                outs = _run_node(n, feeds, self.opset)
         except Exception as e:
             raise Unsupported(f"cannot fold constants: {str(e).splitlines()[0]}") from None
         for o, v in zip(n.output, outs, strict=False):

@@ -102,45 +102,109 @@ def find_mask_values(nodes: Sequence[onnx.NodeProto], constants: Mapping[str, ob
     holds the values' shapes from shape inference."""
     ints = {i for i, t in input_dtypes.items() if t == "int64"}
     deps = _depends(nodes, set(input_shapes), constants)
+    # What no output reads (a pattern fused away) neither reads a mask value
+    # nor makes one.
+    live = _live(nodes, outputs)
     # The int64 inputs that some node reads other than as a Gather's indices.
-    masks = sorted({i for n in nodes for j, i in enumerate(n.input) if i in ints
-                    and not (n.op_type == "Gather" and j == 1)})
+    masks = sorted({i for k, n in enumerate(nodes) for j, i in enumerate(n.input)
+                    if i in ints and k in live and not (n.op_type == "Gather" and j == 1)})
     found: list[MaskValue] = []
     found_ids: list[IdValue] = []
     chain: set[int] = set()
     shapes: dict[str, Array] = {}
     for mask in masks:
         inside = {k for k, n in enumerate(nodes)
-                  if (deps.get(n.input[0]) == {mask} if n.op_type in _SHAPE_ONLY
-                      else bool(n.output) and deps.get(n.output[0]) == {mask})}
-        made = {o for k in inside for o in nodes[k].output if o}
-        read_outside = [o for o in sorted(made) if o in outputs or any(
-            o in n.input for k, n in enumerate(nodes) if k not in inside)]
-        floats: list[str] = []
-        for o in read_outside:
-            k = next(j for j in inside if o in nodes[j].output)
-            if nodes[k].op_type in _SHAPE_ONLY:
-                continue
-            floats.append(o)
-        if not floats:
-            continue
-        shape = input_shapes[mask]
-        run, scalars = _evaluator(nodes, inside, constants, mask, shape, floats, opset,
-                                  shapes_of)
-        zeros = _run(run, np.zeros(shape, np.int64))
-        integral = [o for o, z in zip(floats, zeros, strict=True) if z.dtype.kind in "iu"]
-        reals = [o for o in floats if o not in integral]
-        for o, (z, ones, probes) in _mask_probes(run, floats, reals, shape).items():
-            found.append(_as_mask_value(o, mask, shape, z, ones, probes))
-        for o in integral:
-            found_ids.append(as_id_value(o, mask, shape, scalars,
-                                         _one_of(run, floats.index(o))))
-        chain |= inside
-        for k in inside:
-            n = nodes[k]
-            if n.op_type in _SHAPE_ONLY and any(o in read_outside for o in n.output):
-                shapes[n.output[0]] = _shape_read(n, shapes_of)
+                  if k in live and (deps.get(n.input[0]) == {mask} if n.op_type in _SHAPE_ONLY
+                                    else bool(n.output) and deps.get(n.output[0]) == {mask})}
+        while True:
+            try:
+                _find_in(nodes, live, constants, input_shapes, outputs, opset, shapes_of, mask,
+                         inside, found, found_ids, chain, shapes)
+                break
+            except Unsupported:
+                # A constant added to a mask value (T5's position bias beside
+                # its padding mask) is the network's sum: the mask value ends
+                # before it. Retried without the sums; else refused.
+                sums = _constant_sums(nodes, inside, deps, constants)
+                if not sums:
+                    raise
+                inside -= sums
     return found, found_ids, chain, shapes
+
+
+def _live(nodes: Sequence[onnx.NodeProto], outputs: set[str]) -> set[int]:
+    """The indexes of the nodes whose values an output reads."""
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    live: set[int] = set()
+    stack = list(outputs)
+    seen: set[str] = set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        k = producer.get(v)
+        if k is not None and k not in live:
+            live.add(k)
+            stack.extend(i for i in nodes[k].input if i)
+    return live
+
+
+def _constant_sums(nodes: Sequence[onnx.NodeProto], inside: set[int],
+                   deps: Mapping[str, set[str]], constants: Mapping[str, object]) -> set[int]:
+    """The Adds of ``inside`` of a computed value and a float constant (a
+    file's constant or a value of constants alone) of more than one element."""
+    out = set()
+    for k in inside:
+        n = nodes[k]
+        if n.op_type != "Add" or len(n.input) != 2:
+            continue
+        fixed = [i for i in n.input if not deps.get(i)]
+        c = constants.get(fixed[0]) if len(fixed) == 1 else None
+        if len(fixed) == 1 and (c is None or isinstance(c, np.ndarray) and c.size > 1
+                                and c.dtype.kind == "f"):
+            out.add(k)
+    return out
+
+
+def _find_in(nodes: Sequence[onnx.NodeProto], live: set[int],
+             constants: Mapping[str, object],
+             input_shapes: Mapping[str, tuple[int, ...]], outputs: set[str], opset: int,
+             shapes_of: Mapping[str, tuple[int, ...]], mask: str, inside: set[int],
+             found: list[MaskValue], found_ids: list[IdValue], chain: set[int],
+             shapes: dict[str, Array]) -> None:
+    """The mask values and id values of ``mask`` made by the nodes
+    ``inside`` and read by the rest (of the ``live`` nodes), added to
+    ``found``, ``found_ids``, ``chain`` and ``shapes`` once all are known
+    (nothing added where one is refused)."""
+    made = {o for k in inside for o in nodes[k].output if o}
+    read_outside = [o for o in sorted(made) if o in outputs or any(
+        o in n.input for k, n in enumerate(nodes) if k not in inside and k in live)]
+    floats: list[str] = []
+    for o in read_outside:
+        k = next(j for j in inside if o in nodes[j].output)
+        if nodes[k].op_type in _SHAPE_ONLY:
+            continue
+        floats.append(o)
+    if not floats:
+        return
+    shape = input_shapes[mask]
+    run, scalars = _evaluator(nodes, inside, constants, mask, shape, floats, opset,
+                              shapes_of)
+    zeros = _run(run, np.zeros(shape, np.int64))
+    integral = [o for o, z in zip(floats, zeros, strict=True) if z.dtype.kind in "iu"]
+    reals = [o for o in floats if o not in integral]
+    new = [_as_mask_value(o, mask, shape, z, ones, probes)
+           for o, (z, ones, probes) in _mask_probes(run, floats, reals, shape).items()]
+    new_ids = [as_id_value(o, mask, shape, scalars, _one_of(run, floats.index(o)))
+               for o in integral]
+    found.extend(new)
+    found_ids.extend(new_ids)
+    chain |= inside
+    for k in inside:
+        n = nodes[k]
+        if n.op_type in _SHAPE_ONLY and any(o in read_outside for o in n.output):
+            shapes[n.output[0]] = _shape_read(n, shapes_of)
 
 
 def _ancestors(nodes: Sequence[onnx.NodeProto], inside: set[int],

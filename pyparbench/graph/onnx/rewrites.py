@@ -12,7 +12,10 @@ several nodes and the IR runs as one.
 * :func:`rms_norm`: RMS normalisation (Pow, ReduceMean, Add, Sqrt, a
   division or reciprocal, Mul, the weight's Mul) as one RMSNormalization;
 * :func:`pad_into_conv`: a zero Pad of H and W read only by a Conv folded
-  into the Conv's pads.
+  into the Conv's pads;
+* :func:`masked_fill_as_add`: Where(m, x, c) of an additive term x and a
+  fill c of at most -1e30 (T5's position bias masked by its padding) as x +
+  Where(m, 0, c): the mask's own value beside x.
 
 Each takes the nodes, the file's constants by value name and the graph's
 output names, and returns the nodes rewritten; it reads no shape, so a
@@ -32,8 +35,8 @@ from onnx import helper, numpy_helper
 
 from pyparbench.graph.onnx.attributes import as_text, node_attrs
 
-__all__ = ["REWRITES", "erf_gelu", "gated_by_itself", "nan_guard_of_softmax", "pad_into_conv",
-           "rms_norm", "tanh_gelu"]
+__all__ = ["REWRITES", "erf_gelu", "gated_by_itself", "masked_fill_as_add",
+           "nan_guard_of_softmax", "pad_into_conv", "rms_norm", "tanh_gelu"]
 
 Array = npt.NDArray[Any]
 Rewrite = Callable[[list[onnx.NodeProto], Mapping[str, object], set[str]],
@@ -363,6 +366,45 @@ def rms_norm(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
     return [new.get(k, n) for k, n in enumerate(nodes) if k not in drop]
 
 
+# A fill this negative (float32's minimum, -inf) absorbs any term an
+# attention's scores add to it: x + c rounds to c in float32 where |x| < 1e30.
+_MASK_FILL = -1e30
+
+
+def masked_fill_as_add(nodes: list[onnx.NodeProto], inits: Mapping[str, object],
+                       outputs: set[str]) -> list[onnx.NodeProto]:
+    """Where(m, x, c) of a scalar fill c <= -1e30 and a term x that only Adds
+    read (an additive term of scores, never the scores themselves) as x +
+    Where(m, 0, c): the same float32 values (x + c rounds to c), and the
+    Where then depends on the mask alone, a mask value the importer maps
+    (T5 masks its relative position bias so)."""
+    consts = _scalars(nodes, inits)
+    readers = _readers(nodes)
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output}
+    new: dict[int, list[onnx.NodeProto]] = {}
+    for k, n in enumerate(nodes):
+        if n.op_type != "Where" or len(n.input) != 3 or n.output[0] in outputs:
+            continue
+        cond, x, fill = n.input
+        if consts.get(fill, 0.0) > _MASK_FILL or x in consts:
+            continue
+        src = producer.get(x)
+        if src is not None and nodes[src].op_type in ("MatMul", "Softmax"):
+            continue
+        if not readers.get(n.output[0]) or any(
+                nodes[r].op_type != "Add" for r in readers[n.output[0]]):
+            continue
+        name = n.name or n.output[0]
+        zero = helper.make_node("Constant", [], [f"{name}/zero"],
+                                value=numpy_helper.from_array(np.zeros((), np.float32)),
+                                name=f"{name}/zero")
+        masked = helper.make_node("Where", [cond, zero.output[0], fill], [f"{name}/mask"],
+                                  name=f"{name}/mask")
+        add = helper.make_node("Add", [x, masked.output[0]], [n.output[0]], name=name)
+        new[k] = [zero, masked, add]
+    return [m for k, n in enumerate(nodes) for m in new.get(k, [n])]
+
+
 def _constant_array(nodes: list[onnx.NodeProto], name: str, inits: Mapping[str, object]
                     ) -> Array | None:
     """The constant ``name``: a constant of the file, or what a Constant node
@@ -382,4 +424,4 @@ def _constant_array(nodes: list[onnx.NodeProto], name: str, inits: Mapping[str, 
 
 # In this order: a Gelu's or a gate's pattern is whole before a Pad is looked at.
 REWRITES: tuple[Rewrite, ...] = (erf_gelu, tanh_gelu, gated_by_itself, nan_guard_of_softmax,
-                                 rms_norm, pad_into_conv)
+                                 rms_norm, pad_into_conv, masked_fill_as_add)

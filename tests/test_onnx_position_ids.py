@@ -1,0 +1,69 @@
+"""A decoder's prefill exported with ``position_ids`` an input of the file
+(as generation passes them: left padding's positions start past the pads)
+imports with from_onnx and matches ONNX Runtime on the same file and
+inputs, the positions data: GPT-2's learned position table is an embedding
+lookup of them. Rotary decoders' (Llama's, Qwen2's) cos / sin computed
+from the input positions are refused, naming the input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from _transformers import VOCAB, export_decoder  # noqa: E402
+
+from pyparbench.executor import compile_graph  # noqa: E402
+from pyparbench.graph import from_onnx  # noqa: E402
+from pyparbench.settings import Settings  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+SEQ = 8
+
+
+def _left_padded(pads: int, offset: int) -> dict[str, np.ndarray]:
+    """Ids, a mask of ``pads`` leading zeros and the positions generation
+    gives them (0 from the first token, the pads' clipped to 0), plus
+    ``offset`` (positions not starting at 0)."""
+    rng = np.random.default_rng(pads + offset)
+    mask = np.ones((1, SEQ), np.int64)
+    mask[0, :pads] = 0
+    positions = np.clip(np.cumsum(mask, axis=-1) - 1, 0, None) + offset
+    return {"input_ids": rng.integers(0, VOCAB, (1, SEQ)).astype(np.int64),
+            "attention_mask": mask, "position_ids": positions.astype(np.int64)}
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+def test_gpt2_positions_input_matches_onnx_runtime(tmp_path: Path, dynamo: bool) -> None:
+    path = export_decoder("gpt2", tmp_path / "gpt2.onnx", SEQ, dynamo, position_ids=True)
+    g = from_onnx(path)
+    assert {g.nodes[i].name: (g.nodes[i].shape, g.nodes[i].dtype) for i in g.inputs} == {
+        n: ((1, SEQ), "int64") for n in ("input_ids", "attention_mask", "position_ids")}
+    session = ort.InferenceSession(str(path))
+    cg = compile_graph(g)
+    wants = []
+    for pads, offset in ((0, 0), (3, 0), (3, 5)):
+        feeds = _left_padded(pads, offset)
+        want = session.run(None, feeds)[0]
+        wants.append(want)
+        cg.set_inputs(feeds)
+        for settings in (Settings(intra_op=1), Settings(intra_op=2),
+                         Settings(intra_op=2, operator="framework")):
+            cg.run(settings, repeats=1, warmup=0)
+            (got,) = cg.outputs().values()
+            err = np.abs(got - want).max() / np.abs(want).max()
+            assert err <= 1e-4, (pads, offset, settings.label(), float(err))
+    # The positions are data: shifted ones change the output as they change ORT's.
+    assert np.abs(wants[2] - wants[1]).max() > 1e-3
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_rotary_positions_input_is_refused_by_name(tmp_path: Path, family: str) -> None:
+    path = export_decoder(family, tmp_path / f"{family}.onnx", SEQ, False, position_ids=True)
+    with pytest.raises(ValueError, match="int64 input 'position_ids'"):
+        from_onnx(path)
