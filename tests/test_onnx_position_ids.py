@@ -2,8 +2,8 @@
 (as generation passes them: left padding's positions start past the pads)
 imports with from_onnx and matches ONNX Runtime on the same file and
 inputs, the positions data: GPT-2's learned position table is an embedding
-lookup of them. Rotary decoders' (Llama's, Qwen2's) cos / sin computed
-from the input positions are refused, naming the input."""
+lookup of them; rotary decoders' (Llama's, Qwen2's) cos / sin computed
+from them are one native rotary node with positions."""
 
 from __future__ import annotations
 
@@ -39,9 +39,15 @@ def _left_padded(pads: int, offset: int) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
-def test_gpt2_positions_input_matches_onnx_runtime(tmp_path: Path, dynamo: bool) -> None:
-    path = export_decoder("gpt2", tmp_path / "gpt2.onnx", SEQ, dynamo, position_ids=True)
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_positions_input_matches_onnx_runtime(tmp_path: Path, family: str,
+                                              dynamo: bool) -> None:
+    path = export_decoder(family, tmp_path / f"{family}.onnx", SEQ, dynamo, position_ids=True)
     g = from_onnx(path)
+    if family != "gpt2":
+        # Each layer's q and k rotated by tables of the input positions.
+        rotary = [n for n in g.nodes if n.op == "rotary"]
+        assert rotary and all("inv_freq" in n.params for n in rotary)
     assert {g.nodes[i].name: (g.nodes[i].shape, g.nodes[i].dtype) for i in g.inputs} == {
         n: ((1, SEQ), "int64") for n in ("input_ids", "attention_mask", "position_ids")}
     session = ort.InferenceSession(str(path))
@@ -61,9 +67,3 @@ def test_gpt2_positions_input_matches_onnx_runtime(tmp_path: Path, dynamo: bool)
     # The positions are data: shifted ones change the output as they change ORT's.
     assert np.abs(wants[2] - wants[1]).max() > 1e-3
 
-
-@pytest.mark.parametrize("family", ["llama", "qwen2"])
-def test_rotary_positions_input_is_refused_by_name(tmp_path: Path, family: str) -> None:
-    path = export_decoder(family, tmp_path / f"{family}.onnx", SEQ, False, position_ids=True)
-    with pytest.raises(ValueError, match="int64 input 'position_ids'"):
-        from_onnx(path)

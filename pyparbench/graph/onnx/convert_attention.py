@@ -18,7 +18,7 @@ import onnx
 from pyparbench.graph.onnx.importer import Importer
 from pyparbench.graph.onnx.values import Unsupported, Value
 
-__all__ = ["attention", "rotary_embedding"]
+__all__ = ["attention", "rotary_embedding", "rotary_positions"]
 
 
 def attention(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
@@ -133,4 +133,19 @@ def rotary_embedding(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | 
         tables.append(np.concatenate([c[0], c[0]], axis=-1))
     y = im.builder.rotary(x, name=im.node_name)
     im.builder.set_weights(y, {"cos": tables[0], "sin": tables[1]})
+    return [y]
+
+
+def rotary_positions(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+                     a: dict[str, Any]) -> list[Value]:
+    """The exporters' rotary of x (B, H, S, D) whose tables are computed
+    from an int64 (B, S) input of positions (what
+    :mod:`~pyparbench.graph.onnx.rotary` makes of it: x, the input's name,
+    inv_freq and the scaling): one native ``rotary`` node with positions."""
+    x = im.node_of(ins[0], "the rotary's input")
+    positions = im.int_input(n.input[1])
+    inv_freq = np.asarray(im.const_of(ins[2], "the rotary's inv_freq"), np.float32)
+    scaling = np.asarray(im.const_of(ins[3], "the rotary's scaling"), np.float32).reshape(1)
+    y = im.builder.rotary(x, positions=positions, name=im.node_name)
+    im.builder.set_weights(y, {"inv_freq": inv_freq, "scaling": scaling})
     return [y]

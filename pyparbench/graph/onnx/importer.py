@@ -41,7 +41,7 @@ from pyparbench.graph.onnx.load import FileInputs, with_fixed_inputs
 from pyparbench.graph.onnx.mask_values import MaskValue, find_mask_values
 from pyparbench.graph.onnx.quant_grid import QuantGrid
 from pyparbench.graph.onnx.rewrites import REWRITES
-from pyparbench.graph.onnx.rotary import fuse_rotary
+from pyparbench.graph.onnx.rotary import POSITIONS_OP, fuse_rotary
 from pyparbench.graph.onnx.values import (
     F32,
     MAX_FOLD_ELEMENTS,
@@ -125,7 +125,8 @@ class Importer:
         for rewrite in REWRITES:
             nodes = rewrite(nodes, self.values, outputs)
         shapes = {**self.input_shapes, **self.inferred_shapes}
-        nodes = fuse_rotary(nodes, self.values, outputs, shapes, self.opset)
+        ints = {k: v for k, v in self.input_shapes.items() if self.input_dtypes[k] == "int64"}
+        nodes = fuse_rotary(nodes, self.values, outputs, shapes, self.opset, ints)
         nodes = fuse_attention(nodes, self.values, outputs, shapes, self.opset)
         for k, n in enumerate(nodes):
             for i in n.input:
@@ -303,9 +304,9 @@ class Importer:
             for i in n.input:
                 if not i:
                     ins.append(None)
-                elif n.op_type == "Gather" and i == n.input[1] and i in self.input_shapes \
-                        and self.input_dtypes[i] == "int64":
-                    ins.append(None)  # handled by the Gather mapping
+                elif n.op_type in ("Gather", POSITIONS_OP) and i == n.input[1] \
+                        and i in self.input_shapes and self.input_dtypes[i] == "int64":
+                    ins.append(None)  # handled by the op's mapping (int_input)
                 else:
                     ins.append(self._value(i))
         except Unsupported as e:

@@ -1,0 +1,106 @@
+"""The native ``rotary`` node with int64 (B, S) positions: its tables
+computed as it runs (float32(position) * inv_freq, cos / sin, a scaling)
+against the float64 reference at several shapes and thread counts, the
+constant-table node where the positions are 0 .. S - 1, and bad inputs
+refused by name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyparbench.executor import compile_graph
+from pyparbench.graph import Graph, GraphBuilder, transformer_math
+from pyparbench.reference import assert_near, reference_forward
+from pyparbench.settings import Settings
+
+_SETTINGS = [Settings(), Settings(intra_op=2), Settings(operator="framework", intra_op=2)]
+
+
+def _inv_freq(d: int, theta: float = 10000.0) -> np.ndarray:
+    return (1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)).astype(np.float32)
+
+
+def _graph(shape: tuple[int, ...], scaling: float) -> Graph:
+    b = GraphBuilder("rotary_positions")
+    x = b.input("x", shape)
+    p = b.input("positions", (shape[0], shape[-2]), "int64")
+    y = b.rotary(x, positions=p, name="y")
+    b.set_weights(y, {"inv_freq": _inv_freq(shape[-1]), "scaling": [scaling]})
+    return b.build(y)
+
+
+def _run(g: Graph, feeds: dict[str, np.ndarray], settings: Settings) -> np.ndarray:
+    cg = compile_graph(g)
+    cg.set_inputs(feeds)
+    cg.run(settings, repeats=1, warmup=0)
+    (out,) = cg.outputs().values()
+    return out
+
+
+@pytest.mark.parametrize("settings", _SETTINGS, ids=["1", "2", "framework2"])
+@pytest.mark.parametrize(("shape", "scaling"), [
+    ((2, 3, 5, 8), 1.0),
+    ((3, 2, 7, 64), 0.75),  # Llama 3's scaled variants: another factor
+    ((1, 4, 1, 16), 1.0),  # one decode step's row
+    ((4, 6, 32), 1.0),  # (B, S, D): no heads axis
+])
+def test_rotary_positions_match_the_reference(settings: Settings, shape: tuple[int, ...],
+                                              scaling: float) -> None:
+    g = _graph(shape, scaling)
+    rng = np.random.default_rng(len(shape) + shape[-1])
+    # Left padding's clipped, shifted and negative positions, and far ones.
+    positions = rng.integers(-20, 5000, (shape[0], shape[-2])).astype(np.int64)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32), "positions": positions}
+    want = reference_forward(g, feeds)["y"]
+    got = _run(g, feeds, settings)
+    assert_near(got, want)
+    # Each batch row's own positions: another row's would rotate differently.
+    swapped = {**feeds, "positions": positions[::-1].copy()}
+    if shape[0] > 1:
+        assert np.abs(_run(g, swapped, settings) - got).max() > 1e-3
+
+
+def test_rotary_positions_from_zero_are_the_tables_node() -> None:
+    shape = (2, 3, 6, 16)
+    g = _graph(shape, 1.0)
+    b = GraphBuilder("rotary_tables")
+    y = b.rotary(b.input("x", shape), name="y")
+    angles = np.arange(shape[2], dtype=np.float32)[:, None] * _inv_freq(shape[-1])
+    both = np.concatenate([angles, angles], axis=-1)
+    b.set_weights(y, {"cos": np.cos(both), "sin": np.sin(both)})
+    tables = b.build(y)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    positions = np.broadcast_to(np.arange(shape[2]), (shape[0], shape[2])).astype(np.int64)
+    got = _run(g, {"x": x, "positions": positions}, Settings(intra_op=2))
+    want = _run(tables, {"x": x}, Settings(intra_op=2))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        reference_forward(g, {"x": x, "positions": positions})["y"],
+        transformer_math.rotary(x.astype(np.float64), np.cos(both), np.sin(both)),
+        rtol=1e-6, atol=1e-7)
+
+
+def test_rotary_positions_count_their_tables_flops() -> None:
+    shape = (2, 3, 5, 8)
+    plain = GraphBuilder("plain")
+    y = plain.rotary(plain.input("x", shape), name="y")
+    extra = _graph(shape, 1.0).flops - plain.build(y).flops
+    assert extra == 5 * 2 * 5 * 4  # angle, cos, sin and two scalings per position, frequency
+
+
+def test_rotary_positions_refuse_bad_inputs_by_name() -> None:
+    b = GraphBuilder("bad")
+    x = b.input("x", (2, 3, 5, 8))
+    floats = b.input("float_positions", (2, 5))
+    with pytest.raises(ValueError, match="'float_positions' .*float32"):
+        b.rotary(x, positions=floats)
+    short = b.input("short_positions", (2, 4), "int64")
+    with pytest.raises(ValueError, match=r"'short_positions' .*\(2, 4\)"):
+        b.rotary(x, positions=short)
+    length = b.input("length", (1,), "int64")
+    good = b.input("positions", (2, 5), "int64")
+    with pytest.raises(ValueError, match="not both"):
+        b.rotary(x, length, context=8, positions=good)
+    with pytest.raises(ValueError, match=r"\(B, \.\.\., S, D\)"):
+        b.rotary(b.input("x2", (5, 8)), positions=good)
