@@ -15,7 +15,12 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from _transformers import VOCAB, export_decoder  # noqa: E402
+from _transformers import (  # noqa: E402
+    VOCAB,
+    decode_step_names,
+    export_decode_step,
+    export_decoder,
+)
 
 from pyparbench.executor import compile_graph  # noqa: E402
 from pyparbench.graph import from_onnx  # noqa: E402
@@ -24,6 +29,7 @@ from pyparbench.settings import Settings  # noqa: E402
 pytestmark = pytest.mark.slow
 
 SEQ = 8
+LAYERS = 2
 
 
 def _left_padded(pads: int, offset: int) -> dict[str, np.ndarray]:
@@ -67,3 +73,44 @@ def test_positions_input_matches_onnx_runtime(tmp_path: Path, family: str,
     # The positions are data: shifted ones change the output as they change ORT's.
     assert np.abs(wants[2] - wants[1]).max() > 1e-3
 
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("past", [1, 100])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt2"])
+def test_decode_step_positions_input_matches_onnx_runtime(tmp_path: Path, family: str,
+                                                          past: int, dynamo: bool) -> None:
+    """A decode step taking the new token's positions: past length less
+    the left pads, as generation gives them."""
+    path = export_decode_step(family, tmp_path / f"{family}.onnx", past, dynamo,
+                              position_ids=True)
+    g = from_onnx(path)
+    inputs, outputs = decode_step_names(LAYERS, position_ids=True)
+    shapes = {g.nodes[i].name: g.nodes[i].shape for i in g.inputs}
+    assert set(shapes) == set(inputs) and shapes["position_ids"] == (1, 1)
+    assert [n.op for n in g.nodes].count("decode_attention") == LAYERS
+    if family != "gpt2":
+        rotary = [n for n in g.nodes if n.op == "rotary"]
+        assert rotary and all("inv_freq" in n.params for n in rotary)
+    rng = np.random.default_rng(past)
+    feeds = {"input_ids": rng.integers(0, VOCAB, (1, 1)).astype(np.int64)}
+    for name in inputs[3:]:
+        feeds[name] = rng.standard_normal(shapes[name]).astype(np.float32)
+    session = ort.InferenceSession(str(path))
+    cg = compile_graph(g)
+    hidden = []
+    for pads in (0, max(1, past // 2)):
+        mask = np.ones((1, past + 1), np.int64)
+        mask[0, :pads] = 0
+        feeds["attention_mask"] = mask
+        feeds["position_ids"] = np.array([[past - pads]], np.int64)
+        want = dict(zip(outputs, session.run(outputs, feeds), strict=True))
+        hidden.append(want["last_hidden_state"])
+        cg.set_inputs(feeds)
+        for settings in (Settings(intra_op=1), Settings(intra_op=2),
+                         Settings(intra_op=2, operator="framework")):
+            cg.run(settings, repeats=1, warmup=0)
+            got = cg.outputs()
+            for name in outputs:
+                err = np.abs(got[name] - want[name]).max() / np.abs(want[name]).max()
+                assert err <= 1e-4, (family, name, pads, settings.label(), float(err))
+    assert np.abs(hidden[0] - hidden[1]).max() > 1e-4
