@@ -549,12 +549,24 @@ def _table_rows(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> tuple[A
 
 
 def _rotary(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
-    """A rotary node by its tables, or by its rows' int64 positions (B, S)
-    with the angles float32(position) * inv_freq in float32, as the node
-    (and the exporters) compute them; their cos / sin in ``ft``."""
+    """A rotary node by its tables (all rows, a cache's length's, or those
+    at its rows' int64 positions (B, S)), or by the positions with the
+    angles float32(position) * inv_freq in float32, as the node (and the
+    exporters) compute them; their cos / sin in ``ft``."""
+    x = args[0]
+    if len(args) > 1 and np.ndim(args[1]) == 2 and "cos" in node.params:
+        # Tables (C, D) read at the positions.
+        positions = np.asarray(args[1])
+        rows = node.params["cos"].shape[0]
+        if positions.min() < 0 or positions.max() >= rows:
+            raise ValueError(f"node {node.name!r}: positions {positions.min()} .. "
+                             f"{positions.max()} are outside its tables' {rows} rows")
+        view = (x.shape[0], *(1,) * (x.ndim - 3), *x.shape[-2:])
+        cos, sin = (np.reshape(_param(node, w, ft)[positions], view) for w in ("cos", "sin"))
+        return transformer_math.rotary(x, cos, sin)
     if "inv_freq" not in node.params:
-        return transformer_math.rotary(args[0], *_table_rows(node, args, ft))
-    x, positions = args[0], np.asarray(args[1])
+        return transformer_math.rotary(x, *_table_rows(node, args, ft))
+    positions = np.asarray(args[1])
     inv_freq = np.asarray(node.params["inv_freq"], np.float32)
     angles = (positions.astype(np.float32)[..., None] * inv_freq).astype(ft)
     both = np.concatenate([angles, angles], axis=-1)  # (B, S, D)

@@ -114,3 +114,21 @@ def test_decode_step_positions_input_matches_onnx_runtime(tmp_path: Path, family
                 err = np.abs(got[name] - want[name]).max() / np.abs(want[name]).max()
                 assert err <= 1e-4, (family, name, pads, settings.label(), float(err))
     assert np.abs(hidden[0] - hidden[1]).max() > 1e-4
+
+
+def test_rotary_positions_of_another_form_are_refused_by_name(tmp_path: Path) -> None:
+    """Angles not of the form position * inv_freq (here position² *
+    inv_freq) are no rotary with positions: the import is refused, naming
+    the input."""
+    path = export_decoder("llama", tmp_path / "llama.onnx", SEQ, False, position_ids=True)
+    model = onnx.load(str(path))
+    nodes = list(model.graph.node)
+    (cast,) = [n for n in nodes if n.op_type == "Cast"
+               and n.input[0].startswith("/model/rotary_emb/Unsqueeze")]
+    (angle,) = [n for n in nodes if n.op_type == "Mul" and cast.output[0] in n.input]
+    square = onnx.helper.make_node("Mul", [cast.output[0], cast.output[0]], ["squared"])
+    angle.input[list(angle.input).index(cast.output[0])] = "squared"
+    model.graph.node.insert(nodes.index(cast) + 1, square)
+    onnx.save(model, str(tmp_path / "squared.onnx"))
+    with pytest.raises(ValueError, match="int64 input 'position_ids'"):
+        from_onnx(tmp_path / "squared.onnx")

@@ -2,7 +2,8 @@
 computed as it runs (float32(position) * inv_freq, cos / sin, a scaling)
 against the float64 reference at several shapes and thread counts, the
 constant-table node where the positions are 0 .. S - 1, and bad inputs
-refused by name."""
+refused by name; and the variant reading tables (C, D) at the positions
+(ONNX's RotaryEmbedding with position_ids)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,28 @@ def test_rotary_positions_from_zero_are_the_tables_node() -> None:
         rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("settings", _SETTINGS, ids=["1", "2", "framework2"])
+@pytest.mark.parametrize("shape", [(2, 3, 5, 8), (3, 1, 4, 16), (2, 7, 12)])
+def test_rotary_tables_read_at_positions_match_the_reference(settings: Settings,
+                                                             shape: tuple[int, ...]) -> None:
+    b = GraphBuilder("rotary_indexed")
+    p = b.input("positions", (shape[0], shape[-2]), "int64")
+    y = b.rotary(b.input("x", shape), positions=p, context=50, name="y")
+    g = b.build(y)
+    rng = np.random.default_rng(shape[-1])
+    positions = rng.integers(0, 50, (shape[0], shape[-2])).astype(np.int64)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32), "positions": positions}
+    want = reference_forward(g, feeds)["y"]
+    assert_near(_run(g, feeds, settings), want)
+    # Row (b, s) is table row positions[b, s]: the tables' own rows.
+    cos, sin = (np.asarray(g.nodes[y].params[w], np.float64)[positions] for w in ("cos", "sin"))
+    view = (shape[0], *(1,) * (len(shape) - 3), *shape[-2:])
+    np.testing.assert_allclose(want, transformer_math.rotary(
+        feeds["x"].astype(np.float64), cos.reshape(view), sin.reshape(view)), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"\.\. -1 are outside its tables. 50 rows"):
+        reference_forward(g, {**feeds, "positions": positions - positions.max() - 1})
+
+
 def test_rotary_positions_count_their_tables_flops() -> None:
     shape = (2, 3, 5, 8)
     plain = GraphBuilder("plain")
@@ -104,3 +127,5 @@ def test_rotary_positions_refuse_bad_inputs_by_name() -> None:
         b.rotary(x, length, context=8, positions=good)
     with pytest.raises(ValueError, match=r"\(B, \.\.\., S, D\)"):
         b.rotary(b.input("x2", (5, 8)), positions=good)
+    with pytest.raises(ValueError, match="context .* got 0"):
+        b.rotary(x, positions=good, context=0)

@@ -484,22 +484,31 @@ class GraphBuilder:
         tables are computed as the node runs, as exporters write them:
         row (b, s) takes the float32 angles float32(positions[b, s]) *
         inv_freq (param (D / 2,)), each in both halves, and cos / sin of
-        them times ``scaling`` (param (1,): Llama 3's attention scaling)."""
+        them times ``scaling`` (param (1,): Llama 3's attention scaling).
+        With ``positions`` and a ``context`` C, the tables are params cos,
+        sin (C, D) and row (b, s) takes their row positions[b, s] (ONNX's
+        RotaryEmbedding with position_ids), each position in 0 .. C - 1."""
         xs = self._f32(x, "rotary")
         if len(xs) < 2 or xs[-1] % 2:
             raise ValueError(f"rotary needs (..., S, D) with D even, got {xs}")
         if positions is not None:
-            if length is not None or context is not None:
-                raise ValueError("rotary takes positions or a cache's length (and context), "
-                                 "not both")
+            if length is not None:
+                raise ValueError("rotary takes positions or a cache's length, not both")
             p = self._node(positions)
             if len(xs) < 3 or p.dtype != "int64" or p.shape != (xs[0], xs[-2]):
                 raise ValueError(f"rotary positions must be an int64 (batch, seq) node "
                                  f"{(xs[0], xs[-2]) if len(xs) > 2 else '(B, S)'} for an "
                                  f"input (B, ..., S, D) {xs}, got {p.name!r} "
                                  f"({p.dtype}, {p.shape})")
-            params = {"inv_freq": ParamSpec((xs[-1] // 2,), "uniform", 0.0, 1.0),
-                      "scaling": ParamSpec((1,), "uniform", 1.0, 1.0)}
+            if context is None:
+                params = {"inv_freq": ParamSpec((xs[-1] // 2,), "uniform", 0.0, 1.0),
+                          "scaling": ParamSpec((1,), "uniform", 1.0, 1.0)}
+            elif isinstance(context, bool) or not isinstance(context, int) or context < 1:
+                raise ValueError(f"rotary context (its tables' rows) must be an int >= 1, "
+                                 f"got {context!r}")
+            else:
+                params = {w: ParamSpec((context, xs[-1]), "uniform", -1.0, 1.0)
+                          for w in ("cos", "sin")}
             return self._add("rotary", (x, positions), {}, xs, name, params)
         table = (xs[-2], xs[-1])
         ins = [x]
@@ -735,6 +744,8 @@ def _replay(b: GraphBuilder, node: Node) -> int:
     if node.op == "rotary":
         if "inv_freq" in shapes:
             return b.rotary(ins[0], positions=ins[1], name=name)
+        if len(ins) > 1 and len(b._nodes[ins[1]].shape) == 2:  # tables read at positions
+            return b.rotary(ins[0], positions=ins[1], context=shapes["cos"][0], name=name)
         if len(ins) > 1:
             return b.rotary(ins[0], ins[1], context=shapes["cos"][0], name=name)
         return b.rotary(ins[0], name=name)

@@ -297,6 +297,19 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     }
     case OpKind::rotary: {
       auto k = std::make_unique<Rotary>(ins[0].shape, threads);
+      if (s.positions_input >= 0 && s.params.count("cos")) {
+        // The rows of tables (C, D) at the rows' positions.
+        const ParamArray c = param(s, "cos"), sn = param(s, "sin");
+        if (ins[s.positions_input].shape !=
+            Shape{ins[0].shape[0], ins[0].shape[ins[0].shape.size() - 2]})
+          throw std::invalid_argument("rotary node '" + s.name + "' needs (B, S) positions "
+                                      "for its input " + shape_str(ins[0].shape));
+        return make_call<Rotary>(std::move(k), [=, x = ins[0], p = ins[s.positions_input],
+                                                y = out](Rotary& k) {
+          k.run_indexed(x.input_view(), static_cast<const int64_t*>(p.data), c.view(), sn.view(),
+                        y.output_view());
+        });
+      }
       if (s.positions_input >= 0) {
         // Tables computed from the rows' positions as the node runs.
         const ParamArray f = param(s, "inv_freq"), scaling = param(s, "scaling");

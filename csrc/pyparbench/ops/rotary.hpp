@@ -4,7 +4,9 @@
 // rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2]). Or, with int64
 // positions (B, S) of an x (B, ..., S, D), the tables computed as the node
 // runs, as exporters write them: angle = float32(position) * inv_freq[i]
-// (float32), cos / sin of it times a scaling, each angle in both halves.
+// (float32), cos / sin of it times a scaling, each angle in both halves;
+// or the rows of tables (C, D) at those positions (ONNX's RotaryEmbedding
+// with position_ids), each position in 0 .. C - 1.
 #pragma once
 
 #include "pyparbench/core/tensor.hpp"
@@ -26,6 +28,9 @@ class Rotary : public Kernel {
   // positions: (B, S) int64, B the input's leading axis; inv_freq (D / 2).
   void run_positions(ConstFloatView x, const int64_t* positions, ConstFloatView inv_freq,
                      float scaling, FloatView out);
+  // positions: (B, S) int64 rows of cos, sin (C, D).
+  void run_indexed(ConstFloatView x, const int64_t* positions, ConstFloatView cos,
+                   ConstFloatView sin, FloatView out);
 
  protected:
   void execute() override;
@@ -38,6 +43,7 @@ class Rotary : public Kernel {
   ConstFloatView x_, cos_, sin_;
   FloatView y_;
   const int64_t* positions_ = nullptr;  // null: the tables cos_, sin_
+  bool indexed_ = false;                 // positions index cos_, sin_ (C, D)
   ConstFloatView inv_freq_;
   float scaling_ = 1.0f;
 };

@@ -61,6 +61,9 @@ _NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLik
 # The batch norm that computes x * scale + shift: its eps (the native kernel
 # takes eps > 0) and var = 1 - eps are exact in float32 and sum to 1.
 _AFFINE_EPS = 2.0 ** -20
+# The ops reading an int64 input of the file themselves (int_input), and at
+# which input: a Gather's indices, a rotary's positions.
+_INT_INPUT_AT = {"Gather": 1, POSITIONS_OP: 1, "RotaryEmbedding": 3}
 
 
 class Importer:
@@ -304,7 +307,8 @@ class Importer:
             for i in n.input:
                 if not i:
                     ins.append(None)
-                elif n.op_type in ("Gather", POSITIONS_OP) and i == n.input[1] \
+                elif _INT_INPUT_AT.get(n.op_type, len(n.input)) < len(n.input) \
+                        and i == n.input[_INT_INPUT_AT[n.op_type]] \
                         and i in self.input_shapes and self.input_dtypes[i] == "int64":
                     ins.append(None)  # handled by the op's mapping (int_input)
                 else:
