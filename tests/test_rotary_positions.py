@@ -12,6 +12,7 @@ import pytest
 
 from pyparbench.executor import compile_graph
 from pyparbench.graph import Graph, GraphBuilder, transformer_math
+from pyparbench.graph.builder import rebuild
 from pyparbench.reference import assert_near, reference_forward
 from pyparbench.settings import Settings
 
@@ -129,3 +130,14 @@ def test_rotary_positions_refuse_bad_inputs_by_name() -> None:
         b.rotary(b.input("x2", (5, 8)), positions=good)
     with pytest.raises(ValueError, match="context .* got 0"):
         b.rotary(x, positions=good, context=0)
+
+
+def test_both_positions_variants_rebuild_the_same() -> None:
+    """rebuild (the check of a hand-made graph) knows both variants."""
+    b = GraphBuilder("both")
+    x = b.input("x", (2, 3, 5, 8))
+    p = b.input("positions", (2, 5), "int64")
+    y = b.rotary(b.rotary(x, positions=p, name="computed"), positions=p, context=9,
+                 name="read")
+    g = b.build(y)
+    assert rebuild(g).as_dict() == g.as_dict()
