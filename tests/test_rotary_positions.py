@@ -141,3 +141,16 @@ def test_both_positions_variants_rebuild_the_same() -> None:
                  name="read")
     g = b.build(y)
     assert rebuild(g).as_dict() == g.as_dict()
+
+
+@pytest.mark.parametrize("framework", ["torch", "onnxruntime"])
+def test_framework_translations_refuse_computed_tables_by_name(framework: str) -> None:
+    """No framework translation computes the tables from positions: the
+    translators say so, naming the node (the file runs in ONNX Runtime)."""
+    g = _graph((2, 3, 5, 8), 1.0)
+    module, build = {"torch": ("pyparbench.frameworks.torch.translate", "build_module"),
+                     "onnxruntime": ("pyparbench.frameworks.onnxruntime.translate",
+                                     "build_onnx")}[framework]
+    translate = getattr(pytest.importorskip(module), build)
+    with pytest.raises(ValueError, match="node 'y': a rotary computing its tables"):
+        translate(g)
