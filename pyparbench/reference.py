@@ -548,6 +548,35 @@ def _table_rows(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> tuple[A
     return cos[at:at + seq], sin[at:at + seq]
 
 
+def _rotary(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    """A rotary node by its tables (all rows, a cache's length's, or those
+    at its rows' int64 positions (B, S)), or by the positions with the
+    angles float32(position) * inv_freq in float32, as the node (and the
+    exporters) compute them; their cos / sin in ``ft``."""
+    x = args[0]
+    if len(args) > 1 and np.ndim(args[1]) == 2 and "cos" in node.params:
+        # Tables (C, D) read at the positions.
+        positions = np.asarray(args[1])
+        rows = node.params["cos"].shape[0]
+        if positions.min() < 0 or positions.max() >= rows:
+            raise ValueError(f"node {node.name!r}: positions {positions.min()} .. "
+                             f"{positions.max()} are outside its tables' {rows} rows")
+        view = (x.shape[0], *(1,) * (x.ndim - 3), *x.shape[-2:])
+        cos, sin = (np.reshape(_param(node, w, ft)[positions], view) for w in ("cos", "sin"))
+        return transformer_math.rotary(x, cos, sin)
+    if "inv_freq" not in node.params:
+        return transformer_math.rotary(x, *_table_rows(node, args, ft))
+    positions = np.asarray(args[1])
+    inv_freq = np.asarray(node.params["inv_freq"], np.float32)
+    angles = (positions.astype(np.float32)[..., None] * inv_freq).astype(ft)
+    both = np.concatenate([angles, angles], axis=-1)  # (B, S, D)
+    scaling = np.asarray(node.params["scaling"], ft).reshape(())
+    # x (B, ..., S, D): the tables broadcast over the axes between.
+    view = (x.shape[0], *(1,) * (x.ndim - 3), *both.shape[1:])
+    cos, sin = (np.reshape(f(both) * scaling, view) for f in (np.cos, np.sin))
+    return transformer_math.rotary(x, cos, sin)
+
+
 def _decode_attention(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
     """A decode step's attention; with a cache's length (an int64 sixth
     input) over the cache's first ``length`` rows and the new ones (the
@@ -592,8 +621,7 @@ _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
                                                             node.attrs["offset"]),
     "rms_norm": lambda node, args, ft: transformer_math.rms_norm(
         args[0], _param(node, "scale", ft), node.attrs["eps"]),
-    "rotary": lambda node, args, ft: transformer_math.rotary(
-        args[0], *_table_rows(node, args, ft)),
+    "rotary": _rotary,
     "attention": lambda node, args, ft: transformer_math.attention(
         args[0], args[1], args[2], args[3] if len(args) > 3 else None, node.attrs["causal"],
         node.attrs["scale"], node.attrs["causal_fill"]),

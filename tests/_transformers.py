@@ -156,22 +156,41 @@ class _DecodeStep(torch.nn.Module):  # type: ignore[misc]
         return (out.last_hidden_state, *present)
 
 
-def decode_step_names(layers: int) -> tuple[list[str], list[str]]:
+class _DecodeStepWithPositions(_DecodeStep):
+    """The decode step with the new token's positions (B, 1) an input too
+    (as Optimum's exports take them: past length less the left pads)."""
+
+    def forward(self, input_ids: Any, attention_mask: Any, position_ids: Any,
+                *past: Any) -> Any:
+        cache = transformers.DynamicCache(
+            ddp_cache_data=[(past[2 * i], past[2 * i + 1]) for i in range(self.layers)],
+            config=self.model.config)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         position_ids=position_ids, past_key_values=cache, use_cache=True)
+        present = [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+        return (out.last_hidden_state, *present)
+
+
+def decode_step_names(layers: int, position_ids: bool = False
+                      ) -> tuple[list[str], list[str]]:
     """The inputs' and outputs' names of an exported decode step, as
-    Hugging Face's own ONNX exports name them."""
+    Hugging Face's own ONNX exports name them (``position_ids`` after the
+    mask where the step takes them)."""
     past = [f"past_key_values.{i}.{w}" for i in range(layers) for w in ("key", "value")]
     present = [f"present.{i}.{w}" for i in range(layers) for w in ("key", "value")]
-    return ["input_ids", "attention_mask", *past], ["last_hidden_state", *present]
+    positions = ["position_ids"] if position_ids else []
+    return ["input_ids", "attention_mask", *positions, *past], ["last_hidden_state", *present]
 
 
 def export_decode_step(family: str, path: Path, past: int, dynamo: bool,
-                       symbolic: bool = False) -> Path:
+                       symbolic: bool = False, position_ids: bool = False) -> Path:
     """``family``'s tiny random decoder (seeded) exported to ``path`` for
     one decode step of batch 1 after ``past`` tokens: (1, 1) ids, a (1, past
     + 1) mask, past keys / values (1, kv heads, past, head size) per layer,
     by either exporter (as :func:`export_encoder`). ``symbolic`` (the
     TorchScript exporter's dynamic axes): the past's length named
-    "past_len" and the mask's "total_len" in the file."""
+    "past_len" and the mask's "total_len" in the file. ``position_ids``:
+    the new token's (1, 1) positions an input too, after the mask."""
     config_name, model_name, config = DECODERS[family]
     # Positions up to the past's length plus the new token (at least 128: a
     # symbolic past is sized at import up to that).
@@ -183,17 +202,19 @@ def export_decode_step(family: str, path: Path, past: int, dynamo: bool,
     layers = text.num_hidden_layers
     heads = text.num_attention_heads
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
-    step = _DecodeStep(model.eval(), layers).eval()
+    step = (_DecodeStepWithPositions if position_ids else _DecodeStep)(model.eval(), layers)
+    step = step.eval()
     cache = [torch.randn(1, kv_heads, past, HIDDEN // heads) for _ in range(2 * layers)]
     ids = torch.randint(0, VOCAB, (1, 1))
     mask = torch.ones(1, past + 1, dtype=torch.int64)
-    inputs, outputs = decode_step_names(layers)
+    position_feed = [torch.full((1, 1), past, dtype=torch.int64)] if position_ids else []
+    inputs, outputs = decode_step_names(layers, position_ids)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
             contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
-        dynamic = ({n: {2: "past_len"} for n in inputs[2:]} | {"attention_mask": {1: "total_len"}}
-                   if symbolic else None)
-        torch.onnx.export(step, (ids, mask, *cache), str(path), dynamo=dynamo,
+        dynamic = ({n: {2: "past_len"} for n in inputs if n.startswith("past")}
+                   | {"attention_mask": {1: "total_len"}} if symbolic else None)
+        torch.onnx.export(step, (ids, mask, *position_feed, *cache), str(path), dynamo=dynamo,
                           input_names=inputs, output_names=outputs,
                           opset_version=18 if dynamo else 17, dynamic_axes=dynamic)
     return path

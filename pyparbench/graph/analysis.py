@@ -12,7 +12,9 @@ Analysis conventions (per node, and summed over the graph):
   (subtract, divide, multiply, add; 3 without scale), layer_norm 8 per element
   (mean: 1; variance: subtract, square, add; normalise: subtract, divide;
   scale, shift), softmax 5 per element (max, subtract, exp, sum, divide),
-  rms_norm 4 per element, rotary 3, glu its activation's + 1, attention 2
+  rms_norm 4 per element, rotary 3 (with positions, 5 more per position
+  and frequency: the angle, cos, sin, the scaling of both), glu its
+  activation's + 1, attention 2
   per multiply-add of q kᵀ and p v plus the softmax's 5 (and the mask's 1)
   per score.
   Data movement (concat, reshape, transpose, tril_flatten), inputs and
@@ -269,7 +271,8 @@ def _flops(n: Node, ins: Sequence[Node]) -> tuple[int, int]:
     if n.op == "rms_norm":
         return 4 * out, 0
     if n.op == "rotary":
-        return 3 * out, 0
+        computed = 5 * _size(ins[1]) * (n.shape[-1] // 2) if "inv_freq" in n.params else 0
+        return 3 * out + computed, 0
     if n.op == "glu":
         return (ELTWISE_FLOPS[a["kind"]] + 1) * out, 0
     if n.op == "attention":

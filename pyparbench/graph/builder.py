@@ -473,15 +473,43 @@ class GraphBuilder:
         return self._add("rms_norm", (x,), {"eps": float(eps)}, xs, name, params)
 
     def rotary(self, x: int, length: int | None = None, *, context: int | None = None,
-               name: str | None = None) -> int:
+               positions: int | None = None, name: str | None = None) -> int:
         """Rotate-half rotary positions of x (..., S, D), D even; params cos,
         sin (S, D), the tables of the rows' positions. With ``length`` (an
         int64 (1,) node: a cache's current length, read when the node runs)
         the tables are those of a ``context`` of C >= S positions, (C, D),
-        and the rows take positions length .. length + S - 1."""
+        and the rows take positions length .. length + S - 1.
+
+        With ``positions`` (an int64 (B, S) node, x (B, ..., S, D)) the
+        tables are computed as the node runs, as exporters write them:
+        row (b, s) takes the float32 angles float32(positions[b, s]) *
+        inv_freq (param (D / 2,)), each in both halves, and cos / sin of
+        them times ``scaling`` (param (1,): Llama 3's attention scaling).
+        With ``positions`` and a ``context`` C, the tables are params cos,
+        sin (C, D) and row (b, s) takes their row positions[b, s] (ONNX's
+        RotaryEmbedding with position_ids), each position in 0 .. C - 1."""
         xs = self._f32(x, "rotary")
         if len(xs) < 2 or xs[-1] % 2:
             raise ValueError(f"rotary needs (..., S, D) with D even, got {xs}")
+        if positions is not None:
+            if length is not None:
+                raise ValueError("rotary takes positions or a cache's length, not both")
+            p = self._node(positions)
+            if len(xs) < 3 or p.dtype != "int64" or p.shape != (xs[0], xs[-2]):
+                raise ValueError(f"rotary positions must be an int64 (batch, seq) node "
+                                 f"{(xs[0], xs[-2]) if len(xs) > 2 else '(B, S)'} for an "
+                                 f"input (B, ..., S, D) {xs}, got {p.name!r} "
+                                 f"({p.dtype}, {p.shape})")
+            if context is None:
+                params = {"inv_freq": ParamSpec((xs[-1] // 2,), "uniform", 0.0, 1.0),
+                          "scaling": ParamSpec((1,), "uniform", 1.0, 1.0)}
+            elif isinstance(context, bool) or not isinstance(context, int) or context < 1:
+                raise ValueError(f"rotary context (its tables' rows) must be an int >= 1, "
+                                 f"got {context!r}")
+            else:
+                params = {w: ParamSpec((context, xs[-1]), "uniform", -1.0, 1.0)
+                          for w in ("cos", "sin")}
+            return self._add("rotary", (x, positions), {}, xs, name, params)
         table = (xs[-2], xs[-1])
         ins = [x]
         if length is not None:
@@ -714,6 +742,10 @@ def _replay(b: GraphBuilder, node: Node) -> int:
     if node.op == "rms_norm":
         return b.rms_norm(ins[0], eps=a["eps"], name=name)
     if node.op == "rotary":
+        if "inv_freq" in shapes:
+            return b.rotary(ins[0], positions=ins[1], name=name)
+        if len(ins) > 1 and len(b._nodes[ins[1]].shape) == 2:  # tables read at positions
+            return b.rotary(ins[0], positions=ins[1], context=shapes["cos"][0], name=name)
         if len(ins) > 1:
             return b.rotary(ins[0], ins[1], context=shapes["cos"][0], name=name)
         return b.rotary(ins[0], name=name)
@@ -761,7 +793,7 @@ def _arity(op: str, n: int) -> None:
         if n not in (5, 6):
             raise ValueError(f"decode_attention takes 5 or 6 inputs, got {n}")
         return
-    if op == "rotary":  # x and an optional cache length
+    if op == "rotary":  # x and an optional cache length or positions
         if n not in (1, 2):
             raise ValueError(f"rotary takes 1 or 2 inputs, got {n}")
         return

@@ -51,7 +51,11 @@ index inputs of ``embedding_bag``, ``position_ids`` and their reshapes):
                           (S, D); rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2]);
                           with a second input, an int64 (1,) cache length L read at run
                           time, the tables are a context's (C, D) and rows L .. L + S - 1
-                          are used
+                          are used; with an int64 (B, S) positions input instead (x
+                          (B, ..., S, D)), params inv_freq (D/2,) and scaling (1,): row
+                          (b, s) takes cos / sin of float32(positions[b, s]) * inv_freq
+                          (float32, in both halves) times scaling; or, with positions
+                          and params cos, sin (C, D), their rows at the positions
 ``attention``             [causal, scale] softmax(scale q kᵀ + mask) v of q (B, H, Sq, D),
                           k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv), an optional 4-D additive
                           mask that broadcasts into (B, H, Sq, Sk); H a multiple of Hkv

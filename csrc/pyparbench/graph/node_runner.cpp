@@ -297,6 +297,36 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     }
     case OpKind::rotary: {
       auto k = std::make_unique<Rotary>(ins[0].shape, threads);
+      if (s.positions_input >= 0 && s.params.count("cos")) {
+        // The rows of tables (C, D) at the rows' positions.
+        const ParamArray c = param(s, "cos"), sn = param(s, "sin");
+        if (ins[s.positions_input].shape !=
+            Shape{ins[0].shape[0], ins[0].shape[ins[0].shape.size() - 2]})
+          throw std::invalid_argument("rotary node '" + s.name + "' needs (B, S) positions "
+                                      "for its input " + shape_str(ins[0].shape));
+        return make_call<Rotary>(std::move(k), [=, x = ins[0], p = ins[s.positions_input],
+                                                y = out](Rotary& k) {
+          k.run_indexed(x.input_view(), static_cast<const int64_t*>(p.data), c.view(), sn.view(),
+                        y.output_view());
+        });
+      }
+      if (s.positions_input >= 0) {
+        // Tables computed from the rows' positions as the node runs.
+        const ParamArray f = param(s, "inv_freq"), scaling = param(s, "scaling");
+        const Shape want{ins[0].shape.back() / 2};
+        if (f.shape != want || Dims(scaling.shape).elements() != 1 ||
+            ins[s.positions_input].shape !=
+                Shape{ins[0].shape[0], ins[0].shape[ins[0].shape.size() - 2]})
+          throw std::invalid_argument("rotary node '" + s.name + "' needs inv_freq (D / 2), "
+                                      "one scaling and (B, S) positions for its input " +
+                                      shape_str(ins[0].shape));
+        const float factor = scaling.data[0];
+        return make_call<Rotary>(std::move(k), [=, x = ins[0], p = ins[s.positions_input],
+                                                y = out](Rotary& k) {
+          k.run_positions(x.input_view(), static_cast<const int64_t*>(p.data), f.view(), factor,
+                          y.output_view());
+        });
+      }
       const ParamArray c = param(s, "cos"), sn = param(s, "sin");
       if (s.length_input >= 0) {
         // Tables of the cache's context: the rows of positions length ..
@@ -416,8 +446,8 @@ bool split_inputs(const NodeSpec& s, const std::vector<Tensor>& ins, std::vector
       return true;
     case OpKind::rotary:
       // Rows of the table follow the sequence axis: only a leading axis
-      // before it is cut (a cache's length whole).
-      if (ins.size() > 1) cut[1] = false;
+      // before it is cut (a cache's length whole, positions by batch rows).
+      if (ins.size() > 1) cut[1] = s.positions_input == 1;
       return ins[0].shape.size() > 2;
     case OpKind::matmul:
       cut[1] = ins[0].shape.size() == 3;  // 2-D: b is the same for every row block
@@ -593,7 +623,9 @@ std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::ve
     const int64_t r0 = lead * b / blocks, r1 = lead * (b + 1) / blocks;
     std::vector<Tensor> bins;
     for (size_t i = 0; i < ins.size(); ++i) {
-      const size_t elem = spec.op == OpKind::embedding_bag ? sizeof(int64_t)
+      const bool int64 = spec.op == OpKind::embedding_bag ||
+                         static_cast<int>(i) == spec.positions_input;
+      const size_t elem = int64                            ? sizeof(int64_t)
                           : reads_bf16(spec, i)            ? sizeof(uint16_t)
                                                            : sizeof(float);
       bins.push_back(blocks > 1 && cut[i] ? rows(ins[i], r0, r1, elem) : ins[i]);

@@ -71,6 +71,9 @@ struct NodeSpec {
   // of a cache kept across runs (int64, shape (1,)), read when the node runs;
   // -1 for none. Set by the plan from its inputs' element types.
   int length_input = -1;
+  // rotary (1): the int64 (B, S) positions of its rows, read when it runs
+  // (the tables computed from them); -1 for none. Set by the plan.
+  int positions_input = -1;
   std::map<std::string, ParamArray> params;  // weight, bias, table, mean, var, scale, shift
 };
 

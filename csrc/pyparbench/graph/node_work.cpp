@@ -31,7 +31,8 @@ NodeWork node_work(const NodeSpec& s, const std::vector<Shape>& inputs) {
   const double out = elements(s.shape);
   for (size_t i = 0; i < inputs.size(); ++i) {
     // Embedding indices are 8 bytes; only the rows they gather are read.
-    const bool indices = s.op == OpKind::embedding_bag && i == 0;
+    const bool indices = (s.op == OpKind::embedding_bag && i == 0) ||
+                         (s.op == OpKind::rotary && i == 1 && inputs[i].size() == 2);
     w.bytes += elements(inputs[i]) * (indices ? 8 : 4);
   }
   w.bytes += out * 4;
@@ -95,6 +96,10 @@ NodeWork node_work(const NodeSpec& s, const std::vector<Shape>& inputs) {
       break;
     case OpKind::rotary:
       w.flops = 3 * out;
+      // With (B, S) positions: per position and frequency, the angle, its
+      // cos and sin, and the scaling of both.
+      if (inputs.size() > 1 && inputs[1].size() == 2)
+        w.flops += 5.0 * elements(inputs[1]) * static_cast<double>(s.shape.back() / 2);
       break;
     case OpKind::glu:
       w.flops = out * (activation_ops(s.kind) + 1);

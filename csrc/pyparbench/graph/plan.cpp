@@ -86,6 +86,7 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
     require_positive_dims("node '" + s.name + "' shape", s.shape);
     std::set<int> distinct;
     s.length_input = -1;
+    s.positions_input = -1;
     for (size_t j = 0; j < s.inputs.size(); ++j) {
       const int in = s.inputs[j];
       if (in < 0 || in >= i)
@@ -94,12 +95,15 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
       // An int64 node is read by an embedding lookup or by position_ids,
       // viewed by an int64 reshape, or is the (1,) length of a cache kept
       // across runs that a decode_attention (input 5) or rotary (input 1)
-      // reads.
+      // reads, or a rotary's (B, S) positions.
       const bool length = nodes_[in].shape == Shape{1} &&
                           ((s.op == OpKind::decode_attention && j == 5) ||
                            (s.op == OpKind::rotary && j == 1));
+      // Or the (B, S) positions of a rotary node's rows.
+      const bool positions = nodes_[in].shape.size() == 2 && s.op == OpKind::rotary && j == 1;
       if (nodes_[in].int64 && length) s.length_input = static_cast<int>(j);
-      if (nodes_[in].int64 && !length && s.op != OpKind::embedding_bag &&
+      if (nodes_[in].int64 && positions) s.positions_input = static_cast<int>(j);
+      if (nodes_[in].int64 && !length && !positions && s.op != OpKind::embedding_bag &&
           s.op != OpKind::position_ids && !(s.op == OpKind::reshape && s.int64))
         throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
                                     ") cannot read the int64 node '" + nodes_[in].name + "'");

@@ -127,6 +127,9 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
         k = ops.RmsNorm(x.shape, eps=a["eps"], threads=threads)
         run = lambda r, w_: k.timeit(x, scale, out, repeats=r, warmup=w_)
     elif op == "rotary":
+        if "inv_freq" in p:
+            raise ValueError(f"node {node.name!r}: a rotary computing its tables from "
+                             "positions has no prepared kernel (it runs in a plan)")
         x, cos, sin = _f32(ins[0]), _f32(p["cos"]), _f32(p["sin"])
         if len(ins) > 1:  # a cache's length: the rows of its positions
             at, seq = int(np.asarray(ins[1]).reshape(-1)[0]), x.shape[-2]

@@ -224,6 +224,9 @@ class _Builder:
     def _rotary(self, n: Node, x: str, s: str) -> str:
         """x * cos + rotate_half(x) * sin, rotate_half as exporters write it
         (two Slices, a Neg and a Concat)."""
+        if "inv_freq" in n.params:
+            raise ValueError(f"node {n.name!r}: a rotary computing its tables from positions "
+                             "has no ONNX form here (run its own file)")
         d = n.shape[-1]
         half = d // 2
         axis = self.const(s, "axis", [-1], np.int64)

@@ -101,6 +101,9 @@ class GraphFunction:
         elif node.op == "rms_norm":
             v["scale"] = var("scale", p["scale"])
         elif node.op == "rotary":
+            if "inv_freq" in p:
+                raise ValueError(f"node {node.name!r}: a rotary computing its tables from "
+                                 "positions has no TensorFlow form (run its ONNX file)")
             v["cos"], v["sin"] = (tf.constant(np.ascontiguousarray(p[k], dtype=np.float32))
                                   for k in ("cos", "sin"))
         elif node.op == "attention" and node.attrs["causal"]:

@@ -166,6 +166,9 @@ class _Gen:
 
     def _rotary(self, node: Node, x: str) -> str:
         """Rotate-half rotary positions, as ``transformers``' apply_rotary_pos_emb."""
+        if "inv_freq" in node.params:
+            raise ValueError(f"node {node.name!r}: a rotary computing its tables from "
+                             "positions has no PyTorch form (run its ONNX file)")
         half = node.shape[-1] // 2
         cos, sin = self.attr(node, "_cos"), self.attr(node, "_sin")
         self.buffers[cos] = torch.from_numpy(np.array(node.params["cos"], np.float32))

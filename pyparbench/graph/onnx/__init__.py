@@ -46,9 +46,11 @@ causal mask computed from an int64 mask, RMSNormalization (and the
 exporters' RMSNorm pattern), Attention (4-D, grouped-query heads, and the
 exporters' scaled-dot-product pattern,
 :mod:`~pyparbench.graph.onnx.attention`: one native ``attention`` node),
-RotaryEmbedding (rotate-half of the whole head by constant caches; the
-exporters' pattern, :mod:`~pyparbench.graph.onnx.rotary`: one ``rotary``
-node), SiLU or GELU times another value of its shape (SwiGLU, GeGLU: one
+RotaryEmbedding (rotate-half of the whole head by constant caches, or
+their rows at an int64 position_ids input of the file; the exporters'
+pattern, :mod:`~pyparbench.graph.onnx.rotary`: one ``rotary`` node, its
+tables computed as it runs where the exporters compute them from an int64
+position_ids input), SiLU or GELU times another value of its shape (SwiGLU, GeGLU: one
 ``glu`` node), Neg, Identity,
 Dropout and Cast to float32 (removed). A float constant that an op reads
 as data rather than as its weight (a vision transformer's class token

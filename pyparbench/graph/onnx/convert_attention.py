@@ -18,7 +18,7 @@ import onnx
 from pyparbench.graph.onnx.importer import Importer
 from pyparbench.graph.onnx.values import Unsupported, Value
 
-__all__ = ["attention", "rotary_embedding"]
+__all__ = ["attention", "rotary_embedding", "rotary_positions"]
 
 
 def attention(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
@@ -112,17 +112,19 @@ def rotary_embedding(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | 
     :mod:`~pyparbench.graph.onnx.rotary` makes of the exporters' pattern):
     rotate-half of a 4-D (B, H, S, D) x over its whole head by constant
     caches (B or 1, S, D / 2) that agree across the batch; one native
-    ``rotary`` node with the (S, D) tables."""
+    ``rotary`` node with the (S, D) tables. With position_ids (an int64
+    (B, S) input of the file) the caches are (C, D / 2), one row per
+    position: one ``rotary`` node reading the (C, D) tables at them."""
     if int(a.get("interleaved", 0)) or int(a.get("rotary_embedding_dim", 0)):
         raise Unsupported("interleaved or partial rotation (rotate-half of the whole head "
                           "maps)")
-    if len(ins) > 3 and ins[3] is not None:
-        raise Unsupported("position ids (caches of the sequence's positions map)")
     x = im.node_of(ins[0], "RotaryEmbedding's input")
     xs = im.shape(x)
     if len(xs) != 4:
         raise Unsupported(f"a {len(xs)}-D input (4-D (batch, heads, sequence, head size) "
                           "maps)")
+    if len(n.input) > 3 and n.input[3]:
+        return [_rotary_at_positions(im, n, ins, x, xs)]
     tables = []
     for v, w in ((ins[1], "cos"), (ins[2], "sin")):
         c = np.asarray(im.const_of(v, f"RotaryEmbedding's {w} cache"), np.float32)
@@ -134,3 +136,38 @@ def rotary_embedding(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | 
     y = im.builder.rotary(x, name=im.node_name)
     im.builder.set_weights(y, {"cos": tables[0], "sin": tables[1]})
     return [y]
+
+
+def rotary_positions(im: Importer, k: int, n: onnx.NodeProto, ins: list[Value | None],
+                     a: dict[str, Any]) -> list[Value]:
+    """The exporters' rotary of x (B, H, S, D) whose tables are computed
+    from an int64 (B, S) input of positions (what
+    :mod:`~pyparbench.graph.onnx.rotary` makes of it: x, the input's name,
+    inv_freq and the scaling): one native ``rotary`` node with positions."""
+    x = im.node_of(ins[0], "the rotary's input")
+    positions = im.int_input(n.input[1])
+    inv_freq = np.asarray(im.const_of(ins[2], "the rotary's inv_freq"), np.float32)
+    scaling = np.asarray(im.const_of(ins[3], "the rotary's scaling"), np.float32).reshape(1)
+    y = im.builder.rotary(x, positions=positions, name=im.node_name)
+    im.builder.set_weights(y, {"inv_freq": inv_freq, "scaling": scaling})
+    return [y]
+
+
+def _rotary_at_positions(im: Importer, n: onnx.NodeProto, ins: list[Value | None], x: int,
+                         xs: tuple[int, ...]) -> int:
+    """RotaryEmbedding's caches (C, D / 2) read at its position_ids."""
+    name = n.input[3]
+    if im.input_dtypes.get(name) != "int64" or im.input_shapes[name] != (xs[0], xs[2]):
+        raise Unsupported(f"position_ids {name!r} other than an int64 (batch, sequence) "
+                          f"{(xs[0], xs[2])} input of the file")
+    tables = []
+    for v, w in ((ins[1], "cos"), (ins[2], "sin")):
+        c = np.asarray(im.const_of(v, f"RotaryEmbedding's {w} cache"), np.float32)
+        if c.ndim != 2 or c.shape[1] != xs[3] // 2:
+            raise Unsupported(f"a {w} cache of shape {c.shape} with position ids ((max "
+                              f"position, {xs[3] // 2}) maps)")
+        tables.append(np.concatenate([c, c], axis=-1))
+    y = im.builder.rotary(x, positions=im.int_input(name), context=tables[0].shape[0],
+                          name=im.node_name)
+    im.builder.set_weights(y, {"cos": tables[0], "sin": tables[1]})
+    return y

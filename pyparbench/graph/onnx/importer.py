@@ -41,7 +41,7 @@ from pyparbench.graph.onnx.load import FileInputs, with_fixed_inputs
 from pyparbench.graph.onnx.mask_values import MaskValue, find_mask_values
 from pyparbench.graph.onnx.quant_grid import QuantGrid
 from pyparbench.graph.onnx.rewrites import REWRITES
-from pyparbench.graph.onnx.rotary import fuse_rotary
+from pyparbench.graph.onnx.rotary import POSITIONS_OP, fuse_rotary
 from pyparbench.graph.onnx.values import (
     F32,
     MAX_FOLD_ELEMENTS,
@@ -61,6 +61,9 @@ _NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLik
 # The batch norm that computes x * scale + shift: its eps (the native kernel
 # takes eps > 0) and var = 1 - eps are exact in float32 and sum to 1.
 _AFFINE_EPS = 2.0 ** -20
+# The ops reading an int64 input of the file themselves (int_input), and at
+# which input: a Gather's indices, a rotary's positions.
+_INT_INPUT_AT = {"Gather": 1, POSITIONS_OP: 1, "RotaryEmbedding": 3}
 
 
 class Importer:
@@ -125,7 +128,8 @@ class Importer:
         for rewrite in REWRITES:
             nodes = rewrite(nodes, self.values, outputs)
         shapes = {**self.input_shapes, **self.inferred_shapes}
-        nodes = fuse_rotary(nodes, self.values, outputs, shapes, self.opset)
+        ints = {k: v for k, v in self.input_shapes.items() if self.input_dtypes[k] == "int64"}
+        nodes = fuse_rotary(nodes, self.values, outputs, shapes, self.opset, ints)
         nodes = fuse_attention(nodes, self.values, outputs, shapes, self.opset)
         for k, n in enumerate(nodes):
             for i in n.input:
@@ -303,9 +307,10 @@ class Importer:
             for i in n.input:
                 if not i:
                     ins.append(None)
-                elif n.op_type == "Gather" and i == n.input[1] and i in self.input_shapes \
-                        and self.input_dtypes[i] == "int64":
-                    ins.append(None)  # handled by the Gather mapping
+                elif _INT_INPUT_AT.get(n.op_type, len(n.input)) < len(n.input) \
+                        and i == n.input[_INT_INPUT_AT[n.op_type]] \
+                        and i in self.input_shapes and self.input_dtypes[i] == "int64":
+                    ins.append(None)  # handled by the op's mapping (int_input)
                 else:
                     ins.append(self._value(i))
         except Unsupported as e:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyparbench.graph.onnx.convert_attention import attention, rotary_embedding
+from pyparbench.graph.onnx.convert_attention import (
+    attention,
+    rotary_embedding,
+    rotary_positions,
+)
 from pyparbench.graph.onnx.convert_conv_pool import conv, global_pool, pool
 from pyparbench.graph.onnx.convert_elementwise import (
     binary,
@@ -20,6 +24,7 @@ from pyparbench.graph.onnx.convert_linear import gemm, matmul
 from pyparbench.graph.onnx.convert_quantized import QDQ_CONVERTERS
 from pyparbench.graph.onnx.convert_normalisation import batch_norm, layer_norm, rms_norm, softmax
 from pyparbench.graph.onnx.convert_reduce import reduce_mean
+from pyparbench.graph.onnx.rotary import POSITIONS_OP
 from pyparbench.graph.onnx.convert_shape import (
     concat,
     pad,
@@ -60,6 +65,7 @@ CONVERTERS: Mapping[str, Converter] = {
     "Softmax": softmax,
     "Attention": attention,
     "RotaryEmbedding": rotary_embedding,
+    POSITIONS_OP: rotary_positions,
     "Concat": concat,
     "Reshape": view,
     "Flatten": view,
