@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +35,10 @@ import numpy.typing as npt
 from pyparbench.models.llama import LLAMA_SIZES, LlamaConfig
 
 __all__ = ["GENERATION_FRAMEWORKS", "GenerationRecord", "GenerationRequest", "bytes_per_token",
-           "prompt_ids", "record_from_times"]
+           "checked_prompts", "prompt_ids", "record_from_times", "timed_steps"]
+
+# A runtime's state between steps (its last token, and what it carries on).
+State = TypeVar("State")
 
 # The runtimes a generation runs in: the native executor, llama.cpp on a GGUF
 # file of the same weights, transformers' LlamaForCausalLM on them in PyTorch,
@@ -147,6 +152,35 @@ def bytes_per_token(cfg: LlamaConfig, batch: int, prompt: int, new: int) -> int:
     mean_keys = prompt + new / 2
     cache = 2 * cfg.layers * batch * cfg.kv_heads * d * mean_keys
     return int(4 * (weights + batch * cfg.hidden + cache))
+
+
+def checked_prompts(ids: npt.ArrayLike, new: int) -> npt.NDArray[np.int64]:
+    """``ids`` as (batch, prompt) int64 token ids; ValueError naming a bad
+    shape or a ``new`` below 1."""
+    if new < 1:
+        raise ValueError(f"new must be >= 1, got {new}")
+    prompt = np.ascontiguousarray(ids, dtype=np.int64)
+    if prompt.ndim != 2 or prompt.shape[1] < 1:
+        raise ValueError(f"prompts must be (batch, prompt) token ids, got shape {prompt.shape}")
+    return prompt
+
+
+def timed_steps(first: Callable[[], State], then: Callable[[State], State], new: int
+                ) -> tuple[list[State], float, list[float]]:
+    """Greedy decoding's steps, timed alike in every runtime: ``first()``
+    (the prompt's step and the first token's choice), then ``then`` on the
+    last state for each of the ``new - 1`` later tokens. The states, the
+    seconds of the first step and of each later one."""
+    t0 = time.perf_counter()
+    state = first()
+    ttft = time.perf_counter() - t0
+    states, steps = [state], []
+    for _ in range(new - 1):
+        t0 = time.perf_counter()
+        state = then(state)
+        steps.append(time.perf_counter() - t0)
+        states.append(state)
+    return states, ttft, steps
 
 
 def record_from_times(request: GenerationRequest, settings: dict[str, Any],

@@ -13,7 +13,6 @@ rotary nodes read when they run, so no step copies the past or re-plans.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -23,8 +22,10 @@ from pyparbench.executor import CompiledGraph, compile_graph
 from pyparbench.frameworks.generation import (
     GenerationRecord,
     GenerationRequest,
+    checked_prompts,
     prompt_ids,
     record_from_times,
+    timed_steps,
 )
 from pyparbench.memory import aligned_empty
 from pyparbench.models.llama import CACHE_LENGTH, LlamaConfig, cache_names, config_of, llama_step
@@ -125,15 +126,10 @@ class CachedDecoder:
         each the previous step's most likely one: the tokens (batch, new),
         the seconds of the prompt step with the first token's choice, and
         of each later token step."""
-        t0 = time.perf_counter()
-        token = np.argmax(self.prefill(ids), axis=-1)[:, None]
-        ttft = time.perf_counter() - t0
-        tokens, steps = [token], []
-        for _ in range(new - 1):
-            t0 = time.perf_counter()
-            token = np.argmax(self.decode(token), axis=-1)[:, None]
-            steps.append(time.perf_counter() - t0)
-            tokens.append(token)
+        prompt = checked_prompts(ids, new)
+        tokens, ttft, steps = timed_steps(
+            lambda: np.argmax(self.prefill(prompt), axis=-1)[:, None],
+            lambda token: np.argmax(self.decode(token), axis=-1)[:, None], new)
         return np.concatenate(tokens, axis=1).astype(np.int64), ttft, steps
 
 

@@ -10,7 +10,6 @@ Imported only in a generation's ONNX Runtime child.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,10 @@ import numpy.typing as npt
 from pyparbench.frameworks.generation import (
     GenerationRecord,
     GenerationRequest,
+    checked_prompts,
     prompt_ids,
     record_from_times,
+    timed_steps,
 )
 from pyparbench.models.llama import LlamaConfig
 
@@ -68,24 +69,13 @@ class OrtCachedDecoder:
         each the previous step's most likely one: the tokens (batch, new),
         the seconds of the prefill with the first token's choice, and of each
         later token step."""
-        if new < 1:
-            raise ValueError(f"new must be >= 1, got {new}")
-        prompt = np.ascontiguousarray(ids, dtype=np.int64)
-        if prompt.ndim != 2 or prompt.shape[1] < 1:
-            raise ValueError(f"prompts must be (batch, prompt) token ids, got shape "
-                             f"{prompt.shape}")
+        prompt = checked_prompts(ids, new)
         cfg = self.config
         empty = np.zeros((prompt.shape[0], cfg.kv_heads, 0, cfg.head_dim), np.float32)
-        t0 = time.perf_counter()
-        token, past = self._step(prompt, [empty] * len(self.past_names))
-        ttft = time.perf_counter() - t0
-        tokens, steps = [token], []
-        for _ in range(new - 1):
-            t0 = time.perf_counter()
-            token, past = self._step(token, past)
-            steps.append(time.perf_counter() - t0)
-            tokens.append(token)
-        return np.concatenate(tokens, axis=1), ttft, steps
+        states, ttft, steps = timed_steps(
+            lambda: self._step(prompt, [empty] * len(self.past_names)),
+            lambda state: self._step(*state), new)
+        return np.concatenate([token for token, _ in states], axis=1), ttft, steps
 
 
 def generate(request: GenerationRequest, *, warm: bool = True) -> GenerationRecord:

@@ -16,7 +16,6 @@ Imported only in a generation's PyTorch child (after PyTorch).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -26,8 +25,10 @@ import torch
 from pyparbench.frameworks.generation import (
     GenerationRecord,
     GenerationRequest,
+    checked_prompts,
     prompt_ids,
     record_from_times,
+    timed_steps,
 )
 from pyparbench.frameworks.torch.hf_transformers import import_transformers
 from pyparbench.frameworks.torch.knobs import configure
@@ -58,23 +59,11 @@ class TorchCachedDecoder:
         each the previous step's most likely one: the tokens (batch, new),
         the seconds of the prefill with the first token's choice, and of each
         later token step."""
-        if new < 1:
-            raise ValueError(f"new must be >= 1, got {new}")
-        prompt = torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))
-        if prompt.ndim != 2 or prompt.shape[1] < 1:
-            raise ValueError(f"prompts must be (batch, prompt) token ids, got shape "
-                             f"{tuple(prompt.shape)}")
+        prompt = torch.from_numpy(checked_prompts(ids, new))
         with torch.inference_mode():
             cache = self._transformers.DynamicCache(config=self.model.config)
-            t0 = time.perf_counter()
-            token = self._forward(prompt, cache)
-            ttft = time.perf_counter() - t0
-            tokens, steps = [token], []
-            for _ in range(new - 1):
-                t0 = time.perf_counter()
-                token = self._forward(token, cache)
-                steps.append(time.perf_counter() - t0)
-                tokens.append(token)
+            tokens, ttft, steps = timed_steps(lambda: self._forward(prompt, cache),
+                                              lambda token: self._forward(token, cache), new)
             out = torch.cat(tokens, dim=1).numpy().astype(np.int64)
         return out, ttft, steps
 
