@@ -491,3 +491,41 @@ def test_rows_of_a_file_without_precision_read_fp32() -> None:
     rs = load(A)
     assert rs.rows and all(r.precision == "fp32" for r in rs.rows.values())
     assert not any("precision" in key for key in rs.rows)
+
+
+def test_openvino_hints_on_one_setting_are_rows_of_their_own(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """OpenVINO's LATENCY and THROUGHPUT hints run under the same settings;
+    each is its own row with its own processes (they were pooled into one
+    group, both rows reading one ratio), keyed short enough for one line."""
+    folders = []
+    for name, scales in (("machine_a", (1.0, 0.5)), ("machine_b", (0.8, 0.2))):
+        folder = tmp_path / name
+        shutil.copytree(DATA / name, folder)
+        lines = (folder / "results.jsonl").read_text().splitlines()
+        first = json.loads(lines[0])
+        for preset, scale in zip(("openvino-latency", "openvino-throughput"), scales):
+            for rnd in range(3):
+                r = json.loads(json.dumps(first))
+                r["config"].update(framework="openvino", mode="f32", round=rnd)
+                r["config"]["settings"]["name"] = preset
+                r["ns"] = [x * scale * (1 + 0.01 * rnd) for x in r["ns"]]
+                r["summary"] = {**r["summary"],
+                                "median": r["summary"]["median"] * scale * (1 + 0.01 * rnd)}
+                lines.append(json.dumps(r))
+        (folder / "results.jsonl").write_text("\n".join(lines) + "\n")
+        folders.append(str(folder))
+    res = compare_json(capsys, *folders)
+    ov = {r["label"]: r for r in res["comparisons"][0]["rows"] if r["label"].startswith("openvino")}
+    assert len(ov) == 2, list(ov)
+    by_hint = {h: next(r["ratio"] for lb, r in ov.items() if f"openvino-{h}" in lb)
+               for h in ("latency", "throughput")}
+    # B's throughput run is 0.2 / 0.5 of A's, its latency run 0.8 / 1.0.
+    assert by_hint["throughput"] / by_hint["latency"] == pytest.approx(0.5, rel=0.02)
+    code, out, err = run(capsys, *folders)
+    assert code == 0, err
+    table = [line.strip() for line in out.splitlines()]
+    for hint, ratio in by_hint.items():
+        row = next(line for line in table if line.startswith(f"ov:f32 {hint} "))
+        assert float(row.split()[6]) == pytest.approx(ratio, rel=0.01), row
+    assert not any(line in ("openvino-latency", "openvino-throughput") for line in table)

@@ -185,10 +185,13 @@ def _short(n: RowName, legend: SettingsLegend, runners: dict[str, str]) -> str:
     """A row's key within its group: '[framework:mode ]name-or-number', or its item."""
     if n.item:
         return n.item
-    key = legend.key(n.setting, n.chooser, n.group)
+    framework, _, mode = n.runner.partition(" (")
+    # A framework's own preset without the framework's name ('openvino-
+    # throughput' under ov reads 'throughput'): the key fits its column.
+    chooser = n.chooser.removeprefix(framework + "-") if n.runner else n.chooser
+    key = legend.key(n.setting, chooser or n.chooser, n.group)
     if not n.runner:
         return key
-    framework, _, mode = n.runner.partition(" (")
     if framework in _RUNNERS:
         runners[framework] = _RUNNERS[framework]
     return _RUNNERS.get(framework, framework) + (":" + mode.rstrip(")") if mode else "") + " " + key

@@ -9,6 +9,7 @@ from dataclasses import fields as dc_fields
 from pathlib import Path
 from typing import Any
 
+from pyparbench.choices import PRESETS
 from pyparbench.machine.fingerprint import fingerprint_differences
 from pyparbench.resultfiles.fingerprint import fingerprint_fields
 from pyparbench.resultfiles.rows import ResultSet, Row, RowName, set_machine
@@ -149,7 +150,11 @@ def read_records(source: Path, records: list[tuple[str, dict[str, Any]]], *,
                 None if name else canonical({**base, "settings": sweep_settings}),
                 printable(f"{head}{config['model']} b{config['batch']} "
                           + settings_sweep_label(settings)),
-                canonical({**base, "settings": settings}),
+                # A framework's run under a name of its own (OpenVINO's hints,
+                # its defaults) sets knobs the settings do not hold: its own group.
+                canonical({**base, "settings": settings,
+                           **({"preset": name} if head and name and name not in PRESETS
+                              else {})}),
                 # A precision other than fp32 is part of the group: the short
                 # keys under it (a preset's name) are the same at every precision.
                 RowName(printable(f"{config['model']} b{config['batch']}"
