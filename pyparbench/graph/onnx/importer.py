@@ -38,6 +38,7 @@ from pyparbench.graph.onnx.attention import fuse_attention
 from pyparbench.graph.onnx.attributes import node_attrs
 from pyparbench.graph.onnx.id_values import IdValue
 from pyparbench.graph.onnx.load import FileInputs, with_fixed_inputs
+from pyparbench.graph.onnx.liveness import live_nodes
 from pyparbench.graph.onnx.mask_values import MaskValue, find_mask_values
 from pyparbench.graph.onnx.quant_grid import QuantGrid
 from pyparbench.graph.onnx.rewrites import REWRITES
@@ -138,7 +139,8 @@ class Importer:
                     self.readers.setdefault(i, []).append(k)
         self.producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
         self.nodes = nodes
-        live = self._live(nodes)
+        live = live_nodes(nodes, [o.name for o in self.g.output],
+                          known_at_import=("Shape", "Size"))
         self.output_names = {o.name for o in self.g.output}
         self._mask_values(nodes)
         for k, n in enumerate(nodes):
@@ -258,23 +260,6 @@ class Importer:
             parts.append(f"{op} x{k} (node {node!r}{': ' + why if why else ''})")
         return f"{self.src}: unsupported ONNX ops: " + ", ".join(parts)
 
-    def _live(self, nodes: Sequence[onnx.NodeProto]) -> set[int]:
-        live: set[int] = set()
-        stack = [o.name for o in self.g.output]
-        seen: set[str] = set()
-        while stack:
-            v = stack.pop()
-            if v in seen:
-                continue
-            seen.add(v)
-            k = self.producer.get(v)
-            if k is not None and k not in live:
-                live.add(k)
-                # A shape is known at import: what it is read from need not run.
-                if nodes[k].op_type not in ("Shape", "Size"):
-                    stack.extend(i for i in nodes[k].input if i)
-        return live
-
     def _value(self, name: str) -> Value:
         if name in self.values:
             return self.values[name]
@@ -293,7 +278,7 @@ class Importer:
         read = n.input[0] if n.input else ""
         known = self.input_shapes.get(read, self.inferred_shapes.get(read))
         if n.op_type in ("Shape", "Size") and read not in self.values and known is not None:
-            # The shape of a value nothing else needs run (see _live), or of
+            # The shape of a value nothing else needs run (see live_nodes), or of
             # an input (sized at import: a file exported with dynamic axes
             # reads its ids' shape).
             shape = np.array(known, np.int64)

@@ -30,6 +30,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
 from pyparbench.graph.onnx.id_values import IdValue, as_id_value
+from pyparbench.graph.onnx.liveness import live_nodes
 from pyparbench.graph.onnx.values import Array, Unsupported
 
 __all__ = ["MaskValue", "find_mask_values"]
@@ -104,7 +105,7 @@ def find_mask_values(nodes: Sequence[onnx.NodeProto], constants: Mapping[str, ob
     deps = _depends(nodes, set(input_shapes), constants)
     # What no output reads (a pattern fused away) neither reads a mask value
     # nor makes one.
-    live = _live(nodes, outputs)
+    live = live_nodes(nodes, outputs)
     # The int64 inputs that some node reads other than as a Gather's indices.
     masks = sorted({i for k, n in enumerate(nodes) for j, i in enumerate(n.input)
                     if i in ints and k in live and not (n.op_type == "Gather" and j == 1)})
@@ -130,24 +131,6 @@ def find_mask_values(nodes: Sequence[onnx.NodeProto], constants: Mapping[str, ob
                     raise
                 inside -= sums
     return found, found_ids, chain, shapes
-
-
-def _live(nodes: Sequence[onnx.NodeProto], outputs: set[str]) -> set[int]:
-    """The indexes of the nodes whose values an output reads."""
-    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
-    live: set[int] = set()
-    stack = list(outputs)
-    seen: set[str] = set()
-    while stack:
-        v = stack.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        k = producer.get(v)
-        if k is not None and k not in live:
-            live.add(k)
-            stack.extend(i for i in nodes[k].input if i)
-    return live
 
 
 def _constant_sums(nodes: Sequence[onnx.NodeProto], inside: set[int],
