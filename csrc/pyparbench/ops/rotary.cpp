@@ -40,15 +40,8 @@ std::vector<double> Rotary::timeit(ConstFloatView x, ConstFloatView cos, ConstFl
 void Rotary::run_positions(ConstFloatView x, const int64_t* positions, ConstFloatView inv_freq,
                            float scaling, FloatView out) {
   run_with([&] {
-    require_shape("x", x.shape, shape_);
     require_shape("inv_freq", inv_freq.shape, Shape{shape_.back() / 2});
-    require_shape("out", out.shape, shape_);
-    require_no_partial_overlap("out", out, "x", x, false);
-    if (positions == nullptr) throw std::invalid_argument("rotary positions are null");
-    x_ = x;
-    y_ = out;
-    positions_ = positions;
-    indexed_ = false;
+    bind_positions(x, positions, out, false);
     inv_freq_ = inv_freq;
     scaling_ = scaling;
   });
@@ -57,15 +50,12 @@ void Rotary::run_positions(ConstFloatView x, const int64_t* positions, ConstFloa
 void Rotary::run_indexed(ConstFloatView x, const int64_t* positions, ConstFloatView cos,
                          ConstFloatView sin, FloatView out) {
   run_with([&] {
-    require_shape("x", x.shape, shape_);
     if (cos.shape.size() != 2 || cos.shape[1] != shape_.back())
       throw std::invalid_argument("rotary cos table must be (C, " +
                                   std::to_string(shape_.back()) + "), got " +
                                   shape_str(cos.shape));
     require_shape("sin", sin.shape, cos.shape);
-    require_shape("out", out.shape, shape_);
-    require_no_partial_overlap("out", out, "x", x, false);
-    if (positions == nullptr) throw std::invalid_argument("rotary positions are null");
+    bind_positions(x, positions, out, true);
     // Checked here: a row past the tables cannot be refused inside the loop.
     const int64_t n = shape_[0] * shape_[shape_.size() - 2];
     for (int64_t i = 0; i < n; ++i)
@@ -73,13 +63,21 @@ void Rotary::run_indexed(ConstFloatView x, const int64_t* positions, ConstFloatV
         throw std::invalid_argument("rotary position " + std::to_string(positions[i]) +
                                     " is outside its tables' " +
                                     std::to_string(cos.shape[0]) + " rows");
-    x_ = x;
-    y_ = out;
-    positions_ = positions;
-    indexed_ = true;
     cos_ = cos;
     sin_ = sin;
   });
+}
+
+void Rotary::bind_positions(ConstFloatView x, const int64_t* positions, FloatView out,
+                            bool indexed) {
+  require_shape("x", x.shape, shape_);
+  require_shape("out", out.shape, shape_);
+  require_no_partial_overlap("out", out, "x", x, false);
+  if (positions == nullptr) throw std::invalid_argument("rotary positions are null");
+  x_ = x;
+  y_ = out;
+  positions_ = positions;
+  indexed_ = indexed;
 }
 
 void Rotary::execute_positions() {

@@ -37,6 +37,8 @@ class Rotary : public Kernel {
 
  private:
   void bind(ConstFloatView x, ConstFloatView cos, ConstFloatView sin, FloatView out);
+  // The checks and views both positions runs share.
+  void bind_positions(ConstFloatView x, const int64_t* positions, FloatView out, bool indexed);
   void execute_positions();
 
   Shape shape_;
