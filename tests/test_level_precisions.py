@@ -48,6 +48,62 @@ def test_the_presets_run_at_the_other_precision_at_the_first_batch() -> None:
             if c.settings.precision == "bf16"} == {(c.model, c.settings.name) for c in bf16}
 
 
+def test_the_frameworks_that_run_the_other_precision_join_it() -> None:
+    """At bf16 each framework that has it runs beside the native run of its
+    settings, at the first batch; ONNX Runtime (no bf16 kernels on x86) does
+    not; a framework's own presets stay at fp32 (they set no precision)."""
+    level = resolve_level("default", models=["mlp-512"], precision=None,
+                          native=["fp32", "bf16"])
+    runs = [("torch", "script"), ("onnxruntime", "all"), ("openvino", "f32"),
+            ("tensorflow", "xla")]
+    configs = default_suite(level, cores=2, frameworks=runs)
+    bf16 = [c for c in configs if c.settings.precision == "bf16" and c.framework]
+    assert sorted((c.framework, c.mode) for c in bf16) == [("openvino", "bf16"),
+                                                           ("torch", "script")]
+    assert all(c.batch == level.batches[0] and not c.settings.name.startswith("openvino")
+               for c in bf16)
+    native = {c.settings.with_(name="") for c in configs
+              if c.framework is None and c.settings.precision == "bf16"}
+    assert {c.settings.with_(name="") for c in bf16} <= native
+    fp32 = [c for c in configs if c.settings.precision == "fp32" and c.framework]
+    assert len(fp32) == len([c for c in default_suite(replace(level, more_precisions=()),
+                                                      cores=2, frameworks=runs)
+                             if c.framework])
+
+
+def test_a_budget_keeps_one_models_frameworks_at_the_other_precision() -> None:
+    """Fitted to a budget, the frameworks at bf16 are kept for the model
+    whose bf16 runs cost least (with its fp32 runs, to read side by side),
+    where that is at most a tenth of the budget; every other bf16 framework
+    run goes before any fp32 one."""
+    runs = [("torch", "script"), ("torch", "eager"), ("openvino", "f32")]
+    level = resolve_level("default", models=["mlp-512", "resnet50"], precision=None,
+                          native=["fp32", "bf16"])
+    whole = plan_suite(replace(level, budget_s=None), cores=2, operators=False,
+                       frameworks=runs)
+    bf16_s = {m: sum(s for c, s in zip(whole.configs, whole.config_s)
+                     if c.framework and c.model == m and c.settings.precision == "bf16")
+              for m in level.models}
+    cheapest = min(bf16_s, key=bf16_s.__getitem__)
+    plan = plan_suite(replace(level, budget_s=10 * bf16_s[cheapest] + 1), cores=2,
+                      operators=False, frameworks=runs)
+    assert any(c.framework and c.settings.precision == "fp32" for c in plan.dropped)
+    kept = {(c.model, c.framework, c.settings.precision) for c in plan.configs if c.framework}
+    assert {m for m, f, p in kept if p == "bf16"} == {cheapest}, kept
+    assert {(f, p) for m, f, p in kept if m == cheapest} == {
+        (f, p) for f, _ in runs for p in ("fp32", "bf16")}, kept
+    # The native bf16 run they are read against is kept beside them.
+    native = {c.settings.with_(name="") for c in plan.configs
+              if c.framework is None and c.model == cheapest and c.settings.precision == "bf16"}
+    assert {c.settings.with_(name="") for c in plan.configs
+            if c.framework and c.settings.precision == "bf16"} <= native
+    # Over a tenth of the budget: none is kept, and no fp32 framework run
+    # went while a bf16 one stayed.
+    tight = plan_suite(replace(level, budget_s=10 * bf16_s[cheapest] - 1), cores=2,
+                       operators=False, frameworks=runs)
+    assert not any(c.framework and c.settings.precision == "bf16" for c in tight.configs)
+
+
 def test_pyparbench_run_measures_this_cpus_native_precisions() -> None:
     args = build_parser().parse_args(["run", "--models", "mlp-512"])
     level = options_from_args(args).level

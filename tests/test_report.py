@@ -27,6 +27,7 @@ from rich.console import Console
 from pyparbench.choices import PRESETS
 from pyparbench.report import write_report
 from pyparbench.report.html import model_anchor, render_html
+from pyparbench.report.plots import effects_png
 from pyparbench.report.summary import summarize_run
 from pyparbench.report.terminal import MAX_WIDTH, print_summary
 from pyparbench.harness.store import ResultStore
@@ -383,6 +384,36 @@ def test_every_framework_column_is_shown_whole_in_80_columns() -> None:
     assert any("ort: ONNX Runtime" in x for x in lines)
 
 
+def test_framework_runs_at_bf16_have_their_own_table() -> None:
+    """A framework's bf16 run is read against the native bf16 run, in a table
+    of its own: it neither replaces its fp32 run's ratio nor widens the table."""
+    runs = [("tensorflow", "function", "function"), ("torch", "script", "script"),
+            ("openvino", "f32", "bf16")]
+    records = []
+    for precision, native_ms in (("fp32", 2.0), ("bf16", 1.0)):
+        s = Settings(intra_op=2, precision=precision)
+        records.append(_result(f"native-{precision}", RunConfig("dlrm-kaggle", 1, s),
+                               native_ms * 1e6))
+        records += [_result(f"{f}-{precision}",
+                            RunConfig("dlrm-kaggle", 1, s, framework=f,
+                                      mode=m if precision == "fp32" else at_bf16),
+                            (3.0 + i) * 1e6)
+                    for i, (f, m, at_bf16) in enumerate(runs)]
+    summary = summarize_run(records, fingerprint={"host": "h"})
+    assert {i["precision"] for i in summary["framework_overhead"]} == {"fp32", "bf16"}
+    buf = io.StringIO()
+    print_summary(summary, Console(file=buf, width=80))
+    lines = buf.getvalue().splitlines()
+    assert max(len(x) for x in lines) <= 80, "\n".join(lines)
+    heads = [i for i, x in enumerate(lines) if "native ms" in x]
+    assert len(heads) == 2, "\n".join(lines)
+    assert any("at bf16" in x for x in lines[heads[0]:heads[1]]), "\n".join(lines)
+    assert "(bf16)" in lines[heads[1]], lines[heads[1]]
+    for head, native_ms in zip(heads, (2.0, 1.0)):
+        row = next(x for x in lines[head:] if x.split()[:1] == ["dlrm-kaggle"])
+        assert row.split()[3:] == [f"x{ms / native_ms:.2f}" for ms in (3.0, 4.0, 5.0)], row
+
+
 def test_quick_plan_fits_its_budget_and_keeps_every_preset() -> None:
     plan = plan_suite(resolve_level("quick"), cores=2)
     budget = BUDGET_S["quick"]
@@ -519,8 +550,6 @@ def test_a_bad_level_or_model_is_refused() -> None:
 
 @pytest.mark.parametrize("library", [{}, {"library_blas": {"ratio": 1.4}}])
 def test_the_effects_plot_draws_a_panel_without_any_library_run(library: dict[str, Any]) -> None:
-    from pyparbench.report.plots import effects_png
-
     effects = {"scheduler": {"ratio": 1.2}, "operator": {"ratio": 0.9}, **library}
     png = effects_png([{"model": "resnet50", "batch": 1, "effects": effects},
                        {"model": "mlp-512", "batch": 8, "effects": {"scheduler": {"ratio": 2.0}}}])

@@ -26,6 +26,7 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Union
 
 from pyparbench.frameworks.mapping import precision_mode
+from pyparbench.frameworks.precision import unsupported
 from pyparbench.harness.levels import Level
 from pyparbench.frameworks.generation import bytes_per_token
 from pyparbench.harness.operators import (OpTask, generation_frameworks, generation_models,
@@ -302,7 +303,9 @@ def default_suite(level: Level, *, cores: int | None = None, topo: Topology | No
     ``frameworks`` ((framework, mode) pairs) under
     :func:`framework_settings`, and under each of the framework's own
     presets (:data:`FRAMEWORK_PRESETS`): presets first; then the presets at
-    each of the level's other precisions (:attr:`Level.more_precisions`)."""
+    each of the level's other precisions (:attr:`Level.more_precisions`),
+    and the frameworks that run that precision under
+    :func:`framework_settings` (not the framework's own presets)."""
     topo = topo if topo is not None else topology()
     n = cores or allowed_cores(topo)
     grid = level.sweep(n)
@@ -344,8 +347,18 @@ def default_suite(level: Level, *, cores: int | None = None, topo: Topology | No
         first = level.batches[0]
         for more in level.more_precisions:
             at = [preset(p, topo, build(model, first)).with_(precision=more) for p in PRESETS]
-            configs += [Config(model, first, s, repeats=repeats) for s in at
-                        if s.library == "onednn"]
+            at = [s for s in at if s.library == "onednn"]
+            configs += [Config(model, first, s, repeats=repeats) for s in at]
+            # The frameworks that run this precision, beside the native run
+            # of their settings (ONNX Runtime's x86 provider has no bf16).
+            runs = [(f, m) for f, m in frameworks if unsupported(f, more, m) is None]
+            if runs:
+                fs = framework_settings(n).with_(precision=more)
+                native = next((s for s in at if s.with_(name="") == fs), fs)
+                if native is fs:
+                    configs.append(Config(model, first, fs, repeats=repeats))
+                configs += [Config(model, first, native, repeats=repeats, framework=f,
+                                   mode=precision_mode(f, m, more)) for f, m in runs]
     return configs
 
 
@@ -405,7 +418,7 @@ def plan_suite(level: Level, *, cores: int | None = None, peak: Ceilings = None,
                      slowdown=slowdown,
                      graphs={k: g.report_stats() for k, g in graphs.items()})
     if level.budget_s is not None:
-        _fit(plan, level.budget_s, framework_settings(n))
+        _fit(plan, level.budget_s, framework_settings(n).with_(precision=level.precision))
     return plan
 
 
@@ -438,6 +451,17 @@ def _fit(plan: SuitePlan, budget: float, compared: Settings) -> None:
     # framework run; its run under the shared setting goes after them.
     showcase = {f: min((k for k in preset_s if k[2] == f), key=preset_s.__getitem__)
                 for f in {k[2] for k in preset_s}}
+    # The frameworks at a precision other than the level's (bf16 beside
+    # fp32) are kept for one model, the cheapest, where its runs cost at
+    # most a tenth of the budget (with its runs at the level's precision);
+    # elsewhere they go first.
+    other_s: dict[tuple[str, int], float] = {}
+    for c, s in zip(plan.configs, plan.config_s):
+        if c.framework is not None and c.settings.precision != plan.level.precision:
+            other_s[(c.model, c.batch)] = other_s.get((c.model, c.batch), 0.0) + s
+    other_shown = min(other_s, key=other_s.__getitem__, default=None)
+    if other_shown is not None and other_s[other_shown] > budget / 10:
+        other_shown = None
     for c in plan.configs:
         k = (c.model, c.batch)
         shown = c.framework is not None and showcase.get(c.framework) == (*k, c.framework)
@@ -446,12 +470,24 @@ def _fit(plan: SuitePlan, budget: float, compared: Settings) -> None:
             # run under the shared setting, never without it.
             rank.append(-0.4 if shown else 4)
             continue
+        other = c.settings.precision != plan.level.precision
+        if c.framework is not None and other:
+            rank.append(-0.3 if k == other_shown else 3.5)
+            continue
         if c.framework is not None:
-            rank.append(-1 if kept_run.get(k) == (c.framework, c.mode) else -0.5 if shown else 3)
+            # The model whose frameworks run at the other precision too
+            # keeps its runs at this one: the two read side by side.
+            rank.append(-1 if kept_run.get(k) == (c.framework, c.mode) else
+                        -0.5 if shown else -0.2 if k == other_shown else 3)
             continue
         if c.settings.name in KEPT or (k in has_frameworks
                                        and c.settings.with_(name="") == compared):
             rank.append(-1)
+            continue
+        if other and c.settings.with_(name="", precision=compared.precision) == compared:
+            # The native run the frameworks at another precision are read
+            # against: left out with them.
+            rank.append(-0.3 if k == other_shown else 3.4)
             continue
         seen[k] = seen.get(k, -1) + 1
         rank.append(seen[k])

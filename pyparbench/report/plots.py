@@ -296,10 +296,14 @@ def overhead_png(items: Sequence[Mapping[str, Any]] | None) -> bytes | None:
     per framework run (1: as fast as pyparbench's executor)."""
     if not items:
         return None
-    groups = list(dict.fromkeys(f"{i['model']} b{i['batch']}" for i in items))
+    def group(i: Mapping[str, Any]) -> str:  # a precision other than fp32 is its own group
+        precision = i.get("precision", "fp32")
+        return f"{i['model']} b{i['batch']}" + ("" if precision == "fp32" else f" {precision}")
+
+    groups = list(dict.fromkeys(group(i) for i in items))
     runs = list(dict.fromkeys(framework_label(i) for i in items))
-    ratio = {(f"{i['model']} b{i['batch']}", framework_label(i)):
-             i["framework_ms"] / i["native_ms"] for i in items if i["native_ms"] > 0}
+    ratio = {(group(i), framework_label(i)): i["framework_ms"] / i["native_ms"]
+             for i in items if i["native_ms"] > 0}
     fig = Figure(figsize=(min(16.0, 2.0 + 0.9 * len(groups) * max(1, len(runs)) / 3), 3.4))
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(runs))

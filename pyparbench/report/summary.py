@@ -327,8 +327,8 @@ def _framework_overhead(native: Sequence[Result],
         if n is None:
             continue
         nm, fm = n.timing.median / 1e6, r.timing.median / 1e6
-        item = {"model": c.model, "batch": c.batch, "framework": c.framework,
-                "mode": c.mode, "setting": settings_label(c.settings),
+        item = {"model": c.model, "batch": c.batch, "precision": c.settings.precision,
+                "framework": c.framework, "mode": c.mode, "setting": settings_label(c.settings),
                 "native_ms": nm, "framework_ms": fm, "overhead_ms": fm - nm,
                 "overhead_pct": 100.0 * (fm - nm) / fm if fm > 0 else 0.0,
                 "ratio": fm / nm if nm > 0 else 0.0}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich import box
@@ -15,7 +15,7 @@ from pyparbench.frameworks.spec import NO_MODULE
 from pyparbench.report.legend import SettingsLegend, framework_label
 from pyparbench.report.summary import model_tag, regret_unsure
 
-__all__ = ["MAX_WIDTH", "generation_tables", "overhead_table", "print_summary",
+__all__ = ["MAX_WIDTH", "generation_tables", "overhead_tables", "print_summary",
            "summary_renderable", "summary_table"]
 
 MAX_WIDTH = 80
@@ -101,14 +101,21 @@ def _column_names(names: str) -> str:
     return "/".join(_COLUMN_NAMES.get(n, n) for n in names.split("/")) if names else ""
 
 
-def overhead_table(summary: Mapping[str, Any]) -> Table | None:
+def overhead_tables(summary: Mapping[str, Any]) -> list[Table]:
     """Per model and batch, each framework run's latency over the native
-    executor's under the same setting (None: no framework ran)."""
-    items = summary.get("framework_overhead") or []
-    if not items:
-        return None
+    executor's under the same setting: one table per precision, fp32 first
+    (an item without a precision is fp32); none where no framework ran."""
+    by_precision: dict[str, list[Mapping[str, Any]]] = {}
+    for i in summary.get("framework_overhead") or []:
+        by_precision.setdefault(i.get("precision", "fp32"), []).append(i)
+    order = sorted(by_precision, key=lambda p: (p != "fp32", p))
+    return [_overhead_table(by_precision[p], p) for p in order]
+
+
+def _overhead_table(items: Sequence[Mapping[str, Any]], precision: str) -> Table:
     runs = list(dict.fromkeys(framework_label(i) for i in items))
-    table = Table(title="each framework's latency / pyparbench's (same graph and setting)",
+    title = "each framework's latency / pyparbench's (same graph and setting)"
+    table = Table(title=title if precision == "fp32" else f"{title} at {precision}",
                   title_style="bold", pad_edge=False, expand=False, box=BOX,
                   collapse_padding=True)
     table.add_column("model", no_wrap=True, max_width=14)
@@ -229,9 +236,9 @@ def summary_renderable(summary: Mapping[str, Any], report: str | None = None) ->
                       "?: its 95 % interval over processes includes 0 (report.html gives "
                       "the intervals). A setting run under several names, or again in "
                       "confirmation rounds, counts once: the median over its rounds."))
-    frameworks = overhead_table(summary)
-    if frameworks is not None:
-        parts.append(frameworks)
+    frameworks = overhead_tables(summary)
+    if frameworks:
+        parts += frameworks
         parts.append(Text("xN: the framework's median latency over the native executor's "
                           "(above 1: the framework is slower; pyparbench overhead MODEL "
                           "splits it per op type). tf: TensorFlow, ort: ONNX Runtime, "
