@@ -1,7 +1,8 @@
 """torch.profiler's events charged to the graph's op types.
 
 Top-level ops are charged by name (their time includes the ops they call);
-an op the names do not cover is looked into, down to ops that are;
+an op the names do not cover is looked into, down to ops that are; the
+casts autocast writes into a scripted graph are charged to the op they feed;
 inductor's fused kernels ("graph_0_cpp_fused_add_relu_3") are charged to the
 first op their name holds, heavy ops first. One iteration per
 ``record_function`` window.
@@ -58,6 +59,9 @@ for _op, _names in {
 }.items():
     for _n in _names:
         _ATEN[_n] = _op
+# The casts autocast writes into a TorchScript graph (eager runs them inside
+# the op they feed).
+_AUTOCAST_CASTS = ("aten::_autocast_to_reduced_precision", "aten::_autocast_to_full_precision")
 # Inductor's fused kernels: the op names they may hold, heavy ops first.
 _FUSED = (("convolution", "conv2d"), ("scaled_dot_product", "attention"),
           ("flash_attention", "attention"), ("addmm", "linear"), ("bmm", "matmul"),
@@ -95,20 +99,39 @@ def record(step: Callable[[], None], iterations: int) -> Profile:
     events: list[tuple[float, str, str, float]] = []
     windows: list[tuple[float, float]] = []
 
-    def charge(e: Any) -> None:
-        op = charge_event_name(e.name)
-        if op is None:
-            if e.cpu_children:
-                for ch in e.cpu_children:
-                    charge(ch)
-                return
-            op = "other"
+    def add(e: Any, op: str) -> None:
         events.append((float(e.time_range.start) * 1e3, op, e.name,
                        float(e.cpu_time_total) * 1e3))
+
+    def charge(e: Any) -> str:
+        """Charges ``e`` and returns the op its time went to (the first one)."""
+        op = charge_event_name(e.name)
+        if op is not None or not e.cpu_children:
+            add(e, op or "other")
+            return op or "other"
+        return charge_all(e.cpu_children)
+
+    def charge_all(siblings: Any) -> str:
+        # An autocast cast in a scripted graph is an op of its own before
+        # the op it feeds (eager autocast casts inside that op): charged to
+        # the next op, as eager's are.
+        first = ""
+        casts: list[Any] = []
+        for e in siblings:
+            if e.name in _AUTOCAST_CASTS:
+                casts.append(e)
+                continue
+            op = charge(e)
+            first = first or op
+            for cast in casts:
+                add(cast, op)
+            casts = []
+        for cast in casts:
+            add(cast, "other")
+        return first or "other"
 
     for e in prof.events():
         if e.name == ITERATION:
             windows.append((float(e.time_range.start) * 1e3, float(e.time_range.end) * 1e3))
-        if e.cpu_parent is None:
-            charge(e)
+    charge_all(e for e in prof.events() if e.cpu_parent is None)
     return aggregate(events, windows)
