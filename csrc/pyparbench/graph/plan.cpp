@@ -173,6 +173,7 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
   root_ = std::move(root);
   overwritten_ = bp.overwritten;
   slots_ = bp.slot;
+  slot_bytes_ = bp.bytes;
   ones_.assign(static_cast<size_t>(max_channels), 1.f);
 }
 
@@ -230,6 +231,15 @@ void Plan::bind_input(int node, void* data, size_t bytes) {
                                   "' (a reshape or slice): only an input read where it is "
                                   "can be bound");
   std::lock_guard<std::mutex> lock(mu_);
+  // The input's own buffer (a graph input's is its own for good, and no
+  // other node views it: checked above) is not read again: freed, so that
+  // a bound cache is not held twice.
+  void*& own = owned_[static_cast<size_t>(slots_[static_cast<size_t>(node)])];
+  if (own != nullptr && own == data_[static_cast<size_t>(node)]) {
+    std::free(own);
+    own = nullptr;
+    allocated_ -= slot_bytes_[static_cast<size_t>(slots_[static_cast<size_t>(node)])];
+  }
   data_[static_cast<size_t>(node)] = data;
   // The prepared kernels hold the old address: they are made again.
   runners_.clear();

@@ -110,6 +110,7 @@ class Plan {
   std::vector<void*> owned_;       // allocations to free
   std::vector<bool> overwritten_;  // per node: a later node reuses its buffer
   std::vector<int> slots_;         // per node: index into owned_
+  std::vector<size_t> slot_bytes_; // per index into owned_: its size
   std::vector<int> root_;          // per node: the node whose buffer it views (itself if none)
   size_t allocated_ = 0;
   std::vector<std::vector<int>> consumers_;
