@@ -4,6 +4,7 @@ theoretical peak beside the measured one, the roofline placement, the cache."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from rich.console import Console
 
 from pyparbench._core import peak as native
 from pyparbench.cli.peak import peak_renderable
+from pyparbench.machine import peak as peak_mod
 from pyparbench.harness.folder import load_or_measure
 from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.machine.peak import (
@@ -246,36 +248,174 @@ def test_cpus_sharing_fma_units_are_measured_again_then_flagged(
             peak.fma_warning
 
 
-# The flag each dot-product ceiling needs (besides the AVX-512 tier).
-DOT_FLAGS = {"bf16": "avx512_bf16", "int8": "avx512_vnni"}
-DOT_OPS = {"bf16": 16 * 2 * 2, "int8": 16 * 4 * 2}  # per instruction, a multiply-add is 2
+# Each dot-product instruction: its precision, the CPU flags it needs
+# (besides x86's AVX-512 tier for the vector ones), its operations (a
+# multiply-add counting 2, from the instruction's definition), and the
+# instructions of one round of its kernel (16 vector chains, 4 AMX tiles).
+DOT_INSTRUCTIONS = {
+    "tdpbf16ps": ("bf16", ("amx_tile", "amx_bf16"), 2 * 16 * 16 * 32, 4),
+    "tdpbusd": ("int8", ("amx_tile", "amx_int8"), 2 * 16 * 16 * 64, 4),
+    "vdpbf16ps": ("bf16", ("avx512_bf16",), 2 * 16 * 2, 16),
+    "vpdpbusd": ("int8", ("avx512_vnni",), 2 * 16 * 4, 16),
+    "bfmmla": ("bf16", ("bf16",), 2 * 2 * 2 * 4, 16),
+    "bfdot": ("bf16", ("bf16",), 2 * 4 * 2, 16),
+    "smmla": ("int8", ("i8mm",), 2 * 2 * 2 * 8, 16),
+    "sdot": ("int8", ("dotprod",), 2 * 4 * 4, 16),
+}
+
+
+def _exact_dot_result(instruction: str, n: int) -> float:
+    """The sum of a kernel's accumulators after n rounds, from its operands
+    (bf16 2^-10, int8 1): vector chain c starts at c in every lane, AMX tiles
+    at 0; each output element gains its products' sum a round."""
+    if instruction.startswith("tdp"):
+        per_element = 32 * 2.0**-20 if instruction == "tdpbf16ps" else 64
+        return 4 * 256 * per_element * n
+    lanes = 16 if instruction.startswith("v") else 4
+    _, _, ops, _ = DOT_INSTRUCTIONS[instruction]
+    # Products per output lane a round: the instruction's multiply-adds over
+    # its lanes; each product is 2^-20 (bf16) or 1 (int8).
+    products = ops // 2 // lanes
+    value = 2.0**-20 if DOT_INSTRUCTIONS[instruction][0] == "bf16" else 1
+    return lanes * sum(range(16)) + 16 * lanes * products * value * n
 
 
 @pytest.mark.aarch64
-@pytest.mark.parametrize("precision", sorted(DOT_FLAGS))
-def test_dot_ceiling_is_measured_where_the_cpu_has_the_flag(precision: str) -> None:
-    """With the flag, the kernel runs and counts a multiply-add as 2 (as the
-    FMA's FLOPs); without it, the reason names the flag and timing refuses."""
+@pytest.mark.parametrize("instruction", sorted(DOT_INSTRUCTIONS))
+def test_each_dot_kernel_counts_its_work_and_computes_the_exact_sum(instruction: str) -> None:
+    """Where the CPU runs the instruction (else skipped, naming the flags),
+    its kernel's work counts a multiply-add as 2 per the instruction's
+    definition, and one run's accumulators sum to the exact value."""
+    precision, flags, ops, per_round = DOT_INSTRUCTIONS[instruction]
+    if instruction not in native.dot_instructions(precision):
+        cpu = cpu_features()
+        missing = [f for f in flags if f not in cpu["flags"]]
+        pytest.skip(f"this CPU does not run {instruction} (flags missing: "
+                    f"{', '.join(missing) or 'none, but the ISA cap or Linux turned it off'})")
+    assert native.dot_instruction_ops(instruction) == ops
+    ns, work = native.time_dot(precision, 2, 100, repeats=2, instruction=instruction)
+    assert work == ops * per_round * 100 * 2 and len(ns) == 2 and np.all(ns > 0)
+    for n in (1, 1000):
+        assert native.dot_result(instruction, n) == _exact_dot_result(instruction, n)
+
+
+@pytest.mark.aarch64
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_dot_ceiling_is_measured_where_the_cpu_has_a_flag(precision: str) -> None:
+    """With an instruction of the precision, the ceiling can be timed;
+    without, the reason names the flags and timing refuses."""
     cpu = cpu_features()
     why = native.dot_unavailable(precision)
-    has = (cpu["arch"] == "x86_64" and "avx512" in cpu["tiers"]
-           and DOT_FLAGS[precision] in cpu["flags"])
-    if not has:
+    names = native.dot_instructions(precision)
+    assert all(DOT_INSTRUCTIONS[n][0] == precision for n in names)
+    if not names:
         assert why, precision
-        assert DOT_FLAGS[precision] in why or "avx512" in why or cpu["arch"] in why, why
+        flags = {f for name, (prec, fs, _, _) in DOT_INSTRUCTIONS.items() if prec == precision
+                 for f in fs}
+        assert any(f in why for f in flags) or cpu["arch"] in why, why
         with pytest.raises(ValueError, match=f"{precision} dot products"):
             native.time_dot(precision, 1, 10)
         return
     assert why == ""
-    ns, ops = native.time_dot(precision, 2, 1000, repeats=2)
-    assert ops == DOT_OPS[precision] * 16 * 1000 * 2  # 16 chains, 2 threads
-    assert len(ns) == 2 and np.all(ns > 0)
+    with pytest.raises(ValueError, match="is not one measured here"):
+        native.time_dot(precision, 1, 10, instruction="vpdpbusd" if precision == "bf16"
+                        else "vdpbf16ps")
+
+
+X86_AVX512 = ["avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"]
+SAPPHIRE_RAPIDS = [*X86_AVX512, "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8"]
+ZEN5 = [*X86_AVX512, "avx512_bf16", "avx512_vnni"]
+NEOVERSE_V1 = ["asimd", "sve", "bf16", "i8mm", "dotprod"]
+NEOVERSE_N1 = ["asimd", "dotprod"]
 
 
 @pytest.mark.aarch64
-def test_dot_ceiling_bad_precision() -> None:
+@pytest.mark.parametrize("arch, flags, cap, bf16, int8", [
+    ("x86_64", SAPPHIRE_RAPIDS, "", ["tdpbf16ps"], ["tdpbusd"]),
+    ("x86_64", SAPPHIRE_RAPIDS, "AVX512_CORE_AMX", ["tdpbf16ps"], ["tdpbusd"]),
+    ("x86_64", SAPPHIRE_RAPIDS, "avx10_1_512_amx", ["tdpbf16ps"], ["tdpbusd"]),
+    ("x86_64", SAPPHIRE_RAPIDS, "ALL", ["tdpbf16ps"], ["tdpbusd"]),
+    # The ISA cap below AMX turns the tiles off: AVX-512's ceilings instead.
+    ("x86_64", SAPPHIRE_RAPIDS, "AVX512_CORE_BF16", ["vdpbf16ps"], ["vpdpbusd"]),
+    ("x86_64", SAPPHIRE_RAPIDS[:-1], "", ["tdpbf16ps"], ["vpdpbusd"]),  # no amx_int8
+    ("x86_64", [f for f in SAPPHIRE_RAPIDS if f != "amx_tile"], "", ["vdpbf16ps"], ["vpdpbusd"]),
+    ("x86_64", ZEN5, "", ["vdpbf16ps"], ["vpdpbusd"]),
+    ("x86_64", ["avx2", "fma", "avx_vnni"], "", [], []),
+    ("x86_64", ["avx512_bf16", "avx512_vnni"], "", [], []),  # without the AVX-512 tier
+    ("aarch64", NEOVERSE_V1, "", ["bfmmla", "bfdot"], ["smmla", "sdot"]),
+    ("aarch64", NEOVERSE_N1, "", [], ["sdot"]),
+    ("aarch64", ["asimd", "i8mm"], "", [], ["smmla"]),
+    ("aarch64", ["asimd"], "", [], []),
+    ("ppc64", [], "", [], []),
+])
+def test_dot_instruction_choice_follows_the_flags_and_the_isa_cap(
+        arch: str, flags: list[str], cap: str, bf16: list[str], int8: list[str]) -> None:
+    assert native.dot_choice("bf16", arch, flags, cap) == bf16
+    assert native.dot_choice("int8", arch, flags, cap) == int8
+
+
+def test_the_isa_cap_turns_amx_off_on_a_cpu_with_it() -> None:
+    """ONEDNN_MAX_CPU_ISA below AMX (read by the process as oneDNN reads it)
+    measures AVX-512's ceilings on a CPU with AMX."""
+    have = cpu_features()["flags"]
+    for flag in ("amx_tile", "amx_bf16", "amx_int8"):
+        if flag not in have:
+            pytest.skip(f"this CPU has no {flag}: its AMX ceilings cannot be turned off")
+    code = ("from pyparbench._core import peak; "
+            "print(peak.dot_instructions('bf16') + peak.dot_instructions('int8'))")
+    for cap, want in (("AVX512_CORE_AMX", "['tdpbf16ps', 'tdpbusd']"),
+                      ("AVX512_CORE_BF16", "['vdpbf16ps', 'vpdpbusd']")):
+        out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
+                             timeout=60, check=True,
+                             env={**os.environ, "ONEDNN_MAX_CPU_ISA": cap, "DNNL_MAX_CPU_ISA": ""})
+        assert out.stdout.strip() == want, (cap, out.stdout, out.stderr)
+
+
+@pytest.mark.aarch64
+def test_dot_ceiling_bad_arguments() -> None:
     with pytest.raises(ValueError, match="precision must be 'bf16' or 'int8', got 'fp16'"):
         native.dot_unavailable("fp16")
+    with pytest.raises(ValueError, match="precision must be 'bf16' or 'int8', got 'fp16'"):
+        native.dot_choice("fp16", "x86_64", ZEN5)
+    with pytest.raises(ValueError, match="'vfmadd' is not a dot-product instruction"):
+        native.dot_instruction_ops("vfmadd")
+    with pytest.raises(ValueError, match="'vfmadd' does not run on this CPU"):
+        native.dot_result("vfmadd", 1)
+
+
+def test_the_better_of_two_dot_instructions_is_measured_and_named(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a precision has two instructions (Arm's BFMMLA and BFDOT), the
+    faster at one thread is measured at every thread count and named."""
+    rates = {"bfmmla": 40e6, "bfdot": 70e6, "smmla": 200e6, "sdot": 90e6}  # per ns per thread
+    timed: list[tuple[int, str]] = []
+
+    def fake_dot(p: str, t: int, *a: Any, instruction: str = "", **kw: Any
+                 ) -> tuple[np.ndarray, float]:
+        timed.append((t, instruction))
+        return np.full(4, 1e6), t * rates[instruction]
+
+    monkeypatch.setattr(native, "time_fma", lambda *a, **kw: (np.full(4, 1e6), 50e6))
+    monkeypatch.setattr(native, "time_triad", lambda *a, **kw: (np.full(4, 1e6), 1e6))
+    monkeypatch.setattr(native, "time_gather", lambda *a, **kw: (np.full(4, 1e6), 1e6))
+    monkeypatch.setattr(native, "clock_mhz", lambda *a: 3000.0)
+    monkeypatch.setattr(native, "dot_unavailable", lambda p: "")
+    monkeypatch.setattr(native, "dot_instructions",
+                        lambda p: ["bfmmla", "bfdot"] if p == "bf16" else ["smmla", "sdot"])
+    monkeypatch.setattr(native, "time_dot", fake_dot)
+    monkeypatch.setattr(peak_mod, "_calibrate_fma", lambda *a: 1)
+    monkeypatch.setattr(peak_mod, "_calibrate_dot", lambda *a: 1)
+    peak = peak_mod.measure_peak([1], quick=True, repeats=3)
+    assert peak.dot_instructions == {"bf16": "bfdot", "int8": "smmla"}
+    assert peak.point(1).bf16_gflops == pytest.approx(70.0)
+    assert peak.point(1).int8_gops == pytest.approx(200.0)
+    # Both rated at one thread, then only the better one measured.
+    assert {i for _, i in timed} == set(rates)
+    assert [i for _, i in timed].count("bfmmla") == 1
+    console = Console(width=140, record=True)
+    console.print(peak_renderable(peak))
+    text = console.export_text()
+    assert "bf16 GFLOP/s (bfdot)" in text and "int8 GOP/s (smmla)" in text
 
 
 def test_peak_reports_dot_ceilings_or_why_not(monkeypatch: pytest.MonkeyPatch,
@@ -291,6 +431,8 @@ def test_peak_reports_dot_ceilings_or_why_not(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(native, "clock_mhz", lambda *a: 3000.0)
     monkeypatch.setattr(native, "dot_unavailable",
                         lambda p: "" if p == "bf16" else "this CPU has no AVX512_VNNI")
+    monkeypatch.setattr(native, "dot_instructions",
+                        lambda p: ["vdpbf16ps"] if p == "bf16" else [])
     monkeypatch.setattr(native, "time_dot", lambda p, t, *a, **kw: (np.full(4, 1e6), t * 90e6))
     monkeypatch.setattr(peak_mod, "_calibrate_fma", lambda *a: 1)
     monkeypatch.setattr(peak_mod, "_calibrate_dot", lambda *a: 1)
@@ -298,16 +440,22 @@ def test_peak_reports_dot_ceilings_or_why_not(monkeypatch: pytest.MonkeyPatch,
     assert peak.point(1).bf16_gflops == pytest.approx(90.0)
     assert peak.point(1).int8_gops is None
     assert peak.dot_absent == {"int8": "this CPU has no AVX512_VNNI"}
+    assert peak.dot_instructions == {"bf16": "vdpbf16ps"}
     assert Peak.from_dict(json.loads(json.dumps(peak.as_dict()))) == peak
     old = peak.as_dict()
+    # Written before the instructions were named: AVX-512's, the only ones then.
+    del old["dot_instructions"]
+    (tmp_path / "peak.json").write_text(json.dumps(old))
+    assert read_peak_file(tmp_path / "peak.json", 1 << 20) == peak
     del old["dot_absent"]
     for p in old["points"]:
         del p["bf16_gflops"], p["int8_gops"]
     (tmp_path / "peak.json").write_text(json.dumps(old))
     read = read_peak_file(tmp_path / "peak.json", 1 << 20)
     assert read.point(1).bf16_gflops is None and read.dot_absent == {}
+    assert read.dot_instructions == {}
     console = Console(width=140, record=True)
     console.print(peak_renderable(peak))
     text = console.export_text()
-    assert "bf16 GFLOP/s" in text and "int8 GOP/s" not in text
+    assert "bf16 GFLOP/s (vdpbf16ps)" in text and "int8 GOP/s" not in text
     assert "int8 dot products not measured: this CPU has no AVX512_VNNI" in text

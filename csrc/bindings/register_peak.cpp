@@ -1,6 +1,7 @@
 // The machine's measured ceilings (pyparbench.peak builds the roofline on them).
 #include "bindings/pybind.hpp"
 #include "pyparbench/timing/peak.hpp"
+#include "pyparbench/timing/peak_dot_choice.hpp"
 
 namespace ppb::bind {
 
@@ -52,31 +53,58 @@ FLOPs of one run (a multiply-add is 2). `isa`: "avx512", "avx2", "generic" or
 "" (the widest this CPU runs). `cpus`: thread i runs on cpus[i] (empty: not
 pinned); the threads get their masks back afterwards.
 )doc");
+  m.def("dot_instructions", &dot_instructions, py::arg("precision"),
+        "The instructions that measure the dot-product ceiling of `precision` ('bf16', "
+        "'int8') on this CPU and build, the ceiling being the best of them: 'tdpbf16ps' / "
+        "'tdpbusd' (AMX tiles), else 'vdpbf16ps' / 'vpdpbusd' (AVX512_BF16 / AVX512_VNNI) on "
+        "x86-64; 'bfmmla' and 'bfdot' / 'smmla' and 'sdot' on aarch64. Empty where none. "
+        "ValueError for another precision.");
+  m.def("dot_choice", &dot_kernel_choice, py::arg("precision"), py::arg("arch"),
+        py::arg("flags"), py::arg("isa_cap") = "",
+        "dot_instructions() for any CPU: of architecture `arch` ('x86_64', 'aarch64') with "
+        "`flags` (cpu_features()'s names), under oneDNN's ISA cap `isa_cap` (an "
+        "ONEDNN_MAX_CPU_ISA value, '' none; AMX runs only under a cap that allows it).");
+  m.def("dot_instruction_ops", &dot_instruction_ops, py::arg("instruction"),
+        "Operations one dot-product instruction does, a multiply-add counting 2. ValueError "
+        "for a name dot_choice() never gives.");
   m.def("dot_unavailable", &dot_unavailable, py::arg("precision"),
-        "Why the dot-product ceiling of `precision` ('bf16': AVX512_BF16 vdpbf16ps; 'int8': "
-        "AVX512_VNNI vpdpbusd) cannot be measured here, naming the missing flag; '' when it "
-        "can. ValueError for another precision.");
+        "Why the dot-product ceiling of `precision` cannot be measured here, naming the "
+        "missing flags; '' when it can. ValueError for another precision.");
+  m.def(
+      "dot_result",
+      [](const std::string& instruction, int64_t iterations) {
+        py::gil_scoped_release nogil;
+        return dot_result(instruction, iterations);
+      },
+      py::arg("instruction"), py::arg("iterations"),
+      "One run of `instruction`'s ceiling kernel on the calling thread: the sum of its "
+      "accumulators, exact for small counts (vector kernels: 16 chains, chain c from c; AMX: "
+      "4 tiles from 0; bf16 operands 2^-10, int8 operands 1). ValueError for an instruction "
+      "this CPU and build do not run.");
   m.def(
       "time_dot",
       [](const std::string& precision, int threads, int64_t iterations, int repeats, int warmup,
-         const std::vector<int>& cpus) {
+         const std::vector<int>& cpus, const std::string& instruction) {
         PeakTiming t;
         {
           py::gil_scoped_release nogil;
-          t = time_dot(precision, threads, iterations, repeats, warmup, cpus);
+          t = time_dot(precision, threads, iterations, repeats, warmup, cpus, instruction);
         }
         return timing_tuple(std::move(t));
       },
       py::arg("precision"), py::arg("threads"), py::arg("iterations"), py::kw_only(),
       py::arg("repeats") = 5, py::arg("warmup") = 1, py::arg("cpus") = std::vector<int>{},
+      py::arg("instruction") = "",
       R"doc(
 Time dot-product throughput in `precision` ('bf16' or 'int8'): each of
-`threads` OpenMP threads runs `iterations` rounds of independent vdpbf16ps
-(bf16 pairs into fp32) or vpdpbusd (u8 x s8 quads into int32) chains.
+`threads` OpenMP threads runs `iterations` rounds of independent chains of
+`instruction` (one of dot_instructions(precision); '' the first): 16 vector
+registers, or 4 AMX accumulator tiles.
 
 Returns (ns, ops): the duration of each timed run and the operations of one
 run, a multiply-add counting 2 (bf16 FLOPs, int8 OPs), comparable with
-time_fma's FLOPs. ValueError where dot_unavailable(precision) gives a reason.
+time_fma's FLOPs. ValueError where dot_unavailable(precision) gives a reason
+or the instruction is not one of dot_instructions(precision).
 )doc");
   m.def(
       "time_triad",

@@ -46,12 +46,16 @@ void register_runtime(py::module_& m) {
         k["pool_nhwc"] = std::string(pool_nhwc_isa());
         k["peak"] = peak_isas().front();
         d["kernels"] = k;
+        py::dict dots;
+        for (const char* precision : {"bf16", "int8"}) dots[precision] = dot_instructions(precision);
+        d["dot_instructions"] = dots;
         return d;
       },
       "What the running CPU has (core/cpu_features.hpp): its architecture, the "
       "flags that are set, the precisions it multiplies natively, the SVE vector length in bits (0: none), the x86 kernel "
-      "tiers it runs (widest first, then generic), and the build each per-ISA "
-      "kernel family runs.");
+      "tiers it runs (widest first, then generic), the build each per-ISA "
+      "kernel family runs, and the instructions of peak's bf16 and int8 dot-product "
+      "ceilings (empty where none).");
 }
 
 }  // namespace ppb::bind

@@ -26,7 +26,7 @@ def _print_info(data: dict[str, Any]) -> None:
         ("CPU", cpu["model"] or "unknown"),
         ("architecture", f"{cpu['arch']}{vector}"),
         ("CPU features", " ".join(cpu["flags"]) or "none asked"),
-        ("native precisions", ", ".join(cpu["precisions"])),
+        ("native precisions", _precisions(cpu)),
         ("pyparbench kernels", ", ".join(f"{k} {v}" for k, v in cpu["kernels"].items())),
         ("oneDNN", f"{d['version']} (API v{d['api_major']}, {d['hash']})"),
         ("oneDNN CPU runtime", d["cpu_runtime"]),
@@ -47,6 +47,14 @@ def _print_info(data: dict[str, Any]) -> None:
     console.print(table)
     if "topology" in data:
         console.print(_topology_table(data["topology"]))
+
+
+def _precisions(cpu: dict[str, Any]) -> str:
+    """The native precisions, each dot-product one with the instructions of
+    its `pyparbench peak` ceiling: "fp32, bf16 (vdpbf16ps), int8 (vpdpbusd)"."""
+    dots = cpu.get("dot_instructions", {})
+    return ", ".join(p + (f" ({' / '.join(dots[p])})" if dots.get(p) else "")
+                     for p in cpu["precisions"])
 
 
 def _size(n: int) -> str:

@@ -1,6 +1,7 @@
 """``pyparbench peak``: this machine's measured ceilings (FMA throughput, the
-bf16 and int8 dot-product throughput where the CPU has them, triad and
-gather bandwidth at 1..N threads) beside the theoretical peak."""
+bf16 and int8 dot-product throughput where the CPU has them, each naming its
+instruction, triad and gather bandwidth at 1..N threads) beside the
+theoretical peak."""
 
 from __future__ import annotations
 
@@ -61,10 +62,12 @@ def peak_renderable(peak: Peak) -> Group:
 
 
 def _dot_table(peak: Peak) -> Table | None:
-    """The dot-product ceilings measured (best run), beside the FMA's: bf16
-    FLOP/s and int8 OP/s count a multiply-add as 2, as the FMA's FLOP/s do."""
-    cols = [(name, attr) for name, attr, prec in (("bf16 GFLOP/s", "bf16_gflops", "bf16"),
-                                                  ("int8 GOP/s", "int8_gops", "int8"))
+    """The dot-product ceilings measured (best run), beside the FMA's, each
+    headed by the instruction it is of: bf16 FLOP/s and int8 OP/s count a
+    multiply-add as 2, as the FMA's FLOP/s do."""
+    cols = [(name + _instruction(peak, prec), attr)
+            for name, attr, prec in (("bf16 GFLOP/s", "bf16_gflops", "bf16"),
+                                     ("int8 GOP/s", "int8_gops", "int8"))
             if prec not in peak.dot_absent]
     if not cols:
         return None
@@ -80,10 +83,18 @@ def _dot_table(peak: Peak) -> Table | None:
     return table
 
 
+def _instruction(peak: Peak, precision: str) -> str:
+    """The instruction of the precision's dot-product ceiling, as " (name)";
+    "" where the peak file does not name one."""
+    name = peak.dot_instructions.get(precision)
+    return f" ({name})" if name else ""
+
+
 def _ceiling_line(peak: Peak, precision: str) -> Text:
     """The compute ceiling a run at ``precision`` is measured against (its %
     of peak, compare's per-peak normalisation), and where it comes from."""
-    source = ("the bf16 dot products'" if precision == "bf16" and "bf16" not in peak.dot_absent
+    source = ("the bf16 dot products'" + _instruction(peak, "bf16")
+              if precision == "bf16" and "bf16" not in peak.dot_absent
               else "the FMA's" + (" (no bf16 dot products: bf16 runs emulated on them)"
                                   if precision == "bf16" else ""))
     values = ", ".join(f"{p.threads}: {p.compute_gflops(precision):.1f}" for p in peak.points)

@@ -167,7 +167,10 @@ def cpu_features() -> dict[str, Any]:
     ``sve_vector_bits`` (0: no SVE), ``tiers``
     (the x86 kernel tiers it runs, widest first, then "generic"),
     ``kernels`` (the build each per-ISA kernel family runs: direct,
-    embedding_bag, pool_nhwc, peak) and ``model`` (:func:`cpu_model_name`)."""
+    embedding_bag, pool_nhwc, peak), ``dot_instructions`` (by precision, the
+    instructions of ``pyparbench peak``'s bf16 and int8 dot-product ceilings
+    on this CPU: "tdpbf16ps", "vdpbf16ps", "bfmmla"...; empty where none) and
+    ``model`` (:func:`cpu_model_name`)."""
     from pyparbench._core import runtime as _rt  # noqa: PLC0415 (framework child: no native core)
 
     d = dict(_rt.cpu_features())
@@ -175,5 +178,6 @@ def cpu_features() -> dict[str, Any]:
     d["precisions"] = list(d["precisions"])
     d["tiers"] = list(d["tiers"])
     d["kernels"] = dict(d["kernels"])
+    d["dot_instructions"] = {k: list(v) for k, v in d["dot_instructions"].items()}
     d["model"] = cpu_model_name(arch=str(d["arch"]))
     return d

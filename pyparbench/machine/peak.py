@@ -10,7 +10,11 @@ at 1..N threads, one thread per physical core, pinned in compact order:
   last-level cache;
 * random-row gather bandwidth: embedding-bag work (sums of table rows drawn
   at random) on a table well beyond the last-level cache, the ceiling of
-  ``embedding_bag``.
+  ``embedding_bag``;
+* where the CPU has them, the bf16 and int8 dot-product ceilings, each of
+  the instruction :func:`pyparbench._core.peak.dot_instructions` names (AMX
+  tiles where the CPU has them and the ISA cap allows, else AVX-512's; on
+  aarch64 the better of BFMMLA and BFDOT, of SMMLA and SDOT, at one thread).
 
 Each figure is the best of its repeats (a ceiling is what the machine can
 do; interference only lowers a run), with the median beside it.
@@ -80,6 +84,9 @@ _BEYOND_LLC = 4
 _MIN_ARRAY_BYTES = 64 << 20
 # The dot-product ceilings measured beside the fp32 FMA one.
 DOT_PRECISIONS = ("bf16", "int8")
+# The instruction of each dot-product ceiling in a peak file written before
+# the files named it: AVX-512's were the only ones measured.
+_DOT_INSTRUCTIONS_BEFORE = {"bf16": "vdpbf16ps", "int8": "vpdpbusd"}
 # The gather's rows: the DLRM benchmark's (dim 64, 100 lookups per bag).
 GATHER_DIM = 64
 GATHER_BAG = 100
@@ -178,6 +185,9 @@ class Peak:
     # Why a dot-product ceiling ("bf16", "int8") was not measured, naming the
     # CPU flag it needs; a precision measured is not in it.
     dot_absent: dict[str, str] = field(default_factory=dict)
+    # The instruction each measured dot-product ceiling is of ("tdpbf16ps",
+    # "vdpbf16ps", "bfmmla", ...; see dot_instructions), by precision.
+    dot_instructions: dict[str, str] = field(default_factory=dict)
 
     @property
     def flops_per_cycle(self) -> int:
@@ -238,6 +248,11 @@ class Peak:
         kw = {k: v for k, v in d.items() if k in names}
         kw["clock"] = Clock(**d["clock"])
         kw["points"] = points
+        if "dot_instructions" not in d:
+            measured = {"bf16": any(p.bf16_gflops is not None for p in points),
+                        "int8": any(p.int8_gops is not None for p in points)}
+            kw["dot_instructions"] = {prec: name for prec, name in
+                                      _DOT_INSTRUCTIONS_BEFORE.items() if measured[prec]}
         return cls(**kw)
 
 
@@ -314,16 +329,39 @@ def _calibrate_fma(isa: str, cpus: Sequence[int], target_s: float) -> int:
         iters *= 8
 
 
-def _calibrate_dot(precision: str, cpus: Sequence[int], target_s: float) -> int:
-    """Iterations that make one single-thread dot-product run last about ``target_s``."""
+def _calibrate_dot(precision: str, cpus: Sequence[int], target_s: float,
+                   instruction: str = "") -> int:
+    """Iterations that make one single-thread dot-product run of
+    ``instruction`` ("" the first of the precision's) last about ``target_s``."""
     from pyparbench._core import peak as _p  # noqa: PLC0415 (framework child: no native core)
 
-    iters = 100_000
+    iters = 1_000
     while True:
-        ns, _ = _p.time_dot(precision, 1, iters, repeats=1, warmup=1, cpus=list(cpus[:1]))
+        ns, _ = _p.time_dot(precision, 1, iters, repeats=1, warmup=1, cpus=list(cpus[:1]),
+                            instruction=instruction)
         if ns[0] > 2e6 or iters >= 1 << 34:
             return max(1, int(iters * target_s * 1e9 / ns[0]))
         iters *= 8
+
+
+def _best_dot_instruction(precision: str, cpus: Sequence[int], target_s: float,
+                          repeats: int) -> tuple[str, int]:
+    """The instruction of ``precision``'s ceiling, the fastest at one thread of
+    those this CPU has (:func:`pyparbench._core.peak.dot_instructions`), and
+    its calibrated iterations."""
+    from pyparbench._core import peak as _p  # noqa: PLC0415 (framework child: no native core)
+
+    names = list(_p.dot_instructions(precision))
+    if len(names) == 1:
+        return names[0], _calibrate_dot(precision, cpus, target_s, names[0])
+    rated = []
+    for name in names:
+        n = _calibrate_dot(precision, cpus, target_s, name)
+        ns, ops = _p.time_dot(precision, 1, n, repeats=repeats, warmup=1, cpus=list(cpus[:1]),
+                              instruction=name)
+        rated.append((_rate(ops, ns)[0], name, n))
+    _, name, n = max(rated)
+    return name, n
 
 
 def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
@@ -371,8 +409,9 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
     iters = _calibrate_fma(kernel["isa"], compact_cpus(1), 0.002 if quick else 0.003)
     # The dot-product ceilings this CPU has, and why the others are absent.
     dot_absent = {p: why for p in DOT_PRECISIONS if (why := _p.dot_unavailable(p))}
-    dot_iters = {p: _calibrate_dot(p, compact_cpus(1), 0.002 if quick else 0.003)
-                 for p in DOT_PRECISIONS if p not in dot_absent}
+    dot_kernels = {p: _best_dot_instruction(p, compact_cpus(1), 0.002 if quick else 0.003,
+                                            repeats)
+                   for p in DOT_PRECISIONS if p not in dot_absent}
     points = []
     one_thread = 0.0
     shared: list[str] = []
@@ -399,8 +438,9 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
                                     repeats=2 * repeats, warmup=1, cpus=list(cpus), seed=t)
         gather_best, gather_med = _rate(nbytes, ns)
         dots: dict[str, float | None] = dict.fromkeys(DOT_PRECISIONS)
-        for prec, n in dot_iters.items():
-            ns, ops = _p.time_dot(prec, t, n, repeats=6 * repeats, warmup=2, cpus=list(cpus))
+        for prec, (name, n) in dot_kernels.items():
+            ns, ops = _p.time_dot(prec, t, n, repeats=6 * repeats, warmup=2, cpus=list(cpus),
+                                  instruction=name)
             dots[prec] = _rate(ops, ns)[0]
         points.append((t, cpus, fma_best, fma_med, triad_best, triad_med, gather_best,
                        gather_med, dots["bf16"], dots["int8"]))
@@ -417,7 +457,8 @@ def measure_peak(threads: Sequence[int] | None = None, *, isa: str = "",
         gather_dim=GATHER_DIM, gather_bag=GATHER_BAG, llc_bytes=int(llc),
         fingerprint=machine_fingerprint(), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         seconds=time.perf_counter() - started, fma_warning=_shared_fma_warning(shared),
-        dot_absent=dot_absent)
+        dot_absent=dot_absent,
+        dot_instructions={p: name for p, (name, _) in dot_kernels.items()})
 
 
 def fma_pipes(isa: str, model: str) -> int:

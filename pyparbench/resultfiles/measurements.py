@@ -51,6 +51,10 @@ def _peak_fields(where: str, d: dict[str, Any]) -> None:
         absent = get_object(where, d, "dot_absent")
         for k in absent:
             get_text(where, absent, k, f"dot_absent.{show(k)}")
+    if "dot_instructions" in d:
+        named = get_object(where, d, "dot_instructions")
+        for k in named:
+            get_text(where, named, k, f"dot_instructions.{show(k)}")
     if not isinstance(d.get("fused"), bool):
         raise ResultFileError(where, f"fused must be true or false, got {show(d.get('fused'))}")
     for k in ("lanes", "chains", "fma_pipes", "gather_dim", "gather_bag"):

@@ -4,6 +4,7 @@
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/core/cpu_features.hpp"
 #include "pyparbench/core/limits.hpp"
+#include "pyparbench/timing/peak_dot_choice.hpp"
 #include "pyparbench/timing/peak_dot_kernels.hpp"
 #include "pyparbench/timing/peak_kernels.hpp"
 
@@ -21,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace ppb {
@@ -173,35 +175,91 @@ PeakTiming time_fma(int threads, int64_t iterations, int repeats, int warmup,
   return out;
 }
 
-std::string dot_unavailable(const std::string& precision) {
-  if (precision != "bf16" && precision != "int8")
-    throw std::invalid_argument("precision must be 'bf16' or 'int8', got '" + precision + "'");
-#if PPB_ARCH_X86
+std::vector<std::string> dot_instructions(const std::string& precision) {
   const CpuFeatures& f = cpu_features();
-  if (!f.avx512_tier())
-    return "this CPU has no AVX-512 (flags avx512f/bw/vl/dq), which the " + precision +
-           " dot-product kernel needs";
-  if (precision == "bf16" && !f.avx512_bf16)
-    return "this CPU has no AVX512_BF16 (flag avx512_bf16: vdpbf16ps)";
-  if (precision == "int8" && !f.avx512_vnni)
-    return "this CPU has no AVX512_VNNI (flag avx512_vnni: vpdpbusd)";
-  return "";
-#else
-  return "no " + precision + " dot-product kernel is built for " + cpu_features().arch +
-         " (Arm BFDOT / BFMMLA, SDOT and I8MM are not measured)";
+  std::vector<std::string> flags = f.flags();
+  std::vector<std::string> out = dot_kernel_choice(precision, f.arch, flags, isa_cap());
+#if PPB_ARCH_X86
+  if (!out.empty() && out.front().rfind("tdp", 0) == 0 && !amx_permission_denied().empty()) {
+    // Linux refused the tiles: the CPU as if it had no AMX.
+    flags.erase(std::remove_if(flags.begin(), flags.end(),
+                               [](const std::string& x) { return x.rfind("amx_", 0) == 0; }),
+                flags.end());
+    out = dot_kernel_choice(precision, f.arch, flags, isa_cap());
+  }
 #endif
+  return out;
 }
 
+std::string dot_unavailable(const std::string& precision) {
+  if (!dot_instructions(precision).empty()) return "";
+  const CpuFeatures& f = cpu_features();
+  std::string why = dot_kernel_missing(precision, f.arch, f.flags(), isa_cap());
+#if PPB_ARCH_X86
+  if (why.empty()) why = amx_permission_denied();  // AMX's alone, refused
+#endif
+  return why;
+}
+
+namespace {
+
+// The loop of a dot-product instruction this build has a kernel for.
+using DotLoop = double (*)(int64_t);
+
+DotLoop dot_loop(const std::string& instruction) {
+  const std::pair<const char*, DotLoop> built[] = {
+#if PPB_ARCH_X86
+      {"vdpbf16ps", &bf16_dot_avx512}, {"vpdpbusd", &int8_dot_avx512},
+      {"tdpbf16ps", &bf16_dot_amx},    {"tdpbusd", &int8_dot_amx},
+#endif
+#if PPB_ARCH_AARCH64
+      {"bfmmla", &bf16_mmla_neon},     {"bfdot", &bf16_dot_neon},
+      {"smmla", &int8_mmla_neon},      {"sdot", &int8_dot_neon},
+#endif
+      {"", nullptr}};
+  for (const auto& [name, loop] : built)
+    if (instruction == name && loop != nullptr) return loop;
+  return nullptr;
+}
+
+// The instructions per round of one thread: kDotChains vector registers, or
+// kAmxAccumulators tiles.
+double dot_round_instructions(const std::string& instruction) {
+  return instruction.rfind("tdp", 0) == 0 ? kAmxAccumulators : kDotChains;
+}
+
+// The loop of `instruction` where this CPU runs it for some precision,
+// else std::invalid_argument naming the ones it runs.
+DotLoop runnable_dot_loop(const std::string& instruction) {
+  std::string runs;
+  for (const char* precision : {"bf16", "int8"})
+    for (const auto& name : dot_instructions(precision)) {
+      if (name == instruction) return dot_loop(instruction);
+      runs += (runs.empty() ? "" : ", ") + name;
+    }
+  throw std::invalid_argument("dot-product instruction '" + instruction +
+                              "' does not run on this CPU and build; it runs: " +
+                              (runs.empty() ? std::string("none") : runs));
+}
+
+}  // namespace
+
 PeakTiming time_dot(const std::string& precision, int threads, int64_t iterations, int repeats,
-                    int warmup, const std::vector<int>& cpus) {
+                    int warmup, const std::vector<int>& cpus, const std::string& instruction) {
   check_team_args(threads, repeats, warmup, cpus);
   require_at_least("iterations", iterations, 1);
-  const std::string why = dot_unavailable(precision);
-  if (!why.empty()) throw std::invalid_argument(precision + " dot products: " + why);
+  const std::vector<std::string> have = dot_instructions(precision);
+  if (have.empty())
+    throw std::invalid_argument(precision + " dot products: " + dot_unavailable(precision));
+  const std::string name = instruction.empty() ? have.front() : instruction;
+  if (std::find(have.begin(), have.end(), name) == have.end()) {
+    std::string valid;
+    for (const auto& h : have) valid += (valid.empty() ? "" : ", ") + h;
+    throw std::invalid_argument(precision + " dot products: instruction '" + name +
+                                "' is not one measured here; these are: " + valid);
+  }
+  const DotLoop loop = dot_loop(name);
   PeakTiming out;
-#if PPB_ARCH_X86
-  const bool bf16 = precision == "bf16";
-  double (*loop)(int64_t) = bf16 ? &bf16_dot_avx512 : &int8_dot_avx512;
   std::vector<double> sink(static_cast<size_t>(threads));
   out.ns = team_loop(
       threads, repeats, warmup, cpus, [](int) {},
@@ -209,10 +267,14 @@ PeakTiming time_dot(const std::string& precision, int threads, int64_t iteration
   // Every result is kept, so no chain can be dropped as dead code.
   volatile double keep = 0;
   for (double s : sink) keep = keep + s;
-  out.work = static_cast<double>(bf16 ? kBf16DotOps : kInt8DotOps) * kDotChains *
+  out.work = dot_instruction_ops(name) * dot_round_instructions(name) *
              static_cast<double>(iterations) * threads;
-#endif
   return out;
+}
+
+double dot_result(const std::string& instruction, int64_t iterations) {
+  require_at_least("iterations", iterations, 1);
+  return runnable_dot_loop(instruction)(iterations);
 }
 
 PeakTiming time_triad(int threads, int64_t elements, int repeats, int warmup,

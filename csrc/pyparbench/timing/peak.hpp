@@ -37,19 +37,32 @@ FmaKernelInfo fma_kernel_info(const std::string& isa);
 PeakTiming time_fma(int threads, int64_t iterations, int repeats, int warmup,
                     const std::string& isa, const std::vector<int>& cpus);
 
-// Why the dot-product ceiling of `precision` ("bf16": AVX512_BF16's
-// vdpbf16ps; "int8": AVX512_VNNI's vpdpbusd) cannot be measured on this CPU
-// and build, naming the missing flag; "" when it can. AMX tiles and Arm's
-// BFDOT / BFMMLA / SDOT / I8MM have no kernel here (the reason says so).
+// The instructions that measure the dot-product ceiling of `precision`
+// ("bf16", "int8") on this CPU and build, the ceiling being the best of
+// them (dot_kernel_choice() of this CPU's flags and ISA cap; AMX left out
+// where Linux refuses this process its tile data). Empty where there are none.
+// std::invalid_argument for another precision.
+std::vector<std::string> dot_instructions(const std::string& precision);
+
+// Why the dot-product ceiling of `precision` cannot be measured on this CPU
+// and build, naming the missing flags; "" when it can.
 // std::invalid_argument for another precision.
 std::string dot_unavailable(const std::string& precision);
 
 // Every thread of a team of `threads` runs `iterations` rounds of the
-// precision's independent dot-product chains. Work counts a multiply-add as
+// independent dot-product chains of `instruction` (one of
+// dot_instructions(precision); "" the first). Work counts a multiply-add as
 // 2 operations (bf16 FLOPs, int8 OPs), as the fp32 FLOPs do.
-// std::invalid_argument where dot_unavailable() gives a reason.
+// std::invalid_argument where dot_unavailable() gives a reason or the
+// instruction is not one of the precision's here.
 PeakTiming time_dot(const std::string& precision, int threads, int64_t iterations, int repeats,
-                    int warmup, const std::vector<int>& cpus);
+                    int warmup, const std::vector<int>& cpus,
+                    const std::string& instruction = "");
+
+// One run of `instruction`'s kernel on the calling thread: the sum of its
+// accumulators (peak_dot_kernels.hpp says what it is for known operands).
+// std::invalid_argument for an instruction this CPU and build do not run.
+double dot_result(const std::string& instruction, int64_t iterations);
 
 // a = b + s * c over three arrays of `elements` floats, each thread on its
 // own contiguous share (which it also touched first). Bytes per run count

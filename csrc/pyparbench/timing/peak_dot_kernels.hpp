@@ -1,24 +1,46 @@
 // Inner loops of the dot-product ceilings (`pyparbench peak`'s bf16 and int8
-// figures beside the fp32 FMA one), built for AVX-512 with AVX512_BF16 and
-// AVX512_VNNI in x86 builds only (peak_dot_kernels_avx512.cpp); peak.cpp
-// calls them where the CPU has the flag. Each loop runs on one thread.
+// figures beside the fp32 FMA one), one per instruction, each in the file of
+// its ISA: AVX512_BF16 / AVX512_VNNI (peak_dot_kernels_avx512.cpp) and AMX
+// (peak_dot_kernels_amx.cpp) in x86 builds, Arm's BF16, I8MM and DotProd
+// (peak_dot_kernels_neon.cpp) in aarch64 builds; peak.cpp calls one where
+// the CPU has its flag (peak_dot_choice.hpp). Each loop runs on one thread.
+//
+// Each loop runs `iterations` rounds of independent instructions, from
+// operands it knows only at run time, and returns the sum of every
+// accumulator element, an exact value for small counts (tests check it):
+//   vector kernels: kDotChains accumulators, chain c starting at c in every
+//     lane; bf16 operands all 2^-10, int8 operands all 1;
+//   AMX: four accumulator tiles (0-3) from zero, each round 2x2 tile
+//     products of source tiles 4-5 by 6-7, operands as above.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ppb {
 
-// Independent accumulators per thread (two pipes x a latency of up to 8).
+// Independent accumulators per thread in the vector kernels (two to four
+// pipes x a latency of up to 8).
 constexpr int kDotChains = 16;
-// Operations one instruction does on a 512-bit register, a multiply-add
-// counting 2: vdpbf16ps adds 2 bf16 products into each of 16 fp32 lanes,
-// vpdpbusd 4 u8 x s8 products into each of 16 int32 lanes.
-constexpr int kBf16DotOps = 16 * 2 * 2;
-constexpr int kInt8DotOps = 16 * 4 * 2;
+// Accumulator tiles of the AMX kernels, and tile products per round.
+constexpr int kAmxAccumulators = 4;
 
-// `iterations` rounds of kDotChains independent instructions; the result
-// depends on every one of them.
-double bf16_dot_avx512(int64_t iterations);
-double int8_dot_avx512(int64_t iterations);
+#if defined(__x86_64__) || defined(__i386__)
+double bf16_dot_avx512(int64_t iterations);  // vdpbf16ps
+double int8_dot_avx512(int64_t iterations);  // vpdpbusd
+double bf16_dot_amx(int64_t iterations);     // tdpbf16ps
+double int8_dot_amx(int64_t iterations);     // tdpbusd
+// Asks Linux once for this process's permission to use AMX tile data
+// (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); without it the first
+// tile instruction raises SIGILL. "" when granted, else why not.
+std::string amx_permission_denied();
+#endif
+
+#if defined(__aarch64__)
+double bf16_mmla_neon(int64_t iterations);  // bfmmla
+double bf16_dot_neon(int64_t iterations);   // bfdot
+double int8_mmla_neon(int64_t iterations);  // smmla
+double int8_dot_neon(int64_t iterations);   // sdot
+#endif
 
 }  // namespace ppb
