@@ -186,3 +186,30 @@ def test_a_grid_other_than_the_writers_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"QLinearAdd x1 \(node 'add_on_another_grid': "
                                          r".*'xq' is read on grid"):
         from_onnx(path)
+
+
+def test_a_product_of_two_computed_integer_values_is_their_float_product(
+        tmp_path: Path) -> None:
+    """x · xᵀ on x's grid (a Transpose moves the integer value): the float
+    MatMul of the real values, rounded onto the output grid, as ORT's
+    QLinearMatMul gives it."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="quant_x"),
+             helper.make_node("Transpose", ["xq"], ["xt"], name="turn", perm=[1, 0]),
+             helper.make_node("QLinearMatMul", ["xq", "s", "z", "xt", "s", "z", "so", "z"],
+                              ["pq"], name="gram"),
+             helper.make_node("DequantizeLinear", ["pq", "so", "z"], ["y"], name="dequant")]
+    inits = [*_GRID, numpy_helper.from_array(np.array(0.02, np.float32), "so")]
+    g = helper.make_graph(nodes, "gram", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                        [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])], inits)
+    path = tmp_path / "gram.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    graph = from_onnx(path)
+    assert [n.op for n in graph.nodes] == ["input", "fake_quantize", "transpose", "matmul",
+                                           "fake_quantize"]
+    x = {"x": np.random.default_rng(4).uniform(-1.5, 1.5, (2, 3)).astype(np.float32)}
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, x)[0]
+    ref = reference_evaluator(path).run(None, x)[0]
+    for settings, got in outputs_per_setting(graph, x, "y"):
+        assert np.max(_in_steps(got, ref, 0.02)) <= REFERENCE_STEPS + 1e-3, settings.intra_op
+        assert np.max(_in_steps(got, want, 0.02)) <= ORT_STEPS + 1e-3, settings.intra_op

@@ -121,6 +121,7 @@ void linear(const DynamicState& st, float* y, int64_t m, int64_t outs, const Run
       const int16_t* xr = st.x.data() + r * k;
       const int16_t* wr = st.weights.data() + o * k;
       int32_t sum = 0;
+#pragma omp simd reduction(+ : sum)
       for (int64_t i = 0; i < k; ++i) sum += static_cast<int32_t>(xr[i]) * wr[i];
       y[r * outs + o] = dequantized(sum, g.scale, st.scales[o], st.bias[o]);
     }

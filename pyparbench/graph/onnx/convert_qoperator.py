@@ -41,15 +41,15 @@ from pyparbench.graph.onnx.convert_linear import matmul as float_matmul
 from pyparbench.graph.onnx.convert_normalisation import softmax
 from pyparbench.graph.onnx.convert_quantized import QDQ_CONVERTERS
 from pyparbench.graph.onnx.convert_shape import concat, transpose, view
-from pyparbench.graph.onnx.importer import Converter, Importer
+from pyparbench.graph.onnx.importer import Converter, Importer, op_key
 from pyparbench.graph.onnx.quant_grid import QuantGrid
 from pyparbench.graph.onnx.values import Array, Unsupported, Value
 
 __all__ = ["QOPERATOR_CONVERTERS", "QOPERATOR_READERS"]
 
 _QUANT_TYPES = {np.dtype(np.uint8): "uint8", np.dtype(np.int8): "int8"}
-# The ops that read an integer value as QOperator files write them: the
-# glue ops' float op, and where their (domain-prefixed) converters read it.
+# The ops that become int8 nodes (with a constant weight), which quantise
+# their input themselves.
 _MATRIX_OPS = ("QLinearConv", "QLinearMatMul", "com.microsoft.QGemm")
 
 
@@ -112,14 +112,11 @@ def _onto_grid(im: Importer, y: int, grid: QuantGrid, out: str) -> int:
 
 
 def _read_by_matrix_ops_alone(im: Importer, name: str) -> bool:
-    readers = im.readers.get(name, [])
+    """Whether int8 nodes alone read ``name``, as their input."""
+    readers = [im.nodes[r] for r in im.readers.get(name, [])]
     return bool(readers) and name not in im.output_names and all(
-        _key(im.nodes[r]) in _MATRIX_OPS and im.nodes[r].input[0] == name
-        and name not in im.nodes[r].input[1:] for r in readers)
-
-
-def _key(n: onnx.NodeProto) -> str:
-    return n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+        op_key(r) in _MATRIX_OPS and r.input[0] == name and name not in r.input[1:]
+        and isinstance(im.values.get(r.input[3]), np.ndarray) for r in readers)
 
 
 def _is_qdq(im: Importer, n: onnx.NodeProto) -> bool:
@@ -130,7 +127,7 @@ def _is_qdq(im: Importer, n: onnx.NodeProto) -> bool:
         return n.input[0] not in im.integer_grids
     readers = im.readers.get(n.output[0], [])
     return n.output[0] in im.output_names or not any(
-        _key(im.nodes[r]) in QOPERATOR_READERS and im.nodes[r].op_type != "DequantizeLinear"
+        op_key(im.nodes[r]) in QOPERATOR_READERS and im.nodes[r].op_type != "DequantizeLinear"
         for r in readers)
 
 
