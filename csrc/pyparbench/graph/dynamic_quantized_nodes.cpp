@@ -111,19 +111,34 @@ inline float dequantized(int32_t sum, float x_scale, float w_scale, float bias) 
   return static_cast<float>(sum) * scale + bias;
 }
 
-// y (m, outs) = x (m, k) · wᵀ over the centred values.
+// y (m, outs) = x (m, k) · wᵀ over the centred values, four rows at a time:
+// each weight row loaded serves four sums (the weights are the larger stream).
 void linear(const DynamicState& st, float* y, int64_t m, int64_t outs, const RunGrid& g,
             int threads) {
-  const int64_t k = st.per_out;
+  constexpr int64_t kRows = 4;
+  const int64_t k = st.per_out, blocks = (m + kRows - 1) / kRows;
 #pragma omp parallel for collapse(2) num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t r = 0; r < m; ++r)
+  for (int64_t b = 0; b < blocks; ++b)
     for (int64_t o = 0; o < outs; ++o) {
-      const int16_t* xr = st.x.data() + r * k;
+      const int64_t r0 = b * kRows, rows = std::min(kRows, m - r0);
+      // Rows past the end read the block's first row again; their sums are dropped.
+      const int16_t* x0 = st.x.data() + r0 * k;
+      const int16_t* x1 = rows > 1 ? x0 + k : x0;
+      const int16_t* x2 = rows > 2 ? x0 + 2 * k : x0;
+      const int16_t* x3 = rows > 3 ? x0 + 3 * k : x0;
       const int16_t* wr = st.weights.data() + o * k;
-      int32_t sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t i = 0; i < k; ++i) sum += static_cast<int32_t>(xr[i]) * wr[i];
-      y[r * outs + o] = dequantized(sum, g.scale, st.scales[o], st.bias[o]);
+      int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+      for (int64_t i = 0; i < k; ++i) {
+        const int32_t w = wr[i];
+        s0 += static_cast<int32_t>(x0[i]) * w;
+        s1 += static_cast<int32_t>(x1[i]) * w;
+        s2 += static_cast<int32_t>(x2[i]) * w;
+        s3 += static_cast<int32_t>(x3[i]) * w;
+      }
+      const int32_t sums[kRows] = {s0, s1, s2, s3};
+      for (int64_t r = 0; r < rows; ++r)
+        y[(r0 + r) * outs + o] = dequantized(sums[r], g.scale, st.scales[o], st.bias[o]);
     }
 }
 
