@@ -31,8 +31,8 @@ from pyparbench.graph.positions import padded_positions
 
 __all__ = ["BF16_TOLERANCE", "INT8_REQUANTIZED_STEPS", "INT8_ULPS", "assert_near",
            "assert_near_bf16", "assert_near_int8", "assert_requantized", "conv2d_reference",
-           "gemm_reference", "int8_conv2d_reference", "int8_linear_reference", "output_error",
-           "reference_forward", "relative_error", "requantize", "round_to_bf16"]
+           "dynamic_grid", "gemm_reference", "int8_conv2d_reference", "int8_linear_reference",
+           "output_error", "reference_forward", "relative_error", "requantize", "round_to_bf16"]
 
 Array = npt.NDArray[Any]
 _erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf is exact to double
@@ -407,6 +407,41 @@ def _quantized(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
     return np.asarray(y, dtype=ft)
 
 
+def dynamic_grid(x: npt.ArrayLike) -> tuple[float, int]:
+    """ONNX's DynamicQuantizeLinear grid of ``x``, in float32: scale (max(0,
+    max x) - min(0, min x)) / 255, zero point round(clip(-min / scale, 0,
+    255)), half to even (scale 0 for zeros: every value quantises to 0)."""
+    x32 = np.asarray(x, np.float32)
+    lo = np.minimum(np.float32(0), x32.min()) if x32.size else np.float32(0)
+    hi = np.maximum(np.float32(0), x32.max()) if x32.size else np.float32(0)
+    scale = np.float32((hi - lo) / np.float32(255))
+    if not scale > 0:
+        return 0.0, 0
+    return float(scale), int(np.rint(np.clip(np.float32(0) - lo / scale, 0, 255)))
+
+
+def _dynamic_quantized(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
+    """A dynamically quantized node in the file's semantics: its input on
+    its own range's uint8 grid, the integer products of (q - z) and
+    (weight - weight_zero_point) summed exactly, times the scales, plus the
+    bias."""
+    a = node.attrs
+    scale, zp = dynamic_grid(args[0])
+    x32 = np.asarray(args[0], np.float32)
+    q = (np.clip(np.rint(x32 / np.float32(scale)) + zp, 0, 255) if scale > 0
+         else np.zeros(x32.shape))
+    zw = node.params["weight_zero_point"].astype(np.float64)
+    w = node.params["weight"].astype(np.float64)
+    w = w - zw.reshape((-1,) + (1,) * (w.ndim - 1))
+    ws, bias = node.params["weight_scale"], node.params.get("bias")
+    if node.op == "dynamic_quantized_linear":
+        y, _ = int8_linear_reference(q.reshape(-1, x32.shape[-1]), scale, zp, w, ws, bias)
+        return np.asarray(y.reshape(node.shape), dtype=ft)
+    y, _ = int8_conv2d_reference(q, scale, zp, w, ws, bias, a["stride"], a["padding"],
+                                 a["dilation"], a["groups"])
+    return np.asarray(y, dtype=ft)
+
+
 def _matmul(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
     a, b = args
     return _activate(node, np.asarray(
@@ -630,4 +665,6 @@ _OPS: dict[str, Callable[[Node, Sequence[Array], np.dtype[Any]], Array]] = {
     "quantized_linear": _quantized,
     "quantized_conv2d": _quantized,
     "fake_quantize": _fake_quantize,
+    "dynamic_quantized_linear": _dynamic_quantized,
+    "dynamic_quantized_conv2d": _dynamic_quantized,
 }

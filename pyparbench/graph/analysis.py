@@ -238,6 +238,12 @@ def _flops(n: Node, ins: Sequence[Node]) -> tuple[int, int]:
         macs = out * per_out
         grid = 4 * _size(ins[0]) + (6 if a["out_dtype"] != "float32" else 0) * out
         return 2 * macs + fused + grid, macs
+    if n.op in ("dynamic_quantized_conv2d", "dynamic_quantized_linear"):
+        # Integer multiply-adds, counted as float ones; the input's range
+        # and quantisation (6 per element: min, max, divide, round, add,
+        # clamp) and the output's scale and bias (2).
+        macs = out * math.prod(n.params.shapes["weight"][1:])
+        return 2 * macs + 6 * _size(ins[0]) + 2 * out, macs
     if n.op == "fake_quantize":
         return 6 * out, 0  # divide, round, add, clamp, subtract, multiply
     if n.op == "conv2d":
@@ -299,7 +305,8 @@ def _bytes(n: Node, ins: Sequence[Node]) -> int:
     moved = sum(_size(i) * DTYPE_BYTES[i.dtype] for i in ins) + _size(n) * DTYPE_BYTES[n.dtype]
     if n.op == "embedding_bag":
         return moved + _size(ins[0]) * n.shape[-1] * 4  # only the gathered rows
-    if n.op in ("quantized_linear", "quantized_conv2d"):  # weights held as int8
+    if n.op in ("quantized_linear", "quantized_conv2d", "dynamic_quantized_linear",
+                "dynamic_quantized_conv2d"):  # weights held as int8
         weights = math.prod(n.params.shapes["weight"])
         return moved + weights + 4 * (n.num_params - weights)
     return moved + 4 * n.num_params

@@ -255,6 +255,37 @@ class GraphBuilder:
         params = _quantized_params("fake_quantize", None, False, x_dtype, "float32")
         return self._add("fake_quantize", (x,), {"x_dtype": x_dtype}, xs, name, params)
 
+    def dynamic_quantized_conv2d(self, x: int, out_channels: int, kernel: int | Sequence[int],
+                                 *, stride: int | Sequence[int] = 1,
+                                 padding: int | Sequence[int] = 0,
+                                 dilation: int | Sequence[int] = 1, groups: int = 1,
+                                 bias: bool = True, name: str | None = None) -> int:
+        """2-D convolution of ``x`` quantised to uint8 on each run's own
+        grid (ONNX's DynamicQuantizeLinear, then ConvInteger): ``weight``
+        (OIHW whole numbers of int8 or uint8) less ``weight_zero_point``
+        per output channel, exact integer sums, times the run's scale ·
+        ``weight_scale``, plus ``bias`` (the graph IR's op table has the
+        semantics)."""
+        attrs, shape, wshape = self._conv_geometry("dynamic_quantized_conv2d", x,
+                                                   out_channels, kernel, stride, padding,
+                                                   dilation, groups)
+        return self._add("dynamic_quantized_conv2d", (x,), attrs, shape, name,
+                         _dynamic_params(wshape, bias))
+
+    def dynamic_quantized_linear(self, x: int, out_features: int, *, bias: bool = True,
+                                 name: str | None = None) -> int:
+        """x · weightᵀ + bias over the last axis of an input of any rank
+        (>= 2), ``x`` quantised on each run's grid as
+        :meth:`dynamic_quantized_conv2d`'s (MatMulInteger); weight (out, in)."""
+        xs = self._f32(x, "dynamic_quantized_linear")
+        if len(xs) < 2:
+            raise ValueError(f"dynamic_quantized_linear input must be at least 2-D, got {xs}")
+        if out_features < 1:
+            raise ValueError(f"dynamic_quantized_linear out_features must be >= 1, got "
+                             f"{out_features}")
+        return self._add("dynamic_quantized_linear", (x,), {}, (*xs[:-1], out_features), name,
+                         _dynamic_params((out_features, xs[-1]), bias))
+
     def linear(self, x: int, out_features: int, *, bias: bool = True, relu: bool = False,
                weight_scale: float = 1.0, name: str | None = None) -> int:
         """x · weightᵀ + bias over the last axis of a 2-D or 3-D input.
@@ -670,6 +701,19 @@ def _quantized_params(op: str, weight: Shape | None, bias: bool, x_dtype: str, o
     return params
 
 
+def _dynamic_params(weight: Shape, bias: bool) -> dict[str, ParamSpec]:
+    """A dynamically quantized node's int8 weights (zero points 0), their
+    scales and its bias."""
+    fan_in = math.prod(weight[1:])
+    ws = math.sqrt(2.0 / fan_in) * math.sqrt(3.0) / 127.0  # as _quantized_params's
+    params = {"weight": ParamSpec(weight, "integers", -127, 127),
+              "weight_zero_point": ParamSpec((weight[0],), "uniform", 0.0, 0.0),
+              "weight_scale": ParamSpec((weight[0],), "uniform", ws, ws)}
+    if bias:
+        params["bias"] = ParamSpec((weight[0],), "normal", 0.0, 0.05)
+    return params
+
+
 def _replay(b: GraphBuilder, node: Node) -> int:
     """Make ``node`` again with ``b`` from its op, attributes and parameter shapes."""
     a, ins, name = node.attrs, node.inputs, node.name
@@ -701,6 +745,19 @@ def _replay(b: GraphBuilder, node: Node) -> int:
                                   x_dtype=a["x_dtype"], out_dtype=a["out_dtype"], name=name)
     if node.op == "fake_quantize":
         return b.fake_quantize(ins[0], x_dtype=a["x_dtype"], name=name)
+    if node.op == "dynamic_quantized_conv2d":
+        w = shapes.get("weight", ())
+        if len(w) != 4:
+            raise ValueError(f"dynamic_quantized_conv2d weight must be 4-D (O, I, kh, kw), "
+                             f"got {w}")
+        return b.dynamic_quantized_conv2d(ins[0], w[0], (w[2], w[3]), stride=a["stride"],
+                                          padding=a["padding"], dilation=a["dilation"],
+                                          groups=a["groups"], bias="bias" in shapes, name=name)
+    if node.op == "dynamic_quantized_linear":
+        w = shapes.get("weight", ())
+        if len(w) != 2:
+            raise ValueError(f"dynamic_quantized_linear weight must be 2-D (out, in), got {w}")
+        return b.dynamic_quantized_linear(ins[0], w[0], bias="bias" in shapes, name=name)
     if node.op == "linear":
         w = shapes.get("weight", ())
         if len(w) != 2:

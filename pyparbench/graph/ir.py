@@ -86,6 +86,17 @@ index inputs of ``embedding_bag``, ``position_ids`` and their reshapes):
                           input of any rank >= 2; weight (out, in)
 ``fake_quantize``         [x_dtype] x rounded onto its grid (params x_scale, x_zero_point):
                           ONNX's QuantizeLinear, then DequantizeLinear
+``dynamic_quantized_      [conv2d's geometry] x quantised to uint8 on each run's grid, as
+conv2d``                  ONNX's DynamicQuantizeLinear: lo = min(0, min x), hi = max(0,
+                          max x), s = (hi - lo) / 255 (float32), z = round(clip(-lo / s,
+                          0, 255)), q = clip(round(x / s) + z, 0, 255) (half to even);
+                          params ``weight`` OIHW whole numbers of int8 or uint8,
+                          ``weight_zero_point`` (O,), ``weight_scale`` (O,), ``bias``?;
+                          y = float32(Σ (q - z) · (weight - weight_zero_point)) ·
+                          float32(s · weight_scale[o]) + bias (ConvInteger, Cast, Mul,
+                          Add); padding reads z
+``dynamic_quantized_      the same over the last axis of an input of any rank >= 2
+linear``                  (MatMulInteger); weight (out, in)
 ========================  ==========================================================
 
 The builder is :mod:`pyparbench.graph.builder`, the analysis (FLOPs, depth,

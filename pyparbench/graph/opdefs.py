@@ -16,9 +16,11 @@ OPS = frozenset({
     "reshape", "transpose", "tril_flatten", "reorder", "slice", "position_ids",
     "rms_norm", "rotary", "attention", "decode_attention", "glu",
     "quantized_linear", "quantized_conv2d", "fake_quantize",
+    "dynamic_quantized_linear", "dynamic_quantized_conv2d",
 })
 HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag", "quantized_linear",
-                       "quantized_conv2d"})
+                       "quantized_conv2d", "dynamic_quantized_linear",
+                       "dynamic_quantized_conv2d"})
 # Ops the native plan runs no kernel for: its inputs and constants (buffers
 # filled before the run), reshape and slice (views of their input's buffer).
 NO_KERNEL_OPS = frozenset({"input", "constant", "reshape", "slice"})
@@ -78,6 +80,8 @@ NATIVE_ATTRS: dict[str, tuple[str, ...]] = {
     "quantized_conv2d": ("stride", "padding", "dilation", "groups", "relu"),
     "quantized_linear": ("relu",),
     "fake_quantize": (),
+    "dynamic_quantized_conv2d": ("stride", "padding", "dilation", "groups"),
+    "dynamic_quantized_linear": (),
 }
 # The float32 minimum: the score of a key an attention's causal masking
 # hides (as exporters' masks write it).

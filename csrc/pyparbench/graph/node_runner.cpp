@@ -3,6 +3,7 @@
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/graph/conv_geometry.hpp"
 #include "pyparbench/graph/direct_runner.hpp"
+#include "pyparbench/graph/dynamic_quantized_nodes.hpp"
 #include "pyparbench/graph/quantized_nodes.hpp"
 #include "pyparbench/math/library.hpp"
 #include "pyparbench/math/linear.hpp"
@@ -416,6 +417,11 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       QuantizedNodeCall q = make_quantized_node_call(s, ins, out, threads);
       return {std::move(q.state), std::move(q.fn), std::move(q.implementation)};
     }
+    case OpKind::dynamic_quantized_linear:
+    case OpKind::dynamic_quantized_conv2d: {
+      QuantizedNodeCall q = make_dynamic_quantized_call(s, ins, out, threads);
+      return {std::move(q.state), std::move(q.fn), std::move(q.implementation)};
+    }
     case OpKind::input:
     case OpKind::reshape:
     case OpKind::slice:
@@ -436,6 +442,9 @@ bool split_inputs(const NodeSpec& s, const std::vector<Tensor>& ins, std::vector
       return !s.perm.empty() && s.perm[0] == 0;
     case OpKind::position_ids:
       return false;  // int64 rows: one block
+    case OpKind::dynamic_quantized_linear:
+    case OpKind::dynamic_quantized_conv2d:
+      return false;  // the grid is the whole input's range: one block
     case OpKind::attention:
       // q, k, v by batch rows; a mask whose batch axis broadcasts is whole.
       if (ins.size() > 3) cut[3] = ins[3].shape[0] == ins[0].shape[0];

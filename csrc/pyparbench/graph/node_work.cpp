@@ -60,6 +60,19 @@ NodeWork node_work(const NodeSpec& s, const std::vector<Shape>& inputs) {
       w.flops = 2 * out * static_cast<double>(inputs.empty() ? 1 : inputs[0].back()) +
                 (s.relu ? out : 0);
       break;
+    case OpKind::dynamic_quantized_linear:
+      // The input's range and quantisation (4 per element) besides the sums.
+      w.flops = 2 * out * static_cast<double>(inputs.empty() ? 1 : inputs[0].back()) +
+                (inputs.empty() ? 0 : 4 * elements(inputs[0])) + 2 * out;
+      break;
+    case OpKind::dynamic_quantized_conv2d: {
+      const auto it = s.params.find("weight");
+      const double per_out = it == s.params.end() ? 1
+                             : elements(it->second.shape) / static_cast<double>(
+                                                                 it->second.shape[0]);
+      w.flops = 2 * out * per_out + (inputs.empty() ? 0 : 4 * elements(inputs[0])) + 2 * out;
+      break;
+    }
     case OpKind::fake_quantize:
       w.flops = 4 * out;  // divide, round, add, clamp; the dequantisation's two left out
       break;

@@ -35,6 +35,8 @@ constexpr std::pair<OpKind, const char*> kOpNames[] = {
     {OpKind::quantized_linear, "quantized_linear"},
     {OpKind::quantized_conv2d, "quantized_conv2d"},
     {OpKind::fake_quantize, "fake_quantize"},
+    {OpKind::dynamic_quantized_linear, "dynamic_quantized_linear"},
+    {OpKind::dynamic_quantized_conv2d, "dynamic_quantized_conv2d"},
 };
 
 }  // namespace

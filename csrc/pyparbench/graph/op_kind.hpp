@@ -36,6 +36,10 @@ enum class OpKind {
   quantized_linear,  // int8 x · Wᵀ, float32 in and out (graph/quantized_nodes.hpp)
   quantized_conv2d,  // int8 2-D convolution, float32 in and out (graph/quantized_nodes.hpp)
   fake_quantize,     // a value rounded onto its int8 / uint8 grid (graph/quantized_nodes.hpp)
+  // x · Wᵀ / 2-D convolution, x quantised per run from its own range
+  // (graph/dynamic_quantized_nodes.hpp)
+  dynamic_quantized_linear,
+  dynamic_quantized_conv2d,
 };
 
 // The op's name in the graph IR ("conv2d", "global_avg_pool", ...).

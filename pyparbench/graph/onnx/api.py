@@ -21,7 +21,7 @@ from pyparbench.graph.onnx.load import (
     load,
     read_inputs,
 )
-from pyparbench.graph.onnx.registry import CONVERTERS
+from pyparbench.graph.onnx.registry import CONVERTERS, INTEGER_READERS
 
 __all__ = ["from_onnx"]
 
@@ -83,7 +83,7 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto, *, batch: int | N
         name = (Path(os.fspath(model)).stem if not isinstance(model, onnx.ModelProto)
                 else proto.graph.name or "onnx_model")
     inputs = read_inputs(proto.graph, src, batch, shapes)
-    graph = Importer(proto, src, inputs, name, opset, CONVERTERS).run()
+    graph = Importer(proto, src, inputs, name, opset, CONVERTERS, INTEGER_READERS).run()
     graph.meta.update({"source": Path(os.fspath(model)).name
                        if not isinstance(model, onnx.ModelProto) else "model",
                        "sha256": digest,

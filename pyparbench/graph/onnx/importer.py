@@ -53,7 +53,7 @@ from pyparbench.graph.onnx.values import (
     Value,
 )
 
-__all__ = ["Converter", "Importer"]
+__all__ = ["Converter", "Importer", "op_key"]
 
 # Ops a constant may flow through without making any float computation of
 # the network (folded at import whatever their dtype).
@@ -74,7 +74,8 @@ class Importer:
     a leading underscore."""
 
     def __init__(self, proto: onnx.ModelProto, src: str, inputs: FileInputs, name: str,
-                 opset: int, converters: Mapping[str, Converter]) -> None:
+                 opset: int, converters: Mapping[str, Converter],
+                 integer_readers: frozenset[str] = frozenset()) -> None:
         self.proto = proto
         self.src = src
         self.opset = opset
@@ -90,6 +91,11 @@ class Importer:
         # the nodes whose values lie on a grid already.
         self.grids: dict[str, QuantGrid] = {}
         self.on_grid: dict[int, QuantGrid] = {}
+        # QOperator files: the grid of each integer value, which the graph
+        # holds as its real value ((q - zero point) * scale); only the ops
+        # in integer_readers (their converters know the grid) may read one.
+        self.integer_grids: dict[str, QuantGrid] = {}
+        self.integer_readers = integer_readers
         self.absorbed: set[int] = set()  # ONNX node indexes folded into an earlier one
         self.input_shapes = inputs.shapes
         self.input_dtypes = inputs.dtypes
@@ -302,22 +308,28 @@ class Importer:
             self.problems.append((n.op_type, label, str(e)))
             self._poison(n)
             return
+        key = op_key(n)
         if any(isinstance(v, Poison) for v in ins):
-            if n.op_type not in self.converters and n.op_type != "Constant":
+            if key not in self.converters and n.op_type != "Constant":
                 self.problems.append((n.op_type, label, ""))
             self._poison(n)
             return
         try:
-            if n.domain not in ("", "ai.onnx"):
+            if n.domain not in ("", "ai.onnx") and key not in self.converters:
                 raise Unsupported(f"domain {n.domain!r}")
             if self._fold(n, ins):
                 return
-            fn = self.converters.get(n.op_type)
+            fn = self.converters.get(key)
             if fn is None:
                 self.problems.append((n.op_type, label, ""))
                 self._poison(n)
                 return
-            self._float_dtype_check(n)
+            read = next((i for i in n.input if i in self.integer_grids), None)
+            if read is not None and key not in self.integer_readers:
+                raise Unsupported(f"it reads the integer value {read!r} (a quantized op's "
+                                  "output, which QOperator ops and DequantizeLinear read)")
+            if read is None:
+                self._float_dtype_check(n)
             self.node_name = self._node_name(n, label)
             outs = fn(self, k, n, ins, node_attrs(n))
         except Unsupported as e:
@@ -534,6 +546,12 @@ class Importer:
             if t is not None and t not in (0, F32):
                 dt = onnx.TensorProto.DataType.Name(t).lower()
                 raise Unsupported(f"output {o!r} is {dt} (compute dtype must be float32)")
+
+
+def op_key(n: onnx.NodeProto) -> str:
+    """The key of ``n``'s converter: its op type, prefixed with its domain
+    outside the default one (``com.microsoft.QLinearAdd``)."""
+    return n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
 
 
 def _block(c: Array, i: int, j: int) -> Array:

@@ -119,27 +119,30 @@ def check(proto: onnx.ModelProto, src: str) -> None:
     _check_not_quantized(proto.graph, src)
 
 
-# The ops of the quantized forms the importer does not map: dynamic
-# quantization and the QOperator format (QDQ pairs are imported,
-# graph/onnx/convert_quantized.py).
-_QUANTIZED_OPS = ("DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
-                  "ConvInteger")
+# The ops of quantized files that the importer does not map (QDQ pairs,
+# dynamic quantization's DynamicQuantizeLinear -> MatMulInteger /
+# ConvInteger and the QOperator format's QLinear ops are imported,
+# graph/onnx/convert_quantized.py, convert_dynamic_quant.py,
+# convert_qoperator.py): ONNX Runtime's fused and contrib ops.
+_QUANTIZED_OPS = ("MatMulIntegerToFloat", "QAttention",
+                  "QEmbedLayerNormalization", "DynamicQuantizeLSTM", "QLinearLeakyRelu",
+                  "QLinearReduceMean", "QLinearWhere", "QOrderedMatMul", "QLinearConvTranspose")
 
 
 def _check_not_quantized(g: onnx.GraphProto, src: str) -> None:
-    """A file of dynamic quantization or of the QOperator format
-    (onnxruntime.quantization, Neural Compressor, NNCF) is refused saying so
-    and naming its ops, before any of its int8 tensors is reported on its
-    own."""
+    """A quantized file (onnxruntime.quantization, Neural Compressor, NNCF)
+    with an op the importer does not map is refused saying so and naming
+    those ops, before any of its int8 tensors is reported on its own."""
     found: dict[str, int] = {}
     for n in g.node:
-        if n.op_type in _QUANTIZED_OPS and n.domain in _DEFAULT_DOMAINS:
+        if n.op_type in _QUANTIZED_OPS and n.domain == "com.microsoft":
             found[n.op_type] = found.get(n.op_type, 0) + 1
     if found:
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(found.items()))
-        raise bad(src, f"a quantized model ({ops}): dynamic quantization and the QOperator "
-                  "format are not imported; import the float32 model it was made from, or "
-                  "quantize it with QuantFormat.QDQ (quantize_static)")
+        raise bad(src, f"a quantized model ({ops}): these ONNX Runtime quantized ops are not "
+                  "imported; import the float32 model it was made from, or quantize it "
+                  "with QuantFormat.QDQ (quantize_static) or quantize_dynamic without "
+                  "graph optimisation")
 
 
 def _check_kernel_shapes(g: onnx.GraphProto, src: str) -> None:
@@ -262,18 +265,33 @@ def _derived_size(param: str, sizes: Mapping[str, int]) -> int | None:
     return value(tree)
 
 
-# Integer types of a QDQ file's quantised weights and zero points.
+# Integer types of a quantized file's weights and zero points.
 _GRID_TYPES = (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
+# The ops that read them: QDQ pairs, dynamic quantization, the QOperator
+# format (its com.microsoft ops included).
+_GRID_READERS = {"QuantizeLinear", "DequantizeLinear", "MatMulInteger", "ConvInteger",
+                 "QLinearConv", "QLinearMatMul"}
+_CONTRIB_GRID_READERS = {"QGemm", "DynamicQuantizeMatMul", "QLinearAdd", "QLinearMul", "QLinearSigmoid",
+                         "QLinearLeakyRelu", "QLinearGlobalAveragePool", "QLinearAveragePool",
+                         "QLinearConcat", "QLinearSoftmax"}
 
 
 def _grid_values(g: onnx.GraphProto) -> set[str]:
-    """Names read by QuantizeLinear / DequantizeLinear alone: a QDQ file's
-    int8 weights and zero points, which no other op computes with."""
+    """Names read by quantized ops alone: a quantized file's int8 / uint8
+    weights and zero points, which no other op computes with (a Gather of
+    a quantized embedding table whose rows a DequantizeLinear reads counts
+    as one)."""
+    readers: dict[str, set[str]] = {}
+    for n in g.node:
+        for i in n.input:
+            readers.setdefault(i, set()).add(n.op_type)
     quant: set[str] = set()
     other: set[str] = set()
     for n in g.node:
-        q = n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.domain in _DEFAULT_DOMAINS
-        (quant if q else other).update(n.input)
+        q = (n.op_type in _GRID_READERS and n.domain in _DEFAULT_DOMAINS) or (
+            n.op_type in _CONTRIB_GRID_READERS and n.domain == "com.microsoft") or (
+            n.op_type == "Gather" and readers.get(n.output[0]) == {"DequantizeLinear"})
+        (quant if q else other).update(n.input[:1] if q and n.op_type == "Gather" else n.input)
     return quant - other
 
 

@@ -19,8 +19,10 @@ from pyparbench.graph.onnx.convert_elementwise import (
     negate,
     pass_through,
 )
+from pyparbench.graph.onnx.convert_dynamic_quant import DYNAMIC_CONVERTERS
 from pyparbench.graph.onnx.convert_gather import gather
 from pyparbench.graph.onnx.convert_linear import gemm, matmul
+from pyparbench.graph.onnx.convert_qoperator import QOPERATOR_CONVERTERS, QOPERATOR_READERS
 from pyparbench.graph.onnx.convert_quantized import QDQ_CONVERTERS
 from pyparbench.graph.onnx.convert_normalisation import batch_norm, layer_norm, rms_norm, softmax
 from pyparbench.graph.onnx.convert_reduce import reduce_mean
@@ -35,7 +37,7 @@ from pyparbench.graph.onnx.convert_shape import (
 )
 from pyparbench.graph.onnx.importer import Converter
 
-__all__ = ["CONVERTERS"]
+__all__ = ["CONVERTERS", "INTEGER_READERS"]
 
 CONVERTERS: Mapping[str, Converter] = {
     "Conv": conv,
@@ -81,4 +83,11 @@ CONVERTERS: Mapping[str, Converter] = {
     "Cast": pass_through,
     # Conv, MatMul and Gemm again: int8 nodes where a QDQ file quantises them.
     **QDQ_CONVERTERS,
+    # QOperator files: their quantized ops, QuantizeLinear / DequantizeLinear
+    # of both formats, and the ops that move an integer value unchanged.
+    **QOPERATOR_CONVERTERS,
+    # Dynamic quantization: each product's chain, fused (onnx/dynamic_quant.py).
+    **DYNAMIC_CONVERTERS,
 }
+# The converters that read an integer value of a QOperator file.
+INTEGER_READERS = QOPERATOR_READERS

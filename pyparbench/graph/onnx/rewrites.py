@@ -15,7 +15,12 @@ several nodes and the IR runs as one.
   into the Conv's pads;
 * :func:`masked_fill_as_add`: Where(m, x, c) of an additive term x and a
   fill c of at most -1e30 (T5's position bias masked by its padding) as x +
-  Where(m, 0, c): the mask's own value beside x.
+  Where(m, 0, c): the mask's own value beside x;
+* :func:`~pyparbench.graph.onnx.dynamic_quant.fuse_dynamic_quantization`:
+  a dynamically quantized product (DynamicQuantizeLinear, MatMulInteger or
+  ConvInteger, the Cast, the scales' Mul, the bias's Add) as one node;
+  :func:`~pyparbench.graph.onnx.dynamic_quant.dequantized_embeddings`: the
+  rows of a quantized embedding table dequantised as the table itself.
 
 Each takes the nodes, the file's constants by value name and the graph's
 output names, and returns the nodes rewritten; it reads no shape, so a
@@ -34,6 +39,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from pyparbench.graph.onnx.attributes import as_text, node_attrs
+from pyparbench.graph.onnx.dynamic_quant import dequantized_embeddings, fuse_dynamic_quantization
 
 __all__ = ["REWRITES", "erf_gelu", "gated_by_itself", "masked_fill_as_add",
            "nan_guard_of_softmax", "pad_into_conv", "rms_norm", "tanh_gelu"]
@@ -424,4 +430,5 @@ def _constant_array(nodes: list[onnx.NodeProto], name: str, inits: Mapping[str, 
 
 # In this order: a Gelu's or a gate's pattern is whole before a Pad is looked at.
 REWRITES: tuple[Rewrite, ...] = (erf_gelu, tanh_gelu, gated_by_itself, nan_guard_of_softmax,
-                                 rms_norm, pad_into_conv, masked_fill_as_add)
+                                 rms_norm, pad_into_conv, masked_fill_as_add,
+                                 fuse_dynamic_quantization, dequantized_embeddings)

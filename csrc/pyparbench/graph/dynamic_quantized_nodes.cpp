@@ -1,0 +1,228 @@
+#include "pyparbench/graph/dynamic_quantized_nodes.hpp"
+
+#include "pyparbench/graph/conv_geometry.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace ppb {
+
+namespace {
+
+std::string where(const NodeSpec& s) { return "node '" + s.name + "' (" + op_name(s.op) + ")"; }
+
+const ParamArray& need(const NodeSpec& s, const char* name) {
+  auto it = s.params.find(name);
+  if (it == s.params.end() || !it->second.data)
+    throw std::invalid_argument(where(s) + " has no '" + name + "' parameter");
+  return it->second;
+}
+
+// The file's integer weights (int8 or uint8 values, carried as floats).
+bool whole_byte(float v) { return v == std::nearbyint(v) && v >= -128.f && v <= 255.f; }
+
+// The run's grid of its input, as ONNX's DynamicQuantizeLinear computes it
+// (float32 throughout). An input of zeros has scale 0: every q is the zero
+// point 0, and every product sum 0.
+struct RunGrid {
+  float scale = 0.f;
+  int32_t zero_point = 0;
+};
+
+RunGrid run_grid(const float* x, int64_t n, int threads) {
+  float lo = 0.f, hi = 0.f;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(min : lo) \
+    reduction(max : hi) if (n > 16384 && threads > 1)
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  RunGrid g;
+  g.scale = (hi - lo) / 255.f;
+  if (g.scale > 0.f)
+    g.zero_point = static_cast<int32_t>(std::nearbyint(std::clamp(0.f - lo / g.scale, 0.f, 255.f)));
+  return g;
+}
+
+// q - zero point of every element, q = saturate(round(x / scale) + zero point).
+void centred(const float* x, int16_t* d, int64_t n, const RunGrid& g, int threads) {
+  const float zp = static_cast<float>(g.zero_point), scale = g.scale;
+  if (!(scale > 0.f)) {
+    std::fill(d, d + n, int16_t{0});
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 16384 && threads > 1)
+  for (int64_t i = 0; i < n; ++i)
+    d[i] = static_cast<int16_t>(std::clamp(std::nearbyint(x[i] / scale) + zp, 0.f, 255.f) - zp);
+}
+
+// What a node keeps between runs: its weights less their zero points (per
+// output), the scales and bias, and the run's centred input.
+struct DynamicState {
+  std::vector<int16_t> weights;  // (out, per_out)
+  std::vector<float> scales, bias;
+  std::vector<int16_t> x;
+  int64_t per_out = 0;
+};
+
+std::shared_ptr<DynamicState> prepare(const NodeSpec& s, int64_t x_elems) {
+  const ParamArray& w = need(s, "weight");
+  const ParamArray& zp = need(s, "weight_zero_point");
+  const ParamArray& ws = need(s, "weight_scale");
+  const int64_t outs = w.shape.at(0), per_out = Dims(w.shape).elements() / outs;
+  if (Dims(zp.shape).elements() != outs || Dims(ws.shape).elements() != outs)
+    throw std::invalid_argument(where(s) + ": weight_zero_point and weight_scale need " +
+                                std::to_string(outs) + " values, one per output");
+  auto st = std::make_shared<DynamicState>();
+  st->per_out = per_out;
+  st->weights.resize(static_cast<size_t>(outs * per_out));
+  for (int64_t o = 0; o < outs; ++o) {
+    const float z = zp.data[o];
+    if (!whole_byte(z))
+      throw std::invalid_argument(where(s) + ": weight zero point " + std::to_string(z) +
+                                  " is not an int8 or uint8");
+    for (int64_t i = 0; i < per_out; ++i) {
+      const float v = w.data[o * per_out + i];
+      if (!whole_byte(v))
+        throw std::invalid_argument(where(s) + ": weight value " + std::to_string(v) +
+                                    " is not an int8 or uint8");
+      st->weights[static_cast<size_t>(o * per_out + i)] = static_cast<int16_t>(v - z);
+    }
+  }
+  st->scales.assign(ws.data, ws.data + outs);
+  auto b = s.params.find("bias");
+  st->bias.assign(static_cast<size_t>(outs), 0.f);
+  if (b != s.params.end() && b->second.data) {
+    if (Dims(b->second.shape).elements() != outs)
+      throw std::invalid_argument(where(s) + ": bias needs " + std::to_string(outs) + " values");
+    st->bias.assign(b->second.data, b->second.data + outs);
+  }
+  st->x.resize(static_cast<size_t>(x_elems));
+  return st;
+}
+
+// float(sum) · (x_scale · w_scale[o]) + bias[o], the file's Cast, Mul, Add.
+inline float dequantized(int32_t sum, float x_scale, float w_scale, float bias) {
+  const float scale = x_scale * w_scale;
+  return static_cast<float>(sum) * scale + bias;
+}
+
+// y (m, outs) = x (m, k) · wᵀ over the centred values, four rows at a time:
+// each weight row loaded serves four sums (the weights are the larger stream).
+void linear(const DynamicState& st, float* y, int64_t m, int64_t outs, const RunGrid& g,
+            int threads) {
+  constexpr int64_t kRows = 4;
+  const int64_t k = st.per_out, blocks = (m + kRows - 1) / kRows;
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t o = 0; o < outs; ++o) {
+      const int64_t r0 = b * kRows, rows = std::min(kRows, m - r0);
+      // Rows past the end read the block's first row again; their sums are dropped.
+      const int16_t* x0 = st.x.data() + r0 * k;
+      const int16_t* x1 = rows > 1 ? x0 + k : x0;
+      const int16_t* x2 = rows > 2 ? x0 + 2 * k : x0;
+      const int16_t* x3 = rows > 3 ? x0 + 3 * k : x0;
+      const int16_t* wr = st.weights.data() + o * k;
+      int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+      for (int64_t i = 0; i < k; ++i) {
+        const int32_t w = wr[i];
+        s0 += static_cast<int32_t>(x0[i]) * w;
+        s1 += static_cast<int32_t>(x1[i]) * w;
+        s2 += static_cast<int32_t>(x2[i]) * w;
+        s3 += static_cast<int32_t>(x3[i]) * w;
+      }
+      const int32_t sums[kRows] = {s0, s1, s2, s3};
+      for (int64_t r = 0; r < rows; ++r)
+        y[(r0 + r) * outs + o] = dequantized(sums[r], g.scale, st.scales[o], st.bias[o]);
+    }
+}
+
+// y (N, O, OH, OW) of x (N, C, H, W); padding reads the zero point (a
+// centred 0), as ConvInteger pads.
+void conv(const DynamicState& st, float* y, const Conv2dConfig& c, int64_t oh, int64_t ow,
+          const RunGrid& g, int threads) {
+  const int64_t per_group = c.c / c.groups, outs_per_group = c.out_channels / c.groups;
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t n = 0; n < c.n; ++n)
+    for (int64_t o = 0; o < c.out_channels; ++o) {
+      const int64_t c0 = (o / outs_per_group) * per_group;
+      const int16_t* wo = st.weights.data() + o * st.per_out;
+      float* yo = y + (n * c.out_channels + o) * oh * ow;
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          int32_t sum = 0;
+          for (int64_t ci = 0; ci < per_group; ++ci) {
+            const int16_t* xc = st.x.data() + ((n * c.c) + c0 + ci) * c.h * c.w;
+            const int16_t* wc = wo + ci * c.kh * c.kw;
+            for (int64_t a = 0; a < c.kh; ++a) {
+              const int64_t h = i * c.stride_h - c.pad_top + a * c.dilation_h;
+              if (h < 0 || h >= c.h) continue;
+              for (int64_t b = 0; b < c.kw; ++b) {
+                const int64_t w = j * c.stride_w - c.pad_left + b * c.dilation_w;
+                if (w < 0 || w >= c.w) continue;
+                sum += static_cast<int32_t>(xc[h * c.w + w]) * wc[a * c.kw + b];
+              }
+            }
+          }
+          yo[i * ow + j] = dequantized(sum, g.scale, st.scales[o], st.bias[o]);
+        }
+    }
+}
+
+}  // namespace
+
+bool is_dynamic_quantized_node(OpKind op) {
+  return op == OpKind::dynamic_quantized_linear || op == OpKind::dynamic_quantized_conv2d;
+}
+
+QuantizedNodeCall make_dynamic_quantized_call(const NodeSpec& s, const std::vector<Tensor>& ins,
+                                              const Tensor& out, int threads) {
+  if (!is_dynamic_quantized_node(s.op))
+    throw std::invalid_argument(where(s) + " is not a dynamically quantized node");
+  if (ins.size() != 1) throw std::invalid_argument(where(s) + " takes one input");
+  const Tensor x = ins[0];
+  const int64_t x_elems = Dims(x.shape).elements(), y_elems = Dims(out.shape).elements();
+  std::shared_ptr<DynamicState> state = prepare(s, x_elems);
+  DynamicState* st = state.get();
+  const int64_t outs = need(s, "weight").shape[0];
+  if (s.op == OpKind::dynamic_quantized_linear) {
+    const int64_t k = x.shape.back(), m = x_elems / k;
+    if (k != st->per_out || m * outs != y_elems)
+      throw std::invalid_argument(where(s) + ": its input's last axis (" + std::to_string(k) +
+                                  ") is not its weight's (" + std::to_string(st->per_out) + ")");
+    return {state,
+            [st, x, out, x_elems, m, outs, threads] {
+              const float* xv = static_cast<const float*>(x.data);
+              const RunGrid g = run_grid(xv, x_elems, threads);
+              centred(xv, st->x.data(), x_elems, g, threads);
+              linear(*st, static_cast<float*>(out.data), m, outs, g, threads);
+            },
+            "native int16 loops"};
+  }
+  const ParamArray& w = need(s, "weight");
+  if (x.shape.size() != 4 || w.shape.size() != 4 || out.shape.size() != 4)
+    throw std::invalid_argument(where(s) + ": a 2-D convolution takes NCHW input and OIHW "
+                                "weights");
+  const Conv2dConfig c = conv_geometry(s, x.shape, w.shape, outs);
+  if (c.groups < 1 || c.c % c.groups || outs % c.groups || w.shape[1] * c.groups != c.c)
+    throw std::invalid_argument(where(s) + ": groups " + std::to_string(c.groups) +
+                                " do not divide its channels");
+  const int64_t oh = out.shape[2], ow = out.shape[3];
+  if (out.shape[0] != c.n || out.shape[1] != outs)
+    throw std::invalid_argument(where(s) + ": its output shape does not match its input's");
+  return {state,
+          [st, x, out, x_elems, c, oh, ow, threads] {
+            const float* xv = static_cast<const float*>(x.data);
+            const RunGrid g = run_grid(xv, x_elems, threads);
+            centred(xv, st->x.data(), x_elems, g, threads);
+            conv(*st, static_cast<float*>(out.data), c, oh, ow, g, threads);
+          },
+          "native int16 loops"};
+}
+
+}  // namespace ppb
