@@ -324,8 +324,9 @@ def default_suite(level: Level, *, cores: int | None = None, topo: Topology | No
                                       repeats=repeats, predicted_ns=rec[1]))
             configs += [Config(model, batch, s, repeats=repeats) for s in chosen[len(PRESETS):]]
             # The frameworks run at the level's precision (ONNX Runtime's bf16 row
-            # says it has none), beside the native run of the same settings.
-            if frameworks and batch == level.batches[0]:
+            # says it has none), beside the native run of the same settings;
+            # none has a translation of the int8 graphs.
+            if frameworks and batch == level.batches[0] and level.precision != "int8":
                 # The native run they are compared with: the same settings, by label.
                 fs = framework_settings(n).with_(precision=level.precision)
                 native = next((s for s in chosen if s.with_(name="") == fs), fs)

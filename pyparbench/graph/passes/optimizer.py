@@ -38,7 +38,9 @@ class OptimizeResult:
     # What a pass chose, where it chooses (microbatch: MicroBatchPlan.as_dict()).
     details: dict[str, Any] = field(default_factory=dict)
     # The run's precision: at bf16 the matrix nodes multiply in bf16 behind
-    # one conversion per value (graph.passes.precision).
+    # one conversion per value (graph.passes.precision); at int8 the graph
+    # given is already the int8 one (graph.passes.quantize: its grids come
+    # from a calibration run, which the executor makes).
     precision: str = "fp32"
 
     def as_dict(self) -> dict[str, Any]:
@@ -85,7 +87,10 @@ def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
     of its CPUs); default, every CPU this process may use. ``precision``
     ``"bf16"``: after the passes, the matrix nodes are marked bf16 with one
     conversion per value they read (:func:`~pyparbench.graph.passes.precision.to_bf16`,
-    whatever ``passes``: it is the run's number format, not an optimisation)."""
+    whatever ``passes``: it is the run's number format, not an optimisation);
+    ``"int8"``: the graph is taken as the int8 graph it is (the executor
+    quantises a float graph first, :func:`pyparbench.executor.int8_graph`:
+    its grids need a calibration run)."""
     check_precision(precision)
     unknown = [p for p in passes if p not in PASSES]
     if unknown:
@@ -196,7 +201,7 @@ class ExecutedGraphs:
     def __call__(self, graph: Graph, settings: PassSettings, *,
                  budget_bytes: int | None = None) -> Graph:
         run = self._fp32(graph, settings, budget_bytes)
-        if settings.precision == "fp32":
+        if settings.precision != "bf16":
             return run
         return self._cached(run, (settings.precision,), lambda: to_bf16(run))
 
