@@ -43,8 +43,8 @@ from pyparbench.graph import NATIVE_ATTRS, NO_KERNEL_OPS, Graph, Node
 from pyparbench.graph.builder import rebuild
 from pyparbench.graph.passes import (BLOCKED_LAYOUTS, PASSES, OptimizeResult, cache_budget_bytes,
                                      optimize, pipeline)
-from pyparbench.graph.passes.fusion import bn_fold
-from pyparbench.graph.passes.quantize import Range, calibration_inputs, converts, to_int8
+from pyparbench.graph.passes.quantize import (Range, calibration_inputs, converts, int8_ready,
+                                              to_int8)
 from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.memory import check_fits
 from pyparbench.models import build
@@ -770,13 +770,15 @@ def _calibrated_ranges(folded: Graph) -> dict[str, Range]:
 
 def int8_graph(graph: Graph) -> Graph:
     """``graph`` as it runs at ``Settings(precision="int8")``: its batch
-    norms folded into the convolutions before them, then every float conv2d
+    norms folded into the convolutions before them and its ReLUs into the
+    nodes before them (:func:`~pyparbench.graph.passes.quantize.int8_ready`),
+    then every float conv2d
     and linear node quantised (:func:`pyparbench.graph.passes.quantize.to_int8`)
     on input grids calibrated by one run of the float graph on its generated
     inputs (``graph.random_inputs(CALIBRATION_SEED)``): speed figures, not
     accuracy ones; its embedding bags read 8-bit rowwise tables. A graph
     with no such node (an int8 graph already) comes back as it is."""
-    folded = bn_fold(graph)
+    folded = int8_ready(graph)
     if not converts(folded):
         return graph
     return to_int8(folded, _calibrated_ranges(folded), weight_bits=_weight_bits())
@@ -792,7 +794,7 @@ def int8_model(name: str, batch: int | None = None, **model_kw: Any) -> Graph:
     """Model ``name`` at ``batch`` as its int8 graph (:func:`int8_graph`),
     calibrated once per process for each (model, batch, keywords); each
     call builds the model again, so each graph holds its own weights."""
-    folded = bn_fold(build(name, batch, **model_kw))
+    folded = int8_ready(build(name, batch, **model_kw))
     if not converts(folded):
         return folded
     key = json.dumps([name, batch, model_kw], sort_keys=True, default=str)

@@ -11,6 +11,8 @@ from functools import cache
 import numpy as np
 import pytest
 from test_executor import SMALL
+from _support import ref_embedding_bag
+from test_int8_ops import byte_bag_bound
 
 from pyparbench import executor, models
 from pyparbench.executor import compile_graph, int8_graph, int8_model, model_runner
@@ -19,6 +21,7 @@ from pyparbench.graph import GraphBuilder
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.passes.quantize import calibration_inputs, to_int8
 from pyparbench.machine.cpu_features import cpu_features
+from pyparbench.quantization import byte_rowwise_dequantize
 from pyparbench.reference import (assert_near_int8, int8_conv2d_reference,
                                   int8_linear_reference, reference_forward)
 from pyparbench.settings import Settings
@@ -147,6 +150,16 @@ def test_each_int8_node_matches_its_reference_on_what_it_read(name: str) -> None
             assert_near_int8(cg.output(n.id), want, magnitude, f"{name} {n.name}")
 
 
+def test_batch_norms_and_relus_fold_into_the_int8_nodes() -> None:
+    q = int8_of("resnet50")
+    assert not any(n.op == "batch_norm" for n in q.nodes)
+    int8 = {n.id for n in q.nodes if n.op == "quantized_conv2d"}
+    assert sum(q[i].attrs["relu"] for i in int8) >= 30
+    readers = q.consumers
+    assert not any(n.op == "eltwise" and n.attrs["kind"] == "relu" and n.inputs[0] in int8
+                   and readers[n.inputs[0]] == (n.id,) for n in q.nodes)
+
+
 def test_attention_matmuls_and_embedding_bags_stay_float() -> None:
     enc = int8_of("transformer")
     assert any(n.op in ("attention", "matmul") for n in enc.nodes)
@@ -212,3 +225,35 @@ def test_int8_needs_the_onednn_library_and_no_framework_runs_it() -> None:
         assert why == (f"unsupported at int8: framework {fw} has no int8 translation of "
                        "built-in model 'resnet50' (its calibrated int8 nodes are pyparbench's "
                        "own); run native")
+
+
+@pytest.mark.parametrize("name", ["dlrm", "dlrm-kaggle"])
+def test_dlrm_8bit_bags_match_the_dequantised_tables_and_pytorch(name: str) -> None:
+    """Each of the int8 DLRM's bags over its packed table: the dequantised
+    table's float64 sums and PyTorch's 8-bit rowwise bag, each within the
+    float32 sum's bound (test_int8_ops.byte_bag_bound)."""
+    torch = pytest.importorskip("torch", reason="the comparison with PyTorch needs torch")
+    q = int8_of(name)
+    cg = compile_graph(q)
+    inputs = q.random_inputs(seed=1)
+    cg.set_inputs(inputs)
+    bags = [n for n in q.nodes if n.op == "embedding_bag"]
+    assert bags and all(n.attrs["table_format"] == "byte_rowwise" for n in bags)
+    for threads in (1, 2):
+        cg.run(Settings(intra_op=threads, graph_opt="none", precision="int8"), repeats=1,
+               warmup=0)
+        for n in bags:
+            packed = np.array(n.params["table"]).view(np.uint8)  # a writable copy, for torch
+            assert packed.shape[1] == n.shape[1] + 8
+            idx = cg.output(n.inputs[0]).reshape(n.shape[0], -1)
+            flat = np.ascontiguousarray(idx.reshape(-1))
+            off = np.arange(0, flat.size, idx.shape[1], dtype=np.int64)
+            got = cg.output(n.id)
+            bound = byte_bag_bound(packed, flat, off, n.attrs["mode"], None)
+            want = ref_embedding_bag(byte_rowwise_dequantize(packed), flat, off, n.attrs["mode"],
+                                     None)
+            assert np.all(np.abs(got - want) <= bound), (name, n.name)
+            theirs = torch.ops.quantized.embedding_bag_byte_rowwise_offsets(
+                torch.from_numpy(packed), torch.from_numpy(flat), torch.from_numpy(off), False,
+                0, False, None, None, False).numpy()
+            assert np.all(np.abs(got - theirs) <= 2 * bound), (name, n.name)

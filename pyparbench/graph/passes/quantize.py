@@ -20,7 +20,9 @@ The ranges come from running the float graph on generated data
 (:func:`pyparbench.executor.int8_graph`): the figures measured on the
 result are speed figures, not accuracy ones. Batch normalisation is folded
 into the convolutions before (:func:`~pyparbench.graph.passes.fusion.bn_fold`),
-as an int8 deployment does, so a folded conv quantises its folded weights.
+as an int8 deployment does, so a folded conv quantises its folded weights,
+and a ReLU after a conv2d / linear becomes the int8 node's own
+(:func:`int8_ready`).
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ import numpy as np
 
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.node import ArrayParams, Node
+from pyparbench.graph.passes.fusion import bn_fold, relu_flag_fusion
 from pyparbench.graph.passes.rewrite import DerivedParams, Emitter
 from pyparbench.quantization import byte_rowwise_prepack, channel_scales, quantize, tensor_params
 
 __all__ = ["INT8_OPS", "Range", "byte_rowwise_table", "calibration_inputs", "converts",
-           "quantizable", "to_int8"]
+           "int8_ready", "quantizable", "to_int8"]
 
 # The float ops the int8 graph runs in int8, and the int8 op of each.
 INT8_OPS = {"conv2d": "quantized_conv2d", "linear": "quantized_linear"}
@@ -66,6 +69,13 @@ def _packed_table(n: Node) -> DerivedParams:
     rows, dim = n.params.shapes["table"]
     return DerivedParams({"table": (rows, (dim + 8) // 4)}, lambda: {
         "table": byte_rowwise_prepack(n.params["table"]).view(np.float32)})
+
+
+def int8_ready(g: Graph) -> Graph:
+    """``g`` as the int8 graph is made from it (and calibrated on): its
+    batch norms folded into the conv2d / linear before them, then each ReLU
+    after one made its ``relu`` flag, so the int8 node applies it."""
+    return relu_flag_fusion(bn_fold(g))
 
 
 def converts(g: Graph) -> bool:
