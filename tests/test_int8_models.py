@@ -257,3 +257,18 @@ def test_dlrm_8bit_bags_match_the_dequantised_tables_and_pytorch(name: str) -> N
                 torch.from_numpy(packed), torch.from_numpy(flat), torch.from_numpy(off), False,
                 0, False, None, None, False).numpy()
             assert np.all(np.abs(got - theirs) <= 2 * bound), (name, n.name)
+
+
+def test_the_cost_models_int8_graph_is_the_one_the_executor_runs() -> None:
+    """executed_graph at int8 (what the recommender reads) has the nodes,
+    attributes and shapes of the calibrated graph the executor runs, its
+    grids placeholders, and makes no weight to say so."""
+    from pyparbench.graph.passes import executed_graph
+    from pyparbench.recommender.costmodel import op_key
+
+    g = _fp32_of("resnet50")
+    s = Settings(intra_op=2, precision="int8")
+    structure = executed_graph(g, s, budget_bytes=executor.team_budget_bytes(s))
+    ran = compile_graph(g).optimized(s)
+    assert [op_key(structure, n) for n in structure] == [op_key(ran, n) for n in ran]
+    assert sum(n.op == "quantized_conv2d" for n in structure) == 53

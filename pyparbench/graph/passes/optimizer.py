@@ -15,6 +15,7 @@ from pyparbench.graph.passes.layout import blocked_choice, layout_blocked_unchec
 from pyparbench.graph.passes import microbatching
 from pyparbench.graph.passes.microbatching import microbatch_plan, split_batch
 from pyparbench.graph.passes.precision import to_bf16
+from pyparbench.graph.passes.quantize import int8_structure
 from pyparbench.choices import GRAPH_PASSES, check_precision, graph_opt_passes
 
 __all__ = ["PASSES", "ExecutedGraphs", "OptimizeResult", "PassSettings", "executed_graph",
@@ -171,12 +172,16 @@ def executed_graph(graph: Graph, settings: PassSettings, *,
                    budget_bytes: int | None = None) -> Graph:
     """The graph the executor runs for ``graph`` under ``settings``: rewritten
     by the passes ``settings.graph_opt`` asks for that its library and
-    operator mode can take (what a trace's node ids refer to).
-    ``budget_bytes``: the micro-batch budget of the team that runs it (see
+    operator mode can take (what a trace's node ids refer to); at int8,
+    those of the int8 graph's structure
+    (:func:`~pyparbench.graph.passes.quantize.int8_structure`: the nodes the
+    executor runs, with placeholder grids). ``budget_bytes``: the micro-batch budget of the team that runs it (see
     :func:`optimize`)."""
     passes = pipeline(settings.graph_opt)
     if not passes and settings.precision == "fp32":
         return graph
+    if settings.precision == "int8":  # the int8 graph's structure (its grids need a run)
+        graph = int8_structure(graph)
     return optimize(graph, passes, library=settings.library, operator=settings.operator,
                     budget_bytes=budget_bytes, precision=settings.precision).graph
 
@@ -200,6 +205,8 @@ class ExecutedGraphs:
 
     def __call__(self, graph: Graph, settings: PassSettings, *,
                  budget_bytes: int | None = None) -> Graph:
+        if settings.precision == "int8":  # as executed_graph: the int8 graph's structure
+            graph = self._cached(graph, ("int8",), lambda: int8_structure(graph))
         run = self._fp32(graph, settings, budget_bytes)
         if settings.precision != "bf16":
             return run

@@ -32,13 +32,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from pyparbench.graph.ir import Graph
-from pyparbench.graph.node import ArrayParams, Node
+from pyparbench.graph.node import Node
 from pyparbench.graph.passes.fusion import bn_fold, relu_flag_fusion
 from pyparbench.graph.passes.rewrite import DerivedParams, Emitter
 from pyparbench.quantization import byte_rowwise_prepack, channel_scales, quantize, tensor_params
 
 __all__ = ["INT8_OPS", "Range", "byte_rowwise_table", "calibration_inputs", "converts",
-           "int8_ready", "quantizable", "to_int8"]
+           "int8_ready", "int8_structure", "quantizable", "to_int8"]
 
 # The float ops the int8 graph runs in int8, and the int8 op of each.
 INT8_OPS = {"conv2d": "quantized_conv2d", "linear": "quantized_linear"}
@@ -90,14 +90,21 @@ def calibration_inputs(g: Graph) -> dict[str, int]:
     return {n.name: n.inputs[0] for n in g.nodes if quantizable(n)}
 
 
+def _lazy_int8_params(n: Node, grid: Range, weight_bits: int) -> DerivedParams:
+    """:func:`_int8_params`, made on first read: a cost model reading the
+    int8 graph's shapes makes no weight."""
+    w = n.params.shapes["weight"]
+    shapes = {"x_scale": (1,), "x_zero_point": (1,), "weight": w, "weight_scale": (w[0],)}
+    if "bias" in n.params.shapes:
+        shapes["bias"] = (w[0],)
+    return DerivedParams(shapes, lambda: _int8_params(n, grid, weight_bits))
+
+
 def _int8_params(n: Node, grid: Range, weight_bits: int) -> dict[str, np.ndarray]:
     """A quantizable node's int8 parameters: its input's uint8 grid over
     ``grid``, its weights per output channel on int8 (``weight_bits``
     significant bits, see channel_scales), its bias as it is."""
     lo, hi = grid
-    if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
-        raise ValueError(f"node {n.name!r}: calibrated range ({lo!r}, {hi!r}) is not a finite "
-                         "interval")
     scale, zero_point = tensor_params(np.array([lo, hi]), "uint8")
     w = np.asarray(n.params["weight"], dtype=np.float32)
     scales = channel_scales(w, axis=0, bits=weight_bits)
@@ -141,6 +148,22 @@ def to_int8(g: Graph, ranges: Mapping[str, Range], *, weight_bits: int = 8) -> G
         attrs = {**n.attrs, "x_dtype": "uint8", "out_dtype": "float32"}
         attrs.setdefault("relu", False)
         attrs.pop("im2col", None)
-        params = ArrayParams(_int8_params(n, ranges[n.name], weight_bits))
+        lo, hi = ranges[n.name]
+        if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
+            raise ValueError(f"node {n.name!r}: calibrated range ({lo!r}, {hi!r}) is not a "
+                             "finite interval")
+        params = _lazy_int8_params(n, (lo, hi), weight_bits)
         new[n.id] = em.emit(INT8_OPS[n.op], ins, attrs, params, n.shape, n.dtype, n.name)
     return Graph(g.name, em.nodes, [new[o] for o in g.outputs], {**g.meta, "precision": "int8"})
+
+
+def int8_structure(g: Graph) -> Graph:
+    """The int8 graph of ``g`` as far as a cost model reads it: the nodes,
+    ops, attributes and shapes the executor runs at int8 (:func:`int8_ready`,
+    then :func:`to_int8`), every grid the placeholder [-1, 1] (the real ones
+    come from a calibration run, which only the executor makes); no weight
+    is made unless read."""
+    ready = int8_ready(g)
+    if not converts(ready):
+        return g
+    return to_int8(ready, dict.fromkeys(calibration_inputs(ready), (-1.0, 1.0)))
