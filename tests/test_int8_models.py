@@ -19,9 +19,11 @@ from pyparbench.executor import compile_graph, int8_graph, int8_model, model_run
 from pyparbench.frameworks.precision import unsupported
 from pyparbench.graph import GraphBuilder
 from pyparbench.graph.ir import Graph
+from pyparbench.graph.passes import executed_graph
 from pyparbench.graph.passes.quantize import calibration_inputs, to_int8
 from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.quantization import byte_rowwise_dequantize
+from pyparbench.recommender.costmodel import op_key
 from pyparbench.reference import (assert_near_int8, int8_conv2d_reference,
                                   int8_linear_reference, reference_forward)
 from pyparbench.settings import Settings
@@ -263,9 +265,6 @@ def test_the_cost_models_int8_graph_is_the_one_the_executor_runs() -> None:
     """executed_graph at int8 (what the recommender reads) has the nodes,
     attributes and shapes of the calibrated graph the executor runs, its
     grids placeholders, and makes no weight to say so."""
-    from pyparbench.graph.passes import executed_graph
-    from pyparbench.recommender.costmodel import op_key
-
     g = _fp32_of("resnet50")
     s = Settings(intra_op=2, precision="int8")
     structure = executed_graph(g, s, budget_bytes=executor.team_budget_bytes(s))
