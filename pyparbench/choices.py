@@ -18,9 +18,11 @@ POOLS = ("openmp", "std", "eigen")
 AFFINITIES = ("none", "compact", "scatter")
 PLACEMENTS = ("shared", "per-socket")
 PRESETS = ("tensorflow", "intel", "tftuner")
-# The number format of a whole run (Settings.precision): fp32, or bf16
-# weights and matrix-op activations with fp32 accumulation and outputs.
-PRECISIONS = ("fp32", "bf16")
+# The number format of a whole run (Settings.precision): fp32; bf16
+# weights and matrix-op activations with fp32 accumulation and outputs; or
+# int8 convolutions and linear layers (u8 activations on calibrated grids,
+# s8 weights per output channel, s32 accumulation, fp32 outputs).
+PRECISIONS = ("fp32", "bf16", "int8")
 # The frameworks a model also runs in, each with its modes (how it runs the
 # graph) and the modes it is measured in by default, the first when none is
 # named (pyparbench.frameworks).

@@ -43,6 +43,9 @@ from pyparbench.graph import NATIVE_ATTRS, NO_KERNEL_OPS, Graph, Node
 from pyparbench.graph.builder import rebuild
 from pyparbench.graph.passes import (BLOCKED_LAYOUTS, PASSES, OptimizeResult, cache_budget_bytes,
                                      optimize, pipeline)
+from pyparbench.graph.passes.quantize import (Range, calibration_inputs, converts, int8_ready,
+                                              to_int8)
+from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.memory import check_fits
 from pyparbench.models import build
 from pyparbench.settings import Settings, numa_domains, team_cpus
@@ -53,9 +56,10 @@ from pyparbench.threading.topology import Topology
 from pyparbench.threading.topology import topology as this_machine
 from pyparbench.timing import Summary, summarize
 
-__all__ = ["CompiledGraph", "InstancesRunner", "NodePrecision", "RunRecord", "TraceEvent", "branch_groups",
-           "compile_graph", "instances_runner", "model_runner", "resolve", "run_instances",
-           "run_model", "team_budget_bytes"]
+__all__ = ["CALIBRATION_SEED", "CompiledGraph", "InstancesRunner", "NodePrecision", "RunRecord",
+           "TraceEvent", "branch_groups", "compile_graph", "instances_runner", "int8_graph",
+           "int8_model", "model_runner", "resolve", "run_instances", "run_model",
+           "team_budget_bytes"]
 
 
 @dataclass(frozen=True)
@@ -229,6 +233,8 @@ def _spec(node: Node) -> _g.NodeSpec:
     if "x_dtype" in node.attrs:  # an int8 node: its input's and output's types
         spec.kind = node.attrs["x_dtype"]
         spec.mode = node.attrs.get("out_dtype", "float32")
+    if node.attrs.get("table_format") == "byte_rowwise":  # an embedding bag's 8-bit table
+        spec.kind = "byte_rowwise"
     # What the optimisation passes set (graph.opdefs.PASS_ATTRS).
     spec.activation = node.attrs.get("activation") or ""
     spec.layout = node.attrs.get("layout", "nchw")
@@ -327,6 +333,8 @@ class CompiledGraph:
         # never see half of another call's inputs, nor outputs of two runs.
         self._lock = threading.Lock()
         self._variants: dict[tuple[str, ...], _Variant] = {}
+        # The int8 graph, made on the first run at precision int8.
+        self._int8: Graph | None = None
         self._inputs: dict[str, npt.NDArray[Any]] = {}
         # Inputs bound to a caller's buffer (bind_state), never copied.
         self._bound: dict[str, npt.NDArray[np.float32]] = {}
@@ -356,7 +364,12 @@ class CompiledGraph:
         key = (*wanted, settings.library, settings.operator, str(budget), settings.precision)
         v = self._variants.get(key)
         if v is None:
-            opt = optimize(self._checked, wanted, library=settings.library,
+            source = self._checked
+            if settings.precision == "int8":
+                if self._int8 is None:
+                    self._int8 = int8_graph(self._checked)
+                source = self._int8
+            opt = optimize(source, wanted, library=settings.library,
                            operator=settings.operator, budget_bytes=budget,
                            precision=settings.precision)
             # Settings that end with the same passes and precision share one plan.
@@ -594,7 +607,8 @@ class CompiledGraph:
                   for (n, w, c, s, e, t) in res["trace"]]
         resolved = _resolved_dict(native)
         if settings.precision != "fp32":
-            resolved["precision"] = _precision_dict(g, emulated)
+            resolved["precision"] = (_int8_dict(g) if settings.precision == "int8"
+                                     else _precision_dict(g, emulated))
         resolved["graph_opt"] = _graph_opt_dict(settings, self.graph, v.opt)
         resolved["graph_opt"]["buffer_bytes"] = v.plan.allocated_bytes
         if "im2col" in v.opt.applied:
@@ -640,6 +654,19 @@ def _precision_dict(g: Graph, emulated: Sequence[bool]) -> dict[str, Any]:
     return {"precision": "bf16", "bf16_nodes": len(bf16),
             "conversions": sum(1 for n in g.nodes if n.dtype == "bfloat16"),
             "emulated_nodes": [n.name for n in bf16 if emulated[n.id]]}
+
+
+def _int8_dict(g: Graph) -> dict[str, Any]:
+    """What an int8 run's graph holds: its int8 nodes, its embedding bags
+    over 8-bit rowwise tables, the matrix nodes it keeps in fp32 (matmuls,
+    bags over float tables), and how its grids were made."""
+    int8 = [n for n in g.nodes if n.op in ("quantized_conv2d", "quantized_linear")]
+    kept = [n for n in g.nodes if n.op in ("conv2d", "linear", "matmul", "embedding_bag")]
+    tables = sum(1 for n in g.nodes if n.attrs.get("table_format") == "byte_rowwise")
+    return {"precision": "int8", "int8_nodes": len(int8), "byte_rowwise_tables": tables,
+            "fp32_matrix_nodes": len(kept) - tables,
+            "calibration": f"one run on generated inputs (seed {CALIBRATION_SEED}): speed "
+                           "figures, not accuracy ones"}
 
 
 def _graph_opt_dict(settings: Settings, original: Graph, opt: OptimizeResult) -> dict[str, Any]:
@@ -710,6 +737,74 @@ def _report(mismatches: list[str], strict: bool) -> None:
                   ThreadingMismatch, stacklevel=3)
 
 
+# The seed of the generated inputs an int8 graph is calibrated on.
+CALIBRATION_SEED = 0
+
+
+def _weight_bits() -> int:
+    """Significant bits of int8 weights on this CPU: 8 where it has an int8
+    dot product (VNNI, AMX-INT8, SDOT / I8MM); 7 elsewhere, where the int8
+    kernels sum pairs of u8 x s8 products in int16, which 8-bit weights
+    could saturate (quantization.channel_scales)."""
+    return 8 if "int8" in cpu_features()["precisions"] else 7
+
+
+def _calibrated_ranges(folded: Graph) -> dict[str, Range]:
+    """Each quantizable node's input range over one run of the float graph
+    ``folded`` on its generated inputs (seed :data:`CALIBRATION_SEED`)."""
+    wanted = calibration_inputs(folded)
+    if not wanted:
+        return {}
+    cg = CompiledGraph(folded)
+    cg.set_inputs(folded.random_inputs(seed=CALIBRATION_SEED))
+    # Every node's value kept (no pass), on every CPU this process may use.
+    settings = Settings(graph_opt="none", intra_op=max(1, len(_t.process_allowed_cpus())))
+    cg.run(settings, repeats=1, warmup=0)
+    ranges: dict[str, Range] = {}
+    with cg._lock:
+        for name, value in wanted.items():
+            arr = cg._last.outputs([value])[0]  # one value at a time: a CNN's are large
+            ranges[name] = (float(arr.min()), float(arr.max()))
+    return ranges
+
+
+def int8_graph(graph: Graph) -> Graph:
+    """``graph`` as it runs at ``Settings(precision="int8")``: its batch
+    norms folded into the convolutions before them and its ReLUs into the
+    nodes before them (:func:`~pyparbench.graph.passes.quantize.int8_ready`),
+    then every float conv2d
+    and linear node quantised (:func:`pyparbench.graph.passes.quantize.to_int8`)
+    on input grids calibrated by one run of the float graph on its generated
+    inputs (``graph.random_inputs(CALIBRATION_SEED)``): speed figures, not
+    accuracy ones; its embedding bags read 8-bit rowwise tables. A graph
+    with no such node (an int8 graph already) comes back as it is."""
+    folded = int8_ready(graph)
+    if not converts(folded):
+        return graph
+    return to_int8(folded, _calibrated_ranges(folded), weight_bits=_weight_bits())
+
+
+# Calibrated ranges of built-in models, per (model, batch, builder keywords):
+# a sweep over settings (or instances' copies) calibrates each once.
+_MODEL_RANGES: dict[str, dict[str, Range]] = {}
+_MODEL_RANGES_LOCK = threading.Lock()
+
+
+def int8_model(name: str, batch: int | None = None, **model_kw: Any) -> Graph:
+    """Model ``name`` at ``batch`` as its int8 graph (:func:`int8_graph`),
+    calibrated once per process for each (model, batch, keywords); each
+    call builds the model again, so each graph holds its own weights."""
+    folded = int8_ready(build(name, batch, **model_kw))
+    if not converts(folded):
+        return folded
+    key = json.dumps([name, batch, model_kw], sort_keys=True, default=str)
+    with _MODEL_RANGES_LOCK:
+        ranges = _MODEL_RANGES.get(key)
+        if ranges is None:
+            ranges = _MODEL_RANGES[key] = _calibrated_ranges(folded)
+    return to_int8(folded, ranges, weight_bits=_weight_bits())
+
+
 def compile_graph(graph: Graph) -> CompiledGraph:
     """Compile ``graph`` into a native plan (kernels are prepared per setting, on first use)."""
     return CompiledGraph(graph)
@@ -748,15 +843,16 @@ def model_runner(name: str, batch: int, settings: Settings, *,
         negative ``min_time_s``.
     """
     k = settings.instances
+    make = int8_model if settings.precision == "int8" else build
     if k == 1:
-        cg = compile_graph(build(name, batch, **model_kw))
+        cg = compile_graph(make(name, batch, **model_kw))
 
         def once(repeats: int, warmup: int) -> RunRecord:
             return cg.run(settings, repeats=repeats, warmup=warmup, topology=topology)
     else:
         if batch % k:
             raise ValueError(f"batch {batch} does not split into {k} instances")
-        graphs = [build(name, batch // k, **model_kw) for _ in range(k)]
+        graphs = [make(name, batch // k, **model_kw) for _ in range(k)]
         side_by_side = instances_runner(graphs, settings, topology)
 
         def once(repeats: int, warmup: int) -> RunRecord:

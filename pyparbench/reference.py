@@ -28,6 +28,7 @@ from pyparbench._bfloat16 import to_bfloat16
 from pyparbench.graph import Graph, Node
 from pyparbench.graph import transformer_math
 from pyparbench.graph.positions import padded_positions
+from pyparbench.quantization import byte_rowwise_dequantize
 
 __all__ = ["BF16_TOLERANCE", "INT8_REQUANTIZED_STEPS", "INT8_ULPS", "assert_near",
            "assert_near_bf16", "assert_near_int8", "assert_requantized", "conv2d_reference",
@@ -450,7 +451,9 @@ def _matmul(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
 
 def _embedding_bag(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
     (idx,) = args
-    table = node.params["table"]
+    table: Array = node.params["table"]
+    if node.attrs.get("table_format") == "byte_rowwise":  # its bytes in float32 words
+        table = byte_rowwise_dequantize(np.ascontiguousarray(table).view(np.uint8))
     if idx.size and (idx.min() < 0 or idx.max() >= table.shape[0]):
         bad = idx[(idx < 0) | (idx >= table.shape[0])][0]
         raise IndexError(f"embedding_bag {node.name!r}: index {bad} outside "

@@ -25,11 +25,15 @@ graph_opt   graph passes applied when the plan is built:    (native executor)
             ``full`` (default), ``none`` (op for op as
             built) or one pass (``bn_fold``, ``residual``,
             ``activation``, ``layout``)
-precision   ``fp32`` (default) or ``bf16``: weights stored  (number format)
+precision   ``fp32`` (default), ``bf16``: weights stored    (number format)
             in bf16, the conv2d / linear / matmul nodes'
             activations converted to bf16 once per value,
             products accumulated in fp32, every other node
-            and the graph outputs fp32 (onednn library)
+            and the graph outputs fp32; or ``int8``: the
+            conv2d / linear nodes int8 (u8 inputs on grids
+            calibrated on generated data, s8 weights per
+            output channel), every other node fp32
+            (both onednn library only)
 =========== ============================================== ====================
 
 Presets (:func:`preset`): ``tensorflow`` (TensorFlow's defaults),

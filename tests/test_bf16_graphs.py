@@ -97,7 +97,8 @@ def test_fp32_and_graphs_without_matrix_nodes_are_unchanged() -> None:
     b = GraphBuilder("glue", seed=0)
     glue = b.build(b.eltwise(b.input("x", (2, 8)), "relu"))
     assert to_bf16(glue) is glue
-    with pytest.raises(ValueError, match="precision must be one of 'fp32', 'bf16', got 'int4'"):
+    with pytest.raises(ValueError,
+                       match="precision must be one of 'fp32', 'bf16', 'int8', got 'int4'"):
         optimize(g, [], precision="int4")
 
 
@@ -110,7 +111,8 @@ def test_settings_precision_knob() -> None:
     assert "precision" not in Settings().as_dict() and s.as_dict()["precision"] == "bf16"
     old = {k: v for k, v in Settings().as_dict().items() if k != "precision"}
     assert Settings.from_dict(old).precision == "fp32"
-    with pytest.raises(ValueError, match="precision must be one of 'fp32', 'bf16', got 'fp16'"):
+    with pytest.raises(ValueError,
+                       match="precision must be one of 'fp32', 'bf16', 'int8', got 'fp16'"):
         Settings(precision="fp16")
     with pytest.raises(ValueError, match="onednn library only, got library='eigen'"):
         Settings(precision="bf16", library="eigen")

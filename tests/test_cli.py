@@ -171,10 +171,11 @@ PRECISION_COMMANDS = (("run",), ("recommend", "mlp-512"), ("overhead", "mlp-512"
 
 def test_precision_is_an_option_of_each_command_and_other_values_are_refused() -> None:
     for args in PRECISION_COMMANDS:
-        assert "--precision {fp32,bf16}" in cli(args[0], "--help").stdout, args
+        assert "--precision {fp32,bf16,int8}" in cli(args[0], "--help").stdout, args
         out = cli(*args, "--precision", "fp16")
         assert out.returncode == 2, (args, out.stderr)
-        assert ("argument --precision: invalid choice: 'fp16' (choose from 'fp32', 'bf16')"
+        assert ("argument --precision: invalid choice: 'fp16' (choose from 'fp32', 'bf16', "
+                "'int8')"
                 in out.stderr.strip().splitlines()[-1]), (args, out.stderr)
 
 
@@ -226,3 +227,26 @@ def test_recommend_and_run_at_bf16(tmp_path: Path) -> None:
     fp32 = cli("run", "--models", "mlp-512", "--batches", "2", "--no-operators", "--dry-run",
                "--json", "--precision", "fp32", "-o", str(tmp_path / "r"))
     assert not any("bf16" in c["label"] for c in json.loads(fp32.stdout)["configurations"])
+
+
+def test_run_at_int8_end_to_end(tmp_path: Path) -> None:
+    out = cli("run", "--models", "mlp-512", "--batches", "2", "--repeats", "1", "--precision",
+              "int8", "--no-operators", "--no-frameworks", "--no-recommend",
+              "-o", str(tmp_path / "r"))
+    assert out.returncode == 0, out.stderr
+    assert "speed figures, not accuracy ones" in " ".join(out.stdout.split())
+    assert "mlp-512 int8" in out.stdout
+    records = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text()
+               .splitlines()]
+    assert records and all(r["status"] == "ok" for r in records)
+    assert all(r["config"]["settings"]["precision"] == "int8" for r in records)
+    assert all(r["resolved"]["precision"]["int8_nodes"] == 8 for r in records)
+    # No framework runs int8: asked for, one is refused naming itself and the model.
+    refused = cli("overhead", "mlp-512", "--precision", "int8", "--framework", "torch",
+                  "--repeats", "1", "--warmup", "0", "--profile", "0", "--cold-repeats", "0",
+                  "--no-dispatch", "--json")
+    assert refused.returncode == 0, refused.stderr
+    runs = json.loads(refused.stdout)["frameworks"]
+    assert runs and all(r["status"] == "not_applicable" and
+                        "framework torch has no int8 translation of built-in model 'mlp-512'"
+                        in r["error"] for r in runs)

@@ -403,10 +403,12 @@ def test_the_command_line_exit_status_and_no_traceback(tmp_path: Path) -> None:
 
 
 def _with_bf16_rows(tmp_path: Path, name: str, scale: float,
-                    bf16_gflops: dict[int, float] | None) -> str:
-    """A copy of machine ``name`` with a bf16 run of each mlp-512 b1 sync 1x2
-    record (its times x ``scale``) and, when given, bf16 ceilings in its peak."""
-    folder = tmp_path / name
+                    bf16_gflops: dict[int, float] | None, precision: str = "bf16",
+                    ceiling: str = "bf16_gflops") -> str:
+    """A copy of machine ``name`` with a run at ``precision`` (bf16) of each
+    mlp-512 b1 sync 1x2 record (its times x ``scale``) and, when given,
+    that precision's ceilings (``ceiling``) in its peak."""
+    folder = tmp_path / f"{name}-{precision}"
     shutil.copytree(DATA / name, folder)
     lines = (folder / "results.jsonl").read_text().splitlines()
     for line in list(lines):
@@ -414,8 +416,8 @@ def _with_bf16_rows(tmp_path: Path, name: str, scale: float,
         s = r["config"]["settings"]
         if r["config"]["model"] == "mlp-512" and r["config"]["batch"] == 1 and not s.get("name") \
                 and s["intra_op"] == 2 and r["status"] == "ok":
-            s["precision"] = "bf16"
-            r["key"] = r["key"].replace('"smt"', '"precision": "bf16", "smt"')
+            s["precision"] = precision
+            r["key"] = r["key"].replace('"smt"', f'"precision": "{precision}", "smt"')
             r["ns"] = [x * scale for x in r["ns"]]
             r["summary"] = {**r["summary"], "median": r["summary"]["median"] * scale}
             lines.append(json.dumps(r))
@@ -423,7 +425,7 @@ def _with_bf16_rows(tmp_path: Path, name: str, scale: float,
     if bf16_gflops is not None:
         summary = json.loads((folder / "summary.json").read_text())
         for p in summary["peak"]["points"]:
-            p["bf16_gflops"] = bf16_gflops.get(p["threads"])
+            p[ceiling] = bf16_gflops.get(p["threads"])
         (folder / "summary.json").write_text(json.dumps(summary))
     return str(folder)
 
@@ -451,6 +453,30 @@ def test_fp32_and_bf16_rows_line_up_per_precision(capsys: pytest.CaptureFixture[
     inputs = compare_json(capsys, a, b)["inputs"]
     assert inputs[0]["peak_bf16_gflops"] is None
     assert inputs[1]["peak_bf16_gflops"] == {"1": 300.0, "2": 600.0, "4": 1200.0}
+
+
+def test_int8_rows_line_up_apart_and_per_peak_takes_the_int8_ceiling(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    a = _with_bf16_rows(tmp_path, "machine_a", 0.5, None, "int8", "int8_gops")
+    b = _with_bf16_rows(tmp_path, "machine_b", 0.2, {1: 1000.0, 2: 2000.0, 4: 4000.0}, "int8",
+                        "int8_gops")
+    res = compare_json(capsys, a, b)
+    by_label = {r["label"]: r for r in res["comparisons"][0]["rows"]}
+    int8 = [lb for lb in by_label if lb.endswith(" int8")]
+    assert int8 == [TWO + " library/onednn/openmp none int8"], list(by_label)
+    fp32 = rows(compare_json(capsys, A, B))[TWO]
+    assert by_label[int8[0]]["ratio"] == pytest.approx(fp32["ratio"] * 0.2 / 0.5)
+    # per-peak: B's int8 row divides by its int8 ceiling (GOP/s, 2000 at 2
+    # threads), A's (none measured) by the FMA's (100).
+    peak = {r["label"]: r for r in compare_json(capsys, a, b, "--normalize", "per-peak")
+            ["comparisons"][0]["rows"]}
+    assert peak[int8[0]]["ratio"] == pytest.approx((14.5 * 0.2 * 2000) / (24.5 * 0.5 * 100))
+    inputs = compare_json(capsys, a, b)["inputs"]
+    assert inputs[0]["peak_int8_gops"] is None
+    assert inputs[1]["peak_int8_gops"] == {"1": 1000.0, "2": 2000.0, "4": 4000.0}
+    # A file without precision reads fp32: its rows match the int8 file's fp32 ones only.
+    plain = {r["label"] for r in compare_json(capsys, A, b)["comparisons"][0]["rows"]}
+    assert TWO + " library/onednn/openmp none" in plain
 
 
 def test_a_preset_at_bf16_is_grouped_apart_in_the_table(capsys: pytest.CaptureFixture[str],

@@ -1,6 +1,7 @@
 """The main job measures every precision the CPU multiplies natively: fp32
-as always, and each other one under the presets at the first batch, its
-own rows in the report; an emulated one is left out with the reason."""
+as always, and each other one (bf16, int8) under the presets at the first
+batch, its own rows in the report; an emulated one is left out with the
+reason."""
 
 from __future__ import annotations
 
@@ -13,21 +14,26 @@ from pyparbench.choices import PRESETS
 from pyparbench.cli import build_parser
 from pyparbench.cli.run import options_from_args
 from pyparbench.harness.levels import resolve_level
-from pyparbench.harness.suite import default_suite, plan_suite
+from pyparbench.harness.suite import default_suite, estimate_config_s, plan_suite
 from pyparbench.machine.cpu_features import cpu_features
-from pyparbench.ops import implementation
+from pyparbench.models import build
+from pyparbench.ops import implementation, quantized_implementation
 
 
 def test_native_precisions_join_the_level() -> None:
     level = resolve_level("default", models=["mlp-512"], precision=None,
                           native=["fp32", "bf16", "int8"])
-    assert level.precision == "fp32" and level.more_precisions == ("bf16",)
+    assert level.precision == "fp32" and level.more_precisions == ("bf16", "int8")
     assert level.left_out == ""
     emulated = resolve_level("default", models=["mlp-512"], precision=None, native=["fp32"])
     assert emulated.more_precisions == ()
-    assert emulated.left_out.startswith("bf16 left out: not native here")
+    assert emulated.left_out.startswith("bf16, int8 left out: not native here")
+    int8_only = resolve_level("default", models=["mlp-512"], precision=None,
+                              native=["fp32", "int8"])
+    assert int8_only.more_precisions == ("int8",)
+    assert int8_only.left_out.startswith("bf16 left out: not native here")
     # A precision asked for is the run's only one.
-    for asked in ("fp32", "bf16"):
+    for asked in ("fp32", "bf16", "int8"):
         only = resolve_level("default", models=["mlp-512"], precision=asked, native=["bf16"])
         assert only.precision == asked and only.more_precisions == () and not only.left_out
 
@@ -104,14 +110,42 @@ def test_a_budget_keeps_one_models_frameworks_at_the_other_precision() -> None:
     assert not any(c.framework and c.settings.precision == "bf16" for c in tight.configs)
 
 
+def test_int8_rows_are_the_presets_at_the_first_batch_with_their_calibration_estimated(
+        ) -> None:
+    level = resolve_level("default", models=["mlp-512", "dlrm-kaggle"], precision=None,
+                          native=["fp32", "int8"])
+    configs = default_suite(level, cores=2)
+    int8 = [c for c in configs if c.settings.precision == "int8"]
+    assert {(c.model, c.batch) for c in int8} == {("mlp-512", 1), ("dlrm-kaggle", 1)}
+    assert sorted(c.settings.name for c in int8 if c.model == "mlp-512") == sorted(PRESETS)
+    assert all(c.framework is None and c.settings.library == "onednn" for c in int8)
+    # An int8 run's estimate holds its calibration: more than the same
+    # setting's fp32 run.
+    graph = build("dlrm-kaggle", 1)
+    for c in int8:
+        if c.model == "dlrm-kaggle":
+            fp32 = replace(c, settings=c.settings.with_(precision="fp32"))
+            assert estimate_config_s(c, graph) > estimate_config_s(fp32, graph)
+    # At --precision int8 no framework run is planned (none translates the
+    # int8 graphs).
+    asked = resolve_level("default", models=["mlp-512"], precision="int8")
+    planned = default_suite(asked, cores=2, frameworks=[("torch", "eager")])
+    assert planned and all(c.framework is None and c.settings.precision == "int8"
+                           for c in planned)
+
+
 def test_pyparbench_run_measures_this_cpus_native_precisions() -> None:
     args = build_parser().parse_args(["run", "--models", "mlp-512"])
     level = options_from_args(args).level
     native = "bf16" in cpu_features()["precisions"] and not implementation(
         "gemm", np.ones((4, 4), np.float32), np.ones((4, 4), np.float32),
         precision="bf16").emulated
-    assert level.more_precisions == (("bf16",) if native else ())
-    assert ("bf16 left out" in level.left_out) == (not native)
+    int8 = "int8" in cpu_features()["precisions"] and quantized_implementation(
+        "quantized_linear", np.ones((4, 4), np.uint8), np.ones((4, 4), np.int8), x_scale=1.0,
+        weight_scale=np.ones(4, np.float32))[1]
+    assert level.more_precisions == (("bf16",) if native else ()) + (("int8",) if int8 else ())
+    assert ("bf16" in level.left_out) == (not native)
+    assert ("int8 left out" in level.left_out) == (not int8)
     args = build_parser().parse_args(["run", "--models", "mlp-512", "--precision", "fp32"])
     assert options_from_args(args).level.more_precisions == ()
 

@@ -396,4 +396,4 @@ def test_ppb_precision_runs_models_at_it(pytester: pytest.Pytester) -> None:
     bad = _run(pytester, "--ppb-precision", "fp16")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--ppb-precision fp16: precision must be one of 'fp32', "
-                              "'bf16', got 'fp16'*"])
+                              "'bf16', 'int8', got 'fp16'*"])

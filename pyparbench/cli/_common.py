@@ -176,9 +176,11 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
 
 
 # What --precision says, on every command that takes it.
-PRECISION_HELP = ("the run's number format: fp32 (the default), or bf16 (weights stored in "
+PRECISION_HELP = ("the run's number format: fp32 (the default), bf16 (weights stored in "
                   "bf16, conv / linear / matmul activations converted to bf16, fp32 "
-                  "accumulation, the other ops and the outputs fp32; onednn library)")
+                  "accumulation, the other ops and the outputs fp32), or int8 (conv / linear "
+                  "int8 on grids calibrated on generated data: speed figures, not accuracy "
+                  "ones; matmuls and the other ops fp32); bf16 and int8 on the onednn library")
 
 
 def add_precision_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup,

@@ -119,7 +119,9 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
     table = Table(title="pyparbench models",
                   caption="weights: float32 bytes; heavy ops: conv2d, linear, matmul, "
                           "embedding_bag; avg w = heavy / depth; --json adds parameters, "
-                          "work/span, bytes moved")
+                          "work/span, bytes moved; at --precision int8 the conv2d / linear "
+                          "nodes run int8 on grids calibrated on generated data: speed "
+                          "figures, not accuracy ones")
     table.add_column("model", style="bold", no_wrap=True)
     for col in ("batch", "GFLOPs", "weights", "heavy", "depth", "avg w", "max w"):
         table.add_column(col, justify="right", no_wrap=True)

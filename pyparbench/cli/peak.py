@@ -93,12 +93,13 @@ def _instruction(peak: Peak, precision: str) -> str:
 def _ceiling_line(peak: Peak, precision: str) -> Text:
     """The compute ceiling a run at ``precision`` is measured against (its %
     of peak, compare's per-peak normalisation), and where it comes from."""
-    source = ("the bf16 dot products'" + _instruction(peak, "bf16")
-              if precision == "bf16" and "bf16" not in peak.dot_absent
-              else "the FMA's" + (" (no bf16 dot products: bf16 runs emulated on them)"
-                                  if precision == "bf16" else ""))
+    dots = precision in ("bf16", "int8") and precision not in peak.dot_absent
+    source = (f"the {precision} dot products'" + _instruction(peak, precision) if dots
+              else "the FMA's" + (f" (no {precision} dot products: {precision} runs emulated "
+                                  "on them)" if precision != "fp32" else ""))
+    unit = "GOP/s" if precision == "int8" and dots else "GFLOP/s"
     values = ", ".join(f"{p.threads}: {p.compute_gflops(precision):.1f}" for p in peak.points)
-    return Text(f"compute ceiling of {precision} runs, {source}, GFLOP/s by threads: {values}")
+    return Text(f"compute ceiling of {precision} runs, {source}, {unit} by threads: {values}")
 
 
 def _cmd_peak(args: argparse.Namespace) -> int:

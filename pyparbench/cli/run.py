@@ -92,7 +92,8 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                         "the results file, the rest goes beside it")
     p.add_argument("--models", nargs="+", help="models (default: the level's)")
     add_precision_arg(p, PRECISION_HELP + "; the native runs' (presets, grid, recommended), "
-                      "without the frameworks at bf16")
+                      "with the frameworks at bf16 (at int8 they are refused: none has a "
+                      "translation of the int8 graphs)")
     add_shape_arg(p)
     p.add_argument("--batches", nargs="+", type=positive_int("--batches"),
                    help="batch sizes (default: the level's: quick 1; default 1 8; full 1 8 32)")

@@ -127,9 +127,11 @@ def _peak_at(rs: ResultSet, cores: int | None, precision: str = "fp32") -> float
     """The peak at ``cores`` threads: the largest count measured not above it
     (the smallest measured when all are above; the largest when unknown), as
     pyparbench's roofline picks its ceiling. A bf16 row's is the bf16 dot
-    products' where the input measured them, else the FMA's (a CPU without
-    them emulates bf16 on its FMA units: Peak.compute_gflops)."""
-    peak = rs.peak_bf16_gflops if precision == "bf16" and rs.peak_bf16_gflops else rs.peak_gflops
+    products' where the input measured them, an int8 row's the int8 dot
+    products' (GOP/s), else the FMA's (a CPU without them emulates them:
+    Peak.compute_gflops)."""
+    dots = {"bf16": rs.peak_bf16_gflops, "int8": rs.peak_int8_gops}.get(precision)
+    peak = dots or rs.peak_gflops
     if not peak:
         return None
     if cores is None:

@@ -50,7 +50,10 @@ def to_json(c: Comparison, gate: Gate | None = None) -> dict[str, Any]:
                                     if rs.peak_gflops is not None else None),
                     "peak_bf16_gflops": ({str(k): v for k, v in
                                           sorted(rs.peak_bf16_gflops.items())}
-                                         if rs.peak_bf16_gflops is not None else None)}
+                                         if rs.peak_bf16_gflops is not None else None),
+                    "peak_int8_gops": ({str(k): v for k, v in
+                                        sorted(rs.peak_int8_gops.items())}
+                                       if rs.peak_int8_gops is not None else None)}
                    for rs, s in zip(c.inputs, c.spreads or [None] * len(c.inputs),
                                     strict=True)],
         "machine_differences": c.differences,

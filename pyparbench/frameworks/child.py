@@ -77,16 +77,17 @@ def decode(d: Mapping[str, Any]) -> Any:
 
 def _prepare(framework: str, fw: Any, graph: Any, inputs: Any, req: Mapping[str, Any]) -> Any:
     knobs = req["knobs"]
+    if framework != "native":
+        refused = unsupported(framework, req["settings"].get("precision", "fp32"), req["mode"],
+                              str(getattr(graph, "meta", {}).get("model") or "") or None)
+        if refused:  # never an fp32 run under a bf16 or int8 label
+            raise ValueError(f"{framework}: {refused}")
     if framework == "tensorflow":
         return tf_runtime.prepare(fw, graph, inputs, knobs)
     if framework == "torch":
         from pyparbench.frameworks.torch import runtime as torch_runtime  # noqa: PLC0415 (heavy: imports torch)
 
         return torch_runtime.prepare(fw, graph, inputs, req["mode"], knobs)
-    if framework != "native":
-        refused = unsupported(framework, req["settings"].get("precision", "fp32"), req["mode"])
-        if refused:  # never an fp32 run under a bf16 label
-            raise ValueError(f"{framework}: {refused}")
     if framework == "onnxruntime":
         return ort_runtime.prepare(fw, graph, inputs, knobs)
     if framework == "openvino":

@@ -268,7 +268,8 @@ def run_child(framework: str, jobs: Sequence[Job], settings: Settings | None = N
     why = next((w for j in plan.request["jobs"] if (w := not_applicable(framework, j["graph"]))),
                None)
     if why is None and framework != "native":  # a precision it has no kernels for
-        why = unsupported(framework, plan.settings.precision, plan.mode)
+        why = unsupported(framework, plan.settings.precision, plan.mode,
+                          str(plan.request["jobs"][0]["graph"].get("model") or "") or None)
     if why is not None:  # nothing to start: status "not_applicable", why as the error
         return plan.run("not_applicable", f"{plan.label}: {why}")
     return child_record(plan, lambda: child_process.call(

@@ -19,6 +19,11 @@ At ``bf16`` each framework runs the way its users get bf16 on a CPU:
   graph's ops on x86, so a bf16 run is refused (:func:`unsupported`), never
   run at fp32 under a bf16 label.
 
+At ``int8`` no framework runs: pyparbench's int8 graph (calibrated grids,
+quantized_conv2d / quantized_linear nodes, :mod:`pyparbench.graph.passes.quantize`)
+has no translation into any of them, so an int8 framework run is refused
+naming the framework and the model (:func:`unsupported`); int8 runs native.
+
 A CPU without bf16 instructions (AVX512_BF16, AMX-BF16, Arm's BF16) still
 runs each framework's bf16 mode, emulated by oneDNN (conversions around fp32
 arithmetic) where it has AVX-512; :func:`cpu_bf16` names what this CPU has,
@@ -47,8 +52,10 @@ _ORT_NO_BF16 = ("ONNX Runtime's CPU execution provider has no bf16 kernels for t
                 "convolutions and matrix products on x86 (they run fp32 only)")
 
 
-def unsupported(framework: str, precision: str, mode: str | None = None) -> str | None:
-    """Why ``framework`` (in ``mode``) cannot run at ``precision`` (None: it can).
+def unsupported(framework: str, precision: str, mode: str | None = None,
+                model: str | None = None) -> str | None:
+    """Why ``framework`` (in ``mode``) cannot run at ``precision`` (None: it
+    can); ``model`` the model's name, where known, for the reason.
 
     Raises
     ------
@@ -56,6 +63,10 @@ def unsupported(framework: str, precision: str, mode: str | None = None) -> str 
         An unknown framework.
     """
     check_framework(framework)
+    if precision == "int8":
+        what = f"built-in model {model!r}" if model else "pyparbench's graphs"
+        return (f"{UNSUPPORTED_AT}int8: framework {framework} has no int8 translation of "
+                f"{what} (its calibrated int8 nodes are pyparbench's own); run native")
     if precision != "bf16":
         return None
     if framework == "onnxruntime":

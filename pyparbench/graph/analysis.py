@@ -299,12 +299,18 @@ def _flops(n: Node, ins: Sequence[Node]) -> tuple[int, int]:
     return 0, 0  # inputs, constants and data movement
 
 
+def _byte_rowwise(n: Node) -> bool:
+    """Whether embedding bag ``n`` reads an 8-bit rowwise table."""
+    return n.attrs.get("table_format") == "byte_rowwise"
+
+
 def _bytes(n: Node, ins: Sequence[Node]) -> int:
     if n.op in ("input", "constant", "slice"):  # a slice is a view of its input's rows
         return 0
     moved = sum(_size(i) * DTYPE_BYTES[i.dtype] for i in ins) + _size(n) * DTYPE_BYTES[n.dtype]
-    if n.op == "embedding_bag":
-        return moved + _size(ins[0]) * n.shape[-1] * 4  # only the gathered rows
+    if n.op == "embedding_bag":  # only the gathered rows (8-bit ones: a byte each, scale, bias)
+        row = n.shape[-1] + 8 if _byte_rowwise(n) else n.shape[-1] * 4
+        return moved + _size(ins[0]) * row
     if n.op in ("quantized_linear", "quantized_conv2d", "dynamic_quantized_linear",
                 "dynamic_quantized_conv2d"):  # weights held as int8
         weights = math.prod(n.params.shapes["weight"])

@@ -317,9 +317,15 @@ class GraphBuilder:
         return self._add("matmul", (a, b), {"trans_b": trans_b}, (*sa[:-1], nb), name)
 
     def embedding_bag(self, indices: int, rows: int, dim: int, *, mode: str = "sum",
-                      name: str | None = None) -> int:
+                      table_format: str = "float32", name: str | None = None) -> int:
         """Sum or mean of ``table`` rows per bag; ``indices`` an int64 (batch, bag)
-        input, a reshape of one, or of position ids."""
+        input, a reshape of one, or of position ids. ``table_format``
+        "byte_rowwise": an 8-bit rowwise table
+        (:func:`pyparbench.quantization.byte_rowwise_prepack`: per row dim
+        uint8 values, then its float32 scale and bias), its bytes held in a
+        float32 parameter of shape (rows, (dim + 8) / 4), as the plan holds
+        every parameter (dim a multiple of 4); give it with
+        :meth:`set_weights` (a float array viewed as float32)."""
         n = self._node(indices)
         if n.op not in ("input", "reshape", "position_ids") or n.dtype != "int64" \
                 or len(n.shape) != 2:
@@ -330,6 +336,17 @@ class GraphBuilder:
             raise ValueError(f"embedding_bag mode must be 'sum' or 'mean', got {mode!r}")
         if rows < 1 or dim < 1:
             raise ValueError(f"embedding_bag needs rows, dim >= 1, got {rows}, {dim}")
+        if table_format not in ("float32", "byte_rowwise"):
+            raise ValueError(f"embedding_bag table_format must be 'float32' or 'byte_rowwise', "
+                             f"got {table_format!r}")
+        if table_format == "byte_rowwise":
+            if dim % 4:
+                raise ValueError(f"an 8-bit rowwise table's dim must be a multiple of 4 (its "
+                                 f"rows held as float32 words), got {dim}")
+            params = {"table": ParamSpec((rows, (dim + 8) // 4), "normal", 0.0, 0.0)}
+            return self._add("embedding_bag", (indices,),
+                             {"mode": mode, "table_format": table_format},
+                             (n.shape[0], dim), name, params)
         # Rows of std 1/sqrt(dim * bag) make each pooled vector about unit length.
         per_bag = n.shape[1] if mode == "sum" else 1
         std = 1.0 / math.sqrt(dim * per_bag)
@@ -769,6 +786,9 @@ def _replay(b: GraphBuilder, node: Node) -> int:
         t = shapes.get("table", ())
         if len(t) != 2:
             raise ValueError(f"embedding_bag table must be 2-D (rows, dim), got {t}")
+        if a.get("table_format") == "byte_rowwise":
+            return b.embedding_bag(ins[0], t[0], 4 * t[1] - 8, mode=a["mode"],
+                                   table_format="byte_rowwise", name=name)
         return b.embedding_bag(ins[0], t[0], t[1], mode=a["mode"], name=name)
     if node.op == "eltwise":
         return b.eltwise(ins[0], a["kind"], name=name)

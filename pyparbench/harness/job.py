@@ -124,6 +124,9 @@ def _plan_line(plan: SuitePlan) -> str:
                  "under the presets too")
     if plan.level.left_out:
         text += f"; {plan.level.left_out}"
+    if "int8" in (plan.level.precision, *plan.level.more_precisions):
+        text += ("; int8: conv / linear nodes on grids calibrated on generated data (speed "
+                 "figures, not accuracy ones)")
     return text
 
 

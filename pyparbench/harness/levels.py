@@ -204,7 +204,9 @@ def _native_precisions() -> list[str]:
     """The precisions this CPU multiplies natively (its flags) that this
     oneDNN build runs natively too: an aarch64 oneDNN without the Arm
     Compute Library has no bf16 matmul on any CPU, and one that would
-    emulate is not native (:func:`pyparbench.ops.implementation`)."""
+    emulate is not native (:func:`pyparbench.ops.implementation`); nor is
+    int8 where oneDNN's int8 product runs without the CPU's int8 dot
+    product (:func:`pyparbench.ops.quantized_implementation`)."""
     out = []
     for p in cpu_features()["precisions"]:
         if p == "bf16":
@@ -213,6 +215,14 @@ def _native_precisions() -> list[str]:
                 if ops.implementation("gemm", a, a, precision="bf16").emulated:
                     continue
             except (RuntimeError, ImportError):  # no bf16 kernel, or no ml_dtypes
+                continue
+        if p == "int8":
+            x, w = np.ones((16, 16), np.uint8), np.ones((16, 16), np.int8)
+            try:
+                if not ops.quantized_implementation("quantized_linear", x, w, x_scale=1.0,
+                                                    weight_scale=np.ones(16, np.float32))[1]:
+                    continue
+            except RuntimeError:  # no int8 kernel in this oneDNN build
                 continue
         out.append(p)
     return out
@@ -229,7 +239,8 @@ def _more_precisions(asked: str | None, native: Sequence[str] | None
     more = tuple(p for p in PRECISIONS if p != "fp32" and p in have)
     out = [p for p in PRECISIONS if p != "fp32" and p not in have]
     why = (f"{', '.join(out)} left out: not native here (the CPU has no AVX512_BF16, "
-           "AMX-BF16 or Arm BF16, or this oneDNN build would emulate it or has no such "
-           "kernel); --precision asks for it anyway"
+           "AMX-BF16 or Arm BF16 for bf16, no VNNI, AMX-INT8, SDOT or I8MM for int8, or "
+           "this oneDNN build would emulate it or has no such kernel); --precision asks "
+           "for it anyway"
            if out else "")
     return more, why

@@ -130,11 +130,14 @@ class PeakPoint:
     def compute_gflops(self, precision: str = "fp32") -> float:
         """The compute ceiling of a run at ``precision`` (Settings.precision):
         the FMA's for fp32; for bf16 the bf16 dot products' where measured,
-        else the FMA's (a CPU without bf16 dot products emulates bf16 with
-        fp32 multiply-adds). ValueError naming an unknown precision."""
+        for int8 the int8 dot products' (GOP/s), else the FMA's (a CPU
+        without such dot products emulates them with fp32 multiply-adds or
+        narrower integer ones). ValueError naming an unknown precision."""
         check_precision(precision)
         if precision == "bf16" and self.bf16_gflops is not None:
             return self.bf16_gflops
+        if precision == "int8" and self.int8_gops is not None:
+            return self.int8_gops
         return self.fma_gflops
 
 

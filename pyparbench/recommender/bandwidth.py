@@ -11,16 +11,20 @@ compute-bound one takes the most (:mod:`pyparbench.recommender.selection`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pyparbench.graph import NO_KERNEL_OPS, Graph
 from pyparbench.graph.passes.precision import BF16_OPS
+from pyparbench.graph.passes.quantize import INT8_OPS
 from pyparbench.threading.topology import Topology
 
 __all__ = ["Streaming", "streaming"]
 
-# Bytes per weight at each precision.
-_WEIGHT_BYTES = {"fp32": 4, "bf16": 2}
+# Bytes per weight at each precision, and the nodes whose weights a
+# precision's plan holds so (an int8 graph keeps its matmuls float).
+_WEIGHT_BYTES = {"fp32": 4, "bf16": 2, "int8": 1}
+_CONVERTED_OPS = {"fp32": frozenset(), "bf16": BF16_OPS, "int8": frozenset(INT8_OPS)}
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ def streaming(graph: Graph, topo: Topology, *, ridge: float, cache_per_package: 
     sum of the topology's L3 caches, or ``cache_per_package`` per package
     where the topology gives none (a synthetic description)."""
     weight_bytes = _WEIGHT_BYTES.get(precision, 4)
+    converted = _CONVERTED_OPS.get(precision, frozenset())
     flops = nbytes = weights = 0.0
     for n in graph:
         if n.op in NO_KERNEL_OPS:
@@ -65,12 +70,14 @@ def streaming(graph: Graph, topo: Topology, *, ridge: float, cache_per_package: 
         flops += s.flops
         nbytes += s.bytes
         weights += 4 * s.params
-        if n.op in BF16_OPS:
+        if n.op in converted:
             # The stats count float32 weights; a lower precision's plan
             # converts a matrix node's weights (tables and activations stay
             # float32).
             nbytes -= s.params * (4 - weight_bytes)
             weights -= s.params * (4 - weight_bytes)
+        elif n.op in INT8_OPS.values():  # an int8 graph's node: its weights one byte each
+            weights -= 3 * math.prod(n.params.shapes["weight"])
     l3 = sum(int(c.size) for c in topo.cache_instances if c.level == 3 and c.type != "instruction")
     cache = l3 or cache_per_package * max(1, len(topo.packages))
     return Streaming(flops / max(nbytes, 1.0), int(weights), int(cache), ridge)

@@ -75,7 +75,7 @@ def merge_runs(folder: Path, sets: list[ResultSet]) -> ResultSet:
     return ResultSet(str(folder), str(folder), first.kind, rows, first.machine, first.fields,
                      first.cores, first.peak_gflops,
                      [f"{folder}: {len(sets)} {what}", *(n for rs in sets for n in rs.notes)],
-                     list(groups), len(sets), first.peak_bf16_gflops)
+                     list(groups), len(sets), first.peak_bf16_gflops, first.peak_int8_gops)
 
 
 def _within(folder: Path, source: str) -> str:

@@ -246,6 +246,7 @@ def add_summary(rs: ResultSet, where: Path, summary: dict[str, Any]) -> None:
     the rows carried none."""
     rs.peak_gflops = read_peak(where, summary)
     rs.peak_bf16_gflops = read_peak(where, summary, "bf16_gflops")
+    rs.peak_int8_gops = read_peak(where, summary, "int8_gops")
     warning = summary["peak"].get("fma_warning") if isinstance(summary.get("peak"), dict) else None
     if isinstance(warning, str) and warning:
         # Its % of peak and a per-peak comparison rest on a ceiling the
@@ -287,8 +288,9 @@ def add_summary(rs: ResultSet, where: Path, summary: dict[str, Any]) -> None:
 def read_peak(where: Path, summary: dict[str, Any], ceiling: str = "fma_gflops"
               ) -> dict[int, float] | None:
     """Measured FMA GFLOP/s per thread count, from ``peak.points``;
-    ``ceiling`` "bf16_gflops": the bf16 dot products' instead, None when
-    no point has it (not measured: no bf16 dot products, or an older file)."""
+    ``ceiling`` "bf16_gflops" / "int8_gops": the bf16 / int8 dot products'
+    instead, None when no point has it (not measured: no such dot products,
+    or an older file)."""
     peak = summary.get("peak")
     if peak is None:
         return None

@@ -82,6 +82,8 @@ class ResultSet:
     runs: int = 1
     # Measured bf16 dot-product peak per thread count, where the file has it.
     peak_bf16_gflops: dict[int, float] | None = None
+    # Measured int8 dot-product peak (GOP/s) per thread count, where the file has it.
+    peak_int8_gops: dict[int, float] | None = None
 
 
 def set_machine(rs: ResultSet, where: str | Path, name: str, machine: Any) -> None:

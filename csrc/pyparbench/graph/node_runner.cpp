@@ -188,6 +188,21 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
     }
     case OpKind::embedding_bag: {
       const ParamArray& t = param(s, "table");
+      if (s.kind == "byte_rowwise") {
+        // An 8-bit rowwise table (rows, dim + 8 bytes: values, fp32 scale
+        // and bias), its bytes held in a float32 parameter (rows, (dim + 8) / 4)
+        // as every parameter of the plan is.
+        const Shape bytes{t.shape[0], t.shape[1] * 4};
+        auto k = std::make_unique<EmbeddingBag>(
+            bytes[0], bytes[1] - EmbeddingBag::kByteRowwiseExtra, parse_bag_mode(s.mode),
+            threads);
+        const auto* data = reinterpret_cast<const uint8_t*>(t.data);
+        return make_call<EmbeddingBag>(
+            std::move(k), [data, bytes, idx = ins[0], y = out](EmbeddingBag& k) {
+              IndexView iv{idx.data, idx.shape, true};
+              k.run_byte_rowwise(View<const uint8_t>{data, bytes}, iv, {}, {}, y.output_view());
+            });
+      }
       auto k = std::make_unique<EmbeddingBag>(t.shape[0], t.shape[1], parse_bag_mode(s.mode),
                                               threads);
       const ParamArray tp = t;

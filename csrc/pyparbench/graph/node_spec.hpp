@@ -37,7 +37,8 @@ struct NodeSpec {
   // bf16 when the kernel is prepared, accumulating and writing fp32.
   Precision precision = Precision::fp32;
   // Attributes; each op reads the ones it has.
-  std::string kind;  // eltwise kind, pool kind; an int8 node's input type (uint8 / int8)
+  std::string kind;  // eltwise kind, pool kind; an int8 node's input type (uint8 / int8);
+                     // an embedding bag's table: "" (float32) or "byte_rowwise"
   std::string mode;  // embedding_bag sum / mean; an int8 node's output (float32 / uint8 / int8)
   std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, dilation{1, 1};
   std::array<int64_t, 4> padding{0, 0, 0, 0};  // top, bottom, left, right

@@ -81,8 +81,12 @@ NodeWork node_work(const NodeSpec& s, const std::vector<Shape>& inputs) {
       w.flops = 2 * out * static_cast<double>(inputs.empty() ? 1 : inputs[0].back()) + fused;
       break;
     case OpKind::embedding_bag:
-      // The gathered rows: indices x dim floats read and summed.
-      w.bytes += inputs.empty() ? 0 : elements(inputs[0]) * static_cast<double>(s.shape.back()) * 4;
+      // The gathered rows: indices x dim floats read and summed (an 8-bit
+      // rowwise table's rows: dim bytes and its scale and bias).
+      w.bytes += inputs.empty() ? 0
+                 : elements(inputs[0]) * (s.kind == "byte_rowwise"
+                                              ? static_cast<double>(s.shape.back()) + 8
+                                              : static_cast<double>(s.shape.back()) * 4);
       w.flops = inputs.empty() ? 0 : elements(inputs[0]) * static_cast<double>(s.shape.back());
       break;
     case OpKind::eltwise:

@@ -64,13 +64,18 @@ passes ran and which were skipped for the settings' library or operator mode.
 One module per group, every public name re-exported here:
 
 * :mod:`~pyparbench.graph.passes.rewrite` — the emitter and derived parameters;
-* :mod:`~pyparbench.graph.passes.fusion` — ``bn_fold``, ``residual``, ``activation``;
+* :mod:`~pyparbench.graph.passes.fusion` — ``bn_fold``, ``residual``, ``activation``
+  (and a ReLU as a conv2d / linear's flag, for the int8 graph);
 * :mod:`~pyparbench.graph.passes.layout` — ``layout``, ``blocked``;
 * :mod:`~pyparbench.graph.passes.conv` — ``subsample``, ``im2col``;
 * :mod:`~pyparbench.graph.passes.microbatching` — ``microbatch`` and the cache budget;
 * :mod:`~pyparbench.graph.passes.precision` — the bf16 plan of a run at
   ``Settings(precision="bf16")`` (not a pass of ``graph_opt``: applied last,
   whatever it asks for);
+* :mod:`~pyparbench.graph.passes.quantize` — the int8 graph of a run at
+  ``Settings(precision="int8")``: conv2d / linear int8 on grids a
+  calibration run recorded (the executor makes that run), embedding bags
+  over 8-bit rowwise tables;
 * :mod:`~pyparbench.graph.passes.optimizer` — the pipeline: :func:`optimize`,
   :func:`executed_graph`.
 """
@@ -104,6 +109,7 @@ from pyparbench.graph.passes.optimizer import (
     pipeline,
     unsupported,
 )
+from pyparbench.graph.passes.quantize import int8_structure, to_int8
 from pyparbench.graph.passes.rewrite import DerivedParams
 from pyparbench.choices import GRAPH_OPTS
 
@@ -112,4 +118,5 @@ __all__ = ["BLOCKED_LAYOUTS", "BLOCKED_MIN_BATCH", "GRAPH_OPTS", "MAX_MICRO_BATC
            "activation_fusion", "blocked_choice", "blocked_misfits", "bn_fold",
            "cache_budget_bytes", "executed_graph", "im2col_marks", "layout_blocked",
            "layout_nhwc", "microbatch", "microbatch_plan", "optimize", "pipeline",
-           "preferred_layout", "residual_fusion", "subsample", "unsupported"]
+           "preferred_layout", "residual_fusion", "subsample", "int8_structure", "to_int8",
+           "unsupported"]

@@ -145,6 +145,24 @@ def activation_fusion(g: Graph, kinds: Iterable[str] = FUSABLE_ACTIVATIONS) -> G
                                              p.params))
 
 
+def relu_flag_fusion(g: Graph) -> Graph:
+    """Fuse each ReLU into the conv2d / linear before it as its ``relu``
+    flag (what the int8 nodes take: their ReLU runs on the s32 sum's
+    float result, before the output is written), when nothing else reads
+    the producer's value and it has no activation yet."""
+    fuse: dict[int, int] = {}  # producer id -> eltwise id
+    for n in g.nodes:
+        if n.op != "eltwise" or n.attrs["kind"] != "relu":
+            continue
+        p = g[n.inputs[0]]
+        if p.op in ("conv2d", "linear") and len(p.inputs) == 1 and not has_activation(p) \
+                and fusable(g, p, n):
+            fuse[p.id] = n.id
+    if not fuse:
+        return g
+    return _merged(g, fuse, lambda p, act: ({**p.attrs, "relu": True}, p.params))
+
+
 def _merged(g: Graph, readers: Mapping[int, int],
             merge: Callable[[Node, Node], tuple[dict[str, Any], Params]]) -> Graph:
     """``g`` with each producer of ``readers`` (producer id -> the id of its

@@ -15,6 +15,7 @@ from pyparbench.graph.passes.layout import blocked_choice, layout_blocked_unchec
 from pyparbench.graph.passes import microbatching
 from pyparbench.graph.passes.microbatching import microbatch_plan, split_batch
 from pyparbench.graph.passes.precision import to_bf16
+from pyparbench.graph.passes.quantize import int8_structure
 from pyparbench.choices import GRAPH_PASSES, check_precision, graph_opt_passes
 
 __all__ = ["PASSES", "ExecutedGraphs", "OptimizeResult", "PassSettings", "executed_graph",
@@ -38,7 +39,9 @@ class OptimizeResult:
     # What a pass chose, where it chooses (microbatch: MicroBatchPlan.as_dict()).
     details: dict[str, Any] = field(default_factory=dict)
     # The run's precision: at bf16 the matrix nodes multiply in bf16 behind
-    # one conversion per value (graph.passes.precision).
+    # one conversion per value (graph.passes.precision); at int8 the graph
+    # given is already the int8 one (graph.passes.quantize: its grids come
+    # from a calibration run, which the executor makes).
     precision: str = "fp32"
 
     def as_dict(self) -> dict[str, Any]:
@@ -85,7 +88,10 @@ def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
     of its CPUs); default, every CPU this process may use. ``precision``
     ``"bf16"``: after the passes, the matrix nodes are marked bf16 with one
     conversion per value they read (:func:`~pyparbench.graph.passes.precision.to_bf16`,
-    whatever ``passes``: it is the run's number format, not an optimisation)."""
+    whatever ``passes``: it is the run's number format, not an optimisation);
+    ``"int8"``: the graph is taken as the int8 graph it is (the executor
+    quantises a float graph first, :func:`pyparbench.executor.int8_graph`:
+    its grids need a calibration run)."""
     check_precision(precision)
     unknown = [p for p in passes if p not in PASSES]
     if unknown:
@@ -166,12 +172,16 @@ def executed_graph(graph: Graph, settings: PassSettings, *,
                    budget_bytes: int | None = None) -> Graph:
     """The graph the executor runs for ``graph`` under ``settings``: rewritten
     by the passes ``settings.graph_opt`` asks for that its library and
-    operator mode can take (what a trace's node ids refer to).
-    ``budget_bytes``: the micro-batch budget of the team that runs it (see
+    operator mode can take (what a trace's node ids refer to); at int8,
+    those of the int8 graph's structure
+    (:func:`~pyparbench.graph.passes.quantize.int8_structure`: the nodes the
+    executor runs, with placeholder grids). ``budget_bytes``: the micro-batch budget of the team that runs it (see
     :func:`optimize`)."""
     passes = pipeline(settings.graph_opt)
     if not passes and settings.precision == "fp32":
         return graph
+    if settings.precision == "int8":  # the int8 graph's structure (its grids need a run)
+        graph = int8_structure(graph)
     return optimize(graph, passes, library=settings.library, operator=settings.operator,
                     budget_bytes=budget_bytes, precision=settings.precision).graph
 
@@ -195,8 +205,10 @@ class ExecutedGraphs:
 
     def __call__(self, graph: Graph, settings: PassSettings, *,
                  budget_bytes: int | None = None) -> Graph:
+        if settings.precision == "int8":  # as executed_graph: the int8 graph's structure
+            graph = self._cached(graph, ("int8",), lambda: int8_structure(graph))
         run = self._fp32(graph, settings, budget_bytes)
-        if settings.precision == "fp32":
+        if settings.precision != "bf16":
             return run
         return self._cached(run, (settings.precision,), lambda: to_bf16(run))
 
