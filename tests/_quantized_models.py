@@ -125,3 +125,33 @@ def reference_evaluator(path: Path) -> Any:
         if op.domain in ("", "ai.onnx"):
             op.version = max(op.version, 19)
     return ReferenceEvaluator(m, new_ops=[GatherElements])
+
+
+def quantized(tmp: Path, make: Any, per_channel: bool, activations: str,
+              fmt: str = "QDQ") -> tuple[Path, dict[str, Any]]:
+    """The float32 file ``make`` writes, quantised by quantize_static in
+    format ``fmt`` (QDQ or QOperator) with int8 weights and ``activations``
+    (uint8 or int8), calibrated on :class:`RandomData`; and its input shapes."""
+    f32, q = tmp / "f32.onnx", tmp / f"{fmt.lower()}.onnx"
+    shapes = make(f32)
+    act = quantization.QuantType.QUInt8 if activations == "uint8" else \
+        quantization.QuantType.QInt8
+    quantization.quantize_static(str(f32), str(q), RandomData(shapes),
+                                 quant_format=getattr(quantization.QuantFormat, fmt),
+                                 per_channel=per_channel, activation_type=act,
+                                 weight_type=quantization.QuantType.QInt8)
+    return q, shapes
+
+
+def output_step(path: Path) -> float:
+    """The scale of the DequantizeLinear that writes the graph's output."""
+    m = onnx.load(str(path))
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    dq = next(n for n in m.graph.node if n.output[0] == m.graph.output[0].name)
+    assert dq.op_type == "DequantizeLinear"
+    return float(inits[dq.input[1]])
+
+
+def in_steps(got: Any, want: Any, step: float) -> Any:
+    """|got - want| in steps of the output's grid."""
+    return np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64)) / step

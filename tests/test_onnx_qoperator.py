@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _quantized_models import RandomData, cnn, feeds, mlp, reference_evaluator
+from _quantized_models import (cnn, feeds, in_steps, mlp, output_step,
+                               quantized, reference_evaluator)
 from _support import outputs_per_setting
 
 onnx = pytest.importorskip("onnx")
@@ -56,35 +57,9 @@ def _plain_mlp(path: Path) -> dict[str, Any]:
     return {"x": (3, 16)}
 
 
-def _quantized(tmp: Path, make: Any, per_channel: bool, activations: str
-               ) -> tuple[Path, dict[str, Any]]:
-    f32, q = tmp / "f32.onnx", tmp / "qop.onnx"
-    shapes = make(f32)
-    act = quantization.QuantType.QUInt8 if activations == "uint8" else \
-        quantization.QuantType.QInt8
-    quantization.quantize_static(str(f32), str(q), RandomData(shapes),
-                                 quant_format=quantization.QuantFormat.QOperator,
-                                 per_channel=per_channel, activation_type=act,
-                                 weight_type=quantization.QuantType.QInt8)
-    return q, shapes
-
-
-def _output_step(path: Path) -> float:
-    """The scale of the DequantizeLinear that writes the graph's output."""
-    m = onnx.load(str(path))
-    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
-    dq = next(n for n in m.graph.node if n.output[0] == m.graph.output[0].name)
-    assert dq.op_type == "DequantizeLinear"
-    return float(inits[dq.input[1]])
-
-
 def _ops(path: Path) -> set[str]:
     return {(f"{n.domain}." if n.domain else "") + n.op_type
             for n in onnx.load(str(path)).graph.node}
-
-
-def _in_steps(got: Any, want: Any, step: float) -> Any:
-    return np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64)) / step
 
 
 @pytest.mark.parametrize("make", [_plain_mlp, mlp, cnn], ids=["plain_mlp", "mlp", "cnn"])
@@ -93,7 +68,7 @@ def _in_steps(got: Any, want: Any, step: float) -> Any:
 def test_a_qoperator_file_runs_at_int8_as_onnx_runtime_does(tmp_path: Path, make: Any,
                                                              per_channel: bool,
                                                              activations: str) -> None:
-    path, shapes = _quantized(tmp_path, make, per_channel, activations)
+    path, shapes = quantized(tmp_path, make, per_channel, activations, "QOperator")
     written = _ops(path)
     graph = from_onnx(path)
     ops = [n.op for n in graph.nodes]
@@ -106,7 +81,7 @@ def test_a_qoperator_file_runs_at_int8_as_onnx_runtime_does(tmp_path: Path, make
         assert ops.count("fake_quantize") == 2 and "add" in ops and "pool2d" in ops, ops
     x = feeds(shapes, 7)
     ort_y = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, x)[0]
-    step = _output_step(path)
+    step = output_step(path)
     name = onnx.load(str(path)).graph.output[0].name
     wants = [(ort_y, ORT_STEPS)]
     if make is _plain_mlp:  # standard ops alone: the reference evaluator runs it too
@@ -114,18 +89,18 @@ def test_a_qoperator_file_runs_at_int8_as_onnx_runtime_does(tmp_path: Path, make
         wants.append((reference_evaluator(path).run(None, x)[0], REFERENCE_STEPS))
     # The graph's own float64 reference is the file's semantics too.
     ref = reference_forward(graph, x)[name]
-    assert np.max(_in_steps(ref, ort_y, step)) <= ORT_STEPS + 1e-3
+    assert np.max(in_steps(ref, ort_y, step)) <= ORT_STEPS + 1e-3
     for settings, got in outputs_per_setting(graph, x, name):
         for want, steps in wants:
             assert got.shape == want.shape
-            off = _in_steps(got, want, step)
+            off = in_steps(got, want, step)
             assert np.max(off) <= steps + 1e-3, (settings.intra_op, float(np.max(off)))
             assert np.mean(off > 1e-3) <= OFF_SHARE, (settings.intra_op,
                                                       float(np.mean(off > 1e-3)))
 
 
 def test_the_int8_weights_and_bias_are_the_files_own(tmp_path: Path) -> None:
-    path, _ = _quantized(tmp_path, cnn, True, "uint8")
+    path, _ = quantized(tmp_path, cnn, True, "uint8", "QOperator")
     m = onnx.load(str(path))
     inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
     conv = next(n for n in from_onnx(path).nodes if n.op == "quantized_conv2d")
@@ -211,5 +186,5 @@ def test_a_product_of_two_computed_integer_values_is_their_float_product(
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, x)[0]
     ref = reference_evaluator(path).run(None, x)[0]
     for settings, got in outputs_per_setting(graph, x, "y"):
-        assert np.max(_in_steps(got, ref, 0.02)) <= REFERENCE_STEPS + 1e-3, settings.intra_op
-        assert np.max(_in_steps(got, want, 0.02)) <= ORT_STEPS + 1e-3, settings.intra_op
+        assert np.max(in_steps(got, ref, 0.02)) <= REFERENCE_STEPS + 1e-3, settings.intra_op
+        assert np.max(in_steps(got, want, 0.02)) <= ORT_STEPS + 1e-3, settings.intra_op
