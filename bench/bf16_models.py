@@ -18,9 +18,9 @@ recommendation models run with their embedding tables cut to 100,000 rows
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,9 +28,11 @@ from rich.console import Console
 from rich.table import Table
 
 from pyparbench import models
-from pyparbench.cli._common import positive_int
 from pyparbench.executor import CompiledGraph, compile_graph
 from pyparbench.settings import Settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # precision_args, beside this file
+from precision_args import model_bench_parser  # noqa: E402
 
 # Embedding tables cut to fit a development machine's memory.
 SMALLER_TABLES: dict[str, dict[str, Any]] = {
@@ -70,17 +72,7 @@ def measure(name: str, batch: int, threads: list[int], rounds: int, repeats: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="+", choices=list(models.MODELS),
-                    default=list(models.MODELS))
-    ap.add_argument("--threads", nargs="+", type=positive_int("--threads"), default=[1, 2])
-    ap.add_argument("--batch", type=positive_int("--batch"), default=1)
-    ap.add_argument("--rounds", type=positive_int("--rounds"), default=3,
-                    help="interleaved rounds per precision (the best is kept)")
-    ap.add_argument("--repeats", type=positive_int("--repeats"), default=3,
-                    help="timed runs per round (its best is the round's)")
-    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    ap = model_bench_parser(__doc__ or "", list(models.MODELS))
     args = ap.parse_args(argv)
     console = Console(width=max(Console().width, 110))
     table = Table(title=f"bf16 / fp32, whole models at batch {args.batch} (best round)",
