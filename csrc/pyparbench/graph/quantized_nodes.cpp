@@ -75,6 +75,12 @@ struct Order {
 template <class In, class Out, class F>
 void mapped(const In* in, Out* out, const Order& o, bool to_kernel, int threads, F f) {
   const bool parallel = threads > 1 && o.rows * o.channels * o.inner > 16384;
+  if (o.channels == 1) {  // the same order both sides: one vectorisable stream
+    const int64_t n = o.rows * o.inner;
+#pragma omp parallel for simd num_threads(threads) schedule(static) if (parallel)
+    for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+    return;
+  }
   if (to_kernel) {
     const int64_t pixels = o.rows * o.inner;
 #pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
@@ -92,6 +98,17 @@ void mapped(const In* in, Out* out, const Order& o, bool to_kernel, int threads,
     for (int64_t i = 0; i < o.inner; ++i) out[nc * o.inner + i] = f(in[o.at(nc, i)]);
 }
 
+// v rounded half to even, as std::nearbyint in the default rounding mode,
+// for a value that is then saturated to a byte's range: adding and taking
+// away 1.5 · 2^23 leaves no fraction bits, and the addition rounds half to
+// even. Values beyond ±2^22 are clamped first (they saturate anyway). Unlike
+// nearbyint (a library call without SSE4.1), this vectorises.
+inline float round_half_even(float v) {
+  constexpr float magic = 12582912.f, bound = 4194304.f;
+  const float c = std::clamp(v, -bound, bound);
+  return (c + magic) - magic;
+}
+
 // ONNX QuantizeLinear: x / scale rounded half to even (the default rounding
 // mode), plus the zero point, saturated.
 template <class T>
@@ -99,7 +116,7 @@ void quantize(const float* x, T* q, const Order& o, const Grid& g, int threads) 
   const float lo = static_cast<float>(g.lo()), hi = static_cast<float>(g.hi());
   const float zp = static_cast<float>(g.zero_point), scale = g.scale;
   mapped(x, q, o, true, threads, [=](float v) {
-    return static_cast<T>(std::clamp(std::nearbyint(v / scale) + zp, lo, hi));
+    return static_cast<T>(std::clamp(round_half_even(v / scale) + zp, lo, hi));
   });
 }
 
@@ -130,9 +147,9 @@ void dequantize_bytes(const uint8_t* q, float* y, const Order& o, const Grid& g,
 void fake_quantize(const float* x, float* y, int64_t n, const Grid& g, int threads) {
   const float lo = static_cast<float>(g.lo()), hi = static_cast<float>(g.hi());
   const float zp = static_cast<float>(g.zero_point);
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 16384 && threads > 1)
+#pragma omp parallel for simd num_threads(threads) schedule(static) if (n > 16384 && threads > 1)
   for (int64_t i = 0; i < n; ++i)
-    y[i] = (std::clamp(std::nearbyint(x[i] / g.scale) + zp, lo, hi) - zp) * g.scale;
+    y[i] = (std::clamp(round_half_even(x[i] / g.scale) + zp, lo, hi) - zp) * g.scale;
 }
 
 // The node's weights as s8: the file's int8 values, carried as floats.
@@ -221,8 +238,18 @@ QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<
     state->kernel = std::make_unique<QuantizedConv2d>(c, q, threads);
     x_shape = state->kernel->input_shape();
     y_shape = state->kernel->output_shape();
-    x_order = {c.n, c.c, c.h * c.w};
-    y_order = {out.shape[0], out.shape[1], out.shape[2] * out.shape[3]};
+    // Data the layout pass stores channels-last is the kernel's order already.
+    if (s.layout == ActLayout::nhwc && s.input_layout == ActLayout::nhwc) {
+      x_order = {1, 1, x_elems};
+      y_order = {1, 1, y_elems};
+    } else if (s.layout != ActLayout::nchw || s.input_layout != ActLayout::nchw) {
+      throw std::invalid_argument(where(s) + ": activations stored " +
+                                  act_layout_name(s.input_layout) + " -> " +
+                                  act_layout_name(s.layout) + " (nchw or nhwc only)");
+    } else {
+      x_order = {c.n, c.c, c.h * c.w};
+      y_order = {out.shape[0], out.shape[1], out.shape[2] * out.shape[3]};
+    }
   }
   if (s.op == OpKind::quantized_linear) {  // rows of the product, in their order
     x_order = {x_shape[0], 1, x_shape[1]};
