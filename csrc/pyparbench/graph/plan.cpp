@@ -34,7 +34,7 @@ size_t slice_offset(const NodeSpec& s, const NodeSpec& in) {
     throw std::invalid_argument(where + ": rows [" + std::to_string(s.start) + ", " +
                                 std::to_string(s.start + s.shape[0]) +
                                 ") are not within its input's " + std::to_string(in.shape[0]));
-  if (s.int64 != in.int64 || s.bf16 != in.bf16)
+  if (s.int64 != in.int64 || s.bf16 != in.bf16 || s.int8 != in.int8)
     throw std::invalid_argument(where + " must keep its input's element type");
   return static_cast<size_t>(s.start * (elements(in.shape) / in.shape[0])) * element_bytes(in);
 }
@@ -87,6 +87,14 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
     std::set<int> distinct;
     s.length_input = -1;
     s.positions_input = -1;
+    s.int8_inputs.assign(s.inputs.size(), std::string());
+    const bool int8_reader = s.op == OpKind::quantized_linear ||
+                             s.op == OpKind::quantized_conv2d || s.op == OpKind::fake_quantize;
+    if (s.int8 && !(s.op == OpKind::fake_quantize ||
+                    (int8_reader && s.mode != "float32") || s.op == OpKind::reshape))
+      throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
+                                  ") cannot hold int8 bytes: only a fake_quantize or an int8 "
+                                  "node with an integer output writes them");
     for (size_t j = 0; j < s.inputs.size(); ++j) {
       const int in = s.inputs[j];
       if (in < 0 || in >= i)
@@ -107,6 +115,13 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
           s.op != OpKind::position_ids && !(s.op == OpKind::reshape && s.int64))
         throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
                                     ") cannot read the int64 node '" + nodes_[in].name + "'");
+      if (nodes_[in].int8) {  // grid bytes: int8 nodes read them, a reshape views them
+        if (!int8_reader && s.op != OpKind::reshape)
+          throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
+                                      ") cannot read the int8 bytes of node '" +
+                                      nodes_[in].name + "'");
+        s.int8_inputs[j] = int8_type(nodes_[in]);
+      }
       distinct.insert(in);
     }
     check_bf16(s, nodes_);
@@ -120,7 +135,8 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
     if (s.op == OpKind::reshape) {
       if (s.inputs.size() != 1 || elements(nodes_[s.inputs[0]].shape) != elements(s.shape))
         throw std::invalid_argument("reshape node '" + s.name + "' changes the element count");
-      if (s.int64 != nodes_[s.inputs[0]].int64 || s.bf16 != nodes_[s.inputs[0]].bf16)
+      if (s.int64 != nodes_[s.inputs[0]].int64 || s.bf16 != nodes_[s.inputs[0]].bf16 ||
+          s.int8 != nodes_[s.inputs[0]].int8)
         throw std::invalid_argument("reshape node '" + s.name + "' must keep its input's element type");
       b.alias_of = s.inputs[0];
       offset[i] = offset[b.alias_of];

@@ -1,12 +1,15 @@
-// The int8 nodes of a plan, float32 in and float32 out as every other node:
-// quantized_linear and quantized_conv2d quantise their input with the
-// node's activation scale and zero point, run the oneDNN int8 primitive
-// (math/quantized.hpp: s8 weights converted once, when the kernel is
-// prepared) and dequantise its output, which is first requantised with the
-// output's scale and zero point where the node has them (a QuantizeLinear
-// right after the op in a QDQ file); fake_quantize rounds a value onto its
+// The int8 nodes of a plan: quantized_linear and quantized_conv2d quantise
+// their float32 input with the node's activation scale and zero point, run
+// the oneDNN int8 primitive (math/quantized.hpp: s8 weights converted once,
+// when the kernel is prepared) and dequantise its output, which is first
+// requantised with the output's scale and zero point where the node has
+// them (a QuantizeLinear right after the op in a QDQ file); fake_quantize
+// rounds a value (or the sum of two: a fused residual add) onto its
 // quantisation grid (quantise, then dequantise). Rounding is half to even
-// and saturating, as ONNX's QuantizeLinear.
+// and saturating, as ONNX's QuantizeLinear. Where the plan keeps a value
+// as its grid bytes (NodeSpec::int8, graph/passes/int8_values.py), a node
+// reads those bytes as they are (a fake_quantize dequantises them) and
+// writes its own without dequantising.
 #pragma once
 
 #include "pyparbench/core/tensor.hpp"
