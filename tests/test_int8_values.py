@@ -1,9 +1,10 @@
 """Int8 values kept as bytes between int8 nodes (graph.passes.int8_values):
 which values the executed graph keeps as bytes, the residual add fused into
-the fake_quantize after it, and results equal to the bit to the float32
-plan's (no passes), within a step of the float64 reference, and within
-ONNX Runtime's bound on a quantize_static file of residual blocks, at 1, 2
-and 3 threads, on odd shapes."""
+the fake_quantize after it, max pools of bytes, and results equal to the
+bit to the float32 plan's (no passes), within a step of the float64
+reference, and within ONNX Runtime's bound on a quantize_static file of
+residual blocks, at 1, 2 and 3 threads, on odd shapes; a float node reading
+bytes is refused by the plan."""
 
 from __future__ import annotations
 
@@ -94,6 +95,31 @@ def test_bytes_give_the_float_plans_values_to_the_bit(dtype: str) -> None:
         np.testing.assert_array_equal(_outputs(g, x, Settings(intra_op=t)), plain, str(t))
 
 
+def _pool_graph(dtype: str, ceil_mode: bool) -> Graph:
+    """conv 0 -> max pool (3 x 3, stride 2, padding 1) -> conv c, on 7 x 13."""
+    rng = np.random.default_rng(4)
+    b = GraphBuilder("pool")
+    x = b.input("x", (2, 5, 7, 13))
+    c0 = _conv(b, rng, x, 5, 6, 0.04, 0.05, dtype, "conv_0")
+    p = b.pool2d(c0, "max", 3, stride=2, padding=1, ceil_mode=ceil_mode, name="pool")
+    y = _conv(b, rng, p, 6, 7, 0.05, STEP, dtype, "conv_c")
+    return b.build(y)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("ceil_mode", [False, True])
+def test_a_max_pool_of_bytes_writes_bytes_and_the_float_plans_values(dtype: str,
+                                                                      ceil_mode: bool) -> None:
+    g = _pool_graph(dtype, ceil_mode)
+    run = executed_graph(g, Settings())
+    pool = next(n for n in run.nodes if n.op == "pool2d")
+    assert pool.dtype == dtype and run[pool.inputs[0]].dtype == dtype
+    x = np.random.default_rng(2).standard_normal((2, 5, 7, 13)).astype(np.float32)
+    plain = _outputs(g, x, Settings(graph_opt="none"))
+    for t in THREADS:
+        np.testing.assert_array_equal(_outputs(g, x, Settings(intra_op=t)), plain, str(t))
+
+
 def test_a_byte_value_read_by_a_float_node_is_refused_naming_both() -> None:
     specs = []
     for name, op in (("x", "input"), ("q", "fake_quantize"), ("r", "eltwise")):
@@ -164,18 +190,18 @@ def test_a_quantize_static_file_keeps_bytes_and_matches_onnx_runtime(tmp_path: P
     graph = from_onnx(path)
     run = executed_graph(graph, Settings())
     convs = [n for n in run.nodes if n.op == "quantized_conv2d"]
-    # Each block's first conv hands its bytes to the second, and every
-    # residual sum is fused and reads its conv branch as bytes (the first
-    # block's shortcut is the max pool's float32 value).
+    # The stem's bytes go through the max pool, each block's first conv
+    # hands its bytes to the second, and every residual sum is fused and
+    # reads both addends as bytes.
     for first, second in (("a1", "b1"), ("a2", "b2")):
         a = next(n for n in convs if first in n.name)
         b = next(n for n in convs if second in n.name)
         assert b.inputs == (a.id,) and a.dtype == "uint8", (a.name, b.name)
     assert not [n for n in run.nodes if n.op == "add"]
     sums = [n for n in run.nodes if n.op == "fake_quantize" and len(n.inputs) == 2]
-    assert len(sums) == 2 and all(run[n.inputs[1]].dtype == "uint8" for n in sums)
-    assert [run[i].op for i in sums[0].inputs] == ["pool2d", "quantized_conv2d"]
-    assert all(run[i].dtype == "uint8" for i in sums[1].inputs)
+    assert len(sums) == 2 and all(run[i].dtype == "uint8" for n in sums for i in n.inputs)
+    pool = next(n for n in run.nodes if n.op == "pool2d")
+    assert pool.dtype == "uint8" and run[pool.inputs[0]].op == "quantized_conv2d"
     m = onnx.load(str(path))
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
     dq = next(n for n in m.graph.node if n.output[0] == m.graph.output[0].name)

@@ -80,6 +80,7 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
   // and the node that owns that buffer.
   std::vector<size_t> offset(nodes_.size(), 0);
   std::vector<int> root(nodes_.size());
+  std::vector<std::string> byte_type(nodes_.size());  // an int8 node's bytes: uint8 / int8
   int64_t max_channels = 1;
   for (int i = 0; i < n; ++i) {
     NodeSpec& s = nodes_[i];
@@ -88,13 +89,16 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
     s.length_input = -1;
     s.positions_input = -1;
     s.int8_inputs.assign(s.inputs.size(), std::string());
+    // A max pool or a reshape of grid bytes keeps them on their grid.
+    const bool keeps_grid = s.op == OpKind::reshape || (s.op == OpKind::pool2d && s.kind == "max");
     const bool int8_reader = s.op == OpKind::quantized_linear ||
                              s.op == OpKind::quantized_conv2d || s.op == OpKind::fake_quantize;
-    if (s.int8 && !(s.op == OpKind::fake_quantize ||
-                    (int8_reader && s.mode != "float32") || s.op == OpKind::reshape))
+    if (s.int8 && !(s.op == OpKind::fake_quantize || keeps_grid ||
+                    (int8_reader && s.mode != "float32")))
       throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
-                                  ") cannot hold int8 bytes: only a fake_quantize or an int8 "
-                                  "node with an integer output writes them");
+                                  ") cannot hold int8 bytes: only a fake_quantize, an int8 "
+                                  "node with an integer output, a max pool or a reshape "
+                                  "writes them");
     for (size_t j = 0; j < s.inputs.size(); ++j) {
       const int in = s.inputs[j];
       if (in < 0 || in >= i)
@@ -115,16 +119,21 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
           s.op != OpKind::position_ids && !(s.op == OpKind::reshape && s.int64))
         throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
                                     ") cannot read the int64 node '" + nodes_[in].name + "'");
-      if (nodes_[in].int8) {  // grid bytes: int8 nodes read them, a reshape views them
-        if (!int8_reader && s.op != OpKind::reshape)
+      if (nodes_[in].int8) {  // grid bytes: int8 nodes read them, a max pool / reshape keeps them
+        if (!int8_reader && !(keeps_grid && s.int8))
           throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
                                       ") cannot read the int8 bytes of node '" +
                                       nodes_[in].name + "'");
-        s.int8_inputs[j] = int8_type(nodes_[in]);
+        s.int8_inputs[j] = byte_type[static_cast<size_t>(in)];
       }
       distinct.insert(in);
     }
     check_bf16(s, nodes_);
+    if (s.int8)  // a max pool's or a reshape's bytes are its input's type
+      byte_type[static_cast<size_t>(i)] = keeps_grid && !s.int8_inputs.empty() &&
+                                                  !s.int8_inputs[0].empty()
+                                              ? s.int8_inputs[0]
+                                              : int8_type(s);
     for (int in : distinct) consumers_[in].push_back(i);
     dependencies_[i] = static_cast<int>(distinct.size());
     BufferNode& b = buffers[i];

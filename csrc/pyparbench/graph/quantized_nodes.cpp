@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <type_traits>
 
@@ -388,6 +389,54 @@ QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<
             }
           },
           impl};
+}
+
+namespace {
+
+template <class T>
+void max_pool_bytes(const T* x, T* y, const NodeSpec& s, const Shape& in, const Shape& out,
+                    int threads) {
+  const int64_t c = in[1], h = in[2], w = in[3], oh = out[2], ow = out[3];
+  const int64_t kh = s.kernel[0], kw = s.kernel[1], sh = s.stride[0], sw = s.stride[1];
+  const int64_t top = s.padding[0], left = s.padding[2];
+  const int64_t pixels = out[0] * oh * ow;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && pixels * c > 16384)
+  for (int64_t p = 0; p < pixels; ++p) {
+    const int64_t b = p / (oh * ow), i = (p / ow) % oh, j = p % ow;
+    T* o = y + p * c;
+    for (int64_t k = 0; k < c; ++k) o[k] = std::numeric_limits<T>::lowest();
+    const int64_t h0 = i * sh - top, w0 = j * sw - left;
+    for (int64_t r = std::max<int64_t>(h0, 0); r < std::min(h0 + kh, h); ++r)
+      for (int64_t q = std::max<int64_t>(w0, 0); q < std::min(w0 + kw, w); ++q) {
+        const T* v = x + ((b * h + r) * w + q) * c;
+        for (int64_t k = 0; k < c; ++k) o[k] = o[k] < v[k] ? v[k] : o[k];
+      }
+  }
+}
+
+}  // namespace
+
+QuantizedNodeCall make_int8_max_pool_call(const NodeSpec& s, const std::vector<Tensor>& ins,
+                                          const Tensor& out, int threads) {
+  const std::string& type = s.int8_inputs.empty() ? std::string() : s.int8_inputs[0];
+  if (ins.size() != 1 || type.empty() || !s.int8 || s.kind != "max" ||
+      s.layout != ActLayout::nhwc || ins[0].shape.size() != 4 || out.shape.size() != 4)
+    throw std::invalid_argument(where(s) + ": pooling of int8 bytes is a channels-last max "
+                                "pool of 4-D bytes into bytes");
+  const bool u8 = parse_quant_type(type, "pooled bytes") == QuantType::u8;
+  const Shape in_shape = ins[0].shape, out_shape = out.shape;
+  const void* x = ins[0].data;
+  void* y = out.data;
+  return {nullptr,
+          [s, x, y, u8, in_shape, out_shape, threads] {
+            if (u8)
+              max_pool_bytes(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), s,
+                             in_shape, out_shape, threads);
+            else
+              max_pool_bytes(static_cast<const int8_t*>(x), static_cast<int8_t*>(y), s,
+                             in_shape, out_shape, threads);
+          },
+          {}};
 }
 
 }  // namespace ppb

@@ -38,4 +38,11 @@ bool is_quantized_node(OpKind op);
 QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<Tensor>& ins,
                                            const Tensor& out, int threads);
 
+// The call of max pool2d node `s` on grid bytes, channels-last, in and out
+// (graph/passes/int8_values.py): the largest byte of each window is its
+// largest value, the scale being positive; padding never wins.
+// std::invalid_argument naming the node for another kind, layout or type.
+QuantizedNodeCall make_int8_max_pool_call(const NodeSpec& s, const std::vector<Tensor>& ins,
+                                          const Tensor& out, int threads);
+
 }  // namespace ppb

@@ -6,11 +6,12 @@ quantises it again onto the same grid, which gives back the same bytes.
 Here, where every reader of a value on a grid takes it on that grid, the
 value stays those bytes (node dtype "uint8" / "int8", one byte an element):
 
-* an int8 convolution or product with an output grid, and a fake_quantize,
-  write bytes where each reader is an int8 convolution or product whose
-  input grid is that grid, or a fake_quantize (which dequantises them in
-  float32, as DequantizeLinear); 4-D values only where both sides are
-  channels-last (the int8 kernels' own order);
+* an int8 convolution or product with an output grid, a fake_quantize, and
+  a max pool of such bytes, write bytes where each reader is an int8
+  convolution or product whose input grid is that grid, a fake_quantize
+  (which dequantises them in float32, as DequantizeLinear) or a max pool
+  writing bytes (the largest byte is the largest value); 4-D values only
+  where both sides are channels-last (the int8 kernels' own order);
 * a residual ``add`` whose only reader is a fake_quantize is fused into it
   (the fake_quantize sums its two inputs in float32, as the Add did), and
   one that int8 matrix nodes alone read, all on one grid, becomes a
@@ -109,12 +110,20 @@ def _fused_sums(g: Graph) -> Graph:
     return em.graph(g, [new[o] for o in g.outputs]) if changed else g
 
 
-def _reads_bytes(value: Node, grid: _Grid, reader: Node) -> bool:
-    """Whether ``reader`` can take ``value`` (on ``grid``) as its bytes."""
+def _keeps_grid(n: Node) -> bool:
+    """A max pool: it picks values, so they stay on their grid."""
+    return n.op == "pool2d" and n.attrs["kind"] == "max" and _layout(n) == "nhwc"
+
+
+def _reads_bytes(value: Node, grid: _Grid, reader: Node, as_bytes: set[int]) -> bool:
+    """Whether ``reader`` can take ``value`` (on ``grid``) as its bytes: a
+    max pool where it writes bytes itself."""
     if not _same_order(value, reader):
         return False
     if reader.op == "fake_quantize":
         return True
+    if _keeps_grid(reader):
+        return reader.id in as_bytes
     return (reader.op in ("quantized_conv2d", "quantized_linear")
             and reader.inputs[0] == value.id and _input_grid(reader) == grid)
 
@@ -134,22 +143,34 @@ def int8_values(g: Graph) -> Graph:
     """``g`` with its int8 values kept as bytes (see the module's text)."""
     g = _fused_sums(g)
     outputs = set(g.outputs)
-    as_bytes: dict[int, _Grid] = {}
+    grids: dict[int, _Grid] = {}  # the grid each value lies on
     for n in g.nodes:
         grid = _output_grid(n)
+        if grid is None and _keeps_grid(n) and n.inputs[0] in grids:
+            grid = grids[n.inputs[0]]
+        if grid is not None:
+            grids[n.id] = grid
+    # Readers before their values: whether a max pool writes bytes decides
+    # whether its input may be bytes.
+    as_bytes: set[int] = set()
+    for n in reversed(g.nodes):
         readers = [g[r] for r in g.consumers[n.id]]
-        if (grid is not None and readers and n.id not in outputs
-                and all(_reads_bytes(n, grid, r) for r in readers)):
-            as_bytes[n.id] = grid
+        if (n.id in grids and readers and n.id not in outputs
+                and all(_reads_bytes(n, grids[n.id], r, as_bytes) for r in readers)):
+            as_bytes.add(n.id)
+    # A max pool reads bytes only where it writes them, and the reverse.
+    for n in g.nodes:
+        if n.id in as_bytes and _keeps_grid(n) and n.inputs[0] not in as_bytes:
+            as_bytes.discard(n.id)
     if not as_bytes:
         return g
     em = Emitter()
     for n in g.nodes:
-        dtype = as_bytes[n.id][0] if n.id in as_bytes else n.dtype
+        dtype = grids[n.id][0] if n.id in as_bytes else n.dtype
         params = n.params
         if n.op == "fake_quantize":
-            grids = {j: as_bytes[i] for j, i in enumerate(n.inputs) if i in as_bytes}
-            if grids:
-                params = _with_input_grids(n, grids)
+            read = {j: grids[i] for j, i in enumerate(n.inputs) if i in as_bytes}
+            if read:
+                params = _with_input_grids(n, read)
         em.emit(n.op, n.inputs, dict(n.attrs), params, n.shape, dtype, n.name)
     return em.graph(g, list(g.outputs))
