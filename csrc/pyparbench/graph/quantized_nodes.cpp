@@ -1,5 +1,6 @@
 #include "pyparbench/graph/quantized_nodes.hpp"
 
+#include "pyparbench/core/cpu_features.hpp"
 #include "pyparbench/graph/conv_geometry.hpp"
 #include "pyparbench/math/quantized.hpp"
 
@@ -13,6 +14,8 @@
 namespace ppb {
 
 namespace {
+
+#define PPB_INLINE inline __attribute__((always_inline))
 
 // A node's scale and zero point (a (2,) parameter: scale, zero point).
 struct Grid {
@@ -105,7 +108,7 @@ void mapped(const In* in, Out* out, const Order& o, bool to_kernel, int threads,
 // away 1.5 · 2^23 leaves no fraction bits, and the addition rounds half to
 // even. Values beyond ±2^22 are clamped first (they saturate anyway). Unlike
 // nearbyint (a library call without SSE4.1), this vectorises.
-inline float round_half_even(float v) {
+PPB_INLINE float round_half_even(float v) {
   constexpr float magic = 12582912.f, bound = 4194304.f;
   const float c = v < -bound ? -bound : v > bound ? bound : v;
   return (c + magic) - magic;
@@ -113,7 +116,7 @@ inline float round_half_even(float v) {
 
 // v saturated to [lo, hi], by value (std::clamp's references keep loops
 // from vectorising).
-inline float saturate(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+PPB_INLINE float saturate(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 // ONNX QuantizeLinear: x / scale rounded half to even (the default rounding
 // mode), plus the zero point, saturated.
@@ -158,7 +161,7 @@ struct Source {
 
 // v[0, m) = the values of `src` from element i0 on (bytes dequantised:
 // (q - zero point) · scale in float32, as DequantizeLinear), or += them.
-void load(const Source& src, int64_t i0, int64_t m, float* v, bool add) {
+PPB_INLINE void load(const Source& src, int64_t i0, int64_t m, float* v, bool add) {
   if (!src.bytes) {
     const float* x = static_cast<const float*>(src.data) + i0;
 #pragma omp simd
@@ -182,7 +185,8 @@ void load(const Source& src, int64_t i0, int64_t m, float* v, bool add) {
 
 // The values v[0, m) rounded onto grid g, written from element i0 on as
 // bytes or as the float32 values they stand for.
-void store(const float* v, int64_t i0, int64_t m, const Grid& g, void* out, bool bytes) {
+PPB_INLINE void store(const float* v, int64_t i0, int64_t m, const Grid& g, void* out,
+                      bool bytes) {
   const float lo = static_cast<float>(g.lo()), hi = static_cast<float>(g.hi());
   const float zp = static_cast<float>(g.zero_point), scale = g.scale;
   auto to = [&](auto* q) {
@@ -201,6 +205,41 @@ void store(const float* v, int64_t i0, int64_t m, const Grid& g, void* out, bool
   } else {
     to(static_cast<int8_t*>(out));
   }
+}
+
+constexpr int64_t kSumBlock = 1024;  // values summed on the stack, a block at a time
+
+// One block of a fake_quantize: its sources summed, rounded, stored. One
+// build per kernel tier, chosen once from the CPU's features
+// (core/cpu_features.hpp), as pool_nhwc's rows; the file is built with
+// -ffp-contract=off, so no tier fuses a product into a sum (the float32
+// values are DequantizeLinear's and Add's, rounded after each step).
+#define PPB_SUM_ROUND_BLOCK(name)                                                      \
+  void name(const Source* src, size_t sources, int64_t i0, int64_t m, const Grid& g,   \
+            void* y, bool bytes_out) {                                                  \
+    alignas(64) float v[kSumBlock];                                                     \
+    for (size_t j = 0; j < sources; ++j) load(src[j], i0, m, v, j > 0);                 \
+    store(v, i0, m, g, y, bytes_out);                                                   \
+  }
+
+PPB_SUM_ROUND_BLOCK(sum_round_generic)
+#if PPB_ARCH_X86
+__attribute__((target("avx512f"))) PPB_SUM_ROUND_BLOCK(sum_round_avx512)
+__attribute__((target("avx2"))) PPB_SUM_ROUND_BLOCK(sum_round_avx2)
+#endif
+
+using SumRoundBlock = void (*)(const Source*, size_t, int64_t, int64_t, const Grid&, void*, bool);
+
+SumRoundBlock sum_round_for_this_cpu() {
+  static const SumRoundBlock block = [] {
+#if PPB_ARCH_X86
+    const std::string tier = x86_kernel_tiers().front();
+    if (tier == "avx512") return &sum_round_avx512;
+    if (tier == "avx2") return &sum_round_avx2;
+#endif
+    return &sum_round_generic;
+  }();
+  return block;
 }
 
 // fake_quantize: its input, or the sum of its two (a residual Add whose
@@ -228,16 +267,15 @@ QuantizedNodeCall fake_quantize_call(const NodeSpec& s, const std::vector<Tensor
   }
   void* y = out.data;
   const bool bytes_out = s.int8;
+  const SumRoundBlock block = sum_round_for_this_cpu();
   return {nullptr,
-          [sources, y, bytes_out, g, n, threads] {
-            constexpr int64_t block = 1024;  // values summed on the stack, a block at a time
-            const int64_t blocks = (n + block - 1) / block;
+          [sources, y, bytes_out, g, n, threads, block] {
+            const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 16384 && threads > 1)
             for (int64_t b = 0; b < blocks; ++b) {
-              alignas(64) float v[block];
-              const int64_t i0 = b * block, m = std::min(block, n - i0);
-              for (size_t j = 0; j < sources.size(); ++j) load(sources[j], i0, m, v, j > 0);
-              store(v, i0, m, g, y, bytes_out);
+              const int64_t i0 = b * kSumBlock;
+              block(sources.data(), sources.size(), i0, std::min(kSumBlock, n - i0), g, y,
+                    bytes_out);
             }
           },
           {}};
