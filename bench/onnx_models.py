@@ -5,6 +5,7 @@ imported: does every one map, match ONNX Runtime, and run as fast?
                                 [--exporter dynamo|torchscript] [--threads 1,2]
                                 [--steps 21] [--frameworks onnxruntime,openvino]
                                 [--batch 1] [--out DIR] [--json out.json] [--strict]
+                                [--int8]
 
 Each vision model is torchvision's architecture with random weights (no
 download) at ``--batch``; each transformer (``--transformers``: all of
@@ -26,6 +27,17 @@ a slow spell of a shared machine falls on all), as framework / native
 (above 1: native is faster) with its 95 % interval. Then the geomean ratio
 per framework and thread count, and the op types of the files that do not
 import.
+
+``--int8``: each file is quantised by ONNX Runtime's ``quantize_static``
+(QDQ, weights int8 per channel, activations uint8 per tensor, calibrated
+on CALIBRATION_INPUTS random inputs from seed 0; cached beside the float
+file as ``<name>-int8.onnx``), its import checked against ONNX Runtime on
+that file, and five contenders run in lockstep at each ``--threads``
+count: native int8, ONNX Runtime and OpenVINO on the same QDQ file (both
+run it as int8), native fp32 and native bf16 on the float file. Each
+column is a contender's time over native int8's (above 1: native int8 is
+faster), then their geomeans. A file that does not quantise or import
+prints its one-line reason and the others go on.
 
 Needs torch and torchvision (a bench-only dependency: ``pip install --no-deps
 torchvision``; a torchvision wheel built against another torch release than
@@ -127,8 +139,135 @@ def output_error(path: Path, batch: int, feeds: dict[str, Any] | None = None
     return in_file, len(graph.nodes), after, err
 
 
+# Random inputs quantize_static calibrates each activation's range on.
+CALIBRATION_INPUTS = 4
+
+
+def _calibration_feeds(name: str, path: Path, seed: int) -> dict[str, Any]:
+    """One calibration input of ``path``: a tokenizer's for a transformer,
+    a decode step's for a step, else standard normal values in the file's
+    input shapes."""
+    import numpy as np
+    import onnx
+
+    if name in transformer_exports.FAMILIES:
+        return transformer_exports.feeds(seed)
+    if name in transformer_exports.STEPS:
+        return transformer_exports.step_feeds(seed)
+    rng = np.random.default_rng(seed)
+    graph = onnx.load(str(path), load_external_data=False).graph
+    weights = {i.name for i in graph.initializer}
+    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+            .astype(np.float32) for i in graph.input if i.name not in weights}
+
+
+def quantized(name: str, path: Path) -> Path:
+    """``path`` quantised by quantize_static (QDQ, int8 weights per channel,
+    uint8 activations), cached beside it as ``<stem>-int8.onnx``."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    qpath = path.with_name(f"{path.stem}-int8.onnx")
+    if qpath.is_file():
+        return qpath
+
+    class Calibration(CalibrationDataReader):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.left = [_calibration_feeds(name, path, s) for s in range(CALIBRATION_INPUTS)]
+
+        def get_next(self) -> dict[str, Any] | None:
+            return self.left.pop(0) if self.left else None
+
+    partial = qpath.with_name(f"{qpath.stem}.partial.onnx")  # a killed run leaves no cache
+    quantize_static(str(path), str(partial), Calibration(), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8)
+    partial.replace(qpath)
+    return qpath
+
+
 # How the columns name each runtime beside the native executor.
 SHORT = {"onnxruntime": "ORT", "openvino": "OV"}
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def run_int8(a: argparse.Namespace, names: list[str], threads: list[int],
+             frameworks: list[str], out: Path) -> None:
+    """The ``--int8`` comparison (see the module's text)."""
+    from pyparbench.frameworks import Contender, ModelRef, run_lockstep
+    from pyparbench.models import resolve
+    from pyparbench.settings import Settings
+
+    others = [f"{SHORT[f]}-int8" for f in frameworks] + ["native-fp32", "native-bf16"]
+    head = "".join(f"  {f'{o}/native-int8 t{t}':<24s}" for t in threads for o in others)
+    print(f"{'model':20s} {'error':>8s} {'int8 ms':>8s}{head}")
+    rows: list[dict[str, Any]] = []
+    refused: dict[str, str] = {}
+    for name in names:
+        batch = 1 if name in transformer_exports.FAMILIES or name in transformer_exports.STEPS \
+            else a.batch
+        row: dict[str, Any] = {"model": name, "batch": batch, "exporter": a.exporter}
+        try:
+            path = export(name, batch, a.exporter, out)
+            qpath = quantized(name, path)
+        except Exception as e:  # a file that does not export or quantise is its row's reason
+            refused[name] = f"export or quantize_static failed: {str(e).splitlines()[0][:200]}"
+            print(f"{name:20s} {refused[name]}", flush=True)
+            continue
+        feeds = (transformer_exports.feeds() if name in transformer_exports.FAMILIES
+                 else transformer_exports.step_feeds() if name in transformer_exports.STEPS
+                 else None)
+        try:
+            *_, err = output_error(qpath, batch, feeds)
+        except ValueError as e:
+            refused[name] = str(e).splitlines()[0][:300]
+            print(f"{name:20s} int8 refused: {refused[name]}", flush=True)
+            continue
+        row["error"] = err
+        float_model = ModelRef(resolve(str(path)), batch)
+        cells, int8_ms = "", ""
+        for t in threads:
+            s = Settings(intra_op=t, affinity="compact")
+            contenders = [Contender("native", settings=s, name="native-int8"),
+                          *[Contender(f, settings=s, name=f"{SHORT[f]}-int8")
+                            for f in frameworks],
+                          Contender("native", settings=s, name="native-fp32", graph=float_model),
+                          Contender("native", name="native-bf16", graph=float_model,
+                                    settings=Settings(intra_op=t, affinity="compact",
+                                                      precision="bf16"))]
+            res = run_lockstep(ModelRef(resolve(str(qpath)), batch), contenders,
+                               steps=a.steps, timeout=1800.0)
+            if res.errors or not res.steps:
+                refused.setdefault(name, f"failed at {t} thread(s): {res.errors}")
+                cells += f"  failed: {res.errors}"
+                continue
+            int8_ms += f"{'/' if int8_ms else ''}{_median(res.ns['native-int8']) / 1e6:.2f}"
+            for o in others:
+                r = res.ratio("native-int8", o)
+                row[f"{o}_t{t}"] = {**r.as_dict(), "ms": _median(res.ns[o]) / 1e6,
+                                    "native_int8_ms": _median(res.ns["native-int8"]) / 1e6}
+                cells += f"  {f'x{r.median:5.3f} [{r.low:5.3f}, {r.high:5.3f}]':<24s}"
+        print(f"{name:20s} {err:8.1e} {int8_ms:>8s}{cells}", flush=True)
+        rows.append(row)
+    for t in threads:
+        for o in others:
+            got = [r[f"{o}_t{t}"]["median"] for r in rows if f"{o}_t{t}" in r]
+            if got:
+                print(f"geomean {o}/native-int8 at {t} thread(s): x{_geomean(got):.3f} over "
+                      f"{len(got)} models (worst x{min(got):.3f})")
+    for name, why in refused.items():
+        print(f"not run at int8: {name}: {why}")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"rows": rows, "refused": refused}, indent=1))
+    if a.strict and refused:
+        sys.exit(1)
 
 
 def _installed(frameworks: tuple[str, ...]) -> list[str]:
@@ -157,6 +296,9 @@ def main() -> None:
     ap.add_argument("--json", help="also write every figure here")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when a model does not export, import or run")
+    ap.add_argument("--int8", action="store_true",
+                    help="each file quantised by quantize_static: native int8 against ONNX "
+                         "Runtime and OpenVINO on that file, and native fp32 / bf16")
     a = ap.parse_args()
 
     from pyparbench.frameworks import Contender, ModelRef, run_lockstep
@@ -176,6 +318,9 @@ def main() -> None:
     if unknown:
         ap.error(f"--models: unknown {', '.join(unknown)}; valid: "
                  f"{', '.join(MODELS + transformers)}")
+    if a.int8:
+        run_int8(a, names, threads, frameworks, out)
+        return
     head = "".join(f"  {f'{SHORT[f]}/native t{t} [95 %]':<30s}" for t in threads
                    for f in frameworks)
     print(f"{'model':20s} {'file':>5s} {'graph':>5s} {'run':>5s} {'error':>8s}{head}")
@@ -230,7 +375,7 @@ def main() -> None:
             got = [r[f"{f}_t{t}"]["median"] for r in rows
                    if "median" in r.get(f"{f}_t{t}", {})]
             if got:
-                gm = math.exp(sum(math.log(x) for x in got) / len(got))
+                gm = _geomean(got)
                 print(f"geomean {SHORT[f]}/native at {t} thread(s): x{gm:.3f} over {len(got)} "
                       f"models (worst x{min(got):.3f})")
     for name, why in refused.items():

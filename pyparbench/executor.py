@@ -226,6 +226,8 @@ def _spec(node: Node) -> _g.NodeSpec:
     spec.int64 = node.dtype == "int64"
     # The bf16 plan (graph.passes.precision): conversions and bf16 matrix nodes.
     spec.bf16 = node.dtype == "bfloat16"
+    # Int8 values kept as bytes between int8 nodes (graph.passes.int8_values).
+    spec.int8 = node.dtype in ("uint8", "int8")
     spec.precision = node.attrs.get("precision", "fp32")
     for attr in NATIVE_ATTRS.get(node.op, ()):
         value = node.attrs[attr]
@@ -244,6 +246,15 @@ def _spec(node: Node) -> _g.NodeSpec:
     spec.inplace = int(node.attrs.get("inplace", -1))
     spec.im2col = bool(node.attrs.get("im2col", False))
     return spec
+
+
+def _dequantized(arr: npt.NDArray[Any], n: Node) -> npt.NDArray[np.float32]:
+    """The float32 values of an int8 node's grid bytes (graph.passes.int8_values)."""
+    prefix = "x" if n.op == "fake_quantize" else "out"
+    q = arr.view(np.int8) if n.dtype == "int8" else arr
+    zp = np.float32(n.params[f"{prefix}_zero_point"][0])
+    return np.asarray((q.astype(np.float32) - zp) * np.float32(n.params[f"{prefix}_scale"][0]),
+                      np.float32)
 
 
 def _as_nchw(arr: npt.NDArray[Any], shape: Sequence[int], layout: str) -> npt.NDArray[Any]:
@@ -289,6 +300,8 @@ class _Variant:
         out = []
         for node, arr in zip(nodes, self.plan.outputs(list(nodes)), strict=True):
             n = self.graph[node]
+            if n.dtype in ("uint8", "int8"):
+                arr = _dequantized(arr, n)
             if len(n.shape) == 4 and n.op != "global_avg_pool":
                 arr = _as_nchw(arr, n.shape, n.attrs.get("layout", "nchw"))
             out.append(arr)

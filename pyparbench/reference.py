@@ -377,10 +377,12 @@ def _grid(node: Node, prefix: str) -> tuple[float, int]:
 
 
 def _fake_quantize(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Array:
-    """ONNX's QuantizeLinear then DequantizeLinear: x / scale rounded half to
-    even, plus the zero point, saturated; minus it, times the scale."""
+    """ONNX's QuantizeLinear then DequantizeLinear: x (or the sum of the two
+    inputs) / scale rounded half to even, plus the zero point, saturated;
+    minus it, times the scale."""
     scale, zp = _grid(node, "x")
-    q = requantize(args[0], scale, zp, node.attrs["x_dtype"])
+    x = args[0] if len(args) == 1 else args[0] + args[1]  # a fused residual add
+    q = requantize(x, scale, zp, node.attrs["x_dtype"])
     return np.asarray((q - zp) * float(np.float32(scale)), dtype=ft)
 
 

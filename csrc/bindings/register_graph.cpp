@@ -66,6 +66,7 @@ void register_graph(py::module_& m) {
       .def_readwrite("shape", &NodeSpec::shape)
       .def_readwrite("int64", &NodeSpec::int64)
       .def_readwrite("bf16", &NodeSpec::bf16)
+      .def_readwrite("int8", &NodeSpec::int8)
       .def_property(
           "precision", [](const NodeSpec& s) { return knob_name(s.precision); },
           [](NodeSpec& s, const std::string& v) { s.precision = parse_precision(v); })
@@ -170,6 +171,7 @@ void register_graph(py::module_& m) {
                // a bf16 one 2 (bfloat16 bits: widened to float32 below).
                arrays.push_back(s.int64  ? py::array(py::array_t<int64_t>(shape))
                                 : s.bf16 ? py::array(py::array_t<uint16_t>(shape))
+                                : s.int8 ? py::array(py::array_t<uint8_t>(shape))
                                          : py::array(py::array_t<float>(shape)));
                dst.push_back(arrays.back().mutable_data());
              }
@@ -195,7 +197,8 @@ void register_graph(py::module_& m) {
            },
            py::arg("nodes"),
            "Copies of the output buffers of `nodes` (int64 for an int64 node, a bf16 "
-           "node's values widened to float32), all from one run.")
+           "node's values widened to float32, an int8 node's grid bytes as uint8), all "
+           "from one run.")
       .def("run",
            [](Plan& p, const SettingsArg& arg, int repeats, int warmup, bool trace,
               std::shared_ptr<Audit> audit) {

@@ -13,6 +13,7 @@ class NodeSpec:
     shape: list[int]
     int64: bool
     bf16: bool
+    int8: bool
     precision: str
     kind: str
     mode: str

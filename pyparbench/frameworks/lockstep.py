@@ -57,7 +57,9 @@ class Contender:
     another install to run it in (for example pyparbench built against
     another oneDNN), None for this one; ``defaults``: the framework as it
     comes, no knob set and every CPU (``settings`` ignored), or with
-    ``preset`` one of OpenVINO's own presets (its hint)."""
+    ``preset`` one of OpenVINO's own presets (its hint); ``graph``: what
+    this contender runs instead of the lockstep's graph (the same model in
+    another file, such as its int8 quantisation), None for that graph."""
 
     framework: str
     mode: str | None = None
@@ -66,6 +68,7 @@ class Contender:
     python: str | None = None
     defaults: bool = False
     preset: str | None = None
+    graph: GraphLike | None = None
 
     @property
     def label(self) -> str:
@@ -190,8 +193,9 @@ def wait_until_idle(pids: Sequence[int]) -> float:
 def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: int = 30,
                  warmup: int = 3, gap_s: float = 0.01, timeout: float = 600.0,
                  progress: Callable[[int, int], None] | None = None) -> LockstepResult:
-    """Run ``graph`` in every contender's own child, one timed run each in
-    turn for ``steps`` steps (after ``warmup`` untimed runs each).
+    """Run ``graph`` (or a contender's own) in every contender's own child,
+    one timed run each in turn for ``steps`` steps (after ``warmup``
+    untimed runs each).
 
     ``gap_s``: idle seconds before each run, after which the parent waits
     (at most a second) until no thread of the other children, each stopped
@@ -220,7 +224,8 @@ def run_lockstep(graph: GraphLike, contenders: Sequence[Contender], *, steps: in
         raise ValueError(f"gap_s must be >= 0, got {gap_s!r}")
     if not timeout > 0:
         raise ValueError(f"timeout must be > 0, got {timeout!r}")
-    plans = [plan_child(c.framework, [Job(graph, repeats=0, warmup=warmup)], c.settings,
+    plans = [plan_child(c.framework, [Job(graph if c.graph is None else c.graph, repeats=0,
+                                          warmup=warmup)], c.settings,
                         c.mode, python=c.python, defaults=c.defaults, preset=c.preset,
                         lockstep=True)
              for c in contenders]

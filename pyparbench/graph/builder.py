@@ -870,6 +870,10 @@ def _arity(op: str, n: int) -> None:
         if n not in (5, 6):
             raise ValueError(f"decode_attention takes 5 or 6 inputs, got {n}")
         return
+    if op == "fake_quantize":  # x, or two values it sums (a residual add fused into it)
+        if n not in (1, 2):
+            raise ValueError(f"fake_quantize takes 1 or 2 inputs, got {n}")
+        return
     if op == "rotary":  # x and an optional cache length or positions
         if n not in (1, 2):
             raise ValueError(f"rotary takes 1 or 2 inputs, got {n}")

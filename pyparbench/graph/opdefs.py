@@ -25,8 +25,10 @@ HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag", "quantized
 # filled before the run), reshape and slice (views of their input's buffer).
 NO_KERNEL_OPS = frozenset({"input", "constant", "reshape", "slice"})
 # bfloat16: only the values the bf16 plan converts for its matrix nodes
-# (graph.passes.precision); graph inputs are float32 or int64.
-DTYPE_BYTES = {"float32": 4, "int64": 8, "bfloat16": 2}
+# (graph.passes.precision); uint8 / int8: only int8 values kept as bytes
+# between int8 nodes (graph.passes.int8_values); graph inputs are float32 or
+# int64.
+DTYPE_BYTES = {"float32": 4, "int64": 8, "bfloat16": 2, "uint8": 1, "int8": 1}
 # Elementary operations per element, transcendental functions counted as one.
 ELTWISE_FLOPS = {
     "relu": 1,      # max

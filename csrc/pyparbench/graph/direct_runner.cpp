@@ -89,6 +89,7 @@ const ParamArray* find_param(const NodeSpec& s, const char* name) {
 
 std::unique_ptr<NodeRunner> make_direct_runner(const NodeSpec& s, const std::vector<Tensor>& ins,
                                                const Tensor& out) {
+  if (s.int8) return nullptr;  // grid bytes (a max pool of them): float32 kernels only here
   const DirectKernels& k = direct_kernels();
   float* y = static_cast<float*>(out.data);
   switch (s.op) {

@@ -247,6 +247,10 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       });
     }
     case OpKind::pool2d: {
+      if (s.int8) {  // a max pool of grid bytes (graph/passes/int8_values.py)
+        QuantizedNodeCall q = make_int8_max_pool_call(s, ins, out, threads);
+        return {std::move(q.state), std::move(q.fn), std::move(q.implementation)};
+      }
       Pool2dConfig c{s.kind,         s.kernel[0],  s.kernel[1],  s.stride[0],
                      s.stride[1],    s.padding[0], s.padding[1], s.padding[2],
                      s.padding[3],   s.ceil_mode,  s.count_include_pad};

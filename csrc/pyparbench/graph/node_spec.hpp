@@ -36,6 +36,14 @@ struct NodeSpec {
   // input, and a matmul's second, are bf16 nodes) by weights converted to
   // bf16 when the kernel is prepared, accumulating and writing fp32.
   Precision precision = Precision::fp32;
+  // Output holds uint8 / int8 values on the node's own grid, one byte each
+  // (graph/passes/int8_values.py): an int8 node's requantised output (its
+  // type: mode) or a fake_quantize's (its type: kind), read only by int8
+  // nodes, which take the bytes as they are.
+  bool int8 = false;
+  // Per input, the type of the grid bytes it holds ("uint8" / "int8"), empty
+  // for a float32 input. Set by the plan from its inputs' element types.
+  std::vector<std::string> int8_inputs;
   // Attributes; each op reads the ones it has.
   std::string kind;  // eltwise kind, pool kind; an int8 node's input type (uint8 / int8);
                      // an embedding bag's table: "" (float32) or "byte_rowwise"
@@ -78,8 +86,16 @@ struct NodeSpec {
   std::map<std::string, ParamArray> params;  // weight, bias, table, mean, var, scale, shift
 };
 
-// Bytes per element of the node's output (8 int64, 2 bf16, 4 fp32).
-inline size_t element_bytes(const NodeSpec& s) { return s.int64 ? 8 : s.bf16 ? 2 : 4; }
+// Bytes per element of the node's output (8 int64, 2 bf16, 1 int8, 4 fp32).
+inline size_t element_bytes(const NodeSpec& s) {
+  return s.int64 ? 8 : s.bf16 ? 2 : s.int8 ? 1 : 4;
+}
+
+// The type of an int8 node's bytes ("uint8" / "int8"): a fake_quantize's
+// grid is its kind, an int8 matrix node's output its mode.
+inline const std::string& int8_type(const NodeSpec& s) {
+  return s.op == OpKind::fake_quantize ? s.kind : s.mode;
+}
 
 // Whether input `i` of `s` is read as bf16 (a bf16 matrix node's activations).
 inline bool reads_bf16(const NodeSpec& s, size_t i) {

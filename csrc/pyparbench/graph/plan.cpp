@@ -34,7 +34,7 @@ size_t slice_offset(const NodeSpec& s, const NodeSpec& in) {
     throw std::invalid_argument(where + ": rows [" + std::to_string(s.start) + ", " +
                                 std::to_string(s.start + s.shape[0]) +
                                 ") are not within its input's " + std::to_string(in.shape[0]));
-  if (s.int64 != in.int64 || s.bf16 != in.bf16)
+  if (s.int64 != in.int64 || s.bf16 != in.bf16 || s.int8 != in.int8)
     throw std::invalid_argument(where + " must keep its input's element type");
   return static_cast<size_t>(s.start * (elements(in.shape) / in.shape[0])) * element_bytes(in);
 }
@@ -80,6 +80,7 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
   // and the node that owns that buffer.
   std::vector<size_t> offset(nodes_.size(), 0);
   std::vector<int> root(nodes_.size());
+  std::vector<std::string> byte_type(nodes_.size());  // an int8 node's bytes: uint8 / int8
   int64_t max_channels = 1;
   for (int i = 0; i < n; ++i) {
     NodeSpec& s = nodes_[i];
@@ -87,6 +88,17 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
     std::set<int> distinct;
     s.length_input = -1;
     s.positions_input = -1;
+    s.int8_inputs.assign(s.inputs.size(), std::string());
+    // A max pool or a reshape of grid bytes keeps them on their grid.
+    const bool keeps_grid = s.op == OpKind::reshape || (s.op == OpKind::pool2d && s.kind == "max");
+    const bool int8_reader = s.op == OpKind::quantized_linear ||
+                             s.op == OpKind::quantized_conv2d || s.op == OpKind::fake_quantize;
+    if (s.int8 && !(s.op == OpKind::fake_quantize || keeps_grid ||
+                    (int8_reader && s.mode != "float32")))
+      throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
+                                  ") cannot hold int8 bytes: only a fake_quantize, an int8 "
+                                  "node with an integer output, a max pool or a reshape "
+                                  "writes them");
     for (size_t j = 0; j < s.inputs.size(); ++j) {
       const int in = s.inputs[j];
       if (in < 0 || in >= i)
@@ -107,9 +119,21 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
           s.op != OpKind::position_ids && !(s.op == OpKind::reshape && s.int64))
         throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
                                     ") cannot read the int64 node '" + nodes_[in].name + "'");
+      if (nodes_[in].int8) {  // grid bytes: int8 nodes read them, a max pool / reshape keeps them
+        if (!int8_reader && !(keeps_grid && s.int8))
+          throw std::invalid_argument("node '" + s.name + "' (" + op_name(s.op) +
+                                      ") cannot read the int8 bytes of node '" +
+                                      nodes_[in].name + "'");
+        s.int8_inputs[j] = byte_type[static_cast<size_t>(in)];
+      }
       distinct.insert(in);
     }
     check_bf16(s, nodes_);
+    if (s.int8)  // a max pool's or a reshape's bytes are its input's type
+      byte_type[static_cast<size_t>(i)] = keeps_grid && !s.int8_inputs.empty() &&
+                                                  !s.int8_inputs[0].empty()
+                                              ? s.int8_inputs[0]
+                                              : int8_type(s);
     for (int in : distinct) consumers_[in].push_back(i);
     dependencies_[i] = static_cast<int>(distinct.size());
     BufferNode& b = buffers[i];
@@ -120,7 +144,8 @@ Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buf
     if (s.op == OpKind::reshape) {
       if (s.inputs.size() != 1 || elements(nodes_[s.inputs[0]].shape) != elements(s.shape))
         throw std::invalid_argument("reshape node '" + s.name + "' changes the element count");
-      if (s.int64 != nodes_[s.inputs[0]].int64 || s.bf16 != nodes_[s.inputs[0]].bf16)
+      if (s.int64 != nodes_[s.inputs[0]].int64 || s.bf16 != nodes_[s.inputs[0]].bf16 ||
+          s.int8 != nodes_[s.inputs[0]].int8)
         throw std::invalid_argument("reshape node '" + s.name + "' must keep its input's element type");
       b.alias_of = s.inputs[0];
       offset[i] = offset[b.alias_of];

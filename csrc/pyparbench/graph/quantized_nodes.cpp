@@ -1,16 +1,21 @@
 #include "pyparbench/graph/quantized_nodes.hpp"
 
+#include "pyparbench/core/cpu_features.hpp"
 #include "pyparbench/graph/conv_geometry.hpp"
 #include "pyparbench/math/quantized.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 namespace ppb {
 
 namespace {
+
+#define PPB_INLINE inline __attribute__((always_inline))
 
 // A node's scale and zero point (a (2,) parameter: scale, zero point).
 struct Grid {
@@ -75,6 +80,12 @@ struct Order {
 template <class In, class Out, class F>
 void mapped(const In* in, Out* out, const Order& o, bool to_kernel, int threads, F f) {
   const bool parallel = threads > 1 && o.rows * o.channels * o.inner > 16384;
+  if (o.channels == 1) {  // the same order both sides: one vectorisable stream
+    const int64_t n = o.rows * o.inner;
+#pragma omp parallel for simd num_threads(threads) schedule(static) if (parallel)
+    for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+    return;
+  }
   if (to_kernel) {
     const int64_t pixels = o.rows * o.inner;
 #pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
@@ -92,6 +103,21 @@ void mapped(const In* in, Out* out, const Order& o, bool to_kernel, int threads,
     for (int64_t i = 0; i < o.inner; ++i) out[nc * o.inner + i] = f(in[o.at(nc, i)]);
 }
 
+// v rounded half to even, as std::nearbyint in the default rounding mode,
+// for a value that is then saturated to a byte's range: adding and taking
+// away 1.5 · 2^23 leaves no fraction bits, and the addition rounds half to
+// even. Values beyond ±2^22 are clamped first (they saturate anyway). Unlike
+// nearbyint (a library call without SSE4.1), this vectorises.
+PPB_INLINE float round_half_even(float v) {
+  constexpr float magic = 12582912.f, bound = 4194304.f;
+  const float c = v < -bound ? -bound : v > bound ? bound : v;
+  return (c + magic) - magic;
+}
+
+// v saturated to [lo, hi], by value (std::clamp's references keep loops
+// from vectorising).
+PPB_INLINE float saturate(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
 // ONNX QuantizeLinear: x / scale rounded half to even (the default rounding
 // mode), plus the zero point, saturated.
 template <class T>
@@ -99,7 +125,7 @@ void quantize(const float* x, T* q, const Order& o, const Grid& g, int threads) 
   const float lo = static_cast<float>(g.lo()), hi = static_cast<float>(g.hi());
   const float zp = static_cast<float>(g.zero_point), scale = g.scale;
   mapped(x, q, o, true, threads, [=](float v) {
-    return static_cast<T>(std::clamp(std::nearbyint(v / scale) + zp, lo, hi));
+    return static_cast<T>(saturate(round_half_even(v / scale) + zp, lo, hi));
   });
 }
 
@@ -126,13 +152,133 @@ void dequantize_bytes(const uint8_t* q, float* y, const Order& o, const Grid& g,
     dequantize(reinterpret_cast<const int8_t*>(q), y, o, g, threads);
 }
 
-// Both at once, with no byte buffer: the value on its grid.
-void fake_quantize(const float* x, float* y, int64_t n, const Grid& g, int threads) {
+// One input of a fake_quantize: float32 values, or bytes on grid `g`.
+struct Source {
+  const void* data = nullptr;
+  bool bytes = false;
+  Grid g;
+};
+
+// v[0, m) = the values of `src` from element i0 on (bytes dequantised:
+// (q - zero point) · scale in float32, as DequantizeLinear), or += them.
+PPB_INLINE void load(const Source& src, int64_t i0, int64_t m, float* v, bool add) {
+  if (!src.bytes) {
+    const float* x = static_cast<const float*>(src.data) + i0;
+#pragma omp simd
+    for (int64_t k = 0; k < m; ++k) v[k] = add ? v[k] + x[k] : x[k];
+    return;
+  }
+  const int32_t zp = src.g.zero_point;
+  const float scale = src.g.scale;
+  auto from = [&](auto* q) {
+#pragma omp simd
+    for (int64_t k = 0; k < m; ++k) {
+      const float d = static_cast<float>(static_cast<int32_t>(q[i0 + k]) - zp) * scale;
+      v[k] = add ? v[k] + d : d;
+    }
+  };
+  if (src.g.type == QuantType::u8)
+    from(static_cast<const uint8_t*>(src.data));
+  else
+    from(static_cast<const int8_t*>(src.data));
+}
+
+// The values v[0, m) rounded onto grid g, written from element i0 on as
+// bytes or as the float32 values they stand for.
+PPB_INLINE void store(const float* v, int64_t i0, int64_t m, const Grid& g, void* out,
+                      bool bytes) {
   const float lo = static_cast<float>(g.lo()), hi = static_cast<float>(g.hi());
-  const float zp = static_cast<float>(g.zero_point);
+  const float zp = static_cast<float>(g.zero_point), scale = g.scale;
+  auto to = [&](auto* q) {
+    using T = std::remove_pointer_t<decltype(q)>;
+#pragma omp simd
+    for (int64_t k = 0; k < m; ++k)
+      q[i0 + k] = static_cast<T>(saturate(round_half_even(v[k] / scale) + zp, lo, hi));
+  };
+  if (!bytes) {
+    float* y = static_cast<float*>(out) + i0;
+#pragma omp simd
+    for (int64_t k = 0; k < m; ++k)
+      y[k] = (saturate(round_half_even(v[k] / scale) + zp, lo, hi) - zp) * scale;
+  } else if (g.type == QuantType::u8) {
+    to(static_cast<uint8_t*>(out));
+  } else {
+    to(static_cast<int8_t*>(out));
+  }
+}
+
+constexpr int64_t kSumBlock = 1024;  // values summed on the stack, a block at a time
+
+// One block of a fake_quantize: its sources summed, rounded, stored. One
+// build per kernel tier, chosen once from the CPU's features
+// (core/cpu_features.hpp), as pool_nhwc's rows; the file is built with
+// -ffp-contract=off, so no tier fuses a product into a sum (the float32
+// values are DequantizeLinear's and Add's, rounded after each step).
+#define PPB_SUM_ROUND_BLOCK(name)                                                      \
+  void name(const Source* src, size_t sources, int64_t i0, int64_t m, const Grid& g,   \
+            void* y, bool bytes_out) {                                                  \
+    alignas(64) float v[kSumBlock];                                                     \
+    for (size_t j = 0; j < sources; ++j) load(src[j], i0, m, v, j > 0);                 \
+    store(v, i0, m, g, y, bytes_out);                                                   \
+  }
+
+PPB_SUM_ROUND_BLOCK(sum_round_generic)
+#if PPB_ARCH_X86
+__attribute__((target("avx512f"))) PPB_SUM_ROUND_BLOCK(sum_round_avx512)
+__attribute__((target("avx2"))) PPB_SUM_ROUND_BLOCK(sum_round_avx2)
+#endif
+
+using SumRoundBlock = void (*)(const Source*, size_t, int64_t, int64_t, const Grid&, void*, bool);
+
+SumRoundBlock sum_round_for_this_cpu() {
+  static const SumRoundBlock block = [] {
+#if PPB_ARCH_X86
+    const std::string tier = x86_kernel_tiers().front();
+    if (tier == "avx512") return &sum_round_avx512;
+    if (tier == "avx2") return &sum_round_avx2;
+#endif
+    return &sum_round_generic;
+  }();
+  return block;
+}
+
+// fake_quantize: its input, or the sum of its two (a residual Add whose
+// output only this node reads, fused by graph/passes/int8_values.py), each
+// float32 or grid bytes, rounded onto its grid: the output as bytes or as
+// the float32 values they stand for. Every sum is float32, as the Add's.
+QuantizedNodeCall fake_quantize_call(const NodeSpec& s, const std::vector<Tensor>& ins,
+                                     const Tensor& out, int threads) {
+  if (ins.empty() || ins.size() > 2)
+    throw std::invalid_argument(where(s) + " takes one input, or two that it sums");
+  const Grid g = grid(s, "x", s.kind);
+  const int64_t n = Dims(out.shape).elements();
+  std::vector<Source> sources;
+  for (size_t j = 0; j < ins.size(); ++j) {
+    if (Dims(ins[j].shape).elements() != n)
+      throw std::invalid_argument(where(s) + ": input " + std::to_string(j) + " and the output "
+                                  "differ in size");
+    Source src{ins[j].data, false, {}};
+    const std::string& bytes = j < s.int8_inputs.size() ? s.int8_inputs[j] : std::string();
+    if (!bytes.empty()) {
+      src.bytes = true;
+      src.g = grid(s, "in" + std::to_string(j), bytes);
+    }
+    sources.push_back(src);
+  }
+  void* y = out.data;
+  const bool bytes_out = s.int8;
+  const SumRoundBlock block = sum_round_for_this_cpu();
+  return {nullptr,
+          [sources, y, bytes_out, g, n, threads, block] {
+            const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 16384 && threads > 1)
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = (std::clamp(std::nearbyint(x[i] / g.scale) + zp, lo, hi) - zp) * g.scale;
+            for (int64_t b = 0; b < blocks; ++b) {
+              const int64_t i0 = b * kSumBlock;
+              block(sources.data(), sources.size(), i0, std::min(kSumBlock, n - i0), g, y,
+                    bytes_out);
+            }
+          },
+          {}};
 }
 
 // The node's weights as s8: the file's int8 values, carried as floats.
@@ -187,19 +333,11 @@ bool is_quantized_node(OpKind op) {
 
 QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<Tensor>& ins,
                                            const Tensor& out, int threads) {
+  if (s.op == OpKind::fake_quantize) return fake_quantize_call(s, ins, out, threads);
+  if (!is_quantized_node(s.op)) throw std::invalid_argument(where(s) + " is not an int8 node");
   if (ins.size() != 1) throw std::invalid_argument(where(s) + " takes one input");
   const Tensor x = ins[0];
   const int64_t x_elems = Dims(x.shape).elements(), y_elems = Dims(out.shape).elements();
-  if (s.op == OpKind::fake_quantize) {
-    const Grid g = grid(s, "x", s.kind);
-    if (x_elems != y_elems) throw std::invalid_argument(where(s) + ": input and output differ");
-    return {nullptr, [x, out, g, x_elems, threads] {
-              fake_quantize(static_cast<const float*>(x.data), static_cast<float*>(out.data),
-                            x_elems, g, threads);
-            },
-            {}};
-  }
-  if (!is_quantized_node(s.op)) throw std::invalid_argument(where(s) + " is not an int8 node");
   const Grid xg = grid(s, "x", s.kind);
   const bool requantized = s.mode != "float32";
   const Grid og = requantized ? grid(s, "out", s.mode) : Grid{};
@@ -221,8 +359,18 @@ QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<
     state->kernel = std::make_unique<QuantizedConv2d>(c, q, threads);
     x_shape = state->kernel->input_shape();
     y_shape = state->kernel->output_shape();
-    x_order = {c.n, c.c, c.h * c.w};
-    y_order = {out.shape[0], out.shape[1], out.shape[2] * out.shape[3]};
+    // Data the layout pass stores channels-last is the kernel's order already.
+    if (s.layout == ActLayout::nhwc && s.input_layout == ActLayout::nhwc) {
+      x_order = {1, 1, x_elems};
+      y_order = {1, 1, y_elems};
+    } else if (s.layout != ActLayout::nchw || s.input_layout != ActLayout::nchw) {
+      throw std::invalid_argument(where(s) + ": activations stored " +
+                                  act_layout_name(s.input_layout) + " -> " +
+                                  act_layout_name(s.layout) + " (nchw or nhwc only)");
+    } else {
+      x_order = {c.n, c.c, c.h * c.w};
+      y_order = {out.shape[0], out.shape[1], out.shape[2] * out.shape[3]};
+    }
   }
   if (s.op == OpKind::quantized_linear) {  // rows of the product, in their order
     x_order = {x_shape[0], 1, x_shape[1]};
@@ -230,26 +378,43 @@ QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<
   }
   if (Dims(y_shape).elements() != y_elems)
     throw std::invalid_argument(where(s) + ": its output shape does not match its input's");
+  // Grid bytes in or out are the kernel's own, in its order.
+  const std::string& x_bytes = s.int8_inputs.empty() ? std::string() : s.int8_inputs[0];
+  const bool bytes_in = !x_bytes.empty(), bytes_out = s.int8;
+  if (bytes_in && parse_quant_type(x_bytes, "input bytes") != xg.type)
+    throw std::invalid_argument(where(s) + " reads " + x_bytes + " bytes on a " +
+                                quant_type_name(xg.type) + " grid");
+  if ((bytes_in && x_order.channels > 1) || (bytes_out && y_order.channels > 1))
+    throw std::invalid_argument(where(s) + ": int8 bytes in or out need channels-last data");
+  if (bytes_out && !requantized)
+    throw std::invalid_argument(where(s) + " writes int8 bytes with no output grid");
   // The weights once, as s8 (the bias stays float32, added after
   // dequantisation).
   const std::vector<int8_t> w8 = int8_weights(s, w);
   auto b = s.params.find("bias");
   state->kernel->set_weights({w8.data(), w.shape},
                              q.bias ? b->second.view() : ConstFloatView{});
-  state->x_bytes.resize(static_cast<size_t>(x_elems));
+  if (!bytes_in) state->x_bytes.resize(static_cast<size_t>(x_elems));
   const bool reordered = y_order.channels > 1;
-  if (requantized)
+  if (requantized && !bytes_out)
     state->out_bytes.resize(static_cast<size_t>(y_elems));
-  else if (reordered)
+  else if (!requantized && reordered)
     state->out_floats.resize(static_cast<size_t>(y_elems));
   QuantizedState* st = state.get();
   const std::string impl = st->kernel->implementation();
   return {state,
-          [st, x, out, xg, og, requantized, reordered, x_shape, y_shape, x_order, y_order,
-           threads] {
-            quantize_bytes(static_cast<const float*>(x.data), st->x_bytes.data(), x_order, xg,
-                           threads);
-            const ConstByteView xv{st->x_bytes.data(), x_shape};
+          [st, x, out, xg, og, requantized, reordered, bytes_in, bytes_out, x_shape, y_shape,
+           x_order, y_order, threads] {
+            if (!bytes_in)
+              quantize_bytes(static_cast<const float*>(x.data), st->x_bytes.data(), x_order, xg,
+                             threads);
+            const ConstByteView xv{bytes_in ? static_cast<const uint8_t*>(x.data)
+                                            : st->x_bytes.data(),
+                                   x_shape};
+            if (bytes_out) {
+              st->kernel->run(xv, {static_cast<uint8_t*>(out.data), y_shape});
+              return;
+            }
             float* y = static_cast<float*>(out.data);
             if (requantized) {
               st->kernel->run(xv, {st->out_bytes.data(), y_shape});
@@ -262,6 +427,54 @@ QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<
             }
           },
           impl};
+}
+
+namespace {
+
+template <class T>
+void max_pool_bytes(const T* x, T* y, const NodeSpec& s, const Shape& in, const Shape& out,
+                    int threads) {
+  const int64_t c = in[1], h = in[2], w = in[3], oh = out[2], ow = out[3];
+  const int64_t kh = s.kernel[0], kw = s.kernel[1], sh = s.stride[0], sw = s.stride[1];
+  const int64_t top = s.padding[0], left = s.padding[2];
+  const int64_t pixels = out[0] * oh * ow;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && pixels * c > 16384)
+  for (int64_t p = 0; p < pixels; ++p) {
+    const int64_t b = p / (oh * ow), i = (p / ow) % oh, j = p % ow;
+    T* o = y + p * c;
+    for (int64_t k = 0; k < c; ++k) o[k] = std::numeric_limits<T>::lowest();
+    const int64_t h0 = i * sh - top, w0 = j * sw - left;
+    for (int64_t r = std::max<int64_t>(h0, 0); r < std::min(h0 + kh, h); ++r)
+      for (int64_t q = std::max<int64_t>(w0, 0); q < std::min(w0 + kw, w); ++q) {
+        const T* v = x + ((b * h + r) * w + q) * c;
+        for (int64_t k = 0; k < c; ++k) o[k] = o[k] < v[k] ? v[k] : o[k];
+      }
+  }
+}
+
+}  // namespace
+
+QuantizedNodeCall make_int8_max_pool_call(const NodeSpec& s, const std::vector<Tensor>& ins,
+                                          const Tensor& out, int threads) {
+  const std::string& type = s.int8_inputs.empty() ? std::string() : s.int8_inputs[0];
+  if (ins.size() != 1 || type.empty() || !s.int8 || s.kind != "max" ||
+      s.layout != ActLayout::nhwc || ins[0].shape.size() != 4 || out.shape.size() != 4)
+    throw std::invalid_argument(where(s) + ": pooling of int8 bytes is a channels-last max "
+                                "pool of 4-D bytes into bytes");
+  const bool u8 = parse_quant_type(type, "pooled bytes") == QuantType::u8;
+  const Shape in_shape = ins[0].shape, out_shape = out.shape;
+  const void* x = ins[0].data;
+  void* y = out.data;
+  return {nullptr,
+          [s, x, y, u8, in_shape, out_shape, threads] {
+            if (u8)
+              max_pool_bytes(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), s,
+                             in_shape, out_shape, threads);
+            else
+              max_pool_bytes(static_cast<const int8_t*>(x), static_cast<int8_t*>(y), s,
+                             in_shape, out_shape, threads);
+          },
+          {}};
 }
 
 }  // namespace ppb

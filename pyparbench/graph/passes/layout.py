@@ -13,9 +13,12 @@ __all__ = ["BLOCKED_LAYOUTS", "BLOCKED_MIN_BATCH", "blocked_choice", "blocked_mi
            "layout_blocked", "layout_blocked_unchecked", "layout_nhwc", "preferred_layout"]
 
 
-# Ops that run on channels-last or blocked data; the others need NCHW.
+# Ops that run on channels-last or blocked data; the others need NCHW. An
+# int8 convolution runs channels-last only (its NCHW input is converted as
+# it is quantised), and rounding onto a grid is elementwise.
 _NHWC_ANCHORS = ("conv2d", "pool2d", "batch_norm")
-_NHWC_FOLLOWERS = ("eltwise", "add", "mul", "concat")
+_NHWC_ONLY_ANCHORS = ("quantized_conv2d",)
+_NHWC_FOLLOWERS = ("eltwise", "add", "mul", "concat", "fake_quantize")
 # Channels per block of oneDNN's blocked layouts.
 BLOCKED_LAYOUTS = {"nchw8c": 8, "nchw16c": 16}
 
@@ -28,15 +31,17 @@ def _channel_broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
         y in (1, x) for x, y in zip(a, b, strict=True))
 
 
-def _layout_nodes(g: Graph) -> set[int]:
-    """The 4-D conv2d / pool2d / batch_norm nodes and the eltwise / add and
-    mul whose second input keeps every channel (same shape or a gate) /
-    concat nodes that read them: those that take a layout."""
+def _layout_nodes(g: Graph, channels_last: bool) -> set[int]:
+    """The 4-D conv2d / pool2d / batch_norm nodes (and quantized_conv2d where
+    the layout is ``channels_last``) and the eltwise / add and mul whose
+    second input keeps every channel (same shape or a gate) / concat /
+    fake_quantize nodes that read them: those that take a layout."""
+    anchors = _NHWC_ANCHORS + (_NHWC_ONLY_ANCHORS if channels_last else ())
     cl: set[int] = set()
     for n in g.nodes:
         if len(n.shape) != 4 or n.dtype != "float32":
             continue
-        if n.op in _NHWC_ANCHORS:
+        if n.op in anchors:
             cl.add(n.id)
         elif n.op in _NHWC_FOLLOWERS and any(i in cl for i in n.inputs):
             if n.op in ("add", "mul") and not (
@@ -102,14 +107,14 @@ def _with_layout(g: Graph, cl: set[int], layout: str, block: int) -> Graph:
 
 
 def layout_nhwc(g: Graph) -> Graph:
-    """Run 4-D conv2d / pool2d / batch_norm on channels-last data, and the
-    eltwise / add and mul (same shape or a per-channel gate) / concat nodes
-    that read them, with one
+    """Run 4-D conv2d / quantized_conv2d / pool2d / batch_norm on
+    channels-last data, and the eltwise / add and mul (same shape or a
+    per-channel gate) / concat / fake_quantize nodes that read them, with one
     ``reorder`` node per value that crosses between layouts. A
     global_avg_pool reads channels-last data directly. Graph outputs keep
     NCHW: a channels-last output is reordered back under its own name."""
-    cl = _layout_nodes(g)
-    if not any(g[i].op == "conv2d" for i in cl):
+    cl = _layout_nodes(g, channels_last=True)
+    if not any(g[i].op in ("conv2d", "quantized_conv2d") for i in cl):
         return g
     return _with_layout(g, cl, "nhwc", 1)
 
@@ -119,7 +124,7 @@ def blocked_misfits(g: Graph, layout: str) -> list[str]:
     whose channels, or their inputs', do not fill its blocks; a first
     conv2d reading a few channels plain is no misfit."""
     block = BLOCKED_LAYOUTS[layout]
-    cl = _layout_nodes(g)
+    cl = _layout_nodes(g, channels_last=False)
     bad = []
     for i in sorted(cl):
         n = g[i]
@@ -183,7 +188,7 @@ def layout_blocked(g: Graph, layout: str) -> Graph:
 
 def layout_blocked_unchecked(g: Graph, layout: str) -> Graph:
     """:func:`layout_blocked` on a graph already found to fit (blocked_choice)."""
-    cl = _layout_nodes(g)
+    cl = _layout_nodes(g, channels_last=False)
     if not any(g[i].op == "conv2d" for i in cl):
         return g
     return _with_layout(g, cl, layout, BLOCKED_LAYOUTS[layout])
