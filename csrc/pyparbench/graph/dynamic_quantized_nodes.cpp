@@ -188,7 +188,7 @@ void quantize_rows(const float* x, Int8Path& p, int64_t m, int64_t k, const RunG
 #pragma omp simd reduction(+ : sum)
     for (int64_t i = 0; i < k; ++i) {
       const float rounded = (xr[i] / scale + kRound) - kRound + zp;
-      // 0 < v keeps a NaN out (it saturates to 0).
+      // 0 < rounded keeps a NaN out (it saturates to 0).
       const float clamped = std::min(0.f < rounded ? rounded : 0.f, 255.f);
       const auto v = static_cast<int32_t>(clamped);
       qr[i] = static_cast<uint8_t>(v);
