@@ -1,10 +1,12 @@
 #include "pyparbench/graph/dynamic_quantized_nodes.hpp"
 
 #include "pyparbench/graph/conv_geometry.hpp"
+#include "pyparbench/math/int8_product.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -35,11 +37,11 @@ struct RunGrid {
 
 RunGrid run_grid(const float* x, int64_t n, int threads) {
   float lo = 0.f, hi = 0.f;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(min : lo) \
+#pragma omp parallel for simd num_threads(threads) schedule(static) reduction(min : lo) \
     reduction(max : hi) if (n > 16384 && threads > 1)
   for (int64_t i = 0; i < n; ++i) {
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
   }
   RunGrid g;
   g.scale = (hi - lo) / 255.f;
@@ -60,12 +62,26 @@ void centred(const float* x, int16_t* d, int64_t n, const RunGrid& g, int thread
     d[i] = static_cast<int16_t>(std::clamp(std::nearbyint(x[i] / scale) + zp, 0.f, 255.f) - zp);
 }
 
+// A linear node's integer product on oneDNN's int8 matmul: x's q (u8) times
+// its weights as s8 (a uint8 weight w stored as w - 128, its zero point
+// likewise, which leaves every difference w - zero point as it was), the
+// zero points compensated around the exact int32 sums:
+//   sum (q - z)(w - wz) = sum q·w - z·colsum(w) - wz·rowsum(q) + k·z·wz.
+struct Int8Path {
+  std::unique_ptr<Int8Product> product;
+  std::vector<int32_t> colsum, zero_points;  // per output, s8 side
+  std::vector<uint8_t> q;                    // (m, k), this run's
+  std::vector<int32_t> rowsum, sums;         // (m), (m, outs)
+};
+
 // What a node keeps between runs: its weights less their zero points (per
-// output), the scales and bias, and the run's centred input.
+// output) for the int16 loops, or the int8 matmul, and the scales, bias and
+// the run's centred input.
 struct DynamicState {
-  std::vector<int16_t> weights;  // (out, per_out)
+  std::vector<int16_t> weights;  // (out, per_out); empty on the int8 path
   std::vector<float> scales, bias;
   std::vector<int16_t> x;
+  std::unique_ptr<Int8Path> int8;
   int64_t per_out = 0;
 };
 
@@ -105,10 +121,110 @@ std::shared_ptr<DynamicState> prepare(const NodeSpec& s, int64_t x_elems) {
   return st;
 }
 
+// Depths up to which the matmul's sum q·w cannot overflow int32: |q·w| <=
+// 255 · 128 with s8 weights.
+constexpr int64_t kExactDepth = std::numeric_limits<int32_t>::max() / (255 * 128);
+
+// The int8 matmul for linear node `s` (m rows of depth k, `outs` outputs),
+// its weights reordered once; null where the int16 loops must stay: weights
+// that are neither all int8 nor all uint8, a depth past kExactDepth, or a
+// library without int8 dot products (oneDNN's vpmaddubsw pairs saturate in
+// int16 on full-range s8 weights, README "Precision: int8").
+std::unique_ptr<Int8Path> int8_path(const NodeSpec& s, int64_t m, int64_t outs, int64_t k,
+                                    int threads) {
+  if (k > kExactDepth) return nullptr;
+  const ParamArray& w = need(s, "weight");
+  const ParamArray& zp = need(s, "weight_zero_point");
+  const int64_t n = outs * k;
+  const auto in = [](const float* v, int64_t len, float lo, float hi) {
+    return std::all_of(v, v + len, [=](float e) { return e >= lo && e <= hi; });
+  };
+  float shift = 0.f;
+  if (!(in(w.data, n, -128.f, 127.f) && in(zp.data, outs, -128.f, 127.f))) {
+    if (!(in(w.data, n, 0.f, 255.f) && in(zp.data, outs, 0.f, 255.f))) return nullptr;
+    shift = 128.f;
+  }
+  auto path = std::make_unique<Int8Path>();
+  path->product = std::make_unique<Int8Product>(m, outs, k, threads);
+  if (!path->product->native()) return nullptr;
+  std::vector<int8_t> w8(static_cast<size_t>(n));
+  path->colsum.assign(static_cast<size_t>(outs), 0);
+  path->zero_points.resize(static_cast<size_t>(outs));
+  for (int64_t o = 0; o < outs; ++o) {
+    int32_t sum = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      const auto v = static_cast<int8_t>(w.data[o * k + i] - shift);
+      w8[static_cast<size_t>(o * k + i)] = v;
+      sum += v;
+    }
+    path->colsum[static_cast<size_t>(o)] = sum;
+    path->zero_points[static_cast<size_t>(o)] = static_cast<int32_t>(zp.data[o] - shift);
+  }
+  path->product->set_weights(w8.data());
+  path->q.resize(static_cast<size_t>(m * k));
+  path->rowsum.resize(static_cast<size_t>(m));
+  path->sums.resize(static_cast<size_t>(m * outs));
+  return path;
+}
+
+// x (m, k) onto the run's grid as u8, q = saturate(round(x / scale) + zero
+// point), and each row's sum of q. The rounding is nearbyint's (half to even)
+// by adding and taking away 1.5 · 2^23, exact for |x / scale| < 2^22 (here
+// <= 255: |x| <= x_max - x_min), so that the loop vectorises on any ISA.
+void quantize_rows(const float* x, Int8Path& p, int64_t m, int64_t k, const RunGrid& g,
+                   int threads) {
+  if (!(g.scale > 0.f)) {  // every q is the zero point 0
+    std::fill(p.q.begin(), p.q.end(), uint8_t{0});
+    std::fill(p.rowsum.begin(), p.rowsum.end(), 0);
+    return;
+  }
+  const float zp = static_cast<float>(g.zero_point), scale = g.scale;
+  constexpr float kRound = 12582912.f;  // 1.5 · 2^23
+#pragma omp parallel for num_threads(threads) schedule(static) if (m * k > 16384 && threads > 1)
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * k;
+    uint8_t* qr = p.q.data() + r * k;
+    int32_t sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < k; ++i) {
+      const float rounded = (xr[i] / scale + kRound) - kRound + zp;
+      // 0 < rounded keeps a NaN out (it saturates to 0).
+      const float clamped = std::min(0.f < rounded ? rounded : 0.f, 255.f);
+      const auto v = static_cast<int32_t>(clamped);
+      qr[i] = static_cast<uint8_t>(v);
+      sum += v;
+    }
+    p.rowsum[static_cast<size_t>(r)] = sum;
+  }
+}
+
 // float(sum) · (x_scale · w_scale[o]) + bias[o], the file's Cast, Mul, Add.
 inline float dequantized(int32_t sum, float x_scale, float w_scale, float bias) {
   const float scale = x_scale * w_scale;
   return static_cast<float>(sum) * scale + bias;
+}
+
+// y (m, outs) from the matmul's sums q·w, its zero points compensated. The
+// compensation runs modulo 2^32 (unsigned): the same int32 as a sum of the
+// centred products whenever that fits int32.
+void compensated(const Int8Path& p, const DynamicState& st, float* y, int64_t m, int64_t outs,
+                 int64_t k, const RunGrid& g, int threads) {
+  const auto z = static_cast<uint32_t>(g.zero_point);
+#pragma omp parallel for num_threads(threads) schedule(static) if (m * outs > 16384 && threads > 1)
+  for (int64_t r = 0; r < m; ++r) {
+    const auto rowsum = static_cast<uint32_t>(p.rowsum[static_cast<size_t>(r)]);
+    const int32_t* sr = p.sums.data() + r * outs;
+    float* yr = y + r * outs;
+#pragma omp simd
+    for (int64_t o = 0; o < outs; ++o) {
+      const auto wz = static_cast<uint32_t>(p.zero_points[static_cast<size_t>(o)]);
+      const uint32_t sum = static_cast<uint32_t>(sr[o]) -
+                           z * static_cast<uint32_t>(p.colsum[static_cast<size_t>(o)]) -
+                           wz * rowsum + static_cast<uint32_t>(k) * z * wz;
+      yr[o] = dequantized(static_cast<int32_t>(sum), g.scale, st.scales[static_cast<size_t>(o)],
+                          st.bias[static_cast<size_t>(o)]);
+    }
+  }
 }
 
 // y (m, outs) = x (m, k) · wᵀ over the centred values, four rows at a time:
@@ -195,6 +311,23 @@ QuantizedNodeCall make_dynamic_quantized_call(const NodeSpec& s, const std::vect
     if (k != st->per_out || m * outs != y_elems)
       throw std::invalid_argument(where(s) + ": its input's last axis (" + std::to_string(k) +
                                   ") is not its weight's (" + std::to_string(st->per_out) + ")");
+    st->int8 = int8_path(s, m, outs, k, threads);
+    if (st->int8) {
+      // The int16 copies are the loops' alone.
+      std::vector<int16_t>().swap(st->weights);
+      std::vector<int16_t>().swap(st->x);
+      const std::string impl = st->int8->product->implementation();
+      return {state,
+              [st, x, out, x_elems, m, outs, k, threads] {
+                const float* xv = static_cast<const float*>(x.data);
+                const RunGrid g = run_grid(xv, x_elems, threads);
+                Int8Path& p = *st->int8;
+                quantize_rows(xv, p, m, k, g, threads);
+                p.product->run(p.q.data(), p.sums.data());
+                compensated(p, *st, static_cast<float*>(out.data), m, outs, k, g, threads);
+              },
+              impl};
+    }
     return {state,
             [st, x, out, x_elems, m, outs, threads] {
               const float* xv = static_cast<const float*>(x.data);

@@ -6,7 +6,10 @@
 // x_min) / 255, zero point = round(saturate(-x_min / scale)), half to
 // even), quantises it to uint8, sums (q - zero point) · (w - w_zero_point)
 // exactly in int32 and writes float(sum) · (scale · w_scale[o]) + bias[o],
-// in the file's order of float operations.
+// in the file's order of float operations. The linear node sums on
+// oneDNN's int8 matmul (u8 x s8 -> s32, zero points compensated around it)
+// where the library has int8 dot products (VNNI, AMX), on int16 loops
+// otherwise and for the convolution.
 #pragma once
 
 #include "pyparbench/core/tensor.hpp"
