@@ -567,6 +567,21 @@ class CompiledGraph:
                 out.append(float(statistics.median(ns)))
             return out
 
+    def time_node(self, name: str, settings: Settings | None = None, *, repeats: int = 10,
+                  warmup: int = 2, inner: int = 1) -> list[float]:
+        """Node ``name`` of the optimised graph under ``settings``, as
+        :meth:`time_nodes` times it: each repeat's ns per call (``inner``
+        calls a repeat). KeyError for no node of that name."""
+        settings = settings or Settings()
+        with self._lock:
+            v = self._variant(settings)
+            node = v.graph[name]
+            if node.op in NO_KERNEL_OPS:
+                return [0.0] * repeats
+            return [float(t) for t in v.plan.time_node(resolve(settings, v.graph), node.id,
+                                                       repeats=repeats, warmup=warmup,
+                                                       inner=inner)]
+
     def stepper(self, settings: Settings | None = None) -> Callable[[], float]:
         """One run of the plan per call (no warm-up), under ``settings``
         resolved once here: for a loop that runs the graph many times between

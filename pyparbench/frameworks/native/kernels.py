@@ -17,7 +17,10 @@ import numpy as np
 
 from pyparbench import ops
 from pyparbench.frameworks._common import Array
-from pyparbench.graph import NO_KERNEL_OPS, Node
+from pyparbench.executor import compile_graph
+from pyparbench.graph import NO_KERNEL_OPS, Graph, Node
+from pyparbench.graph.node import Params
+from pyparbench.settings import Settings
 
 __all__ = ["Timer", "node_kernel"]
 
@@ -166,8 +169,34 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
     elif op == "tril_flatten":
         k, x = ops.TrilFlatten(ins[0].shape, threads=threads), _f32(ins[0])
         run = lambda r, w_: k.timeit(x, out, repeats=r, warmup=w_)
+    elif op in _PLAN_ONLY:
+        return _one_node_plan(node, ins, threads)
     else:
         raise ValueError(f"node {node.name!r}: op {op!r} has no prepared kernel")
     if cpus:
         k.pin(list(cpus))
     return k, run
+
+
+# The ops with no kernel of pyparbench.ops of their own (the int8 nodes
+# quantise and dequantise around oneDNN's primitive inside the plan): timed
+# as the node of a one-node plan, the graph as built (no pass), on the
+# calling thread and its team.
+_PLAN_ONLY = frozenset({"quantized_linear", "quantized_conv2d", "fake_quantize",
+                        "dynamic_quantized_linear", "dynamic_quantized_conv2d"})
+
+
+def _one_node_plan(node: Node, ins: Sequence[Array], threads: int) -> tuple[Any, Timer]:
+    """``node`` alone in a plan fed ``ins``, and a timer of its kernel there."""
+    inputs: list[Node] = []
+    for k, x in enumerate(ins):
+        dtype = "int64" if np.asarray(x).dtype == np.int64 else "float32"
+        inputs.append(Node(k, "input", (), {"dtype": dtype}, Params({}, 0, k), tuple(np.shape(x)),
+                           dtype, f"in{k}"))
+    alone = Node(len(inputs), node.op, tuple(range(len(inputs))), dict(node.attrs),
+                 node.params, tuple(node.shape), node.dtype, node.name)
+    cg = compile_graph(Graph(f"node:{node.name}", [*inputs, alone], [alone.id]))
+    cg.set_inputs({n.name: x for n, x in zip(inputs, ins, strict=True)})
+    settings = Settings(intra_op=threads, graph_opt="none")
+    cg.run(settings, repeats=1, warmup=0)
+    return cg, lambda r, w_: cg.time_node(node.name, settings, repeats=r, warmup=w_)

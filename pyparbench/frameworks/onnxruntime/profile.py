@@ -28,7 +28,14 @@ _FUSED = {"FusedConv": "conv2d", "Conv": "conv2d", "NhwcFusedConv": "conv2d",
           "SimplifiedLayerNormalization": "rms_norm",
           "SkipSimplifiedLayerNormalization": "rms_norm", "RotaryEmbedding": "rotary",
           "GroupQueryAttention": "attention", "MultiHeadAttention": "attention",
-          "Attention": "attention"}
+          "Attention": "attention",
+          # Its int8 kernels (QDQ groups it fuses, a QOperator file's ops,
+          # dynamic quantization's products).
+          "QLinearConv": "quantized_conv2d", "QLinearMatMul": "quantized_linear",
+          "QGemm": "quantized_linear", "ConvInteger": "dynamic_quantized_conv2d",
+          "MatMulInteger": "dynamic_quantized_linear",
+          "DynamicQuantizeMatMul": "dynamic_quantized_linear",
+          "MatMulIntegerToFloat": "dynamic_quantized_linear"}
 # Graph ops whose ONNX form holds MatMuls: a MatMul kernel stays charged to them.
 _PRODUCTS = ("linear", "matmul", "attention")
 
@@ -48,6 +55,8 @@ ONNX_OPS = {"Conv": "conv2d", "Gemm": "linear", "MatMul": "linear", "Add": "add"
             "RotaryEmbedding": "rotary", "Attention": "attention",
             "Transpose": "transpose", "Gather": "embedding_bag", "Reshape": "reshape",
             "Flatten": "reshape", "Squeeze": "reshape", "Unsqueeze": "reshape",
+            "QuantizeLinear": "fake_quantize", "DequantizeLinear": "fake_quantize",
+            "DynamicQuantizeLinear": "dynamic_quantized_linear",
             # ONNX Runtime's own layout changes (its NCHWc blocked convolutions).
             "ReorderInput": "reorder", "ReorderOutput": "reorder"}
 
