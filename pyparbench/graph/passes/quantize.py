@@ -7,7 +7,11 @@ quantised per tensor onto a uint8 grid that covers the range the
 calibration recorded for it (asymmetric, zero point where 0 falls), its
 weights per output channel onto int8 (symmetric, the largest magnitude of
 each channel at 127, :func:`~pyparbench.quantization.channel_scales`), its
-bias stays float32, and it writes float32. Every embedding bag whose rows
+bias stays float32, and it writes float32; where int8 nodes alone read
+its result (a ResNet block's first two convolutions into the next), it
+requantises the result onto their input grid first, as a QDQ file's
+convolution does, so the value can stay bytes between them
+(:mod:`~pyparbench.graph.passes.int8_values`). Every embedding bag whose rows
 are a multiple of 4 long reads an 8-bit rowwise table
 (:func:`~pyparbench.quantization.byte_rowwise_prepack`, PyTorch's
 ``embedding_bag_byte_prepack`` layout: per row its uint8 values, float32
@@ -90,31 +94,67 @@ def calibration_inputs(g: Graph) -> dict[str, int]:
     return {n.name: n.inputs[0] for n in g.nodes if quantizable(n)}
 
 
-def _lazy_int8_params(n: Node, grid: Range, weight_bits: int) -> DerivedParams:
+def _lazy_int8_params(n: Node, grid: Range, weight_bits: int, out: Range | None
+                      ) -> DerivedParams:
     """:func:`_int8_params`, made on first read: a cost model reading the
     int8 graph's shapes makes no weight."""
     w = n.params.shapes["weight"]
     shapes = {"x_scale": (1,), "x_zero_point": (1,), "weight": w, "weight_scale": (w[0],)}
     if "bias" in n.params.shapes:
         shapes["bias"] = (w[0],)
-    return DerivedParams(shapes, lambda: _int8_params(n, grid, weight_bits))
+    if out is not None:
+        shapes.update(out_scale=(1,), out_zero_point=(1,))
+    return DerivedParams(shapes, lambda: _int8_params(n, grid, weight_bits, out))
 
 
-def _int8_params(n: Node, grid: Range, weight_bits: int) -> dict[str, np.ndarray]:
+def _grid(r: Range, prefix: str) -> dict[str, np.ndarray]:
+    """The uint8 grid over range ``r`` as an int8 node's ``prefix``_scale /
+    ``prefix``_zero_point parameters."""
+    scale, zero_point = tensor_params(np.array(r), "uint8")
+    return {f"{prefix}_scale": np.array([scale], np.float32),
+            f"{prefix}_zero_point": np.array([zero_point], np.float32)}
+
+
+def _int8_params(n: Node, grid: Range, weight_bits: int, out: Range | None
+                 ) -> dict[str, np.ndarray]:
     """A quantizable node's int8 parameters: its input's uint8 grid over
     ``grid``, its weights per output channel on int8 (``weight_bits``
-    significant bits, see channel_scales), its bias as it is."""
-    lo, hi = grid
-    scale, zero_point = tensor_params(np.array([lo, hi]), "uint8")
+    significant bits, see channel_scales), its bias as it is, and the grid
+    over ``out`` its result is requantised onto (None: it writes float32)."""
     w = np.asarray(n.params["weight"], dtype=np.float32)
     scales = channel_scales(w, axis=0, bits=weight_bits)
     q = quantize(w, scales, 0, "int8", axis=0).astype(np.float32)
-    arrays = {"x_scale": np.array([scale], np.float32),
-              "x_zero_point": np.array([zero_point], np.float32),
-              "weight": q, "weight_scale": scales}
+    arrays = {**_grid(grid, "x"), "weight": q, "weight_scale": scales}
     if "bias" in n.params:
         arrays["bias"] = np.asarray(n.params["bias"], dtype=np.float32)
+    if out is not None:
+        arrays.update(_grid(out, "out"))
     return arrays
+
+
+def _output_grids(g: Graph, ranges: Mapping[str, Range]) -> dict[int, Range]:
+    """The quantizable nodes whose every reader is a quantizable node (none
+    a graph output): the range their readers quantise the value onto, all
+    readers of one value having recorded the same one. Such a node writes
+    its result requantised onto that grid, as a QDQ file's conv before
+    another does, so the value can stay bytes between them
+    (graph.passes.int8_values)."""
+    readers: dict[int, list[Node]] = {}
+    for n in g.nodes:
+        for i in set(n.inputs):
+            readers.setdefault(i, []).append(n)
+    outputs = set(g.outputs)
+    grids: dict[int, Range] = {}
+    for n in g.nodes:
+        rs = readers.get(n.id, [])
+        if not quantizable(n) or n.id in outputs or not rs:
+            continue
+        if all(quantizable(r) and r.name in ranges for r in rs):
+            seen = {tuple(ranges[r.name]) for r in rs}
+            if len(seen) == 1:
+                lo, hi = next(iter(seen))
+                grids[n.id] = (lo, hi)
+    return grids
 
 
 def to_int8(g: Graph, ranges: Mapping[str, Range], *, weight_bits: int = 8) -> Graph:
@@ -134,6 +174,7 @@ def to_int8(g: Graph, ranges: Mapping[str, Range], *, weight_bits: int = 8) -> G
     if missing:
         raise ValueError(f"no calibrated range for {len(missing)} node(s): "
                          f"{', '.join(missing[:5])}")
+    out_grids = _output_grids(g, ranges)
     em = Emitter()
     new: dict[int, int] = {}
     for n in g.nodes:
@@ -145,14 +186,15 @@ def to_int8(g: Graph, ranges: Mapping[str, Range], *, weight_bits: int = 8) -> G
         if not quantizable(n):
             new[n.id] = em.copy(n, ins)
             continue
-        attrs = {**n.attrs, "x_dtype": "uint8", "out_dtype": "float32"}
+        out = out_grids.get(n.id)
+        attrs = {**n.attrs, "x_dtype": "uint8", "out_dtype": "float32" if out is None else "uint8"}
         attrs.setdefault("relu", False)
         attrs.pop("im2col", None)
         lo, hi = ranges[n.name]
         if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
             raise ValueError(f"node {n.name!r}: calibrated range ({lo!r}, {hi!r}) is not a "
                              "finite interval")
-        params = _lazy_int8_params(n, (lo, hi), weight_bits)
+        params = _lazy_int8_params(n, (lo, hi), weight_bits, out)
         new[n.id] = em.emit(INT8_OPS[n.op], ins, attrs, params, n.shape, n.dtype, n.name)
     return Graph(g.name, em.nodes, [new[o] for o in g.outputs], {**g.meta, "precision": "int8"})
 
