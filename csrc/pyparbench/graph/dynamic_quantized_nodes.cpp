@@ -15,15 +15,6 @@ namespace ppb {
 
 namespace {
 
-std::string where(const NodeSpec& s) { return "node '" + s.name + "' (" + op_name(s.op) + ")"; }
-
-const ParamArray& need(const NodeSpec& s, const char* name) {
-  auto it = s.params.find(name);
-  if (it == s.params.end() || !it->second.data)
-    throw std::invalid_argument(where(s) + " has no '" + name + "' parameter");
-  return it->second;
-}
-
 // The file's integer weights (int8 or uint8 values, carried as floats).
 bool whole_byte(float v) { return v == std::nearbyint(v) && v >= -128.f && v <= 255.f; }
 
@@ -86,12 +77,12 @@ struct DynamicState {
 };
 
 std::shared_ptr<DynamicState> prepare(const NodeSpec& s, int64_t x_elems) {
-  const ParamArray& w = need(s, "weight");
-  const ParamArray& zp = need(s, "weight_zero_point");
-  const ParamArray& ws = need(s, "weight_scale");
+  const ParamArray& w = required_param(s, "weight");
+  const ParamArray& zp = required_param(s, "weight_zero_point");
+  const ParamArray& ws = required_param(s, "weight_scale");
   const int64_t outs = w.shape.at(0), per_out = Dims(w.shape).elements() / outs;
   if (Dims(zp.shape).elements() != outs || Dims(ws.shape).elements() != outs)
-    throw std::invalid_argument(where(s) + ": weight_zero_point and weight_scale need " +
+    throw std::invalid_argument(node_where(s) + ": weight_zero_point and weight_scale need " +
                                 std::to_string(outs) + " values, one per output");
   auto st = std::make_shared<DynamicState>();
   st->per_out = per_out;
@@ -99,12 +90,12 @@ std::shared_ptr<DynamicState> prepare(const NodeSpec& s, int64_t x_elems) {
   for (int64_t o = 0; o < outs; ++o) {
     const float z = zp.data[o];
     if (!whole_byte(z))
-      throw std::invalid_argument(where(s) + ": weight zero point " + std::to_string(z) +
+      throw std::invalid_argument(node_where(s) + ": weight zero point " + std::to_string(z) +
                                   " is not an int8 or uint8");
     for (int64_t i = 0; i < per_out; ++i) {
       const float v = w.data[o * per_out + i];
       if (!whole_byte(v))
-        throw std::invalid_argument(where(s) + ": weight value " + std::to_string(v) +
+        throw std::invalid_argument(node_where(s) + ": weight value " + std::to_string(v) +
                                     " is not an int8 or uint8");
       st->weights[static_cast<size_t>(o * per_out + i)] = static_cast<int16_t>(v - z);
     }
@@ -114,7 +105,7 @@ std::shared_ptr<DynamicState> prepare(const NodeSpec& s, int64_t x_elems) {
   st->bias.assign(static_cast<size_t>(outs), 0.f);
   if (b != s.params.end() && b->second.data) {
     if (Dims(b->second.shape).elements() != outs)
-      throw std::invalid_argument(where(s) + ": bias needs " + std::to_string(outs) + " values");
+      throw std::invalid_argument(node_where(s) + ": bias needs " + std::to_string(outs) + " values");
     st->bias.assign(b->second.data, b->second.data + outs);
   }
   st->x.resize(static_cast<size_t>(x_elems));
@@ -133,8 +124,8 @@ constexpr int64_t kExactDepth = std::numeric_limits<int32_t>::max() / (255 * 128
 std::unique_ptr<Int8Path> int8_path(const NodeSpec& s, int64_t m, int64_t outs, int64_t k,
                                     int threads) {
   if (k > kExactDepth) return nullptr;
-  const ParamArray& w = need(s, "weight");
-  const ParamArray& zp = need(s, "weight_zero_point");
+  const ParamArray& w = required_param(s, "weight");
+  const ParamArray& zp = required_param(s, "weight_zero_point");
   const int64_t n = outs * k;
   const auto in = [](const float* v, int64_t len, float lo, float hi) {
     return std::all_of(v, v + len, [=](float e) { return e >= lo && e <= hi; });
@@ -299,17 +290,17 @@ bool is_dynamic_quantized_node(OpKind op) {
 QuantizedNodeCall make_dynamic_quantized_call(const NodeSpec& s, const std::vector<Tensor>& ins,
                                               const Tensor& out, int threads) {
   if (!is_dynamic_quantized_node(s.op))
-    throw std::invalid_argument(where(s) + " is not a dynamically quantized node");
-  if (ins.size() != 1) throw std::invalid_argument(where(s) + " takes one input");
+    throw std::invalid_argument(node_where(s) + " is not a dynamically quantized node");
+  if (ins.size() != 1) throw std::invalid_argument(node_where(s) + " takes one input");
   const Tensor x = ins[0];
   const int64_t x_elems = Dims(x.shape).elements(), y_elems = Dims(out.shape).elements();
   std::shared_ptr<DynamicState> state = prepare(s, x_elems);
   DynamicState* st = state.get();
-  const int64_t outs = need(s, "weight").shape[0];
+  const int64_t outs = required_param(s, "weight").shape[0];
   if (s.op == OpKind::dynamic_quantized_linear) {
     const int64_t k = x.shape.back(), m = x_elems / k;
     if (k != st->per_out || m * outs != y_elems)
-      throw std::invalid_argument(where(s) + ": its input's last axis (" + std::to_string(k) +
+      throw std::invalid_argument(node_where(s) + ": its input's last axis (" + std::to_string(k) +
                                   ") is not its weight's (" + std::to_string(st->per_out) + ")");
     st->int8 = int8_path(s, m, outs, k, threads);
     if (st->int8) {
@@ -337,17 +328,17 @@ QuantizedNodeCall make_dynamic_quantized_call(const NodeSpec& s, const std::vect
             },
             "native int16 loops"};
   }
-  const ParamArray& w = need(s, "weight");
+  const ParamArray& w = required_param(s, "weight");
   if (x.shape.size() != 4 || w.shape.size() != 4 || out.shape.size() != 4)
-    throw std::invalid_argument(where(s) + ": a 2-D convolution takes NCHW input and OIHW "
+    throw std::invalid_argument(node_where(s) + ": a 2-D convolution takes NCHW input and OIHW "
                                 "weights");
   const Conv2dConfig c = conv_geometry(s, x.shape, w.shape, outs);
   if (c.groups < 1 || c.c % c.groups || outs % c.groups || w.shape[1] * c.groups != c.c)
-    throw std::invalid_argument(where(s) + ": groups " + std::to_string(c.groups) +
+    throw std::invalid_argument(node_where(s) + ": groups " + std::to_string(c.groups) +
                                 " do not divide its channels");
   const int64_t oh = out.shape[2], ow = out.shape[3];
   if (out.shape[0] != c.n || out.shape[1] != outs)
-    throw std::invalid_argument(where(s) + ": its output shape does not match its input's");
+    throw std::invalid_argument(node_where(s) + ": its output shape does not match its input's");
   return {state,
           [st, x, out, x_elems, c, oh, ow, threads] {
             const float* xv = static_cast<const float*>(x.data);

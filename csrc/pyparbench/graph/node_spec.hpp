@@ -9,6 +9,7 @@
 
 #include <array>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,20 @@ inline const std::string& int8_type(const NodeSpec& s) {
 // Whether input `i` of `s` is read as bf16 (a bf16 matrix node's activations).
 inline bool reads_bf16(const NodeSpec& s, size_t i) {
   return s.precision == Precision::bf16 && (i == 0 || (s.op == OpKind::matmul && i == 1));
+}
+
+// How an error names node `s`: "node 'NAME' (op)".
+inline std::string node_where(const NodeSpec& s) {
+  return "node '" + s.name + "' (" + op_name(s.op) + ")";
+}
+
+// Node `s`'s parameter `name`; std::invalid_argument naming both where it
+// has none.
+inline const ParamArray& required_param(const NodeSpec& s, const char* name) {
+  auto it = s.params.find(name);
+  if (it == s.params.end() || !it->second.data)
+    throw std::invalid_argument(node_where(s) + " has no '" + name + "' parameter");
+  return it->second;
 }
 
 }  // namespace ppb

@@ -26,20 +26,11 @@ struct Grid {
   int32_t hi() const { return type == QuantType::u8 ? 255 : 127; }
 };
 
-std::string where(const NodeSpec& s) { return "node '" + s.name + "' (" + op_name(s.op) + ")"; }
-
-const ParamArray& need(const NodeSpec& s, const char* name) {
-  auto it = s.params.find(name);
-  if (it == s.params.end() || !it->second.data)
-    throw std::invalid_argument(where(s) + " has no '" + name + "' parameter");
-  return it->second;
-}
-
 // A scalar parameter (a (1,) array).
 float scalar(const NodeSpec& s, const std::string& name) {
-  const ParamArray& p = need(s, name.c_str());
+  const ParamArray& p = required_param(s, name.c_str());
   if (Dims(p.shape).elements() != 1)
-    throw std::invalid_argument(where(s) + ": '" + name + "' must hold one value");
+    throw std::invalid_argument(node_where(s) + ": '" + name + "' must hold one value");
   return p.data[0];
 }
 
@@ -48,15 +39,15 @@ Grid grid(const NodeSpec& s, const std::string& prefix, const std::string& dtype
   Grid g;
   g.type = parse_quant_type(dtype, (prefix + "_dtype").c_str());
   if (g.type == QuantType::f32)
-    throw std::invalid_argument(where(s) + ": " + prefix + " needs an int8 or uint8 type");
+    throw std::invalid_argument(node_where(s) + ": " + prefix + " needs an int8 or uint8 type");
   g.scale = scalar(s, prefix + "_scale");
   if (!(g.scale > 0.f) || !std::isfinite(g.scale))
-    throw std::invalid_argument(where(s) + ": " + prefix + "_scale must be finite and > 0, got " +
+    throw std::invalid_argument(node_where(s) + ": " + prefix + "_scale must be finite and > 0, got " +
                                 std::to_string(g.scale));
   const float zp = scalar(s, prefix + "_zero_point");
   g.zero_point = static_cast<int32_t>(zp);
   if (static_cast<float>(g.zero_point) != zp || g.zero_point < g.lo() || g.zero_point > g.hi())
-    throw std::invalid_argument(where(s) + ": " + prefix + "_zero_point " + std::to_string(zp) +
+    throw std::invalid_argument(node_where(s) + ": " + prefix + "_zero_point " + std::to_string(zp) +
                                 " is not an integer of " + quant_type_name(g.type));
   return g;
 }
@@ -249,13 +240,13 @@ SumRoundBlock sum_round_for_this_cpu() {
 QuantizedNodeCall fake_quantize_call(const NodeSpec& s, const std::vector<Tensor>& ins,
                                      const Tensor& out, int threads) {
   if (ins.empty() || ins.size() > 2)
-    throw std::invalid_argument(where(s) + " takes one input, or two that it sums");
+    throw std::invalid_argument(node_where(s) + " takes one input, or two that it sums");
   const Grid g = grid(s, "x", s.kind);
   const int64_t n = Dims(out.shape).elements();
   std::vector<Source> sources;
   for (size_t j = 0; j < ins.size(); ++j) {
     if (Dims(ins[j].shape).elements() != n)
-      throw std::invalid_argument(where(s) + ": input " + std::to_string(j) + " and the output "
+      throw std::invalid_argument(node_where(s) + ": input " + std::to_string(j) + " and the output "
                                   "differ in size");
     Source src{ins[j].data, false, {}};
     const std::string& bytes = j < s.int8_inputs.size() ? s.int8_inputs[j] : std::string();
@@ -288,7 +279,7 @@ std::vector<int8_t> int8_weights(const NodeSpec& s, const ParamArray& w) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = w.data[i];
     if (v != std::nearbyint(v) || v < -128.f || v > 127.f)
-      throw std::invalid_argument(where(s) + ": weight value " + std::to_string(v) +
+      throw std::invalid_argument(node_where(s) + ": weight value " + std::to_string(v) +
                                   " is not an int8");
     out[static_cast<size_t>(i)] = static_cast<int8_t>(v);
   }
@@ -307,9 +298,9 @@ QuantizedConfig config(const NodeSpec& s, const Grid& x, const Grid* out, int64_
   q.x_type = x.type;
   q.x_scale = x.scale;
   q.x_zero_point = x.zero_point;
-  const ParamArray& ws = need(s, "weight_scale");
+  const ParamArray& ws = required_param(s, "weight_scale");
   if (Dims(ws.shape).elements() != channels)
-    throw std::invalid_argument(where(s) + ": weight_scale holds " +
+    throw std::invalid_argument(node_where(s) + ": weight_scale holds " +
                                 std::to_string(Dims(ws.shape).elements()) + " scales for " +
                                 std::to_string(channels) + " output channels");
   q.weight_scales.assign(ws.data, ws.data + channels);
@@ -334,14 +325,14 @@ bool is_quantized_node(OpKind op) {
 QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<Tensor>& ins,
                                            const Tensor& out, int threads) {
   if (s.op == OpKind::fake_quantize) return fake_quantize_call(s, ins, out, threads);
-  if (!is_quantized_node(s.op)) throw std::invalid_argument(where(s) + " is not an int8 node");
-  if (ins.size() != 1) throw std::invalid_argument(where(s) + " takes one input");
+  if (!is_quantized_node(s.op)) throw std::invalid_argument(node_where(s) + " is not an int8 node");
+  if (ins.size() != 1) throw std::invalid_argument(node_where(s) + " takes one input");
   const Tensor x = ins[0];
   const int64_t x_elems = Dims(x.shape).elements(), y_elems = Dims(out.shape).elements();
   const Grid xg = grid(s, "x", s.kind);
   const bool requantized = s.mode != "float32";
   const Grid og = requantized ? grid(s, "out", s.mode) : Grid{};
-  const ParamArray& w = need(s, "weight");
+  const ParamArray& w = required_param(s, "weight");
   const int64_t channels = w.shape[0];
   const QuantizedConfig q = config(s, xg, requantized ? &og : nullptr, channels);
   auto state = std::make_shared<QuantizedState>();
@@ -364,7 +355,7 @@ QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<
       x_order = {1, 1, x_elems};
       y_order = {1, 1, y_elems};
     } else if (s.layout != ActLayout::nchw || s.input_layout != ActLayout::nchw) {
-      throw std::invalid_argument(where(s) + ": activations stored " +
+      throw std::invalid_argument(node_where(s) + ": activations stored " +
                                   act_layout_name(s.input_layout) + " -> " +
                                   act_layout_name(s.layout) + " (nchw or nhwc only)");
     } else {
@@ -377,17 +368,17 @@ QuantizedNodeCall make_quantized_node_call(const NodeSpec& s, const std::vector<
     y_order = {y_shape[0], 1, y_shape[1]};
   }
   if (Dims(y_shape).elements() != y_elems)
-    throw std::invalid_argument(where(s) + ": its output shape does not match its input's");
+    throw std::invalid_argument(node_where(s) + ": its output shape does not match its input's");
   // Grid bytes in or out are the kernel's own, in its order.
   const std::string& x_bytes = s.int8_inputs.empty() ? std::string() : s.int8_inputs[0];
   const bool bytes_in = !x_bytes.empty(), bytes_out = s.int8;
   if (bytes_in && parse_quant_type(x_bytes, "input bytes") != xg.type)
-    throw std::invalid_argument(where(s) + " reads " + x_bytes + " bytes on a " +
+    throw std::invalid_argument(node_where(s) + " reads " + x_bytes + " bytes on a " +
                                 quant_type_name(xg.type) + " grid");
   if ((bytes_in && x_order.channels > 1) || (bytes_out && y_order.channels > 1))
-    throw std::invalid_argument(where(s) + ": int8 bytes in or out need channels-last data");
+    throw std::invalid_argument(node_where(s) + ": int8 bytes in or out need channels-last data");
   if (bytes_out && !requantized)
-    throw std::invalid_argument(where(s) + " writes int8 bytes with no output grid");
+    throw std::invalid_argument(node_where(s) + " writes int8 bytes with no output grid");
   // The weights once, as s8 (the bias stays float32, added after
   // dequantisation).
   const std::vector<int8_t> w8 = int8_weights(s, w);
@@ -459,7 +450,7 @@ QuantizedNodeCall make_int8_max_pool_call(const NodeSpec& s, const std::vector<T
   const std::string& type = s.int8_inputs.empty() ? std::string() : s.int8_inputs[0];
   if (ins.size() != 1 || type.empty() || !s.int8 || s.kind != "max" ||
       s.layout != ActLayout::nhwc || ins[0].shape.size() != 4 || out.shape.size() != 4)
-    throw std::invalid_argument(where(s) + ": pooling of int8 bytes is a channels-last max "
+    throw std::invalid_argument(node_where(s) + ": pooling of int8 bytes is a channels-last max "
                                 "pool of 4-D bytes into bytes");
   const bool u8 = parse_quant_type(type, "pooled bytes") == QuantType::u8;
   const Shape in_shape = ins[0].shape, out_shape = out.shape;
