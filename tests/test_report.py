@@ -27,6 +27,7 @@ from rich.console import Console
 from pyparbench.choices import PRESETS
 from pyparbench.report import write_report
 from pyparbench.report.html import model_anchor, render_html
+from pyparbench.report.legend import SettingsLegend
 from pyparbench.report.plots import effects_png
 from pyparbench.report.summary import summarize_run
 from pyparbench.report.terminal import MAX_WIDTH, print_summary
@@ -412,6 +413,18 @@ def test_framework_runs_at_bf16_have_their_own_table() -> None:
     for head, native_ms in zip(heads, (2.0, 1.0)):
         row = next(x for x in lines[head:] if x.split()[:1] == ["dlrm-kaggle"])
         assert row.split()[3:] == [f"x{ms / native_ms:.2f}" for ms in (3.0, 4.0, 5.0)], row
+
+
+def test_a_preset_name_of_several_settings_has_a_line_per_setting() -> None:
+    """'intel' at fp32, bf16 and int8 is three settings: a legend line each,
+    so an 80-column terminal never splits one across two lines."""
+    legend = SettingsLegend()
+    for precision in ("", " bf16", " int8"):
+        legend.key(f"sync 1x2 lib/onednn compact wait=20000{precision}", "intel",
+                   f"dlrm-kaggle b1{precision}")
+    lines = legend.lines()
+    assert lines == [f"intel: sync 1x2 lib/onednn compact wait=20000{p} (dlrm-kaggle b1{p})"
+                     for p in ("", " bf16", " int8")]
 
 
 def test_quick_plan_fits_its_budget_and_keeps_every_preset() -> None:

@@ -47,13 +47,14 @@ class SettingsLegend:
 
     def lines(self) -> list[str]:
         """One line per key: 'intel: sync 1x2 ...', or, for a name that stands
-        for several settings, each with its rows."""
+        for several settings, a line per setting with its rows (one line
+        each, so a narrow terminal never splits a setting across two)."""
         out = []
         for name, settings in self._named.items():
             if len(settings) == 1:
                 out.append(f"{name}: {next(iter(settings))}")
             else:
-                out.append(f"{name}: " + "; ".join(
-                    f"{s} ({', '.join(rows)})" if rows else s for s, rows in settings.items()))
+                out += [f"{name}: {s} ({', '.join(rows)})" if rows else f"{name}: {s}"
+                        for s, rows in settings.items()]
         out += [f"{key}: {setting}" for setting, key in self._numbered.items()]
         return out
