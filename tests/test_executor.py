@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from functools import lru_cache
 from typing import Any
 
@@ -150,11 +152,18 @@ def test_trace_shows_branches_overlapping_only_under_async() -> None:
     assert _overlaps(sync.trace) == 0
     assert {e.worker for e in sync.trace} == {0}
     # Inception's four branches are independent: two workers run some at once.
-    # On a loaded machine one worker may miss a whole repeat: try a few.
-    for _attempt in range(6):
+    # A worker the OS does not schedule during a whole repeat (a shared VM)
+    # misses it, so try for up to ten seconds; one in hundreds misses here.
+    deadline = time.monotonic() + 10.0
+    while True:
         r = cg.run(Settings(scheduler="async", inter_op=2), repeats=2, trace=True)
-        if _overlaps(r.trace) > 0 and {e.worker for e in r.trace} == {0, 1}:
+        both = _overlaps(r.trace) > 0 and {e.worker for e in r.trace} == {0, 1}
+        if both or time.monotonic() > deadline:
             break
+    if not both and os.getloadavg()[0] > 1.5 * (os.cpu_count() or 1):
+        pytest.skip(f"the second worker got no branch for 10 s while the load average was "
+                    f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs: the OS, not the "
+                    f"scheduler, decided")
     assert {e.worker for e in r.trace} == {0, 1}
     assert _overlaps(r.trace) > 0
     heavy = [e for e in r.trace if e.op == "conv2d"]
