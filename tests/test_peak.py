@@ -340,6 +340,13 @@ NEOVERSE_N1 = ["asimd", "dotprod"]
     ("x86_64", SAPPHIRE_RAPIDS[:-1], "", ["tdpbf16ps"], ["vpdpbusd"]),  # no amx_int8
     ("x86_64", [f for f in SAPPHIRE_RAPIDS if f != "amx_tile"], "", ["vdpbf16ps"], ["vpdpbusd"]),
     ("x86_64", ZEN5, "", ["vdpbf16ps"], ["vpdpbusd"]),
+    # A cap below a vector extension turns it off too, as in oneDNN's kernels.
+    ("x86_64", ZEN5, "AVX512_CORE", [], []),
+    ("x86_64", ZEN5, "avx2", [], []),
+    ("x86_64", ZEN5, "AVX512_CORE_VNNI", [], ["vpdpbusd"]),
+    ("x86_64", ZEN5, "AVX512_CORE_BF16", ["vdpbf16ps"], ["vpdpbusd"]),
+    ("x86_64", ZEN5, "AVX10_1_512", ["vdpbf16ps"], ["vpdpbusd"]),
+    ("x86_64", SAPPHIRE_RAPIDS, "AVX512_CORE_VNNI", [], ["vpdpbusd"]),
     ("x86_64", ["avx2", "fma", "avx_vnni"], "", [], []),
     ("x86_64", ["avx512_bf16", "avx512_vnni"], "", [], []),  # without the AVX-512 tier
     ("aarch64", NEOVERSE_V1, "", ["bfmmla", "bfdot"], ["smmla", "sdot"]),
@@ -369,6 +376,33 @@ def test_the_isa_cap_turns_amx_off_on_a_cpu_with_it() -> None:
                              timeout=60, check=True,
                              env={**os.environ, "ONEDNN_MAX_CPU_ISA": cap, "DNNL_MAX_CPU_ISA": ""})
         assert out.stdout.strip() == want, (cap, out.stdout, out.stderr)
+
+
+def test_an_isa_cap_below_the_cpus_dot_products_measures_none() -> None:
+    """Under ONEDNN_MAX_CPU_ISA=AVX512_CORE oneDNN emulates bf16 and runs
+    int8 without VNNI: peak measures no dot-product ceiling it would not meet,
+    and says the cap is why."""
+    have = cpu_features()["flags"]
+    for flag in ("avx512_bf16", "avx512_vnni"):
+        if flag not in have:
+            pytest.skip(f"this CPU has no {flag}: no dot product for the cap to turn off")
+    code = ("from pyparbench._core import peak; "
+            "print(peak.dot_instructions('bf16') + peak.dot_instructions('int8')); "
+            "print(peak.dot_unavailable('bf16')); print(peak.dot_unavailable('int8'))")
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True,
+                         env={**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
+                              "DNNL_MAX_CPU_ISA": ""})
+    instructions, bf16_why, int8_why = out.stdout.strip().splitlines()
+    assert instructions == "[]", out.stdout
+    assert "ONEDNN_MAX_CPU_ISA=AVX512_CORE turns off this CPU's bf16" in bf16_why
+    assert "AVX512_CORE_BF16 or above" in bf16_why
+    assert "ONEDNN_MAX_CPU_ISA=AVX512_CORE turns off this CPU's int8" in int8_why
+    shown = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "info"], capture_output=True,
+                           text=True, timeout=120, check=True,
+                           env={**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
+                                "DNNL_MAX_CPU_ISA": "", "COLUMNS": "200"}).stdout
+    assert "bf16 (off under ONEDNN_MAX_CPU_ISA=AVX512_CORE)" in shown, shown
 
 
 @pytest.mark.aarch64

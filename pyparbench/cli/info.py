@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from rich.console import Console
@@ -53,8 +54,18 @@ def _precisions(cpu: dict[str, Any]) -> str:
     """The native precisions, each dot-product one with the instructions of
     its `pyparbench peak` ceiling: "fp32, bf16 (vdpbf16ps), int8 (vpdpbusd)"."""
     dots = cpu.get("dot_instructions", {})
-    return ", ".join(p + (f" ({' / '.join(dots[p])})" if dots.get(p) else "")
-                     for p in cpu["precisions"])
+    # oneDNN reads these in this order; a cap below the CPU's dot products
+    # leaves it emulating them, and peak measures none.
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+
+    def one(p: str) -> str:
+        if dots.get(p):
+            return f"{p} ({' / '.join(dots[p])})"
+        if p != "fp32" and cap and cpu["arch"] == "x86_64":
+            return f"{p} (off under ONEDNN_MAX_CPU_ISA={cap})"
+        return p
+
+    return ", ".join(one(p) for p in cpu["precisions"])
 
 
 def _size(n: int) -> str:

@@ -30,10 +30,26 @@ bool has_amx(const std::string& precision, const std::vector<std::string>& flags
 
 }  // namespace
 
-bool isa_cap_allows_amx(const std::string& isa_cap) {
+bool isa_cap_allows(const std::string& isa_cap, const std::string& instruction_set) {
+  const int want = instruction_set == "amx"           ? 3
+                   : instruction_set == "avx512_bf16" ? 2
+                   : instruction_set == "avx512_vnni" ? 1
+                                                      : 0;
+  if (want == 0)
+    throw std::invalid_argument("instruction set must be 'amx', 'avx512_bf16' or 'avx512_vnni', "
+                                "got '" + instruction_set + "'");
   std::string cap = isa_cap;
   for (char& c : cap) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return cap.empty() || cap == "ALL" || cap == "DEFAULT" || cap.find("AMX") != std::string::npos;
+  if (cap.empty() || cap == "ALL" || cap == "DEFAULT" || cap.find("AMX") != std::string::npos)
+    return true;
+  // The level the cap reaches below AMX: AVX10's and AVX512_CORE_FP16's
+  // include BF16 and VNNI, AVX512_CORE_BF16's too, AVX512_CORE_VNNI's VNNI.
+  const int level = cap.rfind("AVX10", 0) == 0 || cap == "AVX512_CORE_FP16" ||
+                            cap == "AVX512_CORE_BF16"
+                        ? 2
+                    : cap == "AVX512_CORE_VNNI" ? 1
+                                                : 0;
+  return level >= want;
 }
 
 std::string isa_cap() {
@@ -52,9 +68,10 @@ std::vector<std::string> dot_kernel_choice(const std::string& precision, const s
   if (arch == "x86_64") {
     // AMX's tiles do 16x the work of an AVX-512 dot product per instruction:
     // where they run, they are the ceiling.
-    if (has_amx(precision, flags) && isa_cap_allows_amx(isa_cap))
+    if (has_amx(precision, flags) && isa_cap_allows(isa_cap, "amx"))
       return {bf16 ? "tdpbf16ps" : "tdpbusd"};
-    if (avx512_tier(flags) && has(flags, bf16 ? "avx512_bf16" : "avx512_vnni"))
+    const char* vector_set = bf16 ? "avx512_bf16" : "avx512_vnni";
+    if (avx512_tier(flags) && has(flags, vector_set) && isa_cap_allows(isa_cap, vector_set))
       return {bf16 ? "vdpbf16ps" : "vpdpbusd"};
     return {};
   }
@@ -73,14 +90,17 @@ std::string dot_kernel_missing(const std::string& precision, const std::string& 
   if (!dot_kernel_choice(precision, arch, flags, isa_cap).empty()) return "";
   const bool bf16 = precision == "bf16";
   if (arch == "x86_64") {
-    std::string why = bf16 ? "this CPU has no AVX512_BF16 (flag avx512_bf16 with avx512f/bw/vl/dq: "
-                             "vdpbf16ps)"
-                           : "this CPU has no AVX512_VNNI (flag avx512_vnni with avx512f/bw/vl/dq: "
-                             "vpdpbusd)";
-    if (has_amx(precision, flags))
-      return why + ", and AMX is off under the ISA cap ONEDNN_MAX_CPU_ISA=" + isa_cap;
-    return why + (bf16 ? " nor AMX-BF16 (flags amx_tile, amx_bf16: tdpbf16ps)"
-                       : " nor AMX-INT8 (flags amx_tile, amx_int8: tdpbusd)");
+    const char* vector_set = bf16 ? "avx512_bf16" : "avx512_vnni";
+    if (has_amx(precision, flags) || (avx512_tier(flags) && has(flags, vector_set)))
+      return std::string("the ISA cap ONEDNN_MAX_CPU_ISA=") + isa_cap + " turns off this CPU's " +
+             (bf16 ? "bf16" : "int8") + " dot products (" +
+             (bf16 ? "AMX-BF16 and AVX512_BF16 need a cap of AVX512_CORE_BF16 or above"
+                   : "AMX-INT8 and AVX512_VNNI need a cap of AVX512_CORE_VNNI or above") +
+             ")";
+    return bf16 ? "this CPU has no AVX512_BF16 (flag avx512_bf16 with avx512f/bw/vl/dq: "
+                  "vdpbf16ps) nor AMX-BF16 (flags amx_tile, amx_bf16: tdpbf16ps)"
+                : "this CPU has no AVX512_VNNI (flag avx512_vnni with avx512f/bw/vl/dq: "
+                  "vpdpbusd) nor AMX-INT8 (flags amx_tile, amx_int8: tdpbusd)";
   }
   if (arch == "aarch64")
     return bf16 ? "this CPU has no BF16 (flag bf16, HWCAP2_BF16: bfmmla, bfdot)"

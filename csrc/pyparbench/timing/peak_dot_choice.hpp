@@ -13,9 +13,11 @@ namespace ppb {
 // the best of them:
 //   x86-64, bf16: tdpbf16ps (AMX-BF16 tiles) where the CPU has amx_tile and
 //                 amx_bf16 and `isa_cap` allows AMX, else vdpbf16ps
-//                 (AVX512_BF16 on the AVX-512 tier);
+//                 (AVX512_BF16 on the AVX-512 tier) where the cap allows
+//                 AVX512_CORE_BF16;
 //   x86-64, int8: tdpbusd (amx_tile, amx_int8) likewise, else vpdpbusd
-//                 (AVX512_VNNI on the AVX-512 tier);
+//                 (AVX512_VNNI on the AVX-512 tier) where the cap allows
+//                 AVX512_CORE_VNNI;
 //   aarch64, bf16: bfmmla and bfdot (bf16);
 //   aarch64, int8: smmla (i8mm) and sdot (dotprod).
 // `isa_cap` is oneDNN's ONEDNN_MAX_CPU_ISA value ("" none). Empty where the
@@ -25,13 +27,18 @@ std::vector<std::string> dot_kernel_choice(const std::string& precision, const s
                                            const std::string& isa_cap);
 
 // Why dot_kernel_choice() is empty for these arguments, naming the missing
-// flags (and the cap where it turned AMX off).
+// flags, or the cap where it turned the CPU's instructions off.
 std::string dot_kernel_missing(const std::string& precision, const std::string& arch,
                                const std::vector<std::string>& flags, const std::string& isa_cap);
 
-// Whether oneDNN's ISA cap `isa_cap` lets AMX run: no cap, "ALL", "DEFAULT",
-// or an ISA name with AMX in it (AVX512_CORE_AMX, AVX10_1_512_AMX...).
-bool isa_cap_allows_amx(const std::string& isa_cap);
+// Whether oneDNN's ISA cap `isa_cap` lets an x86 instruction set run, as
+// oneDNN orders its ISAs: "amx" (no cap, "ALL", "DEFAULT", or a name with
+// AMX in it), "avx512_bf16" (those, AVX512_CORE_BF16, AVX512_CORE_FP16,
+// AVX10_*), "avx512_vnni" (those and AVX512_CORE_VNNI). Below them
+// (AVX512_CORE, AVX2...) oneDNN's kernels run without these instructions,
+// so their ceilings are not the ones its kernels meet.
+// std::invalid_argument for another instruction set.
+bool isa_cap_allows(const std::string& isa_cap, const std::string& instruction_set);
 
 // The ISA cap of this process: ONEDNN_MAX_CPU_ISA, else DNNL_MAX_CPU_ISA
 // (oneDNN reads them in this order), else "".
