@@ -5,7 +5,7 @@ imported: does every one map, match ONNX Runtime, and run as fast?
                                 [--exporter dynamo|torchscript] [--threads 1,2]
                                 [--steps 21] [--frameworks onnxruntime,openvino]
                                 [--batch 1] [--out DIR] [--json out.json] [--strict]
-                                [--int8]
+                                [--int8 | --bf16]
 
 Each vision model is torchvision's architecture with random weights (no
 download) at ``--batch``; each transformer (``--transformers``: all of
@@ -39,6 +39,24 @@ column is a contender's time over native int8's (above 1: native int8 is
 faster), then their geomeans. A file that does not quantise or import
 prints its one-line reason and the others go on.
 
+``--bf16``: five contenders on the float file in lockstep at each
+``--threads`` count T, each pinned to T CPUs: native bf16
+(``Settings(precision="bf16")``, the baseline), native fp32, PyTorch at
+bf16 as pyparbench runs it (eager, under ``torch.autocast``) on the module
+the file was exported from (torchvision's, rebuilt from the weights kept
+beside the file as ``<name>.pt`` and attached to it,
+:func:`pyparbench.models.modules.attach_module`; a transformer's file has
+no module here and runs without this column), and where ``--frameworks``
+names OpenVINO (ONNX Runtime has no bf16 kernels: no column) OpenVINO at
+its default precision (mode ``auto``: no inference precision hint, as
+OpenVINO's users get it; the precision its compiled model picked is read
+back, printed under the row and kept in the JSON) and OpenVINO at its bf16
+hint. Each column is a contender's time over native bf16's (above 1:
+native bf16 is faster), then their geomeans.
+
+In both, a contender that fails is named under the model's row and the
+others run again without it.
+
 Needs torch and torchvision (a bench-only dependency: ``pip install --no-deps
 torchvision``; a torchvision wheel built against another torch release than
 the one installed cannot load its C operators, nms and roi_align, and fails
@@ -56,6 +74,8 @@ import os
 import sys
 import time
 import types
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +97,26 @@ def _torchvision_models() -> Any:
     return models
 
 
+def _vision_module(name: str) -> Any:
+    """torchvision's ``name`` in eval mode with random weights, none zero."""
+    import torch
+
+    model = getattr(_torchvision_models(), name)().eval()
+    with torch.no_grad():
+        # Parameters initialised to zero (ViT's head, a block's last norm
+        # where zero_init_residual) would make outputs that compare nothing.
+        for p in model.parameters():
+            if not p.any():
+                p.normal_(0.0, 0.02)
+    return model
+
+
+def _weights_path(path: Path) -> Path:
+    """Where the weights of a vision model's file are kept (its module is
+    rebuilt from them for PyTorch's runs)."""
+    return path.with_suffix(".pt")
+
+
 def export(name: str, batch: int, exporter: str, out: Path) -> Path:
     import torch
 
@@ -85,21 +125,42 @@ def export(name: str, batch: int, exporter: str, out: Path) -> Path:
     if name in transformer_exports.STEPS:
         return transformer_exports.export_step(name, exporter, out)
     path = out / (f"{name}.onnx" if exporter == "dynamo" else f"{name}-{exporter}.onnx")
-    if path.is_file():
+    if path.is_file() and _weights_path(path).is_file():
         return path
-    model = getattr(_torchvision_models(), name)().eval()
+    model = _vision_module(name)
     x = torch.randn(batch, 3, 224, 224)
     with torch.no_grad():
-        # Parameters initialised to zero (ViT's head, a block's last norm
-        # where zero_init_residual) would make outputs that compare nothing.
-        for p in model.parameters():
-            if not p.any():
-                p.normal_(0.0, 0.02)
         if exporter == "dynamo":
             torch.onnx.export(model, (x,), str(path), dynamo=True, external_data=False)
         else:
             torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17)
+    # Written last: a file without its weights (a killed run) is exported again.
+    torch.save(model.state_dict(), str(_weights_path(path)))
     return path
+
+
+def _attach_source_module(name: str, path: Path, batch: int, out: Path) -> str:
+    """The torchvision module ``path`` was exported from (its saved
+    weights), attached to the file for PyTorch's runs
+    (:func:`pyparbench.models.modules.attach_module`); returns the file's
+    model name.
+
+    Raises
+    ------
+    ValueError
+        A transformer's file (its module is not rebuilt here), or one
+        :func:`~pyparbench.models.modules.attach_module` refuses.
+    """
+    import torch
+
+    from pyparbench.models.modules import attach_module
+
+    if name not in MODELS:
+        raise ValueError(f"{name} is a transformer: only torchvision's modules are "
+                         "rebuilt for PyTorch")
+    model = getattr(_torchvision_models(), name)().eval()
+    model.load_state_dict(torch.load(str(_weights_path(path)), weights_only=True))
+    return attach_module(path, model, batch=batch, directory=out)
 
 
 def output_error(path: Path, batch: int, feeds: dict[str, Any] | None = None
@@ -198,76 +259,196 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def run_int8(a: argparse.Namespace, names: list[str], threads: list[int],
-             frameworks: list[str], out: Path) -> None:
-    """The ``--int8`` comparison (see the module's text)."""
-    from pyparbench.frameworks import Contender, ModelRef, run_lockstep
-    from pyparbench.models import resolve
-    from pyparbench.settings import Settings
+def _row_batch(name: str, batch: int) -> int:
+    """A transformer's file is exported for one sequence; the others at ``batch``."""
+    return 1 if name in transformer_exports.FAMILIES or name in transformer_exports.STEPS \
+        else batch
 
-    others = [f"{SHORT[f]}-int8" for f in frameworks] + ["native-fp32", "native-bf16"]
-    head = "".join(f"  {f'{o}/native-int8 t{t}':<24s}" for t in threads for o in others)
-    print(f"{'model':20s} {'error':>8s} {'int8 ms':>8s}{head}")
+
+def _feeds(name: str) -> dict[str, Any] | None:
+    """The error check's inputs: a tokenizer's for a transformer, a decode
+    step's for a step, None (the graph's random inputs) for the others."""
+    return (transformer_exports.feeds() if name in transformer_exports.FAMILIES
+            else transformer_exports.step_feeds() if name in transformer_exports.STEPS
+            else None)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One precision's lockstep of contenders against ``baseline``, per file.
+
+    ``prepare(name, float file, row)``: the file the baseline runs (its
+    import is checked against ONNX Runtime), raising where it cannot be
+    made (the model's reason); it may note on ``row``. ``contenders(name,
+    float model, threads)``: the contenders at that count, baseline
+    included, each labelled by one of ``columns`` (a label missing at a
+    model is its cell "n/a"). ``read_back(result, row, threads)``: what to
+    record of a finished lockstep beyond times."""
+
+    precision: str
+    baseline: str
+    columns: list[str]
+    prepare: Callable[[str, Path, dict[str, Any]], Path]
+    contenders: Callable[[str, Any, int], list[Any]]
+    read_back: Callable[[Any, dict[str, Any], int], str | None] | None = None
+
+
+def _lockstep(model: Any, contenders: list[Any], baseline: str, steps: int) -> Any:
+    """The contenders in lockstep; where some fail (the lockstep stops at a
+    failure), again without them, so one runtime that cannot run a file
+    leaves the others' figures."""
+    from pyparbench.frameworks import run_lockstep
+
+    res = run_lockstep(model, contenders, steps=steps, timeout=1800.0)
+    failed = dict(res.errors)
+    rest = [c for c in contenders if c.label not in failed]
+    if failed and baseline not in failed and len(rest) >= 2:
+        res = run_lockstep(model, rest, steps=steps, timeout=1800.0)
+        res.errors = {**failed, **res.errors}
+    return res
+
+
+def run_comparison(a: argparse.Namespace, names: list[str], threads: list[int], out: Path,
+                   cmp: Comparison) -> None:
+    """A ``--int8`` or ``--bf16`` comparison (see the module's text)."""
+    from pyparbench.frameworks import ModelRef
+    from pyparbench.models import resolve
+
+    others = [c for c in cmp.columns if c != cmp.baseline]
+    heads = [f"{o}/{cmp.baseline} t{t}" for t in threads for o in others]
+    width = max(24, *(len(h) + 2 for h in heads))
+    print(f"{'model':20s} {'error':>8s} {cmp.precision + ' ms':>9s}"
+          + "".join(f"  {h:<{width}s}" for h in heads))
     rows: list[dict[str, Any]] = []
     refused: dict[str, str] = {}
+    base_ms_key = f"{cmp.baseline.replace('-', '_')}_ms"
     for name in names:
-        batch = 1 if name in transformer_exports.FAMILIES or name in transformer_exports.STEPS \
-            else a.batch
+        batch = _row_batch(name, a.batch)
         row: dict[str, Any] = {"model": name, "batch": batch, "exporter": a.exporter}
         try:
             path = export(name, batch, a.exporter, out)
-            qpath = quantized(name, path)
-        except Exception as e:  # a file that does not export or quantise is its row's reason
-            refused[name] = f"export or quantize_static failed: {str(e).splitlines()[0][:200]}"
+            run_path = cmp.prepare(name, path, row)
+        except Exception as e:  # a file that cannot be made is its row's reason
+            refused[name] = f"not made: {str(e).splitlines()[0][:200]}"
             print(f"{name:20s} {refused[name]}", flush=True)
             continue
-        feeds = (transformer_exports.feeds() if name in transformer_exports.FAMILIES
-                 else transformer_exports.step_feeds() if name in transformer_exports.STEPS
-                 else None)
         try:
-            *_, err = output_error(qpath, batch, feeds)
+            *_, err = output_error(run_path, batch, _feeds(name))
         except ValueError as e:
             refused[name] = str(e).splitlines()[0][:300]
-            print(f"{name:20s} int8 refused: {refused[name]}", flush=True)
+            print(f"{name:20s} {cmp.precision} refused: {refused[name]}", flush=True)
             continue
         row["error"] = err
         float_model = ModelRef(resolve(str(path)), batch)
-        cells, int8_ms = "", ""
+        cells, base_ms, notes = "", "", []
         for t in threads:
-            s = Settings(intra_op=t, affinity="compact")
-            contenders = [Contender("native", settings=s, name="native-int8"),
-                          *[Contender(f, settings=s, name=f"{SHORT[f]}-int8")
-                            for f in frameworks],
-                          Contender("native", settings=s, name="native-fp32", graph=float_model),
-                          Contender("native", name="native-bf16", graph=float_model,
-                                    settings=Settings(intra_op=t, affinity="compact",
-                                                      precision="bf16"))]
-            res = run_lockstep(ModelRef(resolve(str(qpath)), batch), contenders,
-                               steps=a.steps, timeout=1800.0)
-            if res.errors or not res.steps:
+            res = _lockstep(ModelRef(resolve(str(run_path)), batch),
+                            cmp.contenders(name, float_model, t), cmp.baseline, a.steps)
+            if res.errors:
+                row[f"errors_t{t}"] = res.errors
+            if not res.steps:
                 refused.setdefault(name, f"failed at {t} thread(s): {res.errors}")
                 cells += f"  failed: {res.errors}"
                 continue
-            int8_ms += f"{'/' if int8_ms else ''}{_median(res.ns['native-int8']) / 1e6:.2f}"
+            note = cmp.read_back(res, row, t) if cmp.read_back is not None else None
+            if note and note not in notes:
+                notes.append(note)
+            base = _median(res.ns[cmp.baseline]) / 1e6
+            base_ms += f"{'/' if base_ms else ''}{base:.2f}"
             for o in others:
-                r = res.ratio("native-int8", o)
+                if o not in res.ns:
+                    text = "failed" if o in res.errors else "n/a"
+                    cells += f"  {text:<{width}s}"
+                    continue
+                r = res.ratio(cmp.baseline, o)
                 row[f"{o}_t{t}"] = {**r.as_dict(), "ms": _median(res.ns[o]) / 1e6,
-                                    "native_int8_ms": _median(res.ns["native-int8"]) / 1e6}
-                cells += f"  {f'x{r.median:5.3f} [{r.low:5.3f}, {r.high:5.3f}]':<24s}"
-        print(f"{name:20s} {err:8.1e} {int8_ms:>8s}{cells}", flush=True)
+                                    base_ms_key: base}
+                cells += f"  {f'x{r.median:5.3f} [{r.low:5.3f}, {r.high:5.3f}]':<{width}s}"
+        print(f"{name:20s} {err:8.1e} {base_ms:>9s}{cells}", flush=True)
+        for note in notes:
+            print(f"{'':20s} {note}", flush=True)
+        for label, why in {k: v for t in threads
+                           for k, v in row.get(f"errors_t{t}", {}).items()}.items():
+            print(f"{'':20s} {label} failed: {str(why).splitlines()[0][:200]}", flush=True)
         rows.append(row)
     for t in threads:
         for o in others:
             got = [r[f"{o}_t{t}"]["median"] for r in rows if f"{o}_t{t}" in r]
             if got:
-                print(f"geomean {o}/native-int8 at {t} thread(s): x{_geomean(got):.3f} over "
-                      f"{len(got)} models (worst x{min(got):.3f})")
+                print(f"geomean {o}/{cmp.baseline} at {t} thread(s): x{_geomean(got):.3f} "
+                      f"over {len(got)} models (worst x{min(got):.3f})")
     for name, why in refused.items():
-        print(f"not run at int8: {name}: {why}")
+        print(f"not run at {cmp.precision}: {name}: {why}")
     if a.json:
-        Path(a.json).write_text(json.dumps({"rows": rows, "refused": refused}, indent=1))
+        Path(a.json).write_text(json.dumps({"precision": cmp.precision, "rows": rows,
+                                            "refused": refused}, indent=1))
     if a.strict and refused:
         sys.exit(1)
+
+
+def int8_comparison(frameworks: list[str]) -> Comparison:
+    """The ``--int8`` contenders (see the module's text)."""
+    from pyparbench.frameworks import Contender
+    from pyparbench.settings import Settings
+
+    def contenders(name: str, float_model: Any, t: int) -> list[Any]:
+        s = Settings(intra_op=t, affinity="compact")
+        return [Contender("native", settings=s, name="native-int8"),
+                *[Contender(f, settings=s, name=f"{SHORT[f]}-int8") for f in frameworks],
+                Contender("native", settings=s, name="native-fp32", graph=float_model),
+                Contender("native", name="native-bf16", graph=float_model,
+                          settings=Settings(intra_op=t, affinity="compact", precision="bf16"))]
+
+    return Comparison("int8", "native-int8",
+                      ["native-int8", *[f"{SHORT[f]}-int8" for f in frameworks],
+                       "native-fp32", "native-bf16"],
+                      lambda name, path, row: quantized(name, path), contenders)
+
+
+def bf16_comparison(frameworks: list[str], out: Path) -> Comparison:
+    """The ``--bf16`` contenders (see the module's text)."""
+    from pyparbench.frameworks import Contender
+    from pyparbench.models.modules import attached_module
+    from pyparbench.settings import Settings
+
+    openvino = "openvino" in frameworks
+
+    def prepare(name: str, path: Path, row: dict[str, Any]) -> Path:
+        # PyTorch runs the module the file came from (the file itself it cannot run).
+        try:
+            row["torch_module"] = _attach_source_module(name, path, row["batch"], out)
+        except ValueError as e:
+            row["torch_module"] = f"none: {str(e).splitlines()[0][:200]}"
+            print(f"{name:20s} torch-bf16 not run: {row['torch_module']}", flush=True)
+        return path
+
+    def contenders(name: str, float_model: Any, t: int) -> list[Any]:
+        fp32 = Settings(intra_op=t, affinity="compact")
+        bf16 = Settings(intra_op=t, affinity="compact", precision="bf16")
+        got = [Contender("native", settings=bf16, name="native-bf16"),
+               Contender("native", settings=fp32, name="native-fp32")]
+        if attached_module(float_model.model) is not None:
+            got.append(Contender("torch", "eager", settings=bf16, name="torch-bf16"))
+        if openvino:
+            got += [Contender("openvino", "auto", settings=fp32, name="openvino-default"),
+                    Contender("openvino", settings=bf16, name="openvino-bf16")]
+        return got
+
+    def read_back(res: Any, row: dict[str, Any], t: int) -> str | None:
+        run = res.answers.get("openvino-default")
+        jobs = run.jobs if run is not None else ()
+        if not jobs:
+            return None
+        # The precision OpenVINO picked, as its compiled model reports it.
+        picked = jobs[0].info["framework_precision"]
+        row[f"openvino_default_precision_t{t}"] = picked
+        return (f"openvino-default ran at {picked['precision']} (OpenVINO's own pick: "
+                f"INFERENCE_PRECISION_HINT={picked['inference_precision_hint']} read back)")
+
+    return Comparison("bf16", "native-bf16",
+                      ["native-bf16", "native-fp32", "torch-bf16",
+                       *(["openvino-default", "openvino-bf16"] if openvino else [])],
+                      prepare, contenders, read_back)
 
 
 def _installed(frameworks: tuple[str, ...]) -> list[str]:
@@ -299,7 +480,13 @@ def main() -> None:
     ap.add_argument("--int8", action="store_true",
                     help="each file quantised by quantize_static: native int8 against ONNX "
                          "Runtime and OpenVINO on that file, and native fp32 / bf16")
+    ap.add_argument("--bf16", action="store_true",
+                    help="native bf16 against native fp32, PyTorch under autocast (the "
+                         "module the file came from) and OpenVINO at its own precision and "
+                         "at its bf16 hint")
     a = ap.parse_args()
+    if a.int8 and a.bf16:
+        ap.error("--int8 and --bf16 are two comparisons: name one")
 
     from pyparbench.frameworks import Contender, ModelRef, run_lockstep
     from pyparbench.models import resolve
@@ -318,8 +505,9 @@ def main() -> None:
     if unknown:
         ap.error(f"--models: unknown {', '.join(unknown)}; valid: "
                  f"{', '.join(MODELS + transformers)}")
-    if a.int8:
-        run_int8(a, names, threads, frameworks, out)
+    if a.int8 or a.bf16:
+        run_comparison(a, names, threads, out, int8_comparison(frameworks) if a.int8
+                       else bf16_comparison(frameworks, out))
         return
     head = "".join(f"  {f'{SHORT[f]}/native t{t} [95 %]':<30s}" for t in threads
                    for f in frameworks)
@@ -327,8 +515,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     refused: dict[str, str] = {}
     for name in names:
-        # A transformer's file is exported for one sequence of SEQ tokens.
-        batch = 1 if name in transformers else a.batch
+        batch = _row_batch(name, a.batch)
         row: dict[str, Any] = {"model": name, "batch": batch, "exporter": a.exporter}
         t0 = time.perf_counter()
         try:
@@ -340,10 +527,7 @@ def main() -> None:
         row["export_s"] = time.perf_counter() - t0
         try:
             key = resolve(str(path))
-            feeds = (transformer_exports.feeds() if name in transformer_exports.FAMILIES
-                     else transformer_exports.step_feeds() if name in transformer_exports.STEPS
-                     else None)
-            nodes, imported, after, err = output_error(path, batch, feeds)
+            nodes, imported, after, err = output_error(path, batch, _feeds(name))
         except ValueError as e:
             refused[name] = str(e)
             print(f"{name:20s} refused: {str(e)[:300]}", flush=True)

@@ -31,9 +31,9 @@ MODES: dict[str, tuple[str, ...]] = {
     "tensorflow": ("function", "xla"),
     "torch": ("eager", "script", "compile"),
     "onnxruntime": ("all", "extended", "basic", "disabled"),
-    # OpenVINO's mode is its inference precision, always set (left unset it
-    # picks bf16 where the CPU has it).
-    "openvino": ("f32", "bf16", "f16"),
+    # OpenVINO's mode is its inference precision: set, or with "auto" left
+    # to OpenVINO (bf16 where the CPU has it), as its users get it.
+    "openvino": ("f32", "bf16", "f16", "auto"),
 }
 DEFAULT_MODES: dict[str, tuple[str, ...]] = {
     "tensorflow": ("function",), "torch": ("eager", "script"), "onnxruntime": ("all",),

@@ -23,6 +23,7 @@ from pyparbench.frameworks import (
 )
 from pyparbench.frameworks.child import HOOK_ENV
 from pyparbench.frameworks.mapping import OPENVINO_PRESETS, default_knobs, preset_knobs
+from pyparbench.frameworks.precision import cpu_bf16
 from pyparbench.reference import output_error
 from pyparbench.settings import Settings
 
@@ -84,6 +85,19 @@ def test_settings_map_onto_openvino_properties_and_back() -> None:
         map_settings("openvino", Settings(), mode="int4")
 
 
+def test_mode_auto_pins_the_threads_and_leaves_the_precision_to_openvino() -> None:
+    cfg = map_settings("openvino", Settings(intra_op=2, affinity="compact"), "auto",
+                       cpus=[0, 1])
+    assert "INFERENCE_PRECISION_HINT" not in cfg.knobs
+    assert {k: cfg.knobs[k] for k in ("NUM_STREAMS", "INFERENCE_NUM_THREADS",
+                                      "ENABLE_CPU_PINNING")} == \
+        {"NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 2, "ENABLE_CPU_PINNING": True}
+    assert default_knobs("openvino", "auto") == {}
+    assert preset_knobs("openvino-latency", "auto") == {"PERFORMANCE_HINT": "LATENCY"}
+    with pytest.raises(ValueError, match="mode 'auto' leaves the precision to OpenVINO"):
+        map_settings("openvino", Settings(precision="bf16"), "auto")
+
+
 def test_openvinos_presets_set_its_hint_and_the_precision_or_nothing() -> None:
     assert default_knobs("openvino", "f16") == {"INFERENCE_PRECISION_HINT": "f16"}
     assert preset_knobs("openvino-latency") == {"INFERENCE_PRECISION_HINT": "f32",
@@ -121,6 +135,22 @@ def test_a_built_in_model_at_f32_matches_the_native_executor() -> None:
     # Every fully connected layer charged to the graph's linear nodes.
     linear = [k for k in res.job.figures["kernels"] if k["op"] == "linear"]
     assert linear and sum(k["calls"] for k in linear) == 8
+
+
+@needs
+def test_mode_auto_runs_at_openvinos_own_pick_and_records_it() -> None:
+    res = run_framework(ModelRef("mlp-512", 1), "openvino", Settings(intra_op=1,
+                        affinity="compact"), mode="auto", repeats=1)
+    assert res.ok, res.error
+    held = res.reported["compiled_properties"]
+    assert held["INFERENCE_NUM_THREADS"] == 1 and held["ENABLE_CPU_PINNING"] is True
+    picked = res.job.info["framework_precision"]
+    assert picked["how"] == "OpenVINO's own pick"
+    # OpenVINO's CPU plugin picks bf16 where the CPU has bf16 dot products (x86).
+    x86_bf16 = bool({"avx512_bf16", "amx_bf16"} & set(cpu_bf16()))
+    assert held["INFERENCE_PRECISION_HINT"] == picked["inference_precision_hint"]
+    if x86_bf16:
+        assert picked["precision"] == "bf16"
 
 
 @needs

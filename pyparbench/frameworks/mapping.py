@@ -37,7 +37,9 @@ intra_op is INFERENCE_NUM_THREADS per stream (the total is instances x
 intra_op), instances are NUM_STREAMS (each stream one infer request on its
 own threads), affinity is ENABLE_CPU_PINNING (the child's CPU mask holds
 exactly the streams' CPUs), smt is ENABLE_HYPER_THREADING, and the mode is
-INFERENCE_PRECISION_HINT (f32, bf16, f16), always set. PERFORMANCE_HINT is
+INFERENCE_PRECISION_HINT (f32, bf16, f16; unset in mode ``auto``, where
+OpenVINO picks it as its users get it: bf16 on a CPU with bf16 dot
+products, and the compiled model's pick is read back). PERFORMANCE_HINT is
 left unset (``benchmark_app -hint none``): the explicit streams and threads
 decide. Not applicable: inter_op > 1 and the async scheduler (a stream runs
 its nodes in order), omp_wait (TBB threads, no OpenMP), library other than
@@ -50,9 +52,9 @@ Modes (the ways each framework's users run a model): TensorFlow ``function``
 ``eager``, ``script`` (``torch.jit.freeze`` of ``torch.jit.script`` under
 eval and inference mode) or ``compile`` (``torch.compile``, inductor); ONNX
 Runtime ``all``, ``extended``, ``basic`` or ``disabled`` (the graph
-optimisation level); OpenVINO ``f32``, ``bf16`` or ``f16`` (the inference
-precision; at ``Settings.precision`` bf16 the f32 mode is bf16,
-:func:`precision_mode`). A bf16 run calls PyTorch's module under
+optimisation level); OpenVINO ``f32``, ``bf16``, ``f16`` or ``auto`` (the
+inference precision, or OpenVINO's own pick; at ``Settings.precision`` bf16
+the f32 mode is bf16, :func:`precision_mode`). A bf16 run calls PyTorch's module under
 ``torch.autocast`` (knob ``bf16_mode``), sets TensorFlow's grappler oneDNN bf16
 auto-mixed-precision (``auto_mixed_precision_onednn_bfloat16``) and
 OpenVINO's bf16 hint; ONNX Runtime runs none
@@ -274,8 +276,9 @@ def _openvino(cfg: FrameworkConfig) -> None:
     cfg.knobs.update({"NUM_STREAMS": s.instances,
                       "INFERENCE_NUM_THREADS": s.instances * s.intra_op,
                       "ENABLE_CPU_PINNING": cfg.cpus is not None,
-                      "ENABLE_HYPER_THREADING": s.smt,
-                      "INFERENCE_PRECISION_HINT": cfg.mode})  # at bf16: bf16 (precision_mode)
+                      "ENABLE_HYPER_THREADING": s.smt})
+    if cfg.mode != "auto":  # at bf16: bf16 (precision_mode); auto: OpenVINO's pick
+        cfg.knobs["INFERENCE_PRECISION_HINT"] = cfg.mode
     if s.inter_op > 1 or s.scheduler == "async":
         na.append(NotApplicable(
             "inter_op", f"{s.scheduler} {s.inter_op}", "an OpenVINO stream runs its nodes "
@@ -345,13 +348,18 @@ def precision_mode(framework: str, mode: str | None, precision: str) -> str:
     ------
     ValueError
         An unknown framework or mode; OpenVINO's f16 mode at bf16 (two
-        precisions asked for).
+        precisions asked for), or its auto mode at bf16 (OpenVINO's pick is
+        f32 on a CPU without bf16: not a bf16 run).
     """
     mode = check_mode(framework, mode)
     if framework == "openvino" and precision == "bf16":
         if mode == "f16":
             raise ValueError("OpenVINO mode 'f16' is an inference precision of its own: "
                              "it does not run at precision 'bf16' (use mode f32 or bf16)")
+        if mode == "auto":
+            raise ValueError("OpenVINO mode 'auto' leaves the precision to OpenVINO (f32 on a "
+                             "CPU without bf16): it does not run at precision 'bf16' (use "
+                             "mode bf16, or auto at precision fp32)")
         return "bf16"
     return mode
 
@@ -372,8 +380,8 @@ def default_knobs(framework: str, mode: str | None = None) -> dict[str, Any]:
         return {"jit_compile": mode == "xla"}
     if framework == "torch":
         return {"fork_branches": False}
-    if framework == "openvino":  # the precision, never OpenVINO's pick
-        return {"INFERENCE_PRECISION_HINT": mode}
+    if framework == "openvino":  # the precision, OpenVINO's pick only in mode auto
+        return {} if mode == "auto" else {"INFERENCE_PRECISION_HINT": mode}
     return {"graph_optimization_level": _LEVELS[mode]}
 
 

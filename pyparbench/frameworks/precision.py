@@ -14,7 +14,9 @@ At ``bf16`` each framework runs the way its users get bf16 on a CPU:
   ``tf.function``'s graph with casts around the ops it has bf16 kernels for;
   an XLA-compiled function (mode ``xla``) is not rewritten, so XLA at bf16
   is refused;
-* OpenVINO: ``INFERENCE_PRECISION_HINT`` bf16 (f32 at fp32), always set;
+* OpenVINO: ``INFERENCE_PRECISION_HINT`` bf16 (f32 at fp32), always set
+  but in mode ``auto`` (fp32 only), where OpenVINO picks it as its users
+  get it (bf16 on a CPU with bf16 dot products) and the pick is read back;
 * ONNX Runtime: none. Its CPU provider has no bf16 kernels for the
   graph's ops on x86, so a bf16 run is refused (:func:`unsupported`), never
   run at fp32 under a bf16 label.
