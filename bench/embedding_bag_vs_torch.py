@@ -3,6 +3,18 @@
   python bench/embedding_bag_vs_torch.py                       # DLRM: 1e6 x 64, 2048 bags of 100
   python bench/embedding_bag_vs_torch.py --rows 100000 1000000 --dim 16 64 128 \\
       --batch 1 64 2048 --lookups 1 20 100 --dist uniform zipf --rounds 7 --json out.json
+  python bench/embedding_bag_vs_torch.py --batch 128 --table fp32 byte_rowwise  # DLRM's 8-bit
+
+``--table byte_rowwise`` times the 8-bit rowwise table of the same values
+(each row's uint8 values, then its fp32 scale and bias: PyTorch's
+``embedding_bag_byte_prepack`` layout, made by each child with its own
+library's prepack, byte for byte the same): ``pyparbench.ops.embedding_bag``
+(``EmbeddingBag.run`` with ``--api prepared``) on the packed uint8 array,
+and PyTorch's ``torch.ops.quantized.embedding_bag_byte_rowwise_offsets`` (on
+a ``torch.from_numpy`` view; on a torch copy with ``--api prepared``). The
+packed table is as numpy allocates it whatever ``--align`` says (a row is
+dim + 8 bytes, on no fixed line boundary). Its rows have no ``% ceiling``:
+the ceiling is a gather of fp32 rows.
 
 Each library runs in its own process (``python -P`` children of this
 script): two OpenMP runtimes in one process distort each other, and the
@@ -95,15 +107,20 @@ def make_indices(rows: int, batch: int, lookups: int, dist: str, dtype: str,
 
 
 def _shapes(args: argparse.Namespace) -> list[dict[str, Any]]:
-    return [{"rows": r, "dim": d, "batch": b, "lookups": n, "dist": s}
-            for r, d, b, n, s in itertools.product(args.rows, args.dim, args.batch,
-                                                   args.lookups, args.dist)]
+    return [{"table": t, "rows": r, "dim": d, "batch": b, "lookups": n, "dist": s}
+            for t, r, d, b, n, s in itertools.product(args.table, args.rows, args.dim,
+                                                      args.batch, args.lookups, args.dist)]
 
 
-def bytes_moved(dim: int, batch: int, lookups: int) -> float:
+def row_bytes(dim: int, table: str) -> int:
+    """Bytes of one table row: fp32 values, or uint8 values plus an fp32 scale and bias."""
+    return dim + 8 if table == "byte_rowwise" else 4 * dim
+
+
+def bytes_moved(dim: int, batch: int, lookups: int, table: str = "fp32") -> float:
     """EmbeddingBag.bytes_moved: rows gathered, 8-byte indices, the output."""
     n = batch * lookups
-    return 4.0 * n * dim + 8.0 * n + 4.0 * batch * dim
+    return float(row_bytes(dim, table)) * n + 8.0 * n + 4.0 * batch * dim
 
 
 # ------------------------------------------------------------------ children
@@ -134,19 +151,23 @@ def _child(lib: str, threads: int, shapes: list[dict[str, Any]], mode: str, alig
         torch.set_grad_enabled(False)
     else:
         from pyparbench import ops
-    tables: dict[tuple[int, int], np.ndarray] = {}
-    owners: dict[tuple[int, int], Any] = {}  # --api prepared: each library's own table
+    tables: dict[tuple[str, int, int], np.ndarray] = {}
+    owners: dict[tuple[str, int, int], Any] = {}  # --api prepared: each library's own table
     out = []
     for s in shapes:
-        key = (s["rows"], s["dim"])
+        key = (s["table"], s["rows"], s["dim"])
         if key not in tables:
             tables.clear()  # one table at a time: they may be large
             owners.clear()
             tables[key] = make_table(s["rows"], s["dim"], align)
+            if s["table"] == "byte_rowwise":
+                tables[key] = _prepack(lib, tables[key])
         table = tables[key]
         idx, off = make_indices(s["rows"], s["batch"], s["lookups"], s["dist"], dtype)
         call: Callable[[], Any]
-        if lib == "torch":
+        if s["table"] == "byte_rowwise":
+            call = _byte_rowwise_call(lib, api, table, idx, off, mode, threads)
+        elif lib == "torch":
             t, i, o = torch.from_numpy(table), torch.from_numpy(idx), torch.from_numpy(off)
             if api == "prepared":
                 if key not in owners:
@@ -166,6 +187,38 @@ def _child(lib: str, threads: int, shapes: list[dict[str, Any]], mode: str, alig
                                      threads=threads)
         out.append(_time_calls(call, calls, budget_s=0.5))
     return out
+
+
+def _prepack(lib: str, table: np.ndarray) -> np.ndarray:
+    """The 8-bit rowwise copy of `table`, by the child's own library (the
+    torch child never imports pyparbench; the two are the same bytes)."""
+    if lib == "torch":
+        import torch
+
+        packed: np.ndarray = torch.ops.quantized.embedding_bag_byte_prepack(
+            torch.from_numpy(table)).numpy()
+        return packed
+    from pyparbench.quantization import byte_rowwise_prepack
+
+    return byte_rowwise_prepack(table)
+
+
+def _byte_rowwise_call(lib: str, api: str, packed: np.ndarray, idx: np.ndarray,
+                       off: np.ndarray, mode: str, threads: int) -> Callable[[], Any]:
+    """One call of the library's 8-bit rowwise bag on `packed`."""
+    if lib == "torch":
+        import torch
+
+        t = torch.tensor(packed) if api == "prepared" else torch.from_numpy(packed)
+        return functools.partial(torch.ops.quantized.embedding_bag_byte_rowwise_offsets, t,
+                                 torch.from_numpy(idx), torch.from_numpy(off), False,
+                                 0 if mode == "sum" else 1, False, None, None, False)
+    from pyparbench import ops
+
+    if api == "prepared":
+        e = ops.EmbeddingBag(packed.shape[0], packed.shape[1] - 8, mode=mode, threads=threads)
+        return functools.partial(e.run, packed, idx, off)
+    return functools.partial(ops.embedding_bag, packed, idx, off, mode=mode, threads=threads)
 
 
 def _child_gather(threads: int, shapes: list[dict[str, Any]]) -> list[float]:
@@ -204,7 +257,7 @@ def _run_child(kind: str, threads: int, args: argparse.Namespace) -> list[float]
            "--index-dtype", args.index_dtype, "--calls", str(args.calls), "--api", args.api,
            "--rows", *map(str, args.rows), "--dim", *map(str, args.dim),
            "--batch", *map(str, args.batch), "--lookups", *map(str, args.lookups),
-           "--dist", *args.dist]
+           "--dist", *args.dist, "--table", *args.table]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False,
                           preexec_fn=lambda: os.sched_setaffinity(0, cpus))
     if proc.returncode != 0:
@@ -225,6 +278,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lookups", type=positive_int("--lookups"), nargs="+",
                    default=[100], help="per bag")
     p.add_argument("--dist", nargs="+", default=["uniform"], choices=["uniform", "zipf"])
+    p.add_argument("--table", nargs="+", default=["fp32"], choices=["fp32", "byte_rowwise"],
+                   help="the table's format: fp32, or 8-bit rowwise (uint8 values, then an "
+                        "fp32 scale and bias per row)")
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--mode", default="sum", choices=["sum", "mean"])
     p.add_argument("--align", default="numpy", choices=["numpy", "64", "4"],
@@ -293,15 +349,16 @@ def main(argv: list[str] | None = None) -> int:
           f"indices {args.index_dtype}; median ms per call over {args.rounds} rounds; "
           f"speed-up = torch / pyparbench; % ceiling = share of the gather ceiling on "
           f"{all_threads} thread(s)")
-    print(f"{'rows':>8} {'dim':>4} {'batch':>5} {'look':>4} {'dist':>7} {'thr':>3} "
+    print(f"{'table':>12} {'rows':>8} {'dim':>4} {'batch':>5} {'look':>4} {'dist':>7} {'thr':>3} "
           f"{'pyparbench':>10} {'torch':>8} {'speed-up':>8} {'ours %':>7} {'torch %':>7}"
           + (f" {'baseline':>8} {'speed-up':>8} {'base %':>7}" if args.baseline else ""))
     for k, s in enumerate(shapes):
         for t in threads:
             a = np.array([row[k] for row in ours[t]])
             b = np.array([row[k] for row in ref[t]])
-            nbytes = bytes_moved(s["dim"], s["batch"], s["lookups"])
-            c = ceiling.get((s["rows"], s["dim"]))
+            nbytes = bytes_moved(s["dim"], s["batch"], s["lookups"], s["table"])
+            # The ceiling is an fp32 gather's: no share for the 8-bit rows.
+            c = None if s["table"] == "byte_rowwise" else ceiling.get((s["rows"], s["dim"]))
             rec = {**s, "threads": t, "mode": args.mode, "align": args.align, "api": args.api,
                    "index_dtype": args.index_dtype,
                    "pyparbench_ms": float(np.median(a)) / 1e6,
@@ -327,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                 pct += (f" {rec['baseline_ms']:8.4f} {rec['baseline_speedup']:7.2f}x"
                         + ("" if c is None else f" {rec['baseline_pct_ceiling']:6.1f}%"))
             rows_out.append(rec)
-            print(f"{s['rows']:>8} {s['dim']:>4} {s['batch']:>5} {s['lookups']:>4} "
+            print(f"{s['table']:>12} {s['rows']:>8} {s['dim']:>4} {s['batch']:>5} {s['lookups']:>4} "
                   f"{s['dist']:>7} {t:>3} {rec['pyparbench_ms']:10.4f} {rec['torch_ms']:8.4f} "
                   f"{rec['speedup']:7.2f}x{pct}", flush=True)
     if ceiling:

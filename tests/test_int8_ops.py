@@ -460,6 +460,27 @@ def test_byte_rowwise_bag_matches_pytorch(mode: str, weighted: bool, bag_tier: s
     assert np.all(np.abs(got - want) <= 2 * bound), float(np.max(np.abs(got - want) / bound))
 
 
+def test_function_on_a_byte_rowwise_table_takes_the_direct_path(
+        rng: np.random.Generator) -> None:
+    """A C-contiguous packed table (and indices in the kernel's form) runs
+    with no conversion and no cached kernel; a strided copy of it is
+    converted, and both give the prepared kernel's sums."""
+    _, packed, idx, off = bag_case(rng, 40, 24)
+    w = rng.uniform(-1, 1, idx.size).astype(np.float32)
+    want = ppb.ops.EmbeddingBag(40, 24, threads=2).run(packed, idx, off, w)
+    ppb.ops.clear_cache()
+    out = np.full(want.shape, np.nan, np.float32)
+    assert ppb.ops.embedding_bag(packed, idx, off, per_sample_weights=w, threads=2,
+                                 out=out) is out
+    assert len(ppb.ops._CACHE) == 0
+    np.testing.assert_array_equal(out, want)
+    wide = np.zeros((40, 64), np.uint8)
+    wide[:, ::2] = packed
+    strided = ppb.ops.embedding_bag(wide[:, ::2], idx, off, per_sample_weights=w, threads=2)
+    assert len(ppb.ops._CACHE) == 1
+    np.testing.assert_array_equal(strided, want)
+
+
 def test_byte_rowwise_table_errors() -> None:
     idx = np.zeros(4, dtype=np.int64)
     off = np.array([0, 2], dtype=np.int64)

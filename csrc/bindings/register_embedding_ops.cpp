@@ -54,16 +54,24 @@ BagInputs bag_inputs(const EmbeddingBag& e, py::handle table, py::handle indices
   return in;
 }
 
+bool is_byte_rowwise_table(py::handle obj) {
+  if (!is_uint8_array(obj)) return false;
+  auto* a = py::detail::array_proxy(obj.ptr());
+  return a->nd == 2 && (a->flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) != 0;
+}
+
 // pyparbench.ops.embedding_bag's path for arguments already in the
-// kernel's form (numpy float32 table, int32 / int64 indices and offsets of
-// one dtype, C-contiguous; mode "sum" / "mean"; threads None or a valid
-// int): no conversion, no kernel cache, a kernel made on the stack (it holds
-// no prepared state). None when some argument is not in that form: the
-// Python function then converts and checks it as before.
+// kernel's form (numpy float32 table, or a uint8 8-bit rowwise one; int32 /
+// int64 indices and offsets of one dtype, C-contiguous; mode "sum" /
+// "mean"; threads None or a valid int): no conversion, no kernel cache, a
+// kernel made on the stack (it holds no prepared state). None when some
+// argument is not in that form: the Python function then converts and
+// checks it as before.
 py::object embedding_bag_direct(py::handle table, py::handle indices, py::handle offsets,
                                 py::handle weights, py::object out, py::handle mode,
                                 py::handle threads) {
-  if (!is_kernel_float_array(table, 2)) return py::none();
+  const bool bytes = is_byte_rowwise_table(table);
+  if (!bytes && !is_kernel_float_array(table, 2)) return py::none();
   const int bits = kernel_index_bits(indices);
   if (bits == 0 || (!offsets.is_none() && kernel_index_bits(offsets) != bits))
     return py::none();
@@ -82,12 +90,16 @@ py::object embedding_bag_direct(py::handle table, py::handle indices, py::handle
     t = static_cast<int>(v);
   }
   auto* a = py::detail::array_proxy(table.ptr());
-  const int64_t rows = a->dimensions[0], dim = a->dimensions[1];
+  const int64_t rows = a->dimensions[0],
+                dim = a->dimensions[1] - (bytes ? EmbeddingBag::kByteRowwiseExtra : 0);
   if (rows < 1 || dim < 1) return py::none();
   EmbeddingBag e(rows, dim, parse_bag_mode(m), t);
   auto in = bag_inputs(e, table, indices, offsets, weights);
   return run_released(in.out_shape, std::move(out), [&](FloatView o) {
-    e.run(in.table, in.indices, in.offsets, in.weights, o);
+    if (bytes)
+      e.run_byte_rowwise(in.byte_table, in.indices, in.offsets, in.weights, o);
+    else
+      e.run(in.table, in.indices, in.offsets, in.weights, o);
   });
 }
 

@@ -1,6 +1,7 @@
 // The embedding-bag kernel built for avx2.
 #include "pyparbench/ops/embedding_bag_kernel.hpp"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
