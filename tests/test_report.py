@@ -274,6 +274,26 @@ def test_quick_run_from_another_folder_with_a_relative_path_then_resume(tmp_path
         [m["best"]["median_ns"] for m in first["models"]]
 
 
+@pytest.mark.slow
+def test_a_resumed_run_with_a_smaller_plan_still_reports_every_finished_result(
+        tmp_path: Path) -> None:
+    """A resumed run fitted to its budget under more load plans fewer
+    configurations than the run it resumes: the folder's summary keeps the
+    results its plan left out."""
+    small = ("--quick", "--batches", "1", "--repeats", "2", "--no-operators", "--no-recommend",
+             "--no-frameworks", "-o", "out")
+    first = _run(tmp_path, *small, "--models", "mlp-512", "dlrm-kaggle")
+    assert first.returncode == 0, first.stdout + first.stderr
+    out = tmp_path / "out"
+    lines = len((out / "results.jsonl").read_text().splitlines())
+    again = _run(tmp_path, *small, "--models", "mlp-512")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert len((out / "results.jsonl").read_text().splitlines()) == lines  # nothing measured
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["configs"] == lines
+    assert {m["model"] for m in summary["models"]} == {"mlp-512", "dlrm-kaggle"}
+
+
 def test_a_failed_configuration_is_reported_and_the_rest_still_are(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "results.jsonl")
     configs = [Config("mlp-512", 1, Settings(intra_op=1), repeats=2),

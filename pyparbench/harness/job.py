@@ -46,13 +46,13 @@ from pyparbench.harness.suite import (AssumedCeilings, Ceilings, FRAMEWORK_RUNS,
 from pyparbench.harness.turns import run_configs_in_turns
 from pyparbench.harness.ui import ConsoleUI
 from pyparbench.machine.cpuload import busy_cpus
-from pyparbench.machine.fingerprint import fingerprint_id
+from pyparbench.machine.fingerprint import fingerprint_id, machine_fingerprint
 from pyparbench.machine.peak import peak_cache_path
 from pyparbench.models import build
 from pyparbench.recommender import recommend
 from pyparbench.report import write_report
 from pyparbench.report.summary import busy_note
-from pyparbench.resultfiles import DEFAULT_MAX_BYTES, ResultFileError, read_json
+from pyparbench.resultfiles import DEFAULT_MAX_BYTES, ResultFileError, read_json, read_result
 from pyparbench.resultfiles.measurements import read_peak_file
 from pyparbench.settings import Settings, allowed_cores, allowed_sockets
 from pyparbench.threading.topology import topology as load_topology
@@ -206,6 +206,17 @@ def _run_plan(plan: SuitePlan, out: Path, results: Path, peak: Peak, options: Jo
         finally:
             (out / PLAN_FILE).write_text(json.dumps(plan.as_dict(measured), indent=1))
     return records, op_records
+
+
+def _finished_outside(plan: SuitePlan, records: list[Result], results: Path) -> list[Result]:
+    """The folder's finished results that this run's plan left out: a
+    resumed run fitted to its budget under another load keeps fewer
+    configurations than the run it resumes, and its summary still shows
+    every result the folder holds (the store checked they are this
+    machine's when the plan ran)."""
+    have = {r.config.key for r in records} | {c.key for c in plan.configs}
+    return [r for key, r in ResultStore(results).resumable(machine_fingerprint(), read_result)
+            if key not in have]
 
 
 def _confirm(records: list[Result], rounds: int, budget_s: float | None, peak: Peak,
@@ -431,6 +442,8 @@ def run_main_job(options: JobOptions, ui: ConsoleUI | None = None) -> int:
     records += done
     if level.confirm_rounds and shard is None and recommended:
         records += _confirm(records, level.confirm_rounds, reserve, peak, results, options, ui)
+    if options.resume and shard is None:
+        records += _finished_outside(plan, records, results)
     summary, page = write_report(out, records, op_records, peak, conditions,
                                  peaks=_hosts_peaks(out, peak, ui), graphs=plan.graphs)
     ui.summary(summary)
