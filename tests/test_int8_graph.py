@@ -101,8 +101,14 @@ def test_a_channels_last_node_quantises_and_dequantises_as_onnx(x_dtype: str,
     conv = next(n for n in executed_graph(g, Settings()).nodes if n.op == "quantized_conv2d")
     assert conv.attrs["layout"] == "nhwc"
     rng = np.random.default_rng(5)
-    # Steps from far below the grid to far above it, a quarter of them ties.
+    # Steps from far below the grid to far above it, a quarter of them ties,
+    # and some far beyond: around 2^22 and 2^23 steps (where float32's ulp
+    # passes 1), huge, infinite.
     steps = rng.integers(-300, 300, shape) + rng.choice([0.0, 0.5, -0.5, 0.25], shape)
+    far = np.array([2.0 ** 22, 2.0 ** 22 + 3, 2.0 ** 23 - 1, 1.5 * 2.0 ** 23, 2.0 ** 24 + 2,
+                    1e30, np.inf])
+    picked = rng.random(shape) < 0.02
+    steps[picked] = rng.choice(np.concatenate([far, -far]), int(picked.sum()))
     x = (steps * scale).astype(np.float32)
     zero, lo, hi = (128, 0, 255) if x_dtype == "uint8" else (0, -128, 127)
     q = np.clip(np.round(x.astype(np.float64) / scale) + zero, lo, hi)  # round: ties to even

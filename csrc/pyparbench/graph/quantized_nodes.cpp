@@ -97,12 +97,13 @@ void mapped(const In* in, Out* out, const Order& o, bool to_kernel, int threads,
 // v rounded half to even, as std::nearbyint in the default rounding mode,
 // for a value that is then saturated to a byte's range: adding and taking
 // away 1.5 · 2^23 leaves no fraction bits, and the addition rounds half to
-// even. Values beyond ±2^22 are clamped first (they saturate anyway). Unlike
-// nearbyint (a library call without SSE4.1), this vectorises.
+// even. Beyond ±2^22 the sum's ulp is 2 or more, so the result may be off by
+// a unit or two, but such values saturate either way (infinities and NaN
+// pass through), so none is clamped first. Unlike nearbyint (a library call
+// without SSE4.1), this vectorises.
 PPB_INLINE float round_half_even(float v) {
-  constexpr float magic = 12582912.f, bound = 4194304.f;
-  const float c = v < -bound ? -bound : v > bound ? bound : v;
-  return (c + magic) - magic;
+  constexpr float magic = 12582912.f;
+  return (v + magic) - magic;
 }
 
 // v saturated to [lo, hi], by value (std::clamp's references keep loops
