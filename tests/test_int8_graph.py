@@ -1,7 +1,9 @@
 """The int8 graph nodes built directly (quantized_conv2d, quantized_linear on
 an N-D input, fake_quantize), float32 in and out: the native executor
 against the graph's float64 reference (the same integer semantics), at 1
-and 2 threads, in library and framework mode; their checks by name."""
+and 2 threads, in library and framework mode; a channels-last node's
+quantisation of its input and dequantisation of its output exactly ONNX's
+(ties to even, saturation), at 1 to 3 threads; their checks by name."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from _support import outputs_per_setting
 from pyparbench.executor import compile_graph
 from pyparbench.graph import GraphBuilder
 from pyparbench.graph.ir import Graph
+from pyparbench.graph.passes import executed_graph
 from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
 
@@ -65,6 +68,56 @@ def test_int8_nodes_match_their_float64_reference(x_dtype: str, out_dtype: str) 
         else:  # one step of the output grid at most, where a float32 sum sits on a tie
             steps = np.abs(got - want) / OUT_STEP
             assert steps.max() <= 1 + 1e-3 and np.mean(steps > 1e-3) <= 0.02
+
+
+def _identity_conv(x_dtype: str, out_dtype: str, shape: tuple[int, int, int, int],
+                   scale: float) -> Graph:
+    """A 1 x 1 convolution that passes each channel through (weights 1, no
+    bias), its input and output (unless float32) on one grid of power-of-two
+    ``scale``: every
+    product and rescale is exact, so its output is its input quantised and
+    dequantised."""
+    b = GraphBuilder("identity")
+    x = b.input("x", shape)
+    c = b.quantized_conv2d(x, shape[1], 1, bias=False, x_dtype=x_dtype, out_dtype=out_dtype,
+                           name="conv")
+    zero = np.array([128.0 if x_dtype == "uint8" else 0.0], np.float32)
+    grids = {"x_scale": np.array([scale], np.float32), "x_zero_point": zero}
+    if out_dtype != "float32":
+        grids |= {"out_scale": np.array([scale], np.float32), "out_zero_point": zero}
+    b.set_weights(c, {"weight": np.eye(shape[1], dtype=np.float32).reshape(shape[1], shape[1], 1, 1),
+                      "weight_scale": np.ones(shape[1], np.float32), **grids})
+    return b.build(c)
+
+
+@pytest.mark.parametrize("x_dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("requantised", [False, True])
+def test_a_channels_last_node_quantises_and_dequantises_as_onnx(x_dtype: str,
+                                                               requantised: bool) -> None:
+    # Odd sizes over the parallel threshold: each thread's share and the
+    # last block end mid-vector.
+    shape, scale = (2, 37, 23, 29), 2.0 ** -5
+    g = _identity_conv(x_dtype, x_dtype if requantised else "float32", shape, scale)
+    conv = next(n for n in executed_graph(g, Settings()).nodes if n.op == "quantized_conv2d")
+    assert conv.attrs["layout"] == "nhwc"
+    rng = np.random.default_rng(5)
+    # Steps from far below the grid to far above it, a quarter of them ties,
+    # and some far beyond: around 2^22 and 2^23 steps (where float32's ulp
+    # passes 1), huge, infinite.
+    steps = rng.integers(-300, 300, shape) + rng.choice([0.0, 0.5, -0.5, 0.25], shape)
+    far = np.array([2.0 ** 22, 2.0 ** 22 + 3, 2.0 ** 23 - 1, 1.5 * 2.0 ** 23, 2.0 ** 24 + 2,
+                    1e30, np.inf])
+    picked = rng.random(shape) < 0.02
+    steps[picked] = rng.choice(np.concatenate([far, -far]), int(picked.sum()))
+    x = (steps * scale).astype(np.float32)
+    zero, lo, hi = (128, 0, 255) if x_dtype == "uint8" else (0, -128, 127)
+    q = np.clip(np.round(x.astype(np.float64) / scale) + zero, lo, hi)  # round: ties to even
+    want = ((q - zero) * scale).astype(np.float32)
+    cg = compile_graph(g)
+    cg.set_inputs({"x": x})
+    for t in (1, 2, 3):
+        cg.run(Settings(intra_op=t), repeats=1, warmup=0)
+        np.testing.assert_array_equal(cg.outputs()["conv"], want, str(t))
 
 
 def test_the_analysis_counts_int8_weights_as_bytes() -> None:

@@ -1,6 +1,8 @@
 """Int8 values kept as bytes between int8 nodes (graph.passes.int8_values):
 which values the executed graph keeps as bytes, the residual add fused into
-the fake_quantize after it, max pools of bytes, and results equal to the
+the fake_quantize after it, max pools of bytes, a fake_quantize after a
+channel shuffle onto the grid its values lie on dropped
+(graph.passes.int8_identities), and results equal to the
 bit to the float32 plan's (no passes), within a step of the float64
 reference, and within ONNX Runtime's bound on a quantize_static file of
 residual blocks, at 1, 2 and 3 threads, on odd shapes; a float node reading
@@ -115,6 +117,41 @@ def test_a_max_pool_of_bytes_writes_bytes_and_the_float_plans_values(dtype: str,
     pool = next(n for n in run.nodes if n.op == "pool2d")
     assert pool.dtype == dtype and run[pool.inputs[0]].dtype == dtype
     x = np.random.default_rng(2).standard_normal((2, 5, 7, 13)).astype(np.float32)
+    plain = _outputs(g, x, Settings(graph_opt="none"))
+    for t in THREADS:
+        np.testing.assert_array_equal(_outputs(g, x, Settings(intra_op=t)), plain, str(t))
+
+
+def _shuffle_graph(dtype: str) -> Graph:
+    """conv 0 (grid G) -> a channel shuffle (reshape, transpose, reshape) ->
+    fake_quantize G -> two slices of the channels, one rounded onto G again,
+    the other onto a coarser grid -> concat -> conv c: a QDQ ShuffleNet unit."""
+    rng = np.random.default_rng(6)
+    b = GraphBuilder("shuffle")
+    x = b.input("x", (1, 6, 7, 9))
+    c0 = _conv(b, rng, x, 6, 6, 0.04, 0.05, dtype, "conv_0")
+    t = b.transpose(b.reshape(c0, (1, 2, 3, 7, 9)), (0, 2, 1, 3, 4), name="shuffle")
+    same = b.fake_quantize(t, x_dtype=dtype, name="same_grid")
+    b.set_weights(same, _grid("x", dtype, 0.05))
+    flat = b.reshape(b.reshape(same, (1, 6, 7, 9)), (6, 7, 9))
+    halves = []
+    for name, scale, start in (("same_again", 0.05, 0), ("other_grid", 0.08, 3)):
+        half = b.reshape(b.slice(flat, start, 3), (1, 3, 7, 9))
+        f = b.fake_quantize(half, x_dtype=dtype, name=name)
+        b.set_weights(f, _grid("x", dtype, scale))
+        halves.append(f)
+    y = _conv(b, rng, b.concat(halves), 6, 7, 0.05, STEP, dtype, "conv_c")
+    return b.build(y)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_a_fake_quantize_onto_the_grid_its_values_lie_on_is_dropped(dtype: str) -> None:
+    g = _shuffle_graph(dtype)
+    kept = {n.name for n in executed_graph(g, Settings()).nodes if n.op == "fake_quantize"}
+    assert kept == {"other_grid"}
+    # Rounding onto the other grid (step 0.08) moves a value up to 0.04, over
+    # half conv c's input step (0.05): dropping it would change the results.
+    x = np.random.default_rng(7).standard_normal((1, 6, 7, 9)).astype(np.float32)
     plain = _outputs(g, x, Settings(graph_opt="none"))
     for t in THREADS:
         np.testing.assert_array_equal(_outputs(g, x, Settings(intra_op=t)), plain, str(t))

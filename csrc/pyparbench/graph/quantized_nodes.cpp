@@ -97,51 +97,18 @@ void mapped(const In* in, Out* out, const Order& o, bool to_kernel, int threads,
 // v rounded half to even, as std::nearbyint in the default rounding mode,
 // for a value that is then saturated to a byte's range: adding and taking
 // away 1.5 · 2^23 leaves no fraction bits, and the addition rounds half to
-// even. Values beyond ±2^22 are clamped first (they saturate anyway). Unlike
-// nearbyint (a library call without SSE4.1), this vectorises.
+// even. Beyond ±2^22 the sum's ulp is 2 or more, so the result may be off by
+// a unit or two, but such values saturate either way (infinities and NaN
+// pass through), so none is clamped first. Unlike nearbyint (a library call
+// without SSE4.1), this vectorises.
 PPB_INLINE float round_half_even(float v) {
-  constexpr float magic = 12582912.f, bound = 4194304.f;
-  const float c = v < -bound ? -bound : v > bound ? bound : v;
-  return (c + magic) - magic;
+  constexpr float magic = 12582912.f;
+  return (v + magic) - magic;
 }
 
 // v saturated to [lo, hi], by value (std::clamp's references keep loops
 // from vectorising).
 PPB_INLINE float saturate(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
-
-// ONNX QuantizeLinear: x / scale rounded half to even (the default rounding
-// mode), plus the zero point, saturated.
-template <class T>
-void quantize(const float* x, T* q, const Order& o, const Grid& g, int threads) {
-  const float lo = static_cast<float>(g.lo()), hi = static_cast<float>(g.hi());
-  const float zp = static_cast<float>(g.zero_point), scale = g.scale;
-  mapped(x, q, o, true, threads, [=](float v) {
-    return static_cast<T>(saturate(round_half_even(v / scale) + zp, lo, hi));
-  });
-}
-
-template <class T>
-void dequantize(const T* q, float* y, const Order& o, const Grid& g, int threads) {
-  const int32_t zp = g.zero_point;
-  const float scale = g.scale;
-  mapped(q, y, o, false, threads, [=](T v) {
-    return static_cast<float>(static_cast<int32_t>(v) - zp) * scale;
-  });
-}
-
-void quantize_bytes(const float* x, uint8_t* q, const Order& o, const Grid& g, int threads) {
-  if (g.type == QuantType::u8)
-    quantize(x, q, o, g, threads);
-  else
-    quantize(x, reinterpret_cast<int8_t*>(q), o, g, threads);
-}
-
-void dequantize_bytes(const uint8_t* q, float* y, const Order& o, const Grid& g, int threads) {
-  if (g.type == QuantType::u8)
-    dequantize(q, y, o, g, threads);
-  else
-    dequantize(reinterpret_cast<const int8_t*>(q), y, o, g, threads);
-}
 
 // One input of a fake_quantize: float32 values, or bytes on grid `g`.
 struct Source {
@@ -221,16 +188,94 @@ __attribute__((target("avx2"))) PPB_SUM_ROUND_BLOCK(sum_round_avx2)
 
 using SumRoundBlock = void (*)(const Source*, size_t, int64_t, int64_t, const Grid&, void*, bool);
 
-SumRoundBlock sum_round_for_this_cpu() {
-  static const SumRoundBlock block = [] {
+// The build of block `name` for this CPU's kernel tier, chosen once
+// (core/cpu_features.hpp), as pool_nhwc's rows.
 #if PPB_ARCH_X86
-    const std::string tier = x86_kernel_tiers().front();
-    if (tier == "avx512") return &sum_round_avx512;
-    if (tier == "avx2") return &sum_round_avx2;
+#define PPB_FOR_THIS_CPU(name) for_this_cpu(&name##_generic, &name##_avx2, &name##_avx512)
+template <class Block>
+Block for_this_cpu(Block generic, Block avx2, Block avx512) {
+  const std::string tier = x86_kernel_tiers().front();
+  return tier == "avx512" ? avx512 : tier == "avx2" ? avx2 : generic;
+}
+#else
+#define PPB_FOR_THIS_CPU(name) (&name##_generic)
 #endif
-    return &sum_round_generic;
-  }();
-  return block;
+
+// One block of an int8 node's input quantised to bytes, or of its output
+// bytes dequantised to float32, in the same order (the stream a
+// channels-last node reads and writes): load and store above, so the same
+// arithmetic as a fake_quantize's, one build per kernel tier (the scalar
+// loop the compiler leaves the generic build is most of a depthwise
+// convolution's time).
+#define PPB_QUANTIZE_BLOCK(name)                                                       \
+  void name(const float* x, int64_t i0, int64_t m, const Grid& g, uint8_t* q) {        \
+    store(x + i0, i0, m, g, q, true);                                                   \
+  }
+#define PPB_DEQUANTIZE_BLOCK(name)                                                     \
+  void name(const uint8_t* q, int64_t i0, int64_t m, const Grid& g, float* y) {        \
+    load(Source{q, true, g}, i0, m, y + i0, false);                                     \
+  }
+
+PPB_QUANTIZE_BLOCK(quantize_generic)
+PPB_DEQUANTIZE_BLOCK(dequantize_generic)
+#if PPB_ARCH_X86
+__attribute__((target("avx512f"))) PPB_QUANTIZE_BLOCK(quantize_avx512)
+__attribute__((target("avx512f"))) PPB_DEQUANTIZE_BLOCK(dequantize_avx512)
+__attribute__((target("avx2"))) PPB_QUANTIZE_BLOCK(quantize_avx2)
+__attribute__((target("avx2"))) PPB_DEQUANTIZE_BLOCK(dequantize_avx2)
+#endif
+
+using QuantizeBlock = void (*)(const float*, int64_t, int64_t, const Grid&, uint8_t*);
+using DequantizeBlock = void (*)(const uint8_t*, int64_t, int64_t, const Grid&, float*);
+
+// f(i0, m) over [0, n) a block at a time, the blocks split between threads.
+template <class F>
+void blockwise(int64_t n, int threads, F f) {
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 16384 && threads > 1)
+  for (int64_t b = 0; b < blocks; ++b) f(b * kSumBlock, std::min(kSumBlock, n - b * kSumBlock));
+}
+
+// ONNX QuantizeLinear: x / scale rounded half to even (the default rounding
+// mode), plus the zero point, saturated.
+template <class T>
+void quantize(const float* x, T* q, const Order& o, const Grid& g, int threads) {
+  const float lo = static_cast<float>(g.lo()), hi = static_cast<float>(g.hi());
+  const float zp = static_cast<float>(g.zero_point), scale = g.scale;
+  mapped(x, q, o, true, threads, [=](float v) {
+    return static_cast<T>(saturate(round_half_even(v / scale) + zp, lo, hi));
+  });
+}
+
+template <class T>
+void dequantize(const T* q, float* y, const Order& o, const Grid& g, int threads) {
+  const int32_t zp = g.zero_point;
+  const float scale = g.scale;
+  mapped(q, y, o, false, threads, [=](T v) {
+    return static_cast<float>(static_cast<int32_t>(v) - zp) * scale;
+  });
+}
+
+void quantize_bytes(const float* x, uint8_t* q, const Order& o, const Grid& g, int threads) {
+  if (o.channels == 1) {  // one stream: the CPU's tier
+    static const QuantizeBlock block = PPB_FOR_THIS_CPU(quantize);
+    blockwise(o.rows * o.inner, threads, [&](int64_t i0, int64_t m) { block(x, i0, m, g, q); });
+  } else if (g.type == QuantType::u8) {
+    quantize(x, q, o, g, threads);
+  } else {
+    quantize(x, reinterpret_cast<int8_t*>(q), o, g, threads);
+  }
+}
+
+void dequantize_bytes(const uint8_t* q, float* y, const Order& o, const Grid& g, int threads) {
+  if (o.channels == 1) {
+    static const DequantizeBlock block = PPB_FOR_THIS_CPU(dequantize);
+    blockwise(o.rows * o.inner, threads, [&](int64_t i0, int64_t m) { block(q, i0, m, g, y); });
+  } else if (g.type == QuantType::u8) {
+    dequantize(q, y, o, g, threads);
+  } else {
+    dequantize(reinterpret_cast<const int8_t*>(q), y, o, g, threads);
+  }
 }
 
 // fake_quantize: its input, or the sum of its two (a residual Add whose
@@ -258,16 +303,12 @@ QuantizedNodeCall fake_quantize_call(const NodeSpec& s, const std::vector<Tensor
   }
   void* y = out.data;
   const bool bytes_out = s.int8;
-  const SumRoundBlock block = sum_round_for_this_cpu();
+  static const SumRoundBlock block = PPB_FOR_THIS_CPU(sum_round);
   return {nullptr,
-          [sources, y, bytes_out, g, n, threads, block] {
-            const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 16384 && threads > 1)
-            for (int64_t b = 0; b < blocks; ++b) {
-              const int64_t i0 = b * kSumBlock;
-              block(sources.data(), sources.size(), i0, std::min(kSumBlock, n - i0), g, y,
-                    bytes_out);
-            }
+          [sources, y, bytes_out, g, n, threads] {
+            blockwise(n, threads, [&](int64_t i0, int64_t m) {
+              block(sources.data(), sources.size(), i0, m, g, y, bytes_out);
+            });
           },
           {}};
 }

@@ -31,13 +31,13 @@ from pyparbench.graph.ir import Graph
 from pyparbench.graph.node import ArrayParams, Node
 from pyparbench.graph.passes.rewrite import DerivedParams, Emitter, fusable, has_activation
 
-__all__ = ["int8_values"]
+__all__ = ["Grid", "int8_values", "output_grid"]
 
-# Grid: (integer type, scale, zero point).
-_Grid = tuple[str, float, float]
+Grid = tuple[str, float, float]
+"""A quantisation grid: (integer type, scale, zero point)."""
 
 
-def _output_grid(n: Node) -> _Grid | None:
+def output_grid(n: Node) -> Grid | None:
     """The grid ``n`` writes its values on, or None."""
     if n.op == "fake_quantize":
         return (n.attrs["x_dtype"], float(n.params["x_scale"][0]),
@@ -48,7 +48,7 @@ def _output_grid(n: Node) -> _Grid | None:
     return None
 
 
-def _input_grid(n: Node) -> _Grid:
+def _input_grid(n: Node) -> Grid:
     return (n.attrs["x_dtype"], float(n.params["x_scale"][0]),
             float(n.params["x_zero_point"][0]))
 
@@ -62,7 +62,7 @@ def _layout(n: Node) -> str:
     return str(n.attrs.get("layout", "nchw"))
 
 
-def _sum_grid(g: Graph, n: Node) -> _Grid | None:
+def _sum_grid(g: Graph, n: Node) -> Grid | None:
     """The grid every int8 matrix node reading ``n`` quantises it onto, where
     they alone read it and agree, else None."""
     readers = [g[r] for r in g.consumers[n.id]]
@@ -115,7 +115,7 @@ def _keeps_grid(n: Node) -> bool:
     return n.op == "pool2d" and n.attrs["kind"] == "max" and _layout(n) == "nhwc"
 
 
-def _reads_bytes(value: Node, grid: _Grid, reader: Node, as_bytes: set[int]) -> bool:
+def _reads_bytes(value: Node, grid: Grid, reader: Node, as_bytes: set[int]) -> bool:
     """Whether ``reader`` can take ``value`` (on ``grid``) as its bytes: a
     max pool where it writes bytes itself."""
     if not _same_order(value, reader):
@@ -128,7 +128,7 @@ def _reads_bytes(value: Node, grid: _Grid, reader: Node, as_bytes: set[int]) -> 
             and reader.inputs[0] == value.id and _input_grid(reader) == grid)
 
 
-def _with_input_grids(n: Node, grids: dict[int, _Grid]) -> DerivedParams:
+def _with_input_grids(n: Node, grids: dict[int, Grid]) -> DerivedParams:
     """A fake_quantize's parameters and, for each input ``j`` read as bytes,
     that input's grid (in<j>_scale, in<j>_zero_point)."""
     extra = {f"in{j}_{what}": np.array([value], np.float32)
@@ -143,9 +143,9 @@ def int8_values(g: Graph) -> Graph:
     """``g`` with its int8 values kept as bytes (see the module's text)."""
     g = _fused_sums(g)
     outputs = set(g.outputs)
-    grids: dict[int, _Grid] = {}  # the grid each value lies on
+    grids: dict[int, Grid] = {}  # the grid each value lies on
     for n in g.nodes:
-        grid = _output_grid(n)
+        grid = output_grid(n)
         if grid is None and _keeps_grid(n) and n.inputs[0] in grids:
             grid = grids[n.inputs[0]]
         if grid is not None:
