@@ -73,7 +73,8 @@ class TraceEvent:
     end_ns: float
     # What computed a convolution: oneDNN's implementation ("jit:avx2",
     # "brgconv:avx512_core", ...) or "im2col+" and the product's;
-    # "direct:<isa>" for a node a direct kernel ran; empty for other ops.
+    # "direct:<isa>" for a node a direct kernel ran; "streamed:<isa>" for
+    # a linear node of a few rows (ops.StreamedLinear); empty for other ops.
     kernel: str = ""
     # The node's team: 1 when the per-node thread rule ran it alone.
     threads: int = 1

@@ -98,6 +98,7 @@ __all__ = [
     "RmsNorm",
     "Rotary",
     "Softmax",
+    "StreamedLinear",
     "Transpose",
     "TrilFlatten",
     "add",
@@ -138,6 +139,10 @@ Gemm = _k.Gemm
 EigenGemm = _k.EigenGemm
 BlasGemm = _k.BlasGemm
 Linear = _k.Linear
+# A linear node of at most STREAMED_MAX_ROWS rows without an activation, as
+# the executor runs it on the onednn library (a decode step's products).
+StreamedLinear = _k.StreamedLinear
+STREAMED_MAX_ROWS: int = _k.STREAMED_MAX_ROWS
 EmbeddingBag = _k.EmbeddingBag
 Eltwise = _k.Eltwise
 Softmax = _k.Softmax

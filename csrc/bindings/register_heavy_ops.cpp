@@ -3,7 +3,8 @@
 // every math library; one class per library's implementation (Gemm, Conv2d:
 // oneDNN; EigenGemm, EigenConv2d; BlasGemm, BlasConv2d), each with the same
 // constructor; Linear, the graph's fully connected layer with packed
-// weights; and the library names.
+// weights, and StreamedLinear, its few-row form streaming weights packed in
+// panels; and the library names.
 #include "bindings/pybind.hpp"
 #include "pyparbench/core/knobs.hpp"
 #include "pyparbench/math/blas_ops.hpp"
@@ -11,6 +12,8 @@
 #include "pyparbench/math/gemm_conv2d.hpp"
 #include "pyparbench/math/linear.hpp"
 #include "pyparbench/math/onednn_ops.hpp"
+#include "pyparbench/math/streamed_linear.hpp"
+#include "pyparbench/math/streamed_linear_kernel.hpp"
 #include "pyparbench/ops/kernel.hpp"
 
 #include <array>
@@ -127,6 +130,25 @@ py::array_t<double> linear_timeit(Linear& l, py::handle x, py::object out, int r
   }
   auto xv = in_view(x, "x");
   return time_released(out_shape, out,
+                       [&](FloatView o) { return l.timeit(xv, o, repeats, warmup); });
+}
+
+void streamed_set_weights(StreamedLinear& l, py::handle weight, py::handle bias) {
+  auto wv = in_view(weight, "weight");
+  auto bv = optional_in_view(bias, "bias");
+  py::gil_scoped_release nogil;
+  l.set_weights(wv, bv);
+}
+
+py::object streamed_run(StreamedLinear& l, py::handle x, py::object out) {
+  auto xv = in_view(x, "x");
+  return run_released({l.m(), l.n()}, out, [&](FloatView o) { l.run(xv, o); });
+}
+
+py::array_t<double> streamed_timeit(StreamedLinear& l, py::handle x, py::object out,
+                                    int repeats, int warmup) {
+  auto xv = in_view(x, "x");
+  return time_released({l.m(), l.n()}, out,
                        [&](FloatView o) { return l.timeit(xv, o, repeats, warmup); });
 }
 
@@ -358,6 +380,37 @@ are float32.
       .def("timeit", &linear_timeit,
            py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("repeats") = 100,
            py::arg("warmup") = 10, kTimeitDoc);
+
+  py::class_<StreamedLinear, Kernel>(m, "StreamedLinear", R"doc(
+Prepared fully connected layer y = x·Wᵀ (+ bias) in fp32 for a few rows of x
+(a decoder's step), as the graph executor runs a ``linear`` node of at most
+four rows on the onednn library: ``set_weights`` packs W (n, k), PyTorch's
+layout, into panels of 8 rows that a run streams once from memory, the
+panels split between the threads in contiguous runs. x is (m, k).
+)doc")
+      .def(py::init([](int64_t m, int64_t n, int64_t k, bool bias, std::optional<int> threads) {
+             return new StreamedLinear(m, n, k, bias, threads);
+           }),
+           py::arg("m"), py::arg("n"), py::arg("k"), py::kw_only(), py::arg("bias") = false,
+           py::arg("threads") = py::none())
+      .def_property_readonly("has_weights", &StreamedLinear::has_weights)
+      .def_property_readonly("packed_bytes", &StreamedLinear::packed_bytes,
+                             "Bytes of the packed weights (rows padded to 8, columns to 16).")
+      .def_property_readonly("output_shape",
+                             [](const StreamedLinear& l) { return py::make_tuple(l.m(), l.n()); })
+      .def("set_weights", &streamed_set_weights, py::arg("weight"), py::arg("bias") = py::none(),
+           "Pack the float32 weight (n, k) and copy the float32 bias (n).")
+      .def("run", &streamed_run, py::arg("x"), py::arg("out") = py::none(),
+           "Compute into `out` (allocated when None) and return it.")
+      .def("timeit", &streamed_timeit, py::arg("x"), py::arg("out") = py::none(), py::kw_only(),
+           py::arg("repeats") = 100, py::arg("warmup") = 10, kTimeitDoc);
+  m.attr("STREAMED_MAX_ROWS") = kStreamedMaxRows;
+  m.def("streamed_isa", [] { return std::string(streamed_kernel_isa()); },
+        "The ISA of the kernel StreamedLinear runs use: 'avx512', 'avx2' or 'generic'.");
+  m.def("set_streamed_isa", &set_streamed_isa, py::arg("isa"),
+        "Runs of StreamedLinear (and of the plans' few-row linear nodes) use this ISA's kernel "
+        "('avx512', 'avx2', 'generic'; 'auto': the widest this CPU runs); process-wide. "
+        "ValueError for an ISA this CPU does not run.");
 
   static const std::string eigen_gemm = doc(R"doc(
 Prepared C = A·B (+ bias) (+ ReLU) in fp32 through Eigen: a tensor contraction

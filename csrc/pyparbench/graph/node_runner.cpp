@@ -7,6 +7,7 @@
 #include "pyparbench/graph/quantized_nodes.hpp"
 #include "pyparbench/math/library.hpp"
 #include "pyparbench/math/linear.hpp"
+#include "pyparbench/math/streamed_linear.hpp"
 #include "pyparbench/ops/attention.hpp"
 #include "pyparbench/ops/binary.hpp"
 #include "pyparbench/ops/concat.hpp"
@@ -144,6 +145,15 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       const int64_t m = ins[0].shape.size() == 3 ? ins[0].shape[0] * ins[0].shape[1]
                                                  : ins[0].shape[0];
       const Tensor a{ins[0].data, {m, k_dim}}, y{out.data, {m, n}};
+      if (st.library == MathLibrary::onednn && s.precision == Precision::fp32 &&
+          m <= kStreamedMaxRows && fused_activation(s.relu, s.activation).empty()) {
+        // A decode step's product: the weights streamed once from memory.
+        auto k = std::make_unique<StreamedLinear>(m, n, k_dim, b != nullptr, threads);
+        k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
+        Call call = unary_call(std::move(k), a, y);
+        call.implementation = StreamedLinear::implementation();
+        return call;
+      }
       if (st.library == MathLibrary::onednn) {
         // Constant weights, packed once into the matmul's own layout (and
         // type: bf16 weights are converted here, once).

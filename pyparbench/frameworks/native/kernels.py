@@ -36,13 +36,19 @@ def _f32(a: Any) -> Array:
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
+def _rows(x: Array) -> int:
+    """The rows of a linear node's input: every axis but the features."""
+    return int(np.prod(x.shape[:-1]))
+
+
 def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "onednn",
                 cpus: Sequence[int] | None = None, *, packed: bool = False
                 ) -> tuple[Any, Timer] | None:
     """A prepared kernel computing ``node`` on ``ins`` and a timer of it
     (None for nodes with no kernel: inputs and reshapes). ``packed``: a
     linear node with oneDNN as the executor prepares it (``ops.Linear``, its
-    weights packed once) rather than a Gemm given the weights each call."""
+    weights packed once, or ``ops.StreamedLinear`` for a few rows with no
+    activation) rather than a Gemm given the weights each call."""
     op, a, p = node.op, node.attrs, node.params
     out = np.empty(node.shape, np.float32)
     k: Any
@@ -58,6 +64,16 @@ def node_kernel(node: Node, ins: Sequence[Array], threads: int, library: str = "
         k.set_weights(w, bias)
         x = _f32(ins[0])
         run = lambda r, w_: k.timeit(x, out, repeats=r, warmup=w_)
+    elif (op == "linear" and packed and library == "onednn" and not a["relu"]
+          and not a.get("activation") and _rows(ins[0]) <= ops.STREAMED_MAX_ROWS):
+        x = _f32(ins[0]).reshape(-1, ins[0].shape[-1])
+        w = _f32(p["weight"])
+        bias = _f32(p["bias"]) if "bias" in p else None
+        k = ops.StreamedLinear(x.shape[0], w.shape[0], x.shape[1], bias=bias is not None,
+                               threads=threads)
+        k.set_weights(w, bias)
+        o2 = out.reshape(x.shape[0], w.shape[0])
+        run = lambda r, w_: k.timeit(x, o2, repeats=r, warmup=w_)
     elif op == "linear" and packed and library == "onednn":
         x = _f32(ins[0]).reshape(-1, ins[0].shape[-1])
         w = _f32(p["weight"])

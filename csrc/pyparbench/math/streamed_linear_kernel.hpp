@@ -1,0 +1,46 @@
+// The inner loop of StreamedLinear (streamed_linear.hpp), compiled once per
+// ISA (generic, AVX2, AVX-512) and chosen at run time. Every tier reads the
+// same packed weights: panels of kStreamedPanelRows output rows, each panel
+// its k columns in chunks of kStreamedChunk, a chunk holding those columns
+// of every row of the panel one after another:
+//
+//   weight[p·R + i][c·C + j]  at  ((p·chunks + c)·R + i)·C + j
+//
+// (R rows, C columns a chunk, chunks = ceil(k / C); rows past n and columns
+// past k are zeros), so a panel is one sequential run of memory that a
+// thread streams once, whatever the vector width.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ppb {
+
+constexpr int64_t kStreamedPanelRows = 8;
+constexpr int64_t kStreamedChunk = 16;
+
+struct StreamedArgs {
+  const float* weights;  // packed as above
+  const float* bias;     // n values, or null
+  const float* x;        // (m, k)
+  float* y;              // (m, n)
+  int64_t m, n, k;
+};
+
+// y rows [p0·R, p1·R) ∩ [0, n) of every row of x, from panels [p0, p1).
+using StreamedKernel = void (*)(const StreamedArgs& a, int64_t p0, int64_t p1);
+void streamed_kernel_generic(const StreamedArgs& a, int64_t p0, int64_t p1);
+// x86 builds only (the per-ISA files are compiled where their ISA exists).
+void streamed_kernel_avx2(const StreamedArgs& a, int64_t p0, int64_t p1);
+void streamed_kernel_avx512(const StreamedArgs& a, int64_t p0, int64_t p1);
+
+// The kernel runs chose (set_streamed_isa), else the widest this CPU runs,
+// and its tier's name.
+StreamedKernel select_streamed_kernel();
+const char* streamed_kernel_isa();
+// Runs use this tier's kernel ("avx512", "avx2", "generic"; "auto" or "":
+// the widest again). std::invalid_argument for an unknown name or a tier
+// this CPU does not run, naming those it does.
+void set_streamed_isa(const std::string& isa);
+
+}  // namespace ppb
