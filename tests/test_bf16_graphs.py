@@ -1,5 +1,6 @@
 """Graphs at Settings(precision="bf16"): the bf16 plan (one conversion per
-value a matrix node reads, glue ops and outputs fp32), every built-in model
+value a matrix node reads, glue ops and outputs fp32, convolutions read only
+by matrix nodes writing bf16 bit for bit as a reorder would), every built-in model
 and an imported ONNX file against its own fp32 outputs at 1 and 2 threads,
 each node's precision and emulation, and the emulated path under an ISA cap."""
 
@@ -16,6 +17,7 @@ from _support import run_isa_capped
 from test_executor import SMALL
 
 from pyparbench import models
+from pyparbench._core import graph as native
 from pyparbench.executor import CompiledGraph, compile_graph
 from pyparbench.graph import Graph, GraphBuilder
 from pyparbench.graph.passes import optimize, optimizer
@@ -146,6 +148,27 @@ def test_convolutions_read_only_in_bf16_write_bf16(threads: int,
         assert outs.keys() == want.keys()
         for k in want:
             np.testing.assert_array_equal(outs[k], want[k], err_msg=s.label())
+
+
+def test_the_plan_refuses_a_bf16_conv_with_a_residual_or_a_glue_reader() -> None:
+    def specs(residual: bool) -> list[native.NodeSpec]:
+        out = []
+        for name, op in (("x", "input"), ("x/bf16", "reorder"), ("c", "conv2d"),
+                         ("r", "eltwise")):
+            s = native.NodeSpec()
+            s.op, s.name, s.shape = op, name, [1, 4, 3, 3]
+            out.append(s)
+        out[1].inputs, out[1].bf16 = [0], True
+        out[2].inputs, out[2].precision, out[2].bf16 = [1, 0] if residual else [1], "bf16", True
+        out[3].inputs, out[3].kind = [2], "relu"
+        return out
+
+    with pytest.raises(ValueError, match="'c' \\(conv2d\\) cannot write bf16: only a "
+                                         "reorder, or a bf16 conv2d without a residual"):
+        native.Plan(specs(True), [3], reuse_buffers=False)
+    with pytest.raises(ValueError, match="'r' \\(eltwise\\) reads 'c' as fp32 but it "
+                                         "holds bf16"):
+        native.Plan(specs(False), [3], reuse_buffers=False)
 
 
 def test_fp32_and_graphs_without_matrix_nodes_are_unchanged() -> None:
