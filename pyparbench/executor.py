@@ -681,7 +681,8 @@ def _precision_dict(g: Graph, emulated: Sequence[bool]) -> dict[str, Any]:
     to bf16 in front of them, and the nodes whose bf16 kernel is emulated."""
     bf16 = [n for n in g.nodes if n.attrs.get("precision") == "bf16"]
     return {"precision": "bf16", "bf16_nodes": len(bf16),
-            "conversions": sum(1 for n in g.nodes if n.dtype == "bfloat16"),
+            "conversions": sum(1 for n in g.nodes if n.dtype == "bfloat16"
+                               and n.op == "reorder"),
             "emulated_nodes": [n.name for n in bf16 if emulated[n.id]]}
 
 

@@ -1,12 +1,13 @@
 """Graphs at Settings(precision="bf16"): the bf16 plan (one conversion per
-value a matrix node reads, glue ops and outputs fp32), every built-in model
+value a matrix node reads, glue ops and outputs fp32, convolutions read only
+by matrix nodes writing bf16 bit for bit as a reorder would), every built-in model
 and an imported ONNX file against its own fp32 outputs at 1 and 2 threads,
 each node's precision and emulation, and the emulated path under an ISA cap."""
 
 from __future__ import annotations
 
 import textwrap
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +17,10 @@ from _support import run_isa_capped
 from test_executor import SMALL
 
 from pyparbench import models
+from pyparbench._core import graph as native
 from pyparbench.executor import CompiledGraph, compile_graph
 from pyparbench.graph import Graph, GraphBuilder
-from pyparbench.graph.passes import optimize
+from pyparbench.graph.passes import optimize, optimizer
 from pyparbench.graph.passes.precision import BF16_OPS, to_bf16
 from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.settings import Settings
@@ -70,8 +72,7 @@ def test_one_conversion_per_value_a_matrix_node_reads(graph_opt: str) -> None:
     g = optimize(fork_graph(), [] if graph_opt == "none" else
                  [p for p in ("bn_fold", "residual", "activation", "layout")],
                  precision="bf16").graph
-    conversions = [n for n in g.nodes if n.dtype == "bfloat16"]
-    assert all(n.op == "reorder" for n in conversions)
+    conversions = [n for n in g.nodes if n.dtype == "bfloat16" and n.op == "reorder"]
     # One per source value, never two of the same value.
     sources = [n.inputs[0] for n in conversions]
     assert len(sources) == len(set(sources))
@@ -88,7 +89,86 @@ def test_one_conversion_per_value_a_matrix_node_reads(graph_opt: str) -> None:
                                     (n.inputs[:2] if n.op == "matmul" else n.inputs[:1])})
     # Glue ops and outputs stay fp32.
     assert all(g[o].dtype == "float32" for o in g.outputs)
-    assert all(n.dtype != "bfloat16" or n.op == "reorder" for n in g.nodes)
+    assert all(n.dtype != "bfloat16" or n.op in ("reorder", "conv2d") for n in g.nodes)
+    # The fork's value y is also read by a pool: its conv writes fp32.
+    assert not any(n.op == "conv2d" and n.dtype == "bfloat16" for n in g.nodes)
+
+
+def chain_graph() -> Graph:
+    """A MobileNet block: 1x1 conv -> depthwise conv -> 1x1 conv, the
+    last read by two convolutions (a fork), one of which feeds a glue op."""
+    b = GraphBuilder("chain", seed=3)
+    x = b.input("x", (2, 16, 9, 9))
+    e = b.conv2d(x, 48, 1, relu=True, name="expand")
+    # Its relu6 is a glue op until the activation pass fuses it.
+    d = b.eltwise(b.conv2d(e, 48, 3, padding=1, groups=48, name="depthwise"), "relu6")
+    p = b.conv2d(d, 24, 1, name="project")
+    a = b.conv2d(p, 24, 3, padding=1, name="left")
+    c = b.conv2d(p, 24, 1, relu=True, name="right")
+    return b.build([b.add(a, b.eltwise(c, "sigmoid"))])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_convolutions_read_only_in_bf16_write_bf16(threads: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    g = chain_graph()
+    direct, through_reorders = to_bf16(g), to_bf16(g, bf16_conv_outputs=False)
+    written = {n.name: n.dtype for n in direct.nodes if n.op == "conv2d"}
+    # expand and project (read by two convolutions) write bf16; depthwise
+    # (read by its relu6) and the fork's two (read by glue ops) write fp32.
+    assert written == {"expand": "bfloat16", "depthwise": "float32", "project": "bfloat16",
+                       "left": "float32", "right": "float32"}
+    reorders = [direct[n.inputs[0]].op for n in direct.nodes if n.op == "reorder"]
+    assert reorders == ["input", "eltwise"]
+    assert sum(n.op == "reorder" for n in through_reorders.nodes) == 4
+    # Bit for bit the values of the plan with a reorder after each conv: as
+    # it is, with the passes (relu6 fused: depthwise writes bf16 too; a
+    # channels-last or blocked layout), and in framework mode (blocks of
+    # output channels).
+    runs = [Settings(intra_op=threads, graph_opt="none"), Settings(intra_op=threads),
+            Settings(operator="framework", intra_op=threads, pool="std")]
+    direct_convs = [2, 3, 3]
+    got = []
+    cg = compile_graph(g)
+    for s, convs in zip(runs, direct_convs, strict=True):
+        bf16 = s.with_(precision="bf16")
+        rec = cg.run(bf16, repeats=1, warmup=0)
+        plan = cg.optimized(bf16)
+        assert sum(n.op == "conv2d" and n.dtype == "bfloat16" for n in plan.nodes) == convs
+        assert rec.resolved["precision"]["conversions"] == sum(
+            n.op == "reorder" and n.dtype == "bfloat16" for n in plan.nodes)
+        got.append(cg.outputs())
+    monkeypatch.setattr(optimizer, "to_bf16", partial(to_bf16, bf16_conv_outputs=False))
+    ref = compile_graph(g)
+    for s, outs in zip(runs, got, strict=True):
+        ref.run(s.with_(precision="bf16"), repeats=1, warmup=0)
+        plan = ref.optimized(s.with_(precision="bf16"))
+        assert not any(n.op == "conv2d" and n.dtype == "bfloat16" for n in plan.nodes)
+        want = ref.outputs()
+        assert outs.keys() == want.keys()
+        for k in want:
+            np.testing.assert_array_equal(outs[k], want[k], err_msg=s.label())
+
+
+def test_the_plan_refuses_a_bf16_conv_with_a_residual_or_a_glue_reader() -> None:
+    def specs(residual: bool) -> list[native.NodeSpec]:
+        out = []
+        for name, op in (("x", "input"), ("x/bf16", "reorder"), ("c", "conv2d"),
+                         ("r", "eltwise")):
+            s = native.NodeSpec()
+            s.op, s.name, s.shape = op, name, [1, 4, 3, 3]
+            out.append(s)
+        out[1].inputs, out[1].bf16 = [0], True
+        out[2].inputs, out[2].precision, out[2].bf16 = [1, 0] if residual else [1], "bf16", True
+        out[3].inputs, out[3].kind = [2], "relu"
+        return out
+
+    with pytest.raises(ValueError, match="'c' \\(conv2d\\) cannot write bf16: only a "
+                                         "reorder, or a bf16 conv2d without a residual"):
+        native.Plan(specs(True), [3], reuse_buffers=False)
+    with pytest.raises(ValueError, match="'r' \\(eltwise\\) reads 'c' as fp32 but it "
+                                         "holds bf16"):
+        native.Plan(specs(False), [3], reuse_buffers=False)
 
 
 def test_fp32_and_graphs_without_matrix_nodes_are_unchanged() -> None:
@@ -136,7 +216,8 @@ def test_the_fork_graph_at_bf16(threads: int) -> None:
         assert {e.op for e in bf16} == set(BF16_OPS)
         assert all(e.kernel for e in bf16)
         assert rec.resolved["precision"]["conversions"] == sum(
-            1 for n in cg.optimized(rec.settings).nodes if n.dtype == "bfloat16")
+            1 for n in cg.optimized(rec.settings).nodes
+            if n.dtype == "bfloat16" and n.op == "reorder")
 
 
 @pytest.mark.slow

@@ -24,8 +24,8 @@ HEAVY_OPS = frozenset({"conv2d", "linear", "matmul", "embedding_bag", "quantized
 # Ops the native plan runs no kernel for: its inputs and constants (buffers
 # filled before the run), reshape and slice (views of their input's buffer).
 NO_KERNEL_OPS = frozenset({"input", "constant", "reshape", "slice"})
-# bfloat16: only the values the bf16 plan converts for its matrix nodes
-# (graph.passes.precision); uint8 / int8: only int8 values kept as bytes
+# bfloat16: only the values the bf16 plan converts for its matrix nodes, or
+# its convolutions write for them (graph.passes.precision); uint8 / int8: only int8 values kept as bytes
 # between int8 nodes (graph.passes.int8_values); graph inputs are float32 or
 # int64.
 DTYPE_BYTES = {"float32": 4, "int64": 8, "bfloat16": 2, "uint8": 1, "int8": 1}
@@ -53,7 +53,8 @@ FUSABLE_ACTIVATIONS = tuple(ELTWISE_FLOPS)
 # input whose buffer the output takes), "im2col" (a conv2d the native plan
 # may run as gathered patches and one matmul: a kernel choice, values
 # unchanged), "precision" ("bf16": a conv2d / linear / matmul that reads its
-# activations in bf16, from reorder nodes of dtype bfloat16).
+# activations in bf16, from nodes of dtype bfloat16: reorders, or bf16
+# convolutions read only by matrix nodes).
 PASS_ATTRS = ("activation", "layout", "input_layout", "inplace", "im2col", "precision")
 
 # Attributes the native plan takes, per op (NodeSpec fields of the same names);

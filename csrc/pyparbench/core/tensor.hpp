@@ -53,6 +53,7 @@ using ConstFloatView = View<const float>;
 // bfloat16 elements as their raw bits (the upper half of an fp32), as
 // ml_dtypes.bfloat16 arrays store them.
 using ConstBf16View = View<const uint16_t>;
+using Bf16View = View<uint16_t>;
 
 // Indices arrive as int32 or int64 (numpy's and PyTorch's defaults differ).
 struct IndexView {

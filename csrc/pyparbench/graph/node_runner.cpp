@@ -115,7 +115,9 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       c.plain_src = s.input_layout == ActLayout::nchw && s.layout != ActLayout::nchw;
       c.sum = ins.size() == 2;
       c.precision = s.precision;
-      const bool bf16 = s.precision == Precision::bf16;
+      // A bf16 node writes bf16 itself (read only by bf16 matrix nodes).
+      c.bf16_dst = s.bf16;
+      const bool bf16 = s.precision == Precision::bf16, bf16_out = s.bf16;
       // The gathered-patches kernel is fp32 only: a bf16 conv is oneDNN's.
       auto k = make_conv2d(st.library, c, threads, s.im2col && !bf16);
       // bf16: the fp32 weights are converted here, once per prepared kernel.
@@ -127,9 +129,12 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
       // output already is the residual's buffer, is copied there first.
       const Tensor r = c.sum ? ins[1] : Tensor{};
       const size_t bytes = static_cast<size_t>(Dims(out.shape).elements()) * sizeof(float);
-      Call call = make_call<Conv2dOp>(std::move(k), [xs, ys, r, bytes, bf16](Conv2dOp& k) {
+      Call call = make_call<Conv2dOp>(std::move(k), [xs, ys, r, bytes, bf16,
+                                                      bf16_out](Conv2dOp& k) {
         if (r.data && r.data != ys.data) std::memcpy(ys.data, r.data, bytes);
-        if (bf16)
+        if (bf16_out)
+          k.run_bf16(bf16_view(xs), Bf16View{static_cast<uint16_t*>(ys.data), ys.shape});
+        else if (bf16)
           k.run_bf16(bf16_view(xs), ys.output_view());
         else
           k.run(xs.input_view(), ys.output_view());
@@ -575,7 +580,7 @@ std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& i
                              reads_bf16(s, 0) ? sizeof(uint16_t) : sizeof(float));
           part.groups = u1 - u0;
         }
-        bout = channels(out, f0, f1);
+        bout = channels(out, f0, f1, element_bytes(s));
       } else {
         bout = Tensor{static_cast<float*>(out.data) + f0, out.shape};
         bout.shape.back() = f1 - f0;

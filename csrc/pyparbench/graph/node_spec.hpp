@@ -31,11 +31,13 @@ struct NodeSpec {
   Shape shape;              // output
   bool int64 = false;       // output holds int64 indices (an input node, position_ids)
   // Output holds bf16 (a reorder converting fp32 into bf16 for the bf16
-  // matrix nodes that read it: pyparbench/graph/passes/precision.py).
+  // matrix nodes that read it, or a bf16 conv2d without a residual that only
+  // they read: pyparbench/graph/passes/precision.py).
   bool bf16 = false;
   // conv2d / linear / matmul: bf16 multiplies bf16 activations (its first
   // input, and a matmul's second, are bf16 nodes) by weights converted to
-  // bf16 when the kernel is prepared, accumulating and writing fp32.
+  // bf16 when the kernel is prepared, accumulating in fp32 and writing fp32
+  // (bf16 for a conv2d marked bf16).
   Precision precision = Precision::fp32;
   // Output holds uint8 / int8 values on the node's own grid, one byte each
   // (graph/passes/int8_values.py): an int8 node's requantised output (its

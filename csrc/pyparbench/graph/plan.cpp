@@ -41,15 +41,22 @@ size_t slice_offset(const NodeSpec& s, const NodeSpec& in) {
 
 // Throws unless the bf16 values of the plan flow as the bf16 plan has them
 // (graph/passes/precision.py): a bf16 node is a reorder of an fp32 value (or
-// a view of one), read only by the bf16 matrix nodes' activation inputs.
+// a view of one) or a bf16 conv2d, read only by the bf16 matrix nodes'
+// activation inputs.
 void check_bf16(const NodeSpec& s, const std::vector<NodeSpec>& nodes) {
   const std::string where = "node '" + s.name + "' (" + op_name(s.op) + ")";
   if (s.precision == Precision::bf16 && s.op != OpKind::conv2d && s.op != OpKind::linear &&
       s.op != OpKind::matmul)
     throw std::invalid_argument(where + " has no bf16 kernel: only conv2d, linear and matmul do");
   if (s.bf16 && s.int64) throw std::invalid_argument(where + " cannot be both int64 and bf16");
-  if (s.bf16 && s.op != OpKind::reorder && s.op != OpKind::reshape && s.op != OpKind::slice)
-    throw std::invalid_argument(where + " cannot write bf16: only a reorder converts to bf16");
+  // A bf16 conv2d without a residual may write bf16 itself.
+  const bool writes_bf16 = s.op == OpKind::reorder || s.op == OpKind::reshape ||
+                           s.op == OpKind::slice ||
+                           (s.op == OpKind::conv2d && s.precision == Precision::bf16 &&
+                            s.inputs.size() == 1);
+  if (s.bf16 && !writes_bf16)
+    throw std::invalid_argument(where + " cannot write bf16: only a reorder, or a bf16 conv2d "
+                                "without a residual, writes bf16");
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     const NodeSpec& in = nodes[static_cast<size_t>(s.inputs[i])];
     const bool alias = (s.op == OpKind::reshape || s.op == OpKind::slice) && i == 0;

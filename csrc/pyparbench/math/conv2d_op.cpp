@@ -31,6 +31,10 @@ Conv2dOp::Conv2dOp(const Conv2dConfig& cfg, const char* name) : cfg_(cfg), name_
   for (auto p : {cfg.pad_top, cfg.pad_bottom, cfg.pad_left, cfg.pad_right})
     require_at_least("padding", p, 0);
   require_at_least("groups", cfg.groups, 1);
+  // The sum post-op adds an fp32 residual held in dst.
+  if (cfg.bf16_dst && (cfg.precision != Precision::bf16 || cfg.sum))
+    throw std::invalid_argument(std::string(name) +
+                                ": a bf16 output needs precision bf16 and no residual sum");
   // Bounded before the output size is computed from them.
   for (auto v : {cfg.kh, cfg.kw, cfg.stride_h, cfg.stride_w, cfg.dilation_h, cfg.dilation_w,
                  cfg.pad_top, cfg.pad_bottom, cfg.pad_left, cfg.pad_right})
@@ -88,6 +92,11 @@ void Conv2dOp::run_bf16(ConstBf16View, FloatView) {
   require_fp32(name_, Precision::bf16);
 }
 
+void Conv2dOp::run_bf16(ConstBf16View, Bf16View) {
+  require_precision(Precision::bf16);
+  require_fp32(name_, Precision::bf16);
+}
+
 std::vector<double> Conv2dOp::timeit_bf16(ConstBf16View, FloatView, int, int) {
   require_precision(Precision::bf16);
   require_fp32(name_, Precision::bf16);
@@ -115,11 +124,22 @@ void Conv2dOp::check_run(ConstFloatView x, FloatView out) const {
 
 void Conv2dOp::check_run(ConstBf16View x, FloatView out) const {
   require_precision(Precision::bf16);
+  if (cfg_.bf16_dst)
+    throw std::invalid_argument(std::string(name_) +
+                                " was prepared with a bf16 output: out must be bfloat16");
   check_views(x, out);
 }
 
-template <class T>
-void Conv2dOp::check_views(View<const T> x, FloatView out) const {
+void Conv2dOp::check_run(ConstBf16View x, Bf16View out) const {
+  require_precision(Precision::bf16);
+  if (!cfg_.bf16_dst)
+    throw std::invalid_argument(std::string(name_) +
+                                " was prepared with a float32 output: out must be float32");
+  check_views(x, out);
+}
+
+template <class T, class U>
+void Conv2dOp::check_views(View<const T> x, View<U> out) const {
   if (!has_weights_)
     throw std::invalid_argument(std::string(name_) +
                                 " has no weights yet: call set_weights(weight, bias) first");

@@ -40,6 +40,10 @@ struct Conv2dConfig {
   // weights), the products accumulate in fp32, the output and the bias are
   // fp32. Conv2d (the onednn library's direct convolution) only.
   Precision precision = Precision::fp32;
+  // bf16 only, without `sum`: the output is bf16 (the fp32 result, bias
+  // and activation included, rounded to nearest even as it is stored), for
+  // a value only bf16 matrix nodes read; run_bf16 with a Bf16View out.
+  bool bf16_dst = false;
 };
 
 // Output size along one axis (PyTorch's floor rule). Throws
@@ -92,6 +96,8 @@ class Conv2dOp {
   // on a kernel prepared for fp32 or one without bf16.
   virtual void set_weights_bf16(ConstBf16View weight, ConstFloatView bias);
   virtual void run_bf16(ConstBf16View x, FloatView out);
+  // bf16 x to a bf16 output (prepared with bf16_dst).
+  virtual void run_bf16(ConstBf16View x, Bf16View out);
   virtual std::vector<double> timeit_bf16(ConstBf16View x, FloatView out, int repeats,
                                           int warmup);
 
@@ -109,6 +115,7 @@ class Conv2dOp {
   // prepared shapes and do not overlap. Allocation-free on success.
   void check_run(ConstFloatView x, FloatView out) const;
   void check_run(ConstBf16View x, FloatView out) const;
+  void check_run(ConstBf16View x, Bf16View out) const;
   // std::invalid_argument unless the kernel was prepared for `p`.
   void require_precision(Precision p) const;
   // Called by set_weights() once the weights are in place.
@@ -116,8 +123,8 @@ class Conv2dOp {
 
  private:
   void check_weight_shapes(Dims weight, ConstFloatView bias) const;
-  template <class T>
-  void check_views(View<const T> x, FloatView out) const;
+  template <class T, class U>
+  void check_views(View<const T> x, View<U> out) const;
 
   Conv2dConfig cfg_;
   const char* name_;

@@ -85,7 +85,10 @@ Conv2d::Conv2d(const Conv2dConfig& cfg, std::optional<int> threads)
   const auto f32 = memory::data_type::f32;
   const auto in_type = data_type_of(cfg.precision);
   const memory::desc src = act_md({cfg.n, cfg.c, cfg.h, cfg.w}, src_layout(), in_type);
-  const memory::desc dst = act_md({cfg.n, cfg.out_channels, out_h(), out_w()}, cfg.layout);
+  // A bf16 dst: oneDNN accumulates and applies the bias and post-ops in
+  // fp32, then rounds to nearest even as it stores.
+  const memory::desc dst = act_md({cfg.n, cfg.out_channels, out_h(), out_w()}, cfg.layout,
+                                  cfg.bf16_dst ? memory::data_type::bf16 : f32);
   const int64_t g = cfg.groups;
   memory::dims wdims = g > 1 ? memory::dims{g, cfg.out_channels / g, cfg.c / g, cfg.kh, cfg.kw}
                              : memory::dims{cfg.out_channels, cfg.c, cfg.kh, cfg.kw};
@@ -160,6 +163,14 @@ void Conv2d::bind_bf16(ConstBf16View x, FloatView out) {
 
 void Conv2d::run_bf16(ConstBf16View x, FloatView out) {
   run_with([&] { bind_bf16(x, out); });
+}
+
+void Conv2d::run_bf16(ConstBf16View x, Bf16View out) {
+  run_with([&] {
+    check_run(x, out);
+    bind_arg(DNNL_ARG_SRC, x.data);
+    bind_arg(DNNL_ARG_DST, out.data);
+  });
 }
 
 std::vector<double> Conv2d::timeit_bf16(ConstBf16View x, FloatView out, int repeats,

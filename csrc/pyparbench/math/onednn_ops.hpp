@@ -59,8 +59,8 @@ class PrimitiveConv2d : public KernelOp<PrimitiveKernel, Conv2dOp> {
   std::string implementation_;  // oneDNN's name for what runs
 };
 
-// 2-D convolution, fp32 or bf16 (x and weights bf16, fp32 accumulation and
-// output). Activations are NCHW (or NHWC); weights arrive as OIHW (PyTorch's
+// 2-D convolution, fp32 or bf16 (x and weights bf16, fp32 accumulation,
+// fp32 output, or bf16 with Conv2dConfig::bf16_dst). Activations are NCHW (or NHWC); weights arrive as OIHW (PyTorch's
 // layout), fp32 or bf16 whatever the precision, and are reordered once, in
 // set_weights(), into the blocked layout and type the primitive picked.
 class Conv2d : public PrimitiveConv2d {
@@ -71,6 +71,7 @@ class Conv2d : public PrimitiveConv2d {
   void set_weights(ConstFloatView weight, ConstFloatView bias) override;
   void set_weights_bf16(ConstBf16View weight, ConstFloatView bias) override;
   void run_bf16(ConstBf16View x, FloatView out) override;
+  void run_bf16(ConstBf16View x, Bf16View out) override;
   std::vector<double> timeit_bf16(ConstBf16View x, FloatView out, int repeats,
                                   int warmup) override;
 

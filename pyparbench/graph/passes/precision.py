@@ -11,9 +11,14 @@ node that reads it (a ResNet fork's two convolutions, a Transformer's q, k
 and v projections): one conversion per fp32 -> bf16 boundary, never one per
 op. The conversion keeps the value's stored layout (channels-last, blocked
 or plain); a layout reorder read only by matrix nodes (a graph input's
-channels-last copy) converts as it reorders, in one pass. Weights stay fp32
-in the IR: the plan converts them to bf16 once, when it prepares the node's
-kernel.
+channels-last copy) converts as it reorders, in one pass. A convolution
+(after its fused bias and activation, without a fused residual) read only
+by matrix nodes' bf16 inputs, and no graph output, writes bf16 itself
+(dtype ``bfloat16``: oneDNN applies the post-ops in fp32 and rounds to
+nearest even as it stores, the numbers the reorder would give): a MobileNet's
+1x1 -> depthwise -> 1x1 chain converts nothing between its convolutions.
+Weights stay fp32 in the IR: the plan converts them to bf16 once, when it
+prepares the node's kernel.
 """
 
 from __future__ import annotations
@@ -45,11 +50,14 @@ def _stored_layout(n: Node) -> str:
     return str(n.attrs.get("layout", "nchw"))
 
 
-def to_bf16(g: Graph) -> Graph:
+def to_bf16(g: Graph, *, bf16_conv_outputs: bool = True) -> Graph:
     """``g`` with its matrix nodes marked ``precision="bf16"`` and one bf16
-    ``reorder`` node per value they read (see the module docstring). A
-    conv2d marked for im2col loses the mark: the gathered-patches kernel is
-    fp32 only. Values are those of ``g`` up to bf16 rounding."""
+    ``reorder`` node per value they read, but for the convolutions that
+    write bf16 themselves (see the module docstring; none when
+    ``bf16_conv_outputs`` is False, which gives the same values through
+    reorders). A conv2d marked for im2col loses the mark: the
+    gathered-patches kernel is fp32 only. Values are those of ``g`` up to
+    bf16 rounding."""
     readers: dict[int, list[bool]] = {}  # value -> per read, whether in bf16
     for n in g.nodes:
         positions = bf16_activation_inputs(n)
@@ -63,6 +71,11 @@ def to_bf16(g: Graph) -> Graph:
     outputs = set(g.outputs)
     converting = {i for i in wanted if g[i].op == "reorder" and g[i].dtype == "float32"
                   and all(readers[i]) and i not in outputs}
+    # A convolution read only in bf16 writes bf16 (a fused residual, added
+    # in fp32 into what dst holds, keeps it fp32).
+    direct = {i for i in wanted if bf16_conv_outputs and g[i].op == "conv2d"
+              and len(g[i].inputs) == 1 and bf16_activation_inputs(g[i])
+              and all(readers[i]) and i not in outputs}
     em = Emitter()
     new: dict[int, int] = {}   # old id -> new id of its (fp32) value
     bf16: dict[int, int] = {}  # old id -> new id of its bf16 copy
@@ -76,6 +89,9 @@ def to_bf16(g: Graph) -> Graph:
             ins = tuple(bf16[i] if k in positions else new[i] for k, i in enumerate(n.inputs))
             attrs = {k: v for k, v in n.attrs.items() if k != "im2col"}
             attrs["precision"] = "bf16"
+            if n.id in direct:
+                bf16[n.id] = em.emit(n.op, ins, attrs, n.params, n.shape, "bfloat16", n.name)
+                continue
             new[n.id] = em.emit(n.op, ins, attrs, n.params, n.shape, n.dtype, n.name)
         else:
             new[n.id] = em.copy(n, (new[i] for i in n.inputs))
