@@ -115,7 +115,8 @@ def test_the_native_query_describes_this_cpu() -> None:
     f = cpu_features()
     assert f["arch"] == {"x86_64": "x86_64", "aarch64": "aarch64"}.get(ARCH, f["arch"])
     assert f["tiers"][-1] == "generic"
-    assert set(f["kernels"]) == {"direct", "embedding_bag", "pool_nhwc", "peak"}
+    assert set(f["kernels"]) == {"direct", "embedding_bag", "decode_attention", "pool_nhwc",
+                                 "peak"}
     assert f["kernels"]["direct"] == _ops.direct_isa()
     assert f["kernels"]["peak"] == _peak.isas()[0]
     if ARCH == "aarch64":
@@ -140,8 +141,8 @@ def test_every_dispatcher_picks_the_tier_the_cpuinfo_flags_give() -> None:
     f = cpu_features()
     assert f["tiers"][0] == tier
     assert _ops.direct_isas()[0] == tier
-    assert f["kernels"] == {"direct": tier, "embedding_bag": tier, "pool_nhwc": tier,
-                            "peak": tier}
+    assert f["kernels"] == {"direct": tier, "embedding_bag": tier, "decode_attention": tier,
+                            "pool_nhwc": tier, "peak": tier}
     assert set(f["flags"]) <= _cpuinfo_flags() | {"amx_tile", "amx_bf16", "amx_int8"}
 
 

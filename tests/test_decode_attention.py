@@ -11,8 +11,10 @@ import numpy.typing as npt
 import pytest
 
 import pyparbench as ppb
+from pyparbench._core import ops as core_ops
 from pyparbench.executor import compile_graph
 from pyparbench.graph import GraphBuilder, transformer_math
+from pyparbench.machine.cpu_features import cpu_features
 from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
 
@@ -168,3 +170,70 @@ def test_builder_refuses_bad_shapes() -> None:
     with pytest.raises(ValueError, match=r"mask \(1, 1, 1, 5\) does not broadcast into "
                                          r"\(1, 4, 1, 6\)"):
         b.decode_attention(q, kn, kn, past, past, m)
+
+
+# Every tier the decode attention kernel is built for; those this CPU does
+# not run are skipped, naming the flags they need.
+_DECODE_TIERS = {"avx512": "avx512f/bw/vl/dq, fma", "avx2": "avx2, fma", "generic": ""}
+
+
+def _general_want(t: dict[str, npt.NDArray[np.float32]], scale: float, fill: float) -> F64:
+    """float64 attention of any head / key width, hidden keys scoring `fill`
+    (-inf: left out)."""
+    h, hkv = t["q"].shape[1], t["k_new"].shape[1]
+    k = np.concatenate([t["past_k"], t["k_new"]], axis=2).astype(np.float64)
+    v = np.concatenate([t["past_v"], t["v_new"]], axis=2).astype(np.float64)
+    k, v = np.repeat(k, h // hkv, axis=1), np.repeat(v, h // hkv, axis=1)
+    s = scale * t["q"].astype(np.float64) @ np.swapaxes(k, -1, -2)
+    if "mask" in t:
+        s = s + t["mask"].astype(np.float64)
+    new, keys = s.shape[2], s.shape[3]
+    hidden = np.arange(keys)[None, :] > np.arange(new)[:, None] + keys - new
+    s = np.where(hidden, fill, s)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    out: F64 = (e / e.sum(axis=-1, keepdims=True)) @ v
+    return out
+
+
+@pytest.mark.parametrize("tier", sorted(_DECODE_TIERS))
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dims", [(20, 24), (64, 64)], ids=["d20dv24", "d64"])
+@pytest.mark.parametrize("fill", [-np.inf, 0.5], ids=["causal", "fill"])
+def test_every_isa_tier_matches_float64(tier: str, threads: int, dims: tuple[int, int],
+                                        fill: float) -> None:
+    """Head widths that leave a partial vector in every tier, a past (37)
+    that leaves one in the exponentials, four new rows so the causal part
+    hides keys, and a mask with a hidden key (-inf) and a large negative one."""
+    if tier not in cpu_features()["tiers"]:
+        pytest.skip(f"this CPU does not run the {tier} decode attention kernel (flags "
+                    f"{_DECODE_TIERS[tier]})")
+    d, dv = dims
+    b, h, hkv, past, new = 2, 8, 2, 37, 4
+    rng = np.random.default_rng(d + dv + threads)
+
+    def r(*shape: int) -> npt.NDArray[np.float32]:
+        return rng.standard_normal(shape).astype(np.float32)
+    t = {"q": r(b, h, new, d), "k_new": r(b, hkv, new, d), "v_new": r(b, hkv, new, dv),
+         "past_k": r(b, hkv, past, d), "past_v": r(b, hkv, past, dv),
+         "mask": r(b, 1, new, past + new)}
+    t["mask"][0, :, :, 3] = -np.inf
+    t["mask"][1, :, :, 5] = -1e30
+    scale = 1 / np.sqrt(d)
+    want = _general_want(t, scale, fill)
+    k = ppb.ops.DecodeAttention(t["q"].shape, t["k_new"].shape, t["v_new"].shape,
+                                t["past_k"].shape, mask_shape=t["mask"].shape, scale=scale,
+                                causal_fill=fill, threads=threads)
+    core_ops.set_decode_attention_isa(tier)
+    try:
+        assert cpu_features()["kernels"]["decode_attention"] == tier
+        got = k.run(t["q"], t["k_new"], t["v_new"], t["past_k"], t["past_v"], t["mask"])
+        again = k.run(t["q"], t["k_new"], t["v_new"], t["past_k"], t["past_v"], t["mask"])
+    finally:
+        core_ops.set_decode_attention_isa("auto")
+    _close(got, want)
+    np.testing.assert_array_equal(got, again)
+
+
+def test_decode_attention_isa_names_the_bad_value() -> None:
+    with pytest.raises(ValueError, match="unknown ISA 'sse9'"):
+        core_ops.set_decode_attention_isa("sse9")

@@ -3,6 +3,7 @@
 #include "pyparbench/core/cpu_features.hpp"
 #include "pyparbench/core/threads.hpp"
 #include "pyparbench/info/runtime_info.hpp"
+#include "pyparbench/ops/decode_attention_kernel.hpp"
 #include "pyparbench/ops/direct_kernels.hpp"
 #include "pyparbench/ops/embedding_bag_kernel.hpp"
 #include "pyparbench/ops/pool_nhwc.hpp"
@@ -43,6 +44,7 @@ void register_runtime(py::module_& m) {
         py::dict k;
         k["direct"] = std::string(direct_kernels().isa);
         k["embedding_bag"] = std::string(bag_kernel_isa());
+        k["decode_attention"] = std::string(decode_attention_isa());
         k["pool_nhwc"] = std::string(pool_nhwc_isa());
         k["peak"] = peak_isas().front();
         d["kernels"] = k;

@@ -364,6 +364,8 @@ class Glu(Kernel):
     def timeit(self, gate: F32, up: F32, out: F32 | None = None, *,
                repeats: int = 100, warmup: int = 10) -> Timings: ...
 
+def set_decode_attention_isa(isa: str) -> None: ...
+
 class DecodeAttention(Kernel):
     def __init__(self, q_shape: Sequence[int], new_k_shape: Sequence[int],
                  new_v_shape: Sequence[int], keys_shape: Sequence[int], *,

@@ -1,7 +1,7 @@
 #include "pyparbench/ops/decode_attention.hpp"
 
 #include "pyparbench/core/checks.hpp"
-#include "pyparbench/ops/attention_row.hpp"
+#include "pyparbench/ops/decode_attention_kernel.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,54 +13,7 @@
 
 namespace ppb {
 
-void decode_attention_rows(const DecodeStep& st) {
-  const int64_t sk = st.past + st.s, group = st.h / st.hkv, rows = st.b * st.h * st.s;
-  const int64_t d = st.d, dv = st.dv;
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  const float fill = st.causal_fill;
-  // Hidden keys stay in the softmax at the fill score unless it is -inf.
-  const bool filled = fill != neg_inf;
-  std::vector<float> p(static_cast<size_t>(sk));
-  std::vector<float> acc(static_cast<size_t>(dv));
-#pragma omp for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = r % st.s, bh = r / st.s, hh = bh % st.h, bb = bh / st.h;
-    const int64_t kv = bb * st.hkv + hh / group;
-    const float* qr = st.q + r * d;
-    const float* pk = st.past_k + kv * st.past_stride * d;
-    const float* pv = st.past_v + kv * st.past_stride * dv;
-    const float* nk = st.new_k + (kv * st.new_stride + st.new_offset) * d;
-    const float* nv = st.new_v + (kv * st.new_stride + st.new_offset) * dv;
-    const float* mr = st.mask ? st.mask + bb * st.mask_strides[0] + hh * st.mask_strides[1] +
-                                    i * st.mask_strides[2]
-                              : nullptr;
-    const int64_t seen = st.past + i + 1;
-    float top = neg_inf;
-    for (int64_t j = 0; j < seen; ++j) {
-      const float* kr = j < st.past ? pk + j * d : nk + (j - st.past) * d;
-      float sc = 0;
-#pragma omp simd reduction(+ : sc)
-      for (int64_t t = 0; t < d; ++t) sc += qr[t] * kr[t];
-      sc *= st.scale;
-      if (mr) sc += mr[j * st.mask_strides[3]];
-      p[j] = sc;
-      top = std::max(top, sc);
-    }
-    const int64_t used = filled ? sk : seen;
-    for (int64_t j = seen; j < used; ++j) p[j] = fill;
-    if (used > seen) top = std::max(top, fill);
-    float* yr = st.y + r * dv;
-    if (top == neg_inf) {
-      std::fill(yr, yr + dv, 0.0f);
-      continue;
-    }
-    // A value row from the past where it is, else from the new rows.
-    softmax_weighted_sum(
-        p, used, top,
-        [&](int64_t j) { return j < st.past ? pv + j * dv : nv + (j - st.past) * dv; }, acc, yr,
-        dv);
-  }
-}
+void decode_attention_rows(const DecodeStep& st) { select_decode_rows_kernel()(st); }
 
 void copy_head_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
                     int64_t at, int64_t heads, int64_t rows, int64_t width) {

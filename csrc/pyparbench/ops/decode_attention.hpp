@@ -53,7 +53,8 @@ struct DecodeStep {
 };
 
 // The attention rows of a step, shared by the calling OpenMP team (an omp
-// for over batch x heads x new rows; call it inside a parallel region).
+// for over batch x heads x new rows; call it inside a parallel region), in
+// the kernel built for this CPU's ISA (decode_attention_kernel.hpp).
 void decode_attention_rows(const DecodeStep& step);
 
 // Copies rows [0, rows) of each (b, kv) head of src (stride src_stride rows)
