@@ -2,7 +2,8 @@
 // One per-ISA kernel family's choice among its builds: the widest tier this
 // CPU runs (x86_kernel_tiers()), or the one set() forced, as the tests and
 // benchmarks force each tier on one machine. Each family (the embedding
-// bag, the streamed linear, ...) holds one, with its builds' entry points.
+// bag, the streamed linear, the decode attention) holds one, with its
+// builds' entry points.
 #include "pyparbench/core/cpu_features.hpp"
 
 #include <atomic>
