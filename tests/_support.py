@@ -5,6 +5,7 @@ the float64 numpy references of every single op (the graph-level oracle is
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -43,6 +44,29 @@ def run_isa_capped(code: str, isa: str, *, timeout: float = 120) -> dict[str, An
                           text=True, timeout=timeout, check=True)
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+@functools.cache
+def onednn_bf16_refusal() -> str | None:
+    """oneDNN's own refusal of a bf16 matmul in this process (oneDNN 2.x
+    dispatching below avx512_core, an aarch64 build without the Arm Compute
+    Library), or None where it runs one: asked of oneDNN, not read from the
+    CPU's flags, so a test skips only where the op refuses by name."""
+    try:
+        pyparbench.ops.Gemm(1, 1, 1, precision="bf16")
+    except RuntimeError as e:
+        if "precision 'bf16' is not available" not in str(e):
+            raise
+        return str(e)
+    return None
+
+
+def needs_onednn_bf16() -> pytest.MarkDecorator:
+    """Skip where oneDNN refuses bf16 products here, naming its refusal."""
+    refusal = onednn_bf16_refusal()
+    return pytest.mark.skipif(refusal is not None,
+                              reason=f"oneDNN runs no bf16 product here: {refusal}")
+
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
