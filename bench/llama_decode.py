@@ -12,7 +12,14 @@ of ``past`` tokens. llama.cpp: the GGUF file written from the same weights
 steps, each timed (its cache grows by one per step: steps 1-8 of a 128-token
 cache differ by under 6 % in bytes).
 
+With ``--interleaved R`` both runtimes share one pinned process per thread
+count and take turns, R rounds of ``--tokens`` steps each, and the table
+gives each one's fastest step: on a machine where other jobs come and go,
+turns of a few milliseconds see the same load, where fresh processes minutes
+apart do not.
+
     python -P bench/llama_decode.py [--models llama-tiny llama-bandwidth] [--tokens 16]
+                                    [--interleaved 8]
 """
 
 from __future__ import annotations
@@ -54,6 +61,25 @@ def _llamacpp_ms(path: str, past: int, vocab: int, threads: int, tokens: int) ->
     return statistics.median(steps) * 1e3
 
 
+def _interleaved_ms(model: str, path: str, past: int, vocab: int, threads: int, tokens: int,
+                    rounds: int) -> tuple[float, float]:
+    """Native's and llama.cpp's fastest step in one process, taking turns."""
+    from pyparbench.executor import compile_graph
+    from pyparbench.frameworks.llamacpp.runtime import LlamaCppDecoder
+    from pyparbench.settings import Settings
+
+    _pin(threads)
+    cg = compile_graph(llama_decode(1, size=model, past=past))
+    llm = LlamaCppDecoder(path, context=past + tokens + 1, threads=threads, all_logits=False)
+    prompt = [(7 * i + 3) % vocab for i in range(past)]
+    llm.time_generation(prompt, 3)  # warm
+    native, cpp = [], []
+    for _ in range(rounds):
+        native.append(min(cg.run(Settings(intra_op=threads), repeats=tokens, warmup=2).ns) / 1e6)
+        cpp.append(min(llm.time_generation(prompt, tokens)[1]) * 1e3)
+    return min(native), min(cpp)
+
+
 def _in_fresh_process(fn: object, *args: object) -> float:
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return float(pool.apply(fn, args))  # type: ignore[arg-type]
@@ -75,10 +101,17 @@ def main() -> None:
                     choices=list(LLAMA_SIZES))
     ap.add_argument("--past", type=int, default=128, help="cached tokens before the step")
     ap.add_argument("--tokens", type=int, default=16, help="timed steps (native: repeats)")
+    ap.add_argument("--interleaved", type=int, metavar="R", default=0,
+                    help="both runtimes in one process, R rounds of turns; each one's "
+                         "fastest step (default: a fresh process each, the median step)")
     args = ap.parse_args()
+    if args.interleaved < 0:
+        ap.error(f"--interleaved must be >= 0, got {args.interleaved}")
     threads = [t for t in (1, 2) if t <= len(os.sched_getaffinity(0))]
     peak = measure_peak(threads, quick=True)
     triad = {p.threads: p.triad_gbs for p in peak.points}
+    print(f"each runtime's fastest step of {args.interleaved} rounds of turns in one process"
+          if args.interleaved else "each runtime's median step, a fresh process each")
     print(f"{'model':16} {'threads':>7} {'native ms':>10} {'llama.cpp ms':>13} "
           f"{'native tok/s':>13} {'cpp/native':>11} {'MB/token':>9} {'native GB/s':>12} "
           f"{'triad GB/s':>11} {'of triad':>9}")
@@ -89,9 +122,15 @@ def main() -> None:
                                     transformers_weights(g), context=4096)
             nbytes = step_bytes(model, args.past)
             for t in threads:
-                native = _in_fresh_process(_native_ms, model, args.past, t, args.tokens)
-                cpp = _in_fresh_process(_llamacpp_ms, str(gguf), args.past, g.meta["vocab"], t,
-                                        args.tokens)
+                if args.interleaved:
+                    with multiprocessing.get_context("spawn").Pool(1) as pool:
+                        native, cpp = pool.apply(_interleaved_ms, (
+                            model, str(gguf), args.past, g.meta["vocab"], t, args.tokens,
+                            args.interleaved))
+                else:
+                    native = _in_fresh_process(_native_ms, model, args.past, t, args.tokens)
+                    cpp = _in_fresh_process(_llamacpp_ms, str(gguf), args.past, g.meta["vocab"],
+                                            t, args.tokens)
                 gbs = nbytes / native / 1e6
                 print(f"{model:16} {t:>7} {native:>10.3f} {cpp:>13.3f} {1e3 / native:>13.1f} "
                       f"{cpp / native:>11.2f} {nbytes / 1e6:>9.1f} {gbs:>12.1f} "
