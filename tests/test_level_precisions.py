@@ -154,3 +154,23 @@ def test_pyparbench_run_measures_this_cpus_native_precisions() -> None:
 def test_a_bad_precision_is_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="precision"):
         resolve_level("default", models=["mlp-512"], precision=bad)
+
+
+@pytest.mark.parametrize("native", [["fp32"], ["fp32", "bf16"], ["fp32", "bf16", "int8"]])
+def test_a_dry_run_says_which_precisions_it_measures_and_why_not_the_others(
+        monkeypatch: pytest.MonkeyPatch, native: list[str]) -> None:
+    """The plan a user reads before a run names this CPU's other native
+    precisions and the reason each left out is, as the run's header does."""
+    from pyparbench.harness import levels
+    from pyparbench.harness.job import dry_run
+
+    monkeypatch.setattr(levels, "_native_precisions", lambda: native)
+    args = build_parser().parse_args(["run", "--dry-run", "--quick", "--no-recommend",
+                                      "--models", "mlp-512"])
+    notes = dry_run(options_from_args(args))["notes"]
+    more = [p for p in ("bf16", "int8") if p in native]
+    out = [p for p in ("bf16", "int8") if p not in native]
+    assert any(n.startswith(f"{', '.join(more)} (this CPU's native precisions)")
+               for n in notes) == bool(more), notes
+    assert any(n.startswith(f"{', '.join(out)} left out: not native here")
+               for n in notes) == bool(out), notes

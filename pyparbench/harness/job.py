@@ -336,6 +336,12 @@ def dry_run(options: JobOptions, *, topology: str | None = None) -> dict[str, An
     frameworks, lacking = _frameworks(options)
     if lacking:
         notes.append(f"frameworks not installed, not compared: {', '.join(lacking)}")
+    # The precisions are this CPU's, even for another machine's topology.
+    if level.more_precisions:
+        notes.append(f"{', '.join(level.more_precisions)} (this CPU's native precisions) "
+                     "under the presets too")
+    if level.left_out:
+        notes.append(level.left_out)
     plan, reserve = _plan(options, shard, topo=topo, peak=ceilings, recommended=recommended,
                           frameworks=frameworks, rec_s=0.0)
     if shard is not None:
