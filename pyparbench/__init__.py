@@ -12,7 +12,7 @@ from pyparbench._version import __version__
 
 if TYPE_CHECKING:
     from pyparbench import memory, ops, threading
-    from pyparbench._core import DnnlError
+    from pyparbench._core import DnnlError, PrecisionUnavailable
     from pyparbench.machine.info import info
     from pyparbench.recommender import recommend
     from pyparbench.threading.defaults import get_default_threads, set_default_threads
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DnnlError",
+    "PrecisionUnavailable",
     "__version__",
     "get_default_threads",
     "info",
@@ -36,6 +37,7 @@ __all__ = [
 # numpy until a name is asked for. name -> (module, attribute; None: the module).
 _LAZY: dict[str, tuple[str, str | None]] = {
     "DnnlError": ("pyparbench._core", "DnnlError"),
+    "PrecisionUnavailable": ("pyparbench._core", "PrecisionUnavailable"),
     "get_default_threads": ("pyparbench.threading.defaults", "get_default_threads"),
     "info": ("pyparbench.machine.info", "info"),
     "memory": ("pyparbench.memory", None),

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _support import needs_onednn_bf16
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -179,6 +182,7 @@ def test_precision_is_an_option_of_each_command_and_other_values_are_refused() -
                 in out.stderr.strip().splitlines()[-1]), (args, out.stderr)
 
 
+@needs_onednn_bf16()
 def test_trace_at_bf16(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     out = cli("trace", "mlp-512", "--batch", "4", "--repeats", "1", "--precision", "bf16",
@@ -191,6 +195,32 @@ def test_trace_at_bf16(tmp_path: Path) -> None:
     assert len(linear) == 8 and all(e["args"]["precision"] == "bf16" and e["args"]["kernel"]
                                     and isinstance(e["args"]["emulated"], bool) for e in linear)
     assert all("precision" not in e["args"] for e in events if e["cat"] != "linear")
+
+
+def test_a_precision_this_onednn_lacks_is_said_in_one_line() -> None:
+    """Where oneDNN has no bf16 kernel (here: capped to SSE4.1, below every
+    ISA with one), a command at bf16 ends with one line naming the ISA and
+    what bf16 needs, status 1, no traceback; the API raises
+    ppb.PrecisionUnavailable, a RuntimeError."""
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="SSE41")
+    out = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "trace", "mlp-512",
+                          "--repeats", "1", "--precision", "bf16"], capture_output=True,
+                         text=True, timeout=300, env=env)
+    if out.returncode == 0:
+        pytest.skip("this oneDNN runs bf16 products below AVX2 (reference kernels)")
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.startswith("pyparbench trace: error: "), out.stderr
+    assert "precision 'bf16' is not available" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    api = subprocess.run([sys.executable, "-P", "-c", textwrap.dedent("""
+        import pyparbench as ppb
+        try:
+            ppb.ops.Gemm(4, 4, 4, precision="bf16")
+        except ppb.PrecisionUnavailable as e:
+            assert isinstance(e, RuntimeError) and "bf16 needs" in str(e), e
+            print("refused")
+        """)], capture_output=True, text=True, timeout=120, env=env)
+    assert api.stdout.strip() == "refused", api.stderr
 
 
 def test_peak_names_the_ceiling_of_a_precision() -> None:

@@ -1,4 +1,5 @@
 #include "bindings/pybind.hpp"
+#include "pyparbench/core/errors.hpp"
 #include "pyparbench/dnnl_compat.hpp"
 
 namespace ppb::bind {
@@ -7,6 +8,8 @@ void register_errors(py::module_& m) {
   // A oneDNN failure surfaces as pyparbench.DnnlError (a RuntimeError) whose
   // `status` and `status_name` say what oneDNN reported.
   static py::exception<dnnl::error> dnnl_error(m, "DnnlError", PyExc_RuntimeError);
+  // A precision this oneDNN has no kernel for here: pyparbench.PrecisionUnavailable.
+  py::register_exception<PrecisionUnavailable>(m, "PrecisionUnavailable", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -6,6 +6,9 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "pyparbench/core/errors.hpp"
+
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -230,6 +233,16 @@ inline bool bf16_emulated(const std::string& impl) {
   return !dispatch_isa_has_bf16_dot();
 }
 
+// "; capped by ONEDNN_MAX_CPU_ISA=<value>" where the environment caps oneDNN's
+// ISA (oneDNN also reads the older DNNL_MAX_CPU_ISA), else "".
+inline std::string capped_by() {
+  for (const char* name : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return std::string("; capped by ") + name + "=" + v;
+  }
+  return "";
+}
+
 // make() builds a primitive descriptor, bf16 when `bf16`; where oneDNN has no
 // implementation of `primitive` in bf16 for the ISA it dispatches to, a
 // std::runtime_error says so and what bf16 needs. oneDNN 2.6 serves bf16
@@ -254,12 +267,12 @@ auto bf16_pd(bool bf16, const char* kernel, const char* primitive, MakePd&& make
     const std::string needs = "avx512_core or newer (oneDNN 2.x has no bf16 " +
                               std::string(primitive) + " below it)";
 #endif
-    throw std::runtime_error(std::string(kernel) + ": precision 'bf16' is not available: oneDNN " +
+    throw PrecisionUnavailable(std::string(kernel) + ": precision 'bf16' is not available: oneDNN " +
                              std::to_string(DNNL_VERSION_MAJOR) + "." +
                              std::to_string(DNNL_VERSION_MINOR) + " has no bf16 " + primitive +
                              " for the ISA it dispatches to (" +
-                             isa_name(dnnl::get_effective_cpu_isa()) + "; ONEDNN_MAX_CPU_ISA " +
-                             "caps it); bf16 needs " + needs);
+                             isa_name(dnnl::get_effective_cpu_isa()) + capped_by() +
+                             "); bf16 needs " + needs);
   }
 }
 

@@ -10,3 +10,8 @@ class DnnlError(RuntimeError):
 
     status: int
     status_name: str
+
+class PrecisionUnavailable(RuntimeError):
+    """A precision this oneDNN build has no kernel for on the ISA it
+    dispatches to (bf16 below avx512_core under oneDNN 2.x): a fact about
+    the machine, said in one line by the command line."""

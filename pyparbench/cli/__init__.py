@@ -7,6 +7,8 @@ import argparse
 import importlib
 from collections.abc import Sequence
 
+from pyparbench._core import PrecisionUnavailable
+
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # Subcommands in the order --help lists them (module pyparbench.cli.<name>).
@@ -36,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except user_errors as e:
         parser.exit(2, f"pyparbench {args.command}: error: {e}\n")
+    except PrecisionUnavailable as e:
+        # This machine's oneDNN has no kernel for the precision asked: a fact
+        # about the machine, not a bug; status 1 as for a file.
+        parser.exit(1, f"pyparbench {args.command}: error: {e}\n")
     except OSError as e:
         # A file that cannot be read or written (a full disk while results
         # are appended): one line naming it, status 1.
