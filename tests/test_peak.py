@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from pyparbench._core import peak as native
+from pyparbench.cli.info import _precisions as info_precisions
 from pyparbench.cli.peak import peak_renderable
 from pyparbench.machine import peak as peak_mod
 from pyparbench.harness.folder import load_or_measure
@@ -403,6 +404,69 @@ def test_an_isa_cap_below_the_cpus_dot_products_measures_none() -> None:
                            env={**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
                                 "DNNL_MAX_CPU_ISA": "", "COLUMNS": "200"}).stdout
     assert "bf16 (off under ONEDNN_MAX_CPU_ISA=AVX512_CORE)" in shown, shown
+
+
+@pytest.mark.aarch64
+@pytest.mark.parametrize("arch, flags, cap, bf16, int8", [
+    ("x86_64", ZEN5, "AVX512_CORE", True, True),
+    ("x86_64", ZEN5, "AVX512_CORE_VNNI", True, False),
+    ("x86_64", ZEN5, "AVX512_CORE_BF16", False, False),
+    ("x86_64", ZEN5, "", False, False),
+    ("x86_64", SAPPHIRE_RAPIDS, "AVX512_CORE_BF16", False, False),  # AMX off, AVX-512 runs
+    ("x86_64", SAPPHIRE_RAPIDS, "AVX2", True, True),
+    # A CPU without the instructions: none under the cap either, but the CPU is why.
+    ("x86_64", ["avx2", "fma", "avx_vnni"], "AVX2", False, False),
+    ("x86_64", ["avx512_bf16", "avx512_vnni"], "AVX2", False, False),  # no AVX-512 tier
+    ("aarch64", NEOVERSE_V1, "AVX2", False, False),  # no cap limits Arm's
+])
+def test_the_isa_cap_is_blamed_only_for_dot_products_the_cpu_has(
+        arch: str, flags: list[str], cap: str, bf16: bool, int8: bool) -> None:
+    assert native.dot_capped("bf16", arch, flags, cap) is bf16
+    assert native.dot_capped("int8", arch, flags, cap) is int8
+
+
+@pytest.mark.aarch64
+@pytest.mark.parametrize("arch, flags, precisions, want", [
+    ("x86_64", ZEN5, ["fp32", "bf16", "int8"],
+     "fp32, bf16 (off under ONEDNN_MAX_CPU_ISA=AVX2), int8 (off under ONEDNN_MAX_CPU_ISA=AVX2)"),
+    # AVX-VNNI makes int8 native but peak has no kernel for it: the CPU, not the cap.
+    ("x86_64", ["avx2", "fma", "avx_vnni"], ["fp32", "int8"], "fp32, int8"),
+    ("x86_64", ["avx512_bf16", "avx512_vnni"], ["fp32", "bf16", "int8"], "fp32, bf16, int8"),
+    ("x86_64", ["avx2", "fma"], ["fp32"], "fp32"),
+])
+def test_info_names_the_isa_cap_where_the_core_blames_it(
+        arch: str, flags: list[str], precisions: list[str], want: str) -> None:
+    """`pyparbench info`'s precisions under ONEDNN_MAX_CPU_ISA=AVX2, for CPUs
+    with and without the dot products the cap turns off (peak measures none
+    on either)."""
+    cpu = {"arch": arch, "flags": flags, "precisions": precisions,
+           "dot_instructions": {"bf16": [], "int8": []}}
+    assert info_precisions(cpu, "AVX2") == want
+
+
+def test_info_under_a_cap_says_what_the_core_says() -> None:
+    """In a process under an ISA cap, `pyparbench info` says a precision is off
+    under the cap exactly where the core's reason (dot_unavailable) blames the
+    cap, and names the cap the core read (ONEDNN_MAX_CPU_ISA before
+    DNNL_MAX_CPU_ISA)."""
+    code = ("import json; from pyparbench._core import peak; "
+            "print(json.dumps([peak.isa_cap(), "
+            "{p: peak.dot_unavailable(p) for p in ('bf16', 'int8')}]))")
+    for onednn, dnnl, cap in (("AVX512_CORE", "", "AVX512_CORE"), ("", "AVX2", "AVX2"),
+                              ("AVX512_CORE_VNNI", "AVX2", "AVX512_CORE_VNNI")):
+        env = {**os.environ, "ONEDNN_MAX_CPU_ISA": onednn, "DNNL_MAX_CPU_ISA": dnnl,
+               "COLUMNS": "250"}
+        out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
+                             timeout=60, check=True, env=env)
+        read_cap, why = json.loads(out.stdout)
+        assert read_cap == cap
+        shown = subprocess.run([sys.executable, "-P", "-m", "pyparbench", "info"],
+                               capture_output=True, text=True, timeout=120, check=True,
+                               env=env).stdout
+        row = next(ln for ln in shown.splitlines() if "native precisions" in ln)
+        for p in ("bf16", "int8"):
+            blamed = f"the ISA cap ONEDNN_MAX_CPU_ISA={cap} turns off" in why[p]
+            assert (f"{p} (off under ONEDNN_MAX_CPU_ISA={cap})" in row) is blamed, (row, why)
 
 
 @pytest.mark.aarch64

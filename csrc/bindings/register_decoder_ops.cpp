@@ -202,10 +202,12 @@ void register_decoder_ops(py::module_& m) {
            py::arg("ids"), py::arg("out") = py::none(), py::kw_only(), py::arg("repeats") = 100,
            py::arg("warmup") = 10, kTimeitDoc);
 
-  m.def("set_decode_attention_isa", &set_decode_attention_isa, py::arg("isa"),
-        "Make decode attention runs use the kernel built for `isa` ('avx512', 'avx2', "
-        "'generic'; 'auto': the widest this CPU runs again). ValueError for an unknown "
-        "name or one this CPU does not run.");
+  m.def(
+      "set_decode_attention_isa", [](const std::string& isa) { decode_rows_kernels().set(isa); },
+      py::arg("isa"),
+      "Make decode attention runs use the kernel built for `isa` ('avx512', 'avx2', "
+      "'generic'; 'auto': the widest this CPU runs again). ValueError for an unknown "
+      "name or one this CPU does not run.");
   py::class_<DecodeAttention, Kernel>(
       m, "DecodeAttention",
       "Attention of S new queries q (B, H, S, D) against P cached keys / values and the S "

@@ -106,10 +106,11 @@ py::object embedding_bag_direct(py::handle table, py::handle indices, py::handle
 }  // namespace
 
 void register_embedding_ops(py::module_& m) {
-  m.def("set_bag_isa", &set_bag_isa, py::arg("isa"),
-        "Make embedding-bag runs use the kernel built for `isa` ('avx512', 'avx2', "
-        "'generic'; 'auto': the widest this CPU runs again). ValueError for an unknown "
-        "name or one this CPU does not run.");
+  m.def(
+      "set_bag_isa", [](const std::string& isa) { bag_kernels().set(isa); }, py::arg("isa"),
+      "Make embedding-bag runs use the kernel built for `isa` ('avx512', 'avx2', "
+      "'generic'; 'auto': the widest this CPU runs again). ValueError for an unknown "
+      "name or one this CPU does not run.");
   m.def("embedding_bag_direct", &embedding_bag_direct, py::arg("table"), py::arg("indices"),
         py::arg("offsets"), py::arg("per_sample_weights"), py::arg("out"), py::arg("mode"),
         py::arg("threads"),

@@ -405,12 +405,14 @@ panels split between the threads in contiguous runs. x is (m, k).
       .def("timeit", &streamed_timeit, py::arg("x"), py::arg("out") = py::none(), py::kw_only(),
            py::arg("repeats") = 100, py::arg("warmup") = 10, kTimeitDoc);
   m.attr("STREAMED_MAX_ROWS") = kStreamedMaxRows;
-  m.def("streamed_isa", [] { return std::string(streamed_kernel_isa()); },
+  m.def("streamed_isa", [] { return std::string(streamed_kernels().isa()); },
         "The ISA of the kernel StreamedLinear runs use: 'avx512', 'avx2' or 'generic'.");
-  m.def("set_streamed_isa", &set_streamed_isa, py::arg("isa"),
-        "Runs of StreamedLinear (and of the plans' few-row linear nodes) use this ISA's kernel "
-        "('avx512', 'avx2', 'generic'; 'auto': the widest this CPU runs); process-wide. "
-        "ValueError for an ISA this CPU does not run.");
+  m.def(
+      "set_streamed_isa", [](const std::string& isa) { streamed_kernels().set(isa); },
+      py::arg("isa"),
+      "Runs of StreamedLinear (and of the plans' few-row linear nodes) use this ISA's kernel "
+      "('avx512', 'avx2', 'generic'; 'auto': the widest this CPU runs); process-wide. "
+      "ValueError for an ISA this CPU does not run.");
 
   static const std::string eigen_gemm = doc(R"doc(
 Prepared C = A·B (+ bias) (+ ReLU) in fp32 through Eigen: a tensor contraction

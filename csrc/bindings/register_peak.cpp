@@ -64,6 +64,14 @@ pinned); the threads get their masks back afterwards.
         "dot_instructions() for any CPU: of architecture `arch` ('x86_64', 'aarch64') with "
         "`flags` (cpu_features()'s names), under oneDNN's ISA cap `isa_cap` (an "
         "ONEDNN_MAX_CPU_ISA value, '' none; AMX runs only under a cap that allows it).");
+  m.def("dot_capped", &dot_kernel_capped, py::arg("precision"), py::arg("arch"),
+        py::arg("flags"), py::arg("isa_cap"),
+        "Whether the ISA cap `isa_cap` alone turns off the dot products of `precision` a "
+        "CPU of `arch` with `flags` has: dot_choice() gives none under it and some without "
+        "it. What dot_unavailable() and `pyparbench info` blame on the cap.");
+  m.def("isa_cap", &isa_cap,
+        "This process's oneDNN ISA cap: ONEDNN_MAX_CPU_ISA, else DNNL_MAX_CPU_ISA (oneDNN "
+        "reads them in this order), else ''.");
   m.def("dot_instruction_ops", &dot_instruction_ops, py::arg("instruction"),
         "Operations one dot-product instruction does, a multiply-add counting 2. ValueError "
         "for a name dot_choice() never gives.");

@@ -43,8 +43,8 @@ void register_runtime(py::module_& m) {
         d["tiers"] = x86_kernel_tiers();
         py::dict k;
         k["direct"] = std::string(direct_kernels().isa);
-        k["embedding_bag"] = std::string(bag_kernel_isa());
-        k["decode_attention"] = std::string(decode_attention_isa());
+        k["embedding_bag"] = std::string(bag_kernels().isa());
+        k["decode_attention"] = std::string(decode_rows_kernels().isa());
         k["pool_nhwc"] = std::string(pool_nhwc_isa());
         k["peak"] = peak_isas().front();
         d["kernels"] = k;

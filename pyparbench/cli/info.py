@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from pyparbench._core import peak as _peak
 from pyparbench.cli._common import print_json
 from pyparbench.machine.info import info
 from pyparbench.cpulist import cpu_str
@@ -27,7 +27,7 @@ def _print_info(data: dict[str, Any]) -> None:
         ("CPU", cpu["model"] or "unknown"),
         ("architecture", f"{cpu['arch']}{vector}"),
         ("CPU features", " ".join(cpu["flags"]) or "none asked"),
-        ("native precisions", _precisions(cpu)),
+        ("native precisions", _precisions(cpu, _peak.isa_cap())),
         ("pyparbench kernels", ", ".join(f"{k} {v}" for k, v in cpu["kernels"].items())),
         ("oneDNN", f"{d['version']} (API v{d['api_major']}, {d['hash']})"),
         ("oneDNN CPU runtime", d["cpu_runtime"]),
@@ -50,19 +50,18 @@ def _print_info(data: dict[str, Any]) -> None:
         console.print(_topology_table(data["topology"]))
 
 
-def _precisions(cpu: dict[str, Any]) -> str:
+def _precisions(cpu: dict[str, Any], isa_cap: str) -> str:
     """The native precisions, each dot-product one with the instructions of
-    its `pyparbench peak` ceiling: "fp32, bf16 (vdpbf16ps), int8 (vpdpbusd)"."""
+    its `pyparbench peak` ceiling: "fp32, bf16 (vdpbf16ps), int8 (vpdpbusd)";
+    one the ISA cap `isa_cap` turns off, by the core's rule (dot_capped),
+    with the cap: "bf16 (off under ONEDNN_MAX_CPU_ISA=AVX512_CORE)"."""
     dots = cpu.get("dot_instructions", {})
-    # oneDNN reads these in this order; a cap below the CPU's dot products
-    # leaves it emulating them, and peak measures none.
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
 
     def one(p: str) -> str:
         if dots.get(p):
             return f"{p} ({' / '.join(dots[p])})"
-        if p != "fp32" and cap and cpu["arch"] == "x86_64":
-            return f"{p} (off under ONEDNN_MAX_CPU_ISA={cap})"
+        if p != "fp32" and _peak.dot_capped(p, cpu["arch"], cpu["flags"], isa_cap):
+            return f"{p} (off under ONEDNN_MAX_CPU_ISA={isa_cap})"
         return p
 
     return ", ".join(one(p) for p in cpu["precisions"])

@@ -2,13 +2,26 @@
 // One per-ISA kernel family's choice among its builds: the widest tier this
 // CPU runs (x86_kernel_tiers()), or the one set() forced, as the tests and
 // benchmarks force each tier on one machine. Each family (the embedding
-// bag, the streamed linear, the decode attention) holds one, with its
-// builds' entry points.
+// bag, the streamed linear, the decode attention) declares one in its
+// header, built from its builds' entry points:
+//
+//   TieredKernel<BagKernel> k("embedding-bag kernel", &bag_kernel_generic,
+//                             PPB_X86_BUILD(bag_kernel_avx2),
+//                             PPB_X86_BUILD(bag_kernel_avx512));
 #include "pyparbench/core/cpu_features.hpp"
 
 #include <atomic>
 #include <stdexcept>
 #include <string>
+
+// A family's x86 build: its address where the platform compiles the x86
+// per-ISA files (CMakeLists.txt), else null, as those files, and so the
+// symbol, exist only there; the generic build then runs alone.
+#if PPB_ARCH_X86
+#define PPB_X86_BUILD(kernel) (&(kernel))
+#else
+#define PPB_X86_BUILD(kernel) nullptr
+#endif
 
 namespace ppb {
 

@@ -52,6 +52,13 @@ void share(int64_t panels, int t, int threads, int64_t& begin, int64_t& end) {
 
 }  // namespace
 
+TieredKernel<StreamedKernel>& streamed_kernels() {
+  static TieredKernel<StreamedKernel> k("streamed linear kernel", &streamed_kernel_generic,
+                                        PPB_X86_BUILD(streamed_kernel_avx2),
+                                        PPB_X86_BUILD(streamed_kernel_avx512));
+  return k;
+}
+
 StreamedLinear::StreamedLinear(int64_t m, int64_t n, int64_t k, bool bias,
                                std::optional<int> threads)
     : Kernel(threads),
@@ -78,7 +85,7 @@ int64_t StreamedLinear::packed_bytes() const {
 }
 
 std::string StreamedLinear::implementation() {
-  return std::string("streamed:") + streamed_kernel_isa();
+  return std::string("streamed:") + streamed_kernels().isa();
 }
 
 void StreamedLinear::set_weights(ConstFloatView weight, ConstFloatView bias) {
@@ -137,7 +144,7 @@ std::vector<double> StreamedLinear::timeit(ConstFloatView x, FloatView out, int 
 }
 
 void StreamedLinear::execute() {
-  const StreamedKernel kernel = select_streamed_kernel();
+  const StreamedKernel kernel = streamed_kernels().get();
   const StreamedArgs a{packed_.get(), bias_ ? bias_values_.data() : nullptr, x_.data, y_.data,
                        m_, n_, k_};
   const int64_t all = panels();

@@ -11,8 +11,9 @@
 // thread streams once, whatever the vector width.
 #pragma once
 
+#include "pyparbench/core/tiered_kernel.hpp"
+
 #include <cstdint>
-#include <string>
 
 namespace ppb {
 
@@ -34,13 +35,8 @@ void streamed_kernel_generic(const StreamedArgs& a, int64_t p0, int64_t p1);
 void streamed_kernel_avx2(const StreamedArgs& a, int64_t p0, int64_t p1);
 void streamed_kernel_avx512(const StreamedArgs& a, int64_t p0, int64_t p1);
 
-// The kernel runs chose (set_streamed_isa), else the widest this CPU runs,
-// and its tier's name.
-StreamedKernel select_streamed_kernel();
-const char* streamed_kernel_isa();
-// Runs use this tier's kernel ("avx512", "avx2", "generic"; "auto" or "":
-// the widest again). std::invalid_argument for an unknown name or a tier
-// this CPU does not run, naming those it does.
-void set_streamed_isa(const std::string& isa);
+// The build runs use: the widest this CPU runs, or the tier set() forced
+// (core/tiered_kernel.hpp).
+TieredKernel<StreamedKernel>& streamed_kernels();
 
 }  // namespace ppb

@@ -13,7 +13,14 @@
 
 namespace ppb {
 
-void decode_attention_rows(const DecodeStep& st) { select_decode_rows_kernel()(st); }
+TieredKernel<DecodeRowsKernel>& decode_rows_kernels() {
+  static TieredKernel<DecodeRowsKernel> k("decode attention kernel", &decode_rows_generic,
+                                          PPB_X86_BUILD(decode_rows_avx2),
+                                          PPB_X86_BUILD(decode_rows_avx512));
+  return k;
+}
+
+void decode_attention_rows(const DecodeStep& st) { decode_rows_kernels().get()(st); }
 
 void copy_head_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
                     int64_t at, int64_t heads, int64_t rows, int64_t width) {

@@ -5,9 +5,8 @@
 // baseline build called std::exp once per key.
 #pragma once
 
+#include "pyparbench/core/tiered_kernel.hpp"
 #include "pyparbench/ops/decode_attention.hpp"
-
-#include <string>
 
 namespace ppb {
 
@@ -17,13 +16,8 @@ void decode_rows_generic(const DecodeStep& step);
 void decode_rows_avx2(const DecodeStep& step);
 void decode_rows_avx512(const DecodeStep& step);
 
-// The kernel runs chose (set_decode_attention_isa), else the widest this
-// CPU runs, and its name.
-DecodeRowsKernel select_decode_rows_kernel();
-const char* decode_attention_isa();
-// Runs use this tier's kernel ("avx512", "avx2", "generic"; "auto" or "":
-// the widest again). std::invalid_argument for an unknown name or a tier
-// this CPU does not run, naming those it does.
-void set_decode_attention_isa(const std::string& isa);
+// The build runs use: the widest this CPU runs, or the tier set() forced
+// (core/tiered_kernel.hpp).
+TieredKernel<DecodeRowsKernel>& decode_rows_kernels();
 
 }  // namespace ppb

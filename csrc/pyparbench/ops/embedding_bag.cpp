@@ -10,6 +10,13 @@
 
 namespace ppb {
 
+TieredKernel<BagKernel>& bag_kernels() {
+  static TieredKernel<BagKernel> k("embedding-bag kernel", &bag_kernel_generic,
+                                   PPB_X86_BUILD(bag_kernel_avx2),
+                                   PPB_X86_BUILD(bag_kernel_avx512));
+  return k;
+}
+
 
 BagMode parse_bag_mode(const std::string& mode) {
   if (mode == "sum") return BagMode::sum;
@@ -25,7 +32,7 @@ EmbeddingBag::EmbeddingBag(int64_t rows, int64_t dim, BagMode mode, std::optiona
   require_positive_dims("table", table_shape_);
 }
 
-const char* EmbeddingBag::isa() { return bag_kernel_isa(); }
+const char* EmbeddingBag::isa() { return bag_kernels().isa(); }
 
 double EmbeddingBag::bytes_moved(int64_t n_indices, int64_t bags, bool bf16) const {
   const double row_element = bf16 ? 2.0 : 4.0;
@@ -140,7 +147,7 @@ void EmbeddingBag::execute() {
                   offsets_.data, indices_.is64, bag_size_, bags_, n_indices_,
                   weights_.data, mode_ == BagMode::mean, out_.data};
   ThreadsScope scope(threads_);
-  const bool ok = select_bag_kernel()(a);
+  const bool ok = bag_kernels().get()(a);
   if (!ok) {
     if (indices_.is64)
       report_bad_index<int64_t>();

@@ -4,8 +4,9 @@
 // misses, which measured ~1.5x faster than the baseline build on a DLRM shape.
 #pragma once
 
+#include "pyparbench/core/tiered_kernel.hpp"
+
 #include <cstdint>
-#include <string>
 
 namespace ppb {
 
@@ -34,13 +35,8 @@ bool bag_kernel_generic(const BagArgs& a);
 bool bag_kernel_avx2(const BagArgs& a);
 bool bag_kernel_avx512(const BagArgs& a);
 
-// The kernel runs chose (set_bag_isa), else the widest this CPU runs, and
-// its name.
-BagKernel select_bag_kernel();
-const char* bag_kernel_isa();
-// Runs use this tier's kernel ("avx512", "avx2", "generic"; "auto" or "":
-// the widest again). std::invalid_argument for an unknown name or a tier
-// this CPU does not run, naming those it does.
-void set_bag_isa(const std::string& isa);
+// The build runs use: the widest this CPU runs, or the tier set() forced
+// (core/tiered_kernel.hpp).
+TieredKernel<BagKernel>& bag_kernels();
 
 }  // namespace ppb

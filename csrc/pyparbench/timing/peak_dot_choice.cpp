@@ -85,23 +85,27 @@ std::vector<std::string> dot_kernel_choice(const std::string& precision, const s
   return {};
 }
 
+bool dot_kernel_capped(const std::string& precision, const std::string& arch,
+                       const std::vector<std::string>& flags, const std::string& isa_cap) {
+  return dot_kernel_choice(precision, arch, flags, isa_cap).empty() &&
+         !dot_kernel_choice(precision, arch, flags, "").empty();
+}
+
 std::string dot_kernel_missing(const std::string& precision, const std::string& arch,
                                const std::vector<std::string>& flags, const std::string& isa_cap) {
   if (!dot_kernel_choice(precision, arch, flags, isa_cap).empty()) return "";
   const bool bf16 = precision == "bf16";
-  if (arch == "x86_64") {
-    const char* vector_set = bf16 ? "avx512_bf16" : "avx512_vnni";
-    if (has_amx(precision, flags) || (avx512_tier(flags) && has(flags, vector_set)))
-      return std::string("the ISA cap ONEDNN_MAX_CPU_ISA=") + isa_cap + " turns off this CPU's " +
-             (bf16 ? "bf16" : "int8") + " dot products (" +
-             (bf16 ? "AMX-BF16 and AVX512_BF16 need a cap of AVX512_CORE_BF16 or above"
-                   : "AMX-INT8 and AVX512_VNNI need a cap of AVX512_CORE_VNNI or above") +
-             ")";
+  if (dot_kernel_capped(precision, arch, flags, isa_cap))
+    return std::string("the ISA cap ONEDNN_MAX_CPU_ISA=") + isa_cap + " turns off this CPU's " +
+           (bf16 ? "bf16" : "int8") + " dot products (" +
+           (bf16 ? "AMX-BF16 and AVX512_BF16 need a cap of AVX512_CORE_BF16 or above"
+                 : "AMX-INT8 and AVX512_VNNI need a cap of AVX512_CORE_VNNI or above") +
+           ")";
+  if (arch == "x86_64")
     return bf16 ? "this CPU has no AVX512_BF16 (flag avx512_bf16 with avx512f/bw/vl/dq: "
                   "vdpbf16ps) nor AMX-BF16 (flags amx_tile, amx_bf16: tdpbf16ps)"
                 : "this CPU has no AVX512_VNNI (flag avx512_vnni with avx512f/bw/vl/dq: "
                   "vpdpbusd) nor AMX-INT8 (flags amx_tile, amx_int8: tdpbusd)";
-  }
   if (arch == "aarch64")
     return bf16 ? "this CPU has no BF16 (flag bf16, HWCAP2_BF16: bfmmla, bfdot)"
                 : "this CPU has neither I8MM (flag i8mm, HWCAP2_I8MM: smmla) nor DotProd "

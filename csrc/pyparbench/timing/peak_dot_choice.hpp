@@ -26,6 +26,13 @@ std::vector<std::string> dot_kernel_choice(const std::string& precision, const s
                                            const std::vector<std::string>& flags,
                                            const std::string& isa_cap);
 
+// Whether the cap `isa_cap` alone turns off the CPU's dot products of
+// `precision`: dot_kernel_choice() gives none under it and some without it
+// (never on aarch64, which no cap limits). The one rule that says the cap,
+// not the CPU, is why there are none.
+bool dot_kernel_capped(const std::string& precision, const std::string& arch,
+                       const std::vector<std::string>& flags, const std::string& isa_cap);
+
 // Why dot_kernel_choice() is empty for these arguments, naming the missing
 // flags, or the cap where it turned the CPU's instructions off.
 std::string dot_kernel_missing(const std::string& precision, const std::string& arch,
