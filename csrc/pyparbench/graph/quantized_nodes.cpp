@@ -322,13 +322,18 @@ QuantizedNodeCall lookup_call(const NodeSpec& s, const std::vector<Tensor>& ins,
   const LookupState* l = lut.get();
   return {lut,
           [l, x, y, n, flip, bytes_out, threads] {
+            // Local restrict pointers: a byte store may alias anything, so the
+            // table's address would otherwise be reloaded every element.
             blockwise(n, threads, [&](int64_t i0, int64_t m) {
+              const uint8_t* __restrict in = x + i0;
               if (bytes_out) {
-                uint8_t* q = static_cast<uint8_t*>(y) + i0;
-                for (int64_t k = 0; k < m; ++k) q[k] = l->bytes[x[i0 + k] ^ flip];
+                const uint8_t* __restrict t = l->bytes.data();
+                uint8_t* __restrict q = static_cast<uint8_t*>(y) + i0;
+                for (int64_t k = 0; k < m; ++k) q[k] = t[in[k] ^ flip];
               } else {
-                float* v = static_cast<float*>(y) + i0;
-                for (int64_t k = 0; k < m; ++k) v[k] = l->floats[x[i0 + k] ^ flip];
+                const float* __restrict t = l->floats.data();
+                float* __restrict v = static_cast<float*>(y) + i0;
+                for (int64_t k = 0; k < m; ++k) v[k] = t[in[k] ^ flip];
               }
             });
           },
