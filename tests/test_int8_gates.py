@@ -18,6 +18,7 @@ from pyparbench.executor import compile_graph
 from pyparbench.graph import GraphBuilder
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.passes import executed_graph, int8_gates, optimizer
+from pyparbench.reference import reference_forward
 from pyparbench.settings import Settings
 
 THREADS = (1, 2, 3)
@@ -134,3 +135,24 @@ def test_a_table_of_the_wrong_size_is_refused_naming_it(monkeypatch: pytest.Monk
     monkeypatch.setattr(int8_gates, "gate_table", lambda *a: whole(*a)[:255])
     with pytest.raises(ValueError, match=r"silu.*'table' holds 255 values"):
         _outputs(_gate_graph("uint8", True), _input(), Settings())
+
+
+def test_the_float64_reference_reads_the_table_as_the_chain() -> None:
+    # A 2-D chain straight through the pass: the reference of the rewritten
+    # graph (its lookup) against the reference of the float chain.
+    b = GraphBuilder("chain")
+    x = b.input("x", (3, 50))
+    q0 = b.fake_quantize(x, x_dtype="int8", name="x_q")
+    b.set_weights(q0, _grid("x", 0.06, 3.0))
+    f = b.fake_quantize(b.eltwise(q0, "sigmoid", name="sig"), x_dtype="uint8", name="sig_q")
+    b.set_weights(f, _grid("x", 1 / 255, 0.0))
+    y = b.fake_quantize(b.mul(q0, f, name="silu"), x_dtype="uint8", name="silu_q")
+    b.set_weights(y, _grid("x", 0.04, 9.0))
+    g = b.build(y)
+    gated = int8_gates.int8_gates(g)
+    assert [n.op for n in gated.nodes] == ["input", "fake_quantize", "fake_quantize"]
+    inputs = {"x": (np.random.default_rng(1).standard_normal((3, 50)) * 4).astype(np.float32)}
+    want = reference_forward(g, inputs)["silu_q"]
+    got = reference_forward(gated, inputs)["silu"]
+    steps = np.abs(got - want) / 0.04
+    assert np.ptp(want) > 1 and steps.max() <= 1 + 1e-3 and np.mean(steps > 1e-3) <= 0.05
