@@ -27,7 +27,6 @@ from pyparbench.graph.ir import Graph
 from pyparbench.graph.node import ArrayParams, Node
 from pyparbench.graph.passes.int8_values import Grid, output_grid
 from pyparbench.graph.passes.rewrite import Emitter, fusable, has_activation
-from pyparbench.ops import Eltwise
 
 __all__ = ["gate_table", "int8_gates"]
 
@@ -54,11 +53,13 @@ def gate_table(x_grid: Grid, sigmoid_grid: Grid) -> npt.NDArray[np.float32]:
     """x · round(sigmoid(x)) in float32 for each of the 256 values x of
     ``x_grid``, lowest byte first: the sigmoid oneDNN's (the executor's
     eltwise kernel), rounded onto ``sigmoid_grid``."""
+    from pyparbench._core import ops as _ops  # noqa: PLC0415 (framework child: no native core)
+
     dtype, scale, zp = x_grid
     first = 0 if dtype == "uint8" else -128
     q = np.arange(first, first + 256, dtype=np.float32)
     x = np.asarray((q - np.float32(zp)) * np.float32(scale), dtype=np.float32)
-    s = np.asarray(Eltwise("sigmoid", [256], threads=1).run(np.ascontiguousarray(x)), np.float32)
+    s = np.asarray(_ops.Eltwise("sigmoid", [256], threads=1).run(np.ascontiguousarray(x)), np.float32)
     return np.asarray(x * _rounded(s, sigmoid_grid), dtype=np.float32)
 
 
