@@ -12,10 +12,11 @@ the executor's own sigmoid and the fake_quantize's and mul's float32
 arithmetic; the node rounds table[byte] onto the output grid, one lookup an
 element, and graph.passes.int8_values then passes x to it as bytes.
 
-The executor runs a small sigmoid on its direct kernels and a large one on
-oneDNN's; the table is oneDNN's. Where the two differ in the last bit on a
-value that lies on a tie of the sigmoid's grid, the rounded sigmoid moves by
-one step: the results are the float chain's to the bit but for such ties.
+The plan runs some sigmoids on its direct kernels (the thread rule's
+choice) and the others on oneDNN's; the table is oneDNN's. The two differ
+in the last bit on many inputs, which moves the rounded sigmoid (by one
+step) only where it lies on a tie of its grid: the results are the float
+chain's to the bit but for such ties.
 """
 
 from __future__ import annotations
