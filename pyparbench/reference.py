@@ -382,6 +382,11 @@ def _fake_quantize(node: Node, args: Sequence[Array], ft: np.dtype[Any]) -> Arra
     minus it, times the scale."""
     scale, zp = _grid(node, "x")
     x = args[0] if len(args) == 1 else args[0] + args[1]  # a fused residual add
+    if "table" in node.params:  # a gate looked up by its input's byte (passes.int8_gates)
+        first = int(node.params["table_first"][0])
+        t_scale, t_zp = _grid(node, "table")
+        rows = requantize(x, t_scale, t_zp, "uint8" if first == 0 else "int8") - first
+        x = np.asarray(node.params["table"], dtype=np.float64)[rows]
     q = requantize(x, scale, zp, node.attrs["x_dtype"])
     return np.asarray((q - zp) * float(np.float32(scale)), dtype=ft)
 

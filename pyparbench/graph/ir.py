@@ -87,7 +87,9 @@ index inputs of ``embedding_bag``, ``position_ids`` and their reshapes):
 ``fake_quantize``         [x_dtype] x rounded onto its grid (params x_scale, x_zero_point):
                           ONNX's QuantizeLinear, then DequantizeLinear; with two
                           inputs (a residual add fused by graph.passes.int8_values),
-                          their float32 sum rounded
+                          their float32 sum rounded; with param ``table`` (256,) (a
+                          SiLU gate, graph.passes.int8_gates) its input's grid bytes
+                          look up the value rounded, table[byte]
 ``dynamic_quantized_      [conv2d's geometry] x quantised to uint8 on each run's grid, as
 conv2d``                  ONNX's DynamicQuantizeLinear: lo = min(0, min x), hi = max(0,
                           max x), s = (hi - lo) / 255 (float32), z = round(clip(-lo / s,

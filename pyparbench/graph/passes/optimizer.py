@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.passes.conv import im2col_marks, subsample
 from pyparbench.graph.passes.fusion import activation_fusion, bn_fold, residual_fusion
+from pyparbench.graph.passes.int8_gates import int8_gates
 from pyparbench.graph.passes.int8_identities import int8_identities
 from pyparbench.graph.passes.int8_values import int8_values
 from pyparbench.graph.passes.layout import blocked_choice, layout_blocked_unchecked, layout_nhwc
@@ -148,7 +149,7 @@ def optimize(graph: Graph, passes: Sequence[str], *, library: str = "onednn",
         # "memory" rewrites nothing: the plan reads it from `applied`.
         applied.append(name)
     if "layout" in applied:  # int8 values, channels-last, kept as bytes between int8 nodes
-        g = int8_values(int8_identities(g))
+        g = int8_values(int8_gates(int8_identities(g)))
     if precision == "bf16":
         g = to_bf16(g)
     return OptimizeResult(g, tuple(applied), skipped, details, precision)
