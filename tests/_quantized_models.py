@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _support import int8_weight_bits
 
 onnx = pytest.importorskip("onnx")
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -139,7 +140,8 @@ def quantized(tmp: Path, make: Any, per_channel: bool, activations: str,
     quantization.quantize_static(str(f32), str(q), RandomData(shapes),
                                  quant_format=getattr(quantization.QuantFormat, fmt),
                                  per_channel=per_channel, activation_type=act,
-                                 weight_type=quantization.QuantType.QInt8)
+                                 weight_type=quantization.QuantType.QInt8,
+                                 reduce_range=int8_weight_bits() == 7)
     return q, shapes
 
 

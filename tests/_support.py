@@ -68,6 +68,46 @@ def needs_onednn_bf16() -> pytest.MarkDecorator:
                               reason=f"oneDNN runs no bf16 product here: {refusal}")
 
 
+@functools.cache
+def int8_weight_bits() -> int:
+    """The weight bits the int8 tests quantise to: 8, or 7 where this CPU's
+    oneDNN int8 kernels sum u8 · s8 pairs in int16 (no VNNI or AMX) and so
+    refuse full-range weights (pyparbench.PrecisionUnavailable), as
+    oneDNN's guidance and ONNX Runtime's reduce_range have it there."""
+    x = np.full((1, 8), 255, np.uint8)
+    w = np.full((1, 8), 127, np.int8)
+    try:
+        pyparbench.ops.quantized_linear(x, w, x_scale=1.0, weight_scale=1.0)
+    except pyparbench.PrecisionUnavailable:
+        return 7
+    return 8
+
+
+def int8_weight_reach() -> int:
+    """The largest |weight| the int8 tests draw: 127, or 63 at 7 bits."""
+    return 2 ** (int8_weight_bits() - 1) - 1
+
+
+@functools.cache
+def signed_int8_conv_refusal() -> str | None:
+    """The refusal of int8 (s8) activations by this CPU's oneDNN int8
+    convolution (an implementation without int8 dot products), or None."""
+    x = np.ones((1, 3, 3, 4), np.int8)  # channels last
+    w = np.ones((2, 4, 1, 1), np.int8)
+    try:
+        pyparbench.ops.quantized_conv2d(x, w, x_scale=1.0, weight_scale=1.0, layout="nhwc")
+    except pyparbench.PrecisionUnavailable as e:
+        return str(e)
+    return None
+
+
+def skip_where_signed_int8_conv_is_refused(x_dtype: str) -> None:
+    """Skip a test of int8 activations where the convolution refuses them."""
+    refusal = signed_int8_conv_refusal() if x_dtype == "int8" else None
+    if refusal is not None:
+        pytest.skip(f"int8 activations refused here: {refusal}")
+
+
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 

@@ -41,8 +41,11 @@ BATCH = 2
 # (INT8_REQUANTIZED_STEPS) from the reference's, and through a deep network
 # such steps breed more. Measured, max |got - ref| / max |ref| at 1 and 2
 # threads: ResNet-50 1.8e-2, Inception-v3 7.7e-3, SqueezeNet 1.7e-3,
-# MobileNet-v2 9e-4; the other models 6e-7 or below. The bound leaves ~2x.
-INT8_MODEL_RTOL = 4e-2
+# MobileNet-v2 9e-4; the other models 6e-7 or below. On a CPU without int8
+# dot products (AVX2 only: 7-bit weights, oneDNN's vpmaddubsw kernels) each
+# node still matches (the per-node test), and GoogLeNet's whole graph
+# measured 4.4e-2 (at 1 and 2 threads). The bound leaves ~1.4x over that.
+INT8_MODEL_RTOL = 6e-2
 # The int8 graph against the fp32 model on the same inputs: the quantisation
 # error (half a grid step per input of every int8 node, through every layer
 # of random weights). Measured 2e-3 (DLRM-Kaggle) to 6.5e-2 (ResNeXt-50);

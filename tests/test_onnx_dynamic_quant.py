@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 from _quantized_models import bert, cnn, feeds, mlp, reference_evaluator
-from _support import outputs_per_setting
+from _support import int8_weight_bits, outputs_per_setting
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -56,7 +56,8 @@ def _quantized(tmp: Path, make: Any, weights: str, per_channel: bool
     f32, q = tmp / "f32.onnx", tmp / "dynamic.onnx"
     shapes = make(f32)
     wt = quantization.QuantType.QInt8 if weights == "int8" else quantization.QuantType.QUInt8
-    quantization.quantize_dynamic(str(f32), str(q), weight_type=wt, per_channel=per_channel)
+    quantization.quantize_dynamic(str(f32), str(q), weight_type=wt, per_channel=per_channel,
+                                  reduce_range=int8_weight_bits() == 7)
     return q, shapes
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from _quantized_models import RandomData, bert, mlp
-from _support import outputs_per_setting
+from _support import int8_weight_bits, outputs_per_setting
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -49,7 +49,7 @@ def _optimised(f32: Path, out: Path) -> Path:
     """quantize_dynamic's file as ONNX Runtime's extended graph optimisation
     saves it (its fused contrib ops)."""
     q = f32.with_name("dynamic.onnx")
-    quantization.quantize_dynamic(str(f32), str(q))
+    quantization.quantize_dynamic(str(f32), str(q), reduce_range=int8_weight_bits() == 7)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     options.optimized_model_filepath = str(out)

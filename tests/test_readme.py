@@ -6,7 +6,8 @@ folder. A block whose first line is ``# continues the example above`` runs
 after the block before it, in the same interpreter; one whose first line
 names a file (``# test_mine.py``) is written under that name and run with
 pytest; ``# needs: torch`` (or another package) skips it, saying why, where
-the package is missing. Command lines come from fenced shell blocks and
+the package is missing; ``# needs: bf16`` where oneDNN refuses bf16 products
+(oneDNN 2.x on an x86 CPU without AVX-512). Command lines come from fenced shell blocks and
 four-space indented blocks; a synopsis (with ``[...]`` or ``...``) is not a
 concrete command and is left out. An unquoted shell expansion standing
 alone (``${PYPARBENCH_RUN_ARGS:-}``: options a script's user supplies, maybe
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from _support import onednn_bf16_refusal
 
 from pyparbench.cli import build_parser
 
@@ -127,7 +129,10 @@ def test_the_readme_has_examples_and_commands() -> None:
 
 @pytest.mark.parametrize("ex", EXAMPLES, ids=[f"line{e.line}" for e in EXAMPLES])
 def test_every_python_example_runs_as_printed(ex: Example, tmp_path: Path) -> None:
-    missing = [p for p in ex.needs if importlib.util.find_spec(p) is None]
+    refusal = onednn_bf16_refusal() if "bf16" in ex.needs else None
+    if refusal is not None:
+        pytest.skip(f"README.md:{ex.line} needs bf16: {refusal}")
+    missing = [p for p in ex.needs if p != "bf16" and importlib.util.find_spec(p) is None]
     if missing:
         pytest.skip(f"README.md:{ex.line} needs {', '.join(missing)}, not installed")
     code = "\n".join(ex.code) + "\n"

@@ -2,6 +2,7 @@
 
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/dnnl_compat.hpp"
+#include "pyparbench/math/int8_weight_reach.hpp"
 #include "pyparbench/math/linear.hpp"
 
 #include <stdexcept>
@@ -33,6 +34,7 @@ Int8Product::Int8Product(int64_t m, int64_t n, int64_t k, std::optional<int> thr
 bool Int8Product::native() const { return compat::int8_native(implementation_); }
 
 void Int8Product::set_weights(const int8_t* weight) {
+  require_int8_weight_reach("Int8Product", implementation_, weight, n_ * k_);
   locked([&] {
     load_weights(user_weights_md_, weight, nullptr, 0);
     has_weights_ = true;

@@ -1,5 +1,7 @@
 #include "pyparbench/math/quantized.hpp"
 
+#include "pyparbench/math/int8_weight_reach.hpp"
+
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/math/linear.hpp"
 
@@ -106,6 +108,9 @@ void QuantizedKernel::finish(const dnnl::primitive_desc_base& pd, const memory::
 void QuantizedKernel::set_weights(View<const int8_t> weight, ConstFloatView bias) {
   require_shape("weight", weight.shape, w_shape_);
   require_bias_presence(name_, q_.bias, bias.present());
+  require_int8_weight_reach(name_, implementation_, weight.data, weight.size());
+  if (q_.x_type == QuantType::s8 && w_shape_.size() == 4)
+    require_int8_signed_source(name_, implementation_);
   const int64_t channels = static_cast<int64_t>(q_.weight_scales.size());
   std::vector<float> scaled_bias;
   if (bias.present()) {
