@@ -213,6 +213,18 @@ def test_a_bound_cache_is_not_held_twice() -> None:
     np.testing.assert_array_equal(outputs[0], outputs[1])
 
 
+def test_the_two_steps_hold_one_set_of_weights() -> None:
+    """The token step reads the prompt step's arrays, not a second drawing
+    of the same values: a 1B decoder's weights are made once."""
+    decoder = CachedDecoder(1, size="llama-tiny", prompt=4, context=6)
+    prompt, token = decoder.prompt_step.graph, decoder.token_step.graph
+    weighted = [node.name for node in token.nodes if node.op in ("linear", "embedding_bag",
+                                                                  "rms_norm", "rotary")]
+    assert len(weighted) == 2 * 11 + 3  # per layer 7 matrices, 2 norms, 2 rotary tables
+    for name in weighted:
+        assert token[name].params is prompt[name].params, name
+
+
 def test_bind_state_refuses_what_it_cannot_bind() -> None:
     cg = compile_graph(llama_step(1, new_tokens=1, context=4, **SMALL))
     with pytest.raises(ValueError, match="only a float32 graph input"):

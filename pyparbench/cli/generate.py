@@ -94,4 +94,4 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                         "transformers' LlamaForCausalLM on them; onnxruntime: that model "
                         "exported to ONNX with its cache)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=_cmd_generate, user_errors=(ValueError, ChildFailed))
+    p.set_defaults(func=_cmd_generate, user_errors=(ValueError, MemoryError, ChildFailed))

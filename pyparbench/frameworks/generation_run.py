@@ -15,6 +15,7 @@ once timed.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import os
@@ -32,6 +33,7 @@ from pyparbench.frameworks.generation import (
     prompt_ids,
     record_from_times,
 )
+from pyparbench.frameworks.file_room import check_room
 from pyparbench.models.llama import config_of, llama_prefill, transformers_weights
 from pyparbench.settings import Settings
 
@@ -79,6 +81,9 @@ def run_generation(request: GenerationRequest, *, timeout: float = 600.0) -> Gen
     ValueError
         More threads than this machine has CPUs to pin, or a framework asked
         for and not installed (naming what to install).
+    OSError, MemoryError
+        Too little disk (ENOSPC) or memory to write the model file a
+        llama.cpp or ONNX Runtime generation loads (the need named).
     pyparbench.child_process.ChildFailed
         The child crashed or ran past ``timeout`` seconds.
     """
@@ -90,21 +95,44 @@ def run_generation(request: GenerationRequest, *, timeout: float = 600.0) -> Gen
     framework_env = child_process.child_env(settings, core=False)
     if request.framework == "torch":
         return _call(request, cpus, framework_env, timeout)
-    graph = llama_prefill(1, size=request.model, prompt=request.prompt)
     with tempfile.TemporaryDirectory(prefix=f"pyparbench-{request.framework}-") as tmp:
-        if request.framework == "llamacpp":
-            from pyparbench.frameworks.llamacpp import write_llama_gguf  # noqa: PLC0415 (the llm extra)
-
-            path = write_llama_gguf(Path(tmp) / f"{request.model}.gguf", config_of(graph),
-                                    transformers_weights(graph),
-                                    context=request.prompt + request.new)
-            with_file = GenerationRequest(**{**request.as_dict(), "gguf": str(path)})
-        else:
-            from pyparbench.frameworks.torch.llama_onnx import export_cached_decoder  # noqa: PLC0415 (heavy, optional)
-
-            path = export_cached_decoder(graph, Path(tmp) / f"{request.model}.onnx")
-            with_file = GenerationRequest(**{**request.as_dict(), "onnx": str(path)})
+        with_file = _with_model_file(request, Path(tmp))
+        # The writer's graph and model are gone: only the child holds the weights.
+        gc.collect()
         return _call(with_file, cpus, framework_env, timeout)
+
+
+# Memory a model file's writing takes at its peak, as a multiple of the
+# weights' bytes: the exporter's peak on llama-3.2-1b was 9.9 GB for 6.0 GB
+# of weights (its largest tensors copied again as it writes them); the GGUF
+# writer holds the weights and copies of the query and key matrices.
+_WRITER_MEMORY = {"onnxruntime": 1.7, "llamacpp": 1.1}
+
+
+def _with_model_file(request: GenerationRequest, folder: Path) -> GenerationRequest:
+    """``request`` with the model file its runtime loads, written into
+    ``folder`` from the decoder's weights (made here, freed on return);
+    OSError (ENOSPC) or MemoryError naming the need where the folder's disk
+    or the memory available is short of it."""
+    graph = llama_prefill(1, size=request.model, prompt=request.prompt)
+    weights = 4 * graph.num_params
+    largest = 4 * max(s.size for node in graph.nodes for s in node.params.specs.values())
+    # The ONNX export's weights are gathered into one file from the
+    # exporter's own, one tensor at a time: the largest is on disk twice.
+    disk = weights + (largest if request.framework == "onnxruntime" else 0)
+    check_room(f"{request.model}'s {request.framework} model file", folder, disk_bytes=disk,
+               memory_bytes=int(_WRITER_MEMORY[request.framework] * weights))
+    if request.framework == "llamacpp":
+        from pyparbench.frameworks.llamacpp import write_llama_gguf  # noqa: PLC0415 (the llm extra)
+
+        path = write_llama_gguf(folder / f"{request.model}.gguf", config_of(graph),
+                                transformers_weights(graph),
+                                context=request.prompt + request.new)
+        return GenerationRequest(**{**request.as_dict(), "gguf": str(path)})
+    from pyparbench.frameworks.torch.llama_onnx import export_cached_decoder  # noqa: PLC0415 (heavy, optional)
+
+    path = export_cached_decoder(graph, folder / f"{request.model}.onnx")
+    return GenerationRequest(**{**request.as_dict(), "onnx": str(path)})
 
 
 def _call(request: GenerationRequest, cpus: list[int] | None, env: dict[str, str],

@@ -13,12 +13,14 @@ rotary nodes read when they run, so no step copies the past or re-plans.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from pyparbench.executor import CompiledGraph, compile_graph
+from pyparbench.graph import Graph
 from pyparbench.frameworks.generation import (
     GenerationRecord,
     GenerationRequest,
@@ -32,6 +34,20 @@ from pyparbench.models.llama import CACHE_LENGTH, LlamaConfig, cache_names, conf
 from pyparbench.settings import Settings
 
 __all__ = ["CachedDecoder", "KVCache", "generate"]
+
+
+def _sharing_weights(graph: Graph, source: Graph) -> Graph:
+    """``graph`` with each node's parameters taken from ``source``'s node of
+    the same name and shapes: the two steps draw the same weights (seeded by
+    name), and held once a 1B decoder's 6 GB are not made twice."""
+    by_name = {node.name: node for node in source.nodes}
+    nodes = []
+    for node in graph.nodes:
+        twin = by_name.get(node.name)
+        if twin is not None and len(node.params) and twin.params.shapes == node.params.shapes:
+            node = dataclasses.replace(node, params=twin.params)
+        nodes.append(node)
+    return Graph(graph.name, nodes, graph.outputs, graph.meta)
 
 
 class KVCache:
@@ -83,13 +99,14 @@ class CachedDecoder:
         self.settings = settings or Settings()
         self.prompt = prompt
 
-        def compiled(new_tokens: int) -> CompiledGraph:
-            return compile_graph(llama_step(
-                batch, size=size, new_tokens=new_tokens, context=context, seed=seed,
-                hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
-                intermediate=intermediate, vocab=vocab))
+        def step_graph(new_tokens: int) -> Graph:
+            return llama_step(batch, size=size, new_tokens=new_tokens, context=context,
+                              seed=seed, hidden=hidden, layers=layers, heads=heads,
+                              kv_heads=kv_heads, intermediate=intermediate, vocab=vocab)
 
-        self.prompt_step, self.token_step = compiled(prompt), compiled(1)
+        prompt_graph = step_graph(prompt)
+        self.prompt_step = compile_graph(prompt_graph)
+        self.token_step = compile_graph(_sharing_weights(step_graph(1), prompt_graph))
         self.config = config_of(self.prompt_step.graph)
         self.cache = KVCache(self.config, batch, context)
         for step in (self.prompt_step, self.token_step):

@@ -6,10 +6,11 @@ model's parameter names (``layers.0/self_attn.q_proj`` holds
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import warnings
 from typing import Any
 
-import numpy as np
 import torch
 
 from pyparbench.graph import Graph
@@ -28,8 +29,14 @@ def cache_argument(model: Any) -> str:
 
 
 def state_dict_of(graph: Graph) -> dict[str, torch.Tensor]:
-    """The graph's weights under ``LlamaForCausalLM``'s parameter names."""
-    return {k: torch.from_numpy(np.array(v)) for k, v in transformers_weights(graph).items()}
+    """The graph's weights under ``LlamaForCausalLM``'s parameter names,
+    sharing the graph's arrays rather than copying them: a 1B decoder's
+    6 GB are held once. The arrays are read-only and nothing writes a model's
+    weights at inference, so torch's warning that it cannot enforce that is
+    not shown."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return {k: torch.from_numpy(v) for k, v in transformers_weights(graph).items()}
 
 
 def llama_for_causal_lm(graph: Graph, attn_implementation: str = "sdpa") -> Any:
@@ -59,8 +66,14 @@ def llama_for_causal_lm(graph: Graph, attn_implementation: str = "sdpa") -> Any:
         max_position_embeddings=max(meta["prompt"], 2048), tie_word_embeddings=False,
         attention_bias=False, mlp_bias=False, hidden_act="silu",
         attn_implementation=attn_implementation)
-    model: Any = transformers.LlamaForCausalLM(transformers.LlamaConfig(**settings))
-    missing, unexpected = model.load_state_dict(state_dict_of(graph), strict=False)
+    # Built without drawing its own weights (their memory is never touched),
+    # then given the graph's tensors in their place (assign): the model adds
+    # no copy of the weights, and no seconds of initialising 1B of them.
+    initialization = importlib.import_module("transformers.initialization")
+    with initialization.no_init_weights():
+        model: Any = transformers.LlamaForCausalLM(transformers.LlamaConfig(**settings))
+    missing, unexpected = model.load_state_dict(state_dict_of(graph), strict=False,
+                                                assign=True)
     if missing or unexpected:
         raise ValueError(f"graph {graph.name!r}'s weights do not fit LlamaForCausalLM: "
                          f"missing {missing}, unexpected {unexpected}")
