@@ -108,6 +108,20 @@ def skip_where_signed_int8_conv_is_refused(x_dtype: str) -> None:
         pytest.skip(f"int8 activations refused here: {refusal}")
 
 
+def int8_weights(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Random int8 weight values (as float32) over the reach the int8 tests use."""
+    reach = int8_weight_reach()
+    return rng.integers(-reach, reach + 1, shape).astype(np.float32)
+
+
+def conv_c_output(g: Graph, x: np.ndarray, settings: Settings) -> np.ndarray:
+    """The int8 test graphs' output ``conv_c`` for input ``x`` under ``settings``."""
+    cg = compile_graph(g)
+    cg.set_inputs({"x": x})
+    cg.run(settings, repeats=1, warmup=0)
+    return cg.outputs()["conv_c"].copy()
+
+
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 

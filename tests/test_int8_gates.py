@@ -13,9 +13,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from _support import int8_weight_reach, skip_where_signed_int8_conv_is_refused
+from _support import conv_c_output, int8_weights, skip_where_signed_int8_conv_is_refused
 
-from pyparbench.executor import compile_graph
 from pyparbench.graph import GraphBuilder
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.passes import executed_graph, int8_gates, optimizer
@@ -40,7 +39,7 @@ def _gate_graph(dtype: str, rounded_after: bool, pooled: bool = False) -> Graph:
     zp = 128.0 if dtype == "uint8" else 0.0
     next_zp = 10.0 if dtype == "uint8" else -100.0
     c = b.quantized_conv2d(x, 6, 3, padding=1, x_dtype=dtype, out_dtype=dtype, name="conv_0")
-    b.set_weights(c, {"weight": rng.integers(-int8_weight_reach(), int8_weight_reach() + 1, (6, 5, 3, 3)).astype(np.float32),
+    b.set_weights(c, {"weight": int8_weights(rng, (6, 5, 3, 3)),
                       "weight_scale": rng.uniform(0.001, 0.004, 6).astype(np.float32),
                       "bias": rng.standard_normal(6).astype(np.float32) * 0.1,
                       **_grid("x", 0.04, zp), **_grid("out", 0.05, zp)})
@@ -52,7 +51,7 @@ def _gate_graph(dtype: str, rounded_after: bool, pooled: bool = False) -> Graph:
         m = b.fake_quantize(m, x_dtype=dtype, name="silu_q")
         b.set_weights(m, _grid("x", 0.03, next_zp))
     y = b.quantized_conv2d(m, 7, 3, padding=1, x_dtype=dtype, out_dtype="float32", name="conv_c")
-    b.set_weights(y, {"weight": rng.integers(-int8_weight_reach(), int8_weight_reach() + 1, (7, 6, 3, 3)).astype(np.float32),
+    b.set_weights(y, {"weight": int8_weights(rng, (7, 6, 3, 3)),
                       "weight_scale": rng.uniform(0.001, 0.004, 7).astype(np.float32),
                       "bias": rng.standard_normal(7).astype(np.float32) * 0.1,
                       **_grid("x", 0.03, next_zp)})
@@ -60,13 +59,6 @@ def _gate_graph(dtype: str, rounded_after: bool, pooled: bool = False) -> Graph:
         p = b.global_avg_pool(c, name="pool")
         return b.build([y, p])
     return b.build(y)
-
-
-def _outputs(g: Graph, x: np.ndarray, settings: Settings) -> np.ndarray:
-    cg = compile_graph(g)
-    cg.set_inputs({"x": x})
-    cg.run(settings, repeats=1, warmup=0)
-    return cg.outputs()["conv_c"].copy()
 
 
 @pytest.fixture
@@ -102,12 +94,12 @@ def test_the_lookup_gives_the_float_chains_values_to_the_bit(dtype: str, rounded
     skip_where_signed_int8_conv_is_refused(dtype)
     g = _gate_graph(dtype, rounded_after)
     x = _input()
-    plain = _outputs(g, x, Settings(graph_opt="none"))
+    plain = conv_c_output(g, x, Settings(graph_opt="none"))
     assert np.ptp(plain) > 0
-    got = {t: _outputs(g, x, Settings(intra_op=t)) for t in THREADS}
+    got = {t: conv_c_output(g, x, Settings(intra_op=t)) for t in THREADS}
     monkeypatch.setattr(optimizer, "int8_gates", lambda g: g)
     for t in THREADS:
-        np.testing.assert_array_equal(got[t], _outputs(g, x, Settings(intra_op=t)), str(t))
+        np.testing.assert_array_equal(got[t], conv_c_output(g, x, Settings(intra_op=t)), str(t))
         np.testing.assert_array_equal(got[t], plain, str(t))
 
 
@@ -136,7 +128,7 @@ def test_a_table_of_the_wrong_size_is_refused_naming_it(monkeypatch: pytest.Monk
     whole = int8_gates.gate_table
     monkeypatch.setattr(int8_gates, "gate_table", lambda *a: whole(*a)[:255])
     with pytest.raises(ValueError, match=r"silu.*'table' holds 255 values"):
-        _outputs(_gate_graph("uint8", True), _input(), Settings())
+        conv_c_output(_gate_graph("uint8", True), _input(), Settings())
 
 
 def test_the_float64_reference_reads_the_table_as_the_chain() -> None:

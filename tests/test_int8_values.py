@@ -16,7 +16,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _support import int8_weight_bits, int8_weight_reach, skip_where_signed_int8_conv_is_refused
+from _support import (
+    conv_c_output,
+    int8_weight_bits,
+    int8_weights,
+    skip_where_signed_int8_conv_is_refused,
+)
 
 from pyparbench._core import graph as native
 from pyparbench.executor import compile_graph
@@ -38,7 +43,7 @@ def _grid(prefix: str, dtype: str, scale: float) -> dict[str, np.ndarray]:
 def _conv(b: GraphBuilder, rng: np.random.Generator, x: int, cin: int, cout: int,
           x_scale: float, out_scale: float, dtype: str, name: str) -> int:
     c = b.quantized_conv2d(x, cout, 3, padding=1, x_dtype=dtype, out_dtype=dtype, name=name)
-    b.set_weights(c, {"weight": rng.integers(-int8_weight_reach(), int8_weight_reach() + 1, (cout, cin, 3, 3)).astype(np.float32),
+    b.set_weights(c, {"weight": int8_weights(rng, (cout, cin, 3, 3)),
                       "weight_scale": rng.uniform(0.001, 0.004, cout).astype(np.float32),
                       "bias": rng.standard_normal(cout).astype(np.float32) * 0.1,
                       **_grid("x", dtype, x_scale), **_grid("out", dtype, out_scale)})
@@ -59,13 +64,6 @@ def _block_graph(dtype: str) -> Graph:
     b.set_weights(g1, _grid("x", dtype, 0.07))
     y = _conv(b, rng, g1, 5, 7, 0.07, STEP, dtype, "conv_c")
     return b.build(y)
-
-
-def _outputs(g: Graph, x: np.ndarray, settings: Settings) -> np.ndarray:
-    cg = compile_graph(g)
-    cg.set_inputs({"x": x})
-    cg.run(settings, repeats=1, warmup=0)
-    return cg.outputs()["conv_c"].copy()
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
@@ -91,12 +89,12 @@ def test_bytes_give_the_float_plans_values_to_the_bit(dtype: str) -> None:
     skip_where_signed_int8_conv_is_refused(dtype)
     g = _block_graph(dtype)
     x = np.random.default_rng(0).standard_normal((2, 5, 11, 13)).astype(np.float32)
-    plain = _outputs(g, x, Settings(graph_opt="none"))
+    plain = conv_c_output(g, x, Settings(graph_opt="none"))
     want = reference_forward(g, {"x": x})["conv_c"]
     steps = np.abs(plain - want) / STEP
     assert steps.max() <= 1 + 1e-3 and np.mean(steps > 1e-3) <= 0.05
     for t in THREADS:
-        np.testing.assert_array_equal(_outputs(g, x, Settings(intra_op=t)), plain, str(t))
+        np.testing.assert_array_equal(conv_c_output(g, x, Settings(intra_op=t)), plain, str(t))
 
 
 def _pool_graph(dtype: str, ceil_mode: bool) -> Graph:
@@ -120,9 +118,9 @@ def test_a_max_pool_of_bytes_writes_bytes_and_the_float_plans_values(dtype: str,
     pool = next(n for n in run.nodes if n.op == "pool2d")
     assert pool.dtype == dtype and run[pool.inputs[0]].dtype == dtype
     x = np.random.default_rng(2).standard_normal((2, 5, 7, 13)).astype(np.float32)
-    plain = _outputs(g, x, Settings(graph_opt="none"))
+    plain = conv_c_output(g, x, Settings(graph_opt="none"))
     for t in THREADS:
-        np.testing.assert_array_equal(_outputs(g, x, Settings(intra_op=t)), plain, str(t))
+        np.testing.assert_array_equal(conv_c_output(g, x, Settings(intra_op=t)), plain, str(t))
 
 
 def _shuffle_graph(dtype: str) -> Graph:
@@ -156,9 +154,9 @@ def test_a_fake_quantize_onto_the_grid_its_values_lie_on_is_dropped(dtype: str) 
     # Rounding onto the other grid (step 0.08) moves a value up to 0.04, over
     # half conv c's input step (0.05): dropping it would change the results.
     x = np.random.default_rng(7).standard_normal((1, 6, 7, 9)).astype(np.float32)
-    plain = _outputs(g, x, Settings(graph_opt="none"))
+    plain = conv_c_output(g, x, Settings(graph_opt="none"))
     for t in THREADS:
-        np.testing.assert_array_equal(_outputs(g, x, Settings(intra_op=t)), plain, str(t))
+        np.testing.assert_array_equal(conv_c_output(g, x, Settings(intra_op=t)), plain, str(t))
 
 
 def test_a_byte_value_read_by_a_float_node_is_refused_naming_both() -> None:
