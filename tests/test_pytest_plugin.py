@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from _support import physical_cores
+from _support import needs_onednn_bf16, physical_cores
 
 # Slow (each test runs pytest in a process of its own): left out of the
 # quick run, `pytest -m "not slow and not slurm"`.
@@ -371,6 +371,7 @@ def test_a_broken_install_is_recorded_not_fatal(pytester: pytest.Pytester) -> No
     assert saved["machine_info"]["pyparbench"] == {"error": "OSError: no hwloc"}
 
 
+@needs_onednn_bf16()
 def test_ppb_precision_runs_models_at_it(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_it='''
         from pyparbench.settings import Settings

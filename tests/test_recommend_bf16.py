@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _support import needs_onednn_bf16
 
 from pyparbench.graph.passes import executed_graph
 from pyparbench.models import build
@@ -16,6 +17,7 @@ from pyparbench.recommender.costmodel import BF16_SPEEDUP, AnalyticCostModel
 from pyparbench.settings import Settings
 
 
+@needs_onednn_bf16()
 def test_a_calibrated_recommendation_at_bf16(tmp_path: Any) -> None:
     """Every node of the bf16 plan has a measured time (the conversions
     included): the recommendation runs, at bf16, on the calibrated model."""

@@ -1,5 +1,5 @@
 #include "bindings/pybind.hpp"
-#include "pyparbench/core/errors.hpp"
+#include "pyparbench/errors.hpp"
 #include "pyparbench/dnnl_compat.hpp"
 
 namespace ppb::bind {

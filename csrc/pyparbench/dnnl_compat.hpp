@@ -6,7 +6,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "pyparbench/core/errors.hpp"
+#include "pyparbench/errors.hpp"
 
 #include <cstdlib>
 #include <stdexcept>

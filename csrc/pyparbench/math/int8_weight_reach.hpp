@@ -6,7 +6,7 @@
 // weights, naming the fix; 7-bit weights (|w| <= 64, the sum <= 32640), a
 // reference implementation and the int8 dot-product ones are exact.
 
-#include "pyparbench/core/errors.hpp"
+#include "pyparbench/errors.hpp"
 #include "pyparbench/dnnl_compat.hpp"
 
 #include <cstdint>
