@@ -31,7 +31,9 @@ import.
 ``--int8``: each file is quantised by ONNX Runtime's ``quantize_static``
 (QDQ, weights int8 per channel, activations uint8 per tensor, calibrated
 on CALIBRATION_INPUTS random inputs from seed 0; cached beside the float
-file as ``<name>-int8.onnx``), its import checked against ONNX Runtime on
+file as ``<name>-int8.onnx``; on a CPU without int8 dot products, whose
+oneDNN kernels refuse weights beyond 7 bits, with ``reduce_range=True`` as
+``<name>-int8-7bit.onnx``), its import checked against ONNX Runtime on
 that file, and five contenders run in lockstep at each ``--threads``
 count: native int8, ONNX Runtime and OpenVINO on the same QDQ file (both
 run it as int8), native fp32 and native bf16 on the float file. Each
@@ -232,7 +234,13 @@ def quantized(name: str, path: Path) -> Path:
         quantize_static,
     )
 
-    qpath = path.with_name(f"{path.stem}-int8.onnx")
+    from pyparbench.machine.cpu_features import cpu_features
+
+    # Without int8 dot products (no VNNI or AMX) full-range weights saturate
+    # oneDNN's int8 kernels, which refuse them: 7-bit weights there, as
+    # ONNX Runtime's reduce_range advises for such CPUs (the file says which).
+    reduce_range = "int8" not in cpu_features()["precisions"]
+    qpath = path.with_name(f"{path.stem}-int8{'-7bit' if reduce_range else ''}.onnx")
     if qpath.is_file():
         return qpath
 
@@ -246,7 +254,7 @@ def quantized(name: str, path: Path) -> Path:
     partial = qpath.with_name(f"{qpath.stem}.partial.onnx")  # a killed run leaves no cache
     quantize_static(str(path), str(partial), Calibration(), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8)
+                    weight_type=QuantType.QInt8, reduce_range=reduce_range)
     partial.replace(qpath)
     return qpath
 
