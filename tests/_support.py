@@ -9,6 +9,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -487,3 +488,39 @@ def squeeze_excite_graph(batch: int) -> Any:
     gate = b.eltwise(b.conv2d(b.eltwise(b.conv2d(s, 16, 1), "swish"), 32, 1), "sigmoid")
     y = b.conv2d(b.add(b.mul(x, gate), gate), 16, 1)
     return b.build([b.global_avg_pool(y)])
+
+
+# -- the main job's real results folders ----------------------------------------------
+
+# A small quick suite of the main job (the Criteo-Kaggle-like DLRM at batch 1,
+# with the recommender, whose setting and confirmation rounds measure some
+# settings in several processes: a folder's spread between processes), fp32
+# alone: every native configuration times runs for at least 0.3 s, so a row
+# holds thousands of per-run samples, as the folders users compare do.
+MAIN_JOB_SUITE = ("--quick", "--models", "dlrm-kaggle", "--batches", "1", "--no-operators",
+                  "--no-frameworks", "--repeats", "3", "--precision", "fp32")
+
+
+def cli_process(*args: str, cpus: str | None = None,
+                timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``python -m pyparbench ARGS`` in a process of its own (on CPUs ``cpus``
+    through taskset, when given), its output captured."""
+    cmd = [sys.executable, "-P", "-m", "pyparbench", *args]
+    if cpus is not None:
+        cmd = ["taskset", "-c", cpus, *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "120"})
+
+
+def main_job_folders(root: Path, suite: Sequence[str]) -> dict[str, Path]:
+    """``run`` with ``suite`` into root/a and root/b on this machine, and
+    root/one on CPU 0 (where taskset is)."""
+    out = {}
+    for name, cpus in (("a", None), ("b", None), ("one", "0")):
+        if cpus is not None and shutil.which("taskset") is None:
+            continue
+        folder = root / name
+        done = cli_process("run", *suite, "-o", str(folder), cpus=cpus)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        out[name] = folder
+    return out

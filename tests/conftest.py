@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _support import THREAD_COUNTS
+from _support import MAIN_JOB_SUITE, THREAD_COUNTS, main_job_folders
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -100,3 +100,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                   f"reached (all listed in {path})")
     for target, t in rep["targets"].items():
         tr.write_line(f"  {target}: {t['inputs']} inputs, {len(t['errors'])} distinct errors")
+
+
+@pytest.fixture(scope="session")
+def main_job_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The main job's folders of MAIN_JOB_SUITE, made once for the session
+    (each run takes half a minute): 'a' and 'b' on this machine, 'one' on
+    CPU 0 (a second machine, where taskset is). Read them; copy to change."""
+    return main_job_folders(tmp_path_factory.mktemp("main-job"), MAIN_JOB_SUITE)

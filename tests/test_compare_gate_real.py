@@ -4,7 +4,8 @@ Six runs of a small quick suite (the Criteo-Kaggle-like DLRM at batch 1,
 with the recommender, whose setting and confirmation rounds measure some
 settings in several processes: the folder's spread between processes),
 each in fresh processes: four of this machine, and two under ``taskset -c
-0``, where every setting that uses both cores on two CPUs gets one. Sides
+0`` (three of them conftest's ``main_job_runs``, shared with
+test_compare_real), where every setting that uses both cores on two CPUs gets one. Sides
 of two runs (a folder of runs) test each row on its own processes.
 """
 
@@ -19,25 +20,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import MAIN_JOB_SUITE as SUITE
+from _support import cli_process
 from rich.console import Console
+from test_compare_gate import check_rows_and_legend
 
 from pyparbench.compare import compare, judge, print_text
 from pyparbench.report.terminal import print_summary
 from pyparbench.resultfiles import ResultFileError, load, merge_runs
 from pyparbench.resultfiles.merged import MAX_RUNS
 from pyparbench.stats import input_spread
-from test_compare_gate import check_rows_and_legend
-from test_compare_real import main_job_folders, pyparbench
 
 pytestmark = pytest.mark.slow
 
 pytest.importorskip("scipy.stats")
 
-# fp32 alone: the gate's power below is reckoned over its 8 rows (the
-# other precisions' rows of tens of microseconds would add rows the span
-# was not sized for).
-SUITE = ("--quick", "--models", "dlrm-kaggle", "--batches", "1", "--no-operators",
-         "--no-frameworks", "--repeats", "3", "--precision", "fp32")
+# SUITE is fp32 alone: the gate's power below is reckoned over its 8 rows
+# (the other precisions' rows of tens of microseconds would add rows the
+# span was not sized for).
 
 
 # How many of the 2-CPU run's process sds (of ln process median) a row's
@@ -48,8 +48,8 @@ SPAN = 8.0
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = main_job_folders(tmp_path_factory.mktemp("gate"), SUITE)
+def runs(main_job_runs: dict[str, Path]) -> dict[str, Path]:
+    out = dict(main_job_runs)
     if len(os.sched_getaffinity(0)) < 2:
         out.pop("one", None)  # CPU 0 is all this process has: no second machine
     return out
@@ -64,7 +64,7 @@ def _loaded() -> str:
 
 
 def gate(*args: str) -> tuple[int, dict[str, object]]:
-    done = pyparbench("compare", *args, "--json", timeout=300)
+    done = cli_process("compare", *args, "--json", timeout=300)
     assert done.returncode in (0, 1), done.stderr
     return done.returncode, json.loads(done.stdout)
 
@@ -166,7 +166,7 @@ def more_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     root = tmp_path_factory.mktemp("more")
     out = []
     for name in ("c", "d"):
-        done = pyparbench("run", *SUITE, "-o", str(root / name))
+        done = cli_process("run", *SUITE, "-o", str(root / name))
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         out.append(root / name)
     return out
@@ -255,7 +255,7 @@ def test_a_folder_of_runs_is_one_side_each_row_on_its_own_spread(
         merge_runs(tmp_path, [one] * (MAX_RUNS + 1))
     if "one" in runs:
         shutil.copytree(runs["one"], tmp_path / "A" / "one")
-        done = pyparbench("compare", str(tmp_path / "A"), str(tmp_path / "B"))
+        done = cli_process("compare", str(tmp_path / "A"), str(tmp_path / "B"))
         assert done.returncode == 2 and "measured on another machine" in done.stderr, \
             done.stderr
         assert "one" in done.stderr
@@ -267,7 +267,7 @@ def test_two_one_cpu_runs_against_two_fail_on_the_thread_scaling_rows(
         pytest.skip("taskset is missing or this process may use one CPU only")
     # A second run on CPU 0: two runs a side, each row on its own processes
     # (one run a side rests on the few settings a run measured twice).
-    done = pyparbench("run", *SUITE, "-o", str(tmp_path / "one2"), cpus="0")
+    done = cli_process("run", *SUITE, "-o", str(tmp_path / "one2"), cpus="0")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     for side, folders in (("two", [runs["a"], runs["b"]]),
                           ("one", [runs["one"], tmp_path / "one2"])):

@@ -1,10 +1,11 @@
 """`pyparbench compare` on what `pyparbench run` really writes.
 
-The folders are made here by the main job itself, in fresh processes, on a
-small quick suite (the Criteo-Kaggle-like DLRM at batch 1, no operators,
-frameworks or recommender): every native configuration times runs for at
-least 0.3 s, so a row holds thousands of per-run samples, as the folders users compare do
-(an exact U-test guard overflowed at about 515 a side). Two runs of this
+The folders are made by the main job itself, in fresh processes, on a
+small quick suite (conftest's ``main_job_runs``: the Criteo-Kaggle-like
+DLRM at batch 1 with the recommender, no operators or frameworks): every
+native configuration times runs for at least 0.3 s, so a row holds
+thousands of per-run samples, as the folders users compare do (an exact
+U-test guard overflowed at about 515 a side). Two runs of this
 machine, and one under ``taskset -c 0``: a second machine with another
 fingerprint (one CPU).
 """
@@ -17,14 +18,13 @@ import math
 import os
 import shutil
 import subprocess
-import sys
-from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from _support import cli_process
 
 from pyparbench.compare import smallest_p_at_least, u_test
 
@@ -34,41 +34,14 @@ pytestmark = pytest.mark.slow
 
 pytest.importorskip("scipy.stats")
 
-SUITE = ("--quick", "--models", "dlrm-kaggle", "--batches", "1", "--no-operators",
-         "--no-frameworks", "--no-recommend", "--repeats", "3")
-
-
-def pyparbench(*args: str, cpus: str | None = None,
-               timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-P", "-m", "pyparbench", *args]
-    if cpus is not None:
-        cmd = ["taskset", "-c", cpus, *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "120"})
-
-
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def folders(main_job_runs: dict[str, Path]) -> dict[str, Path]:
     """Results folders of the main job: 'a' and 'b' on this machine, 'one' on CPU 0."""
-    return main_job_folders(tmp_path_factory.mktemp("runs"), SUITE)
-
-
-def main_job_folders(root: Path, suite: Sequence[str]) -> dict[str, Path]:
-    """``run`` with ``suite`` into root/a and root/b on this machine, and
-    root/one on CPU 0 (where taskset is)."""
-    out = {}
-    for name, cpus in (("a", None), ("b", None), ("one", "0")):
-        if cpus is not None and shutil.which("taskset") is None:
-            continue
-        folder = root / name
-        done = pyparbench("run", *suite, "-o", str(folder), cpus=cpus)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        out[name] = folder
-    return out
+    return main_job_runs
 
 
 def compare(*args: str) -> subprocess.CompletedProcess[str]:
-    return pyparbench("compare", *args, timeout=300)
+    return cli_process("compare", *args, timeout=300)
 
 
 def compare_json(*args: str) -> dict[str, Any]:
@@ -139,7 +112,7 @@ def test_a_flagged_fma_ceiling_is_said_by_report_and_compare(folders: dict[str, 
     for peak_file in flagged.glob("peak-*.json"):
         data = json.loads(peak_file.read_text())
         peak_file.write_text(json.dumps({**data, "fma_warning": warning}))
-    done = pyparbench("report", str(flagged))
+    done = cli_process("report", str(flagged))
     assert done.returncode == 0, done.stderr
     summary = json.loads((flagged / "summary.json").read_text())
     assert summary["peak"]["fma_warning"] == warning
