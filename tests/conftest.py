@@ -51,6 +51,32 @@ def bag_tier(request: pytest.FixtureRequest) -> Iterator[str]:
         ops.set_bag_isa("auto")
 
 
+# Every build of the byte lookup (ops/lookup_kernel.hpp) and the CPU flags it
+# needs; those this CPU lacks are skipped, naming the flags missing.
+_AVX512 = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq")
+LOOKUP_TIERS = {"avx512vbmi": (*_AVX512, "avx512vbmi"), "avx512": _AVX512,
+                "avx2": ("avx2", "fma"), "generic": ()}
+
+
+@pytest.fixture(params=list(LOOKUP_TIERS))
+def lookup_tier(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Byte lookups (and the int8 plans' gate lookups) run this build during
+    the test."""
+    from pyparbench._core import ops
+    from pyparbench.machine.cpu_features import cpu_features
+
+    tier = str(request.param)
+    missing = [f for f in LOOKUP_TIERS[tier] if f not in cpu_features()["flags"]]
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)}: it does not run the {tier} byte "
+                    "lookup")
+    ops.set_lookup_isa(tier)
+    try:
+        yield tier
+    finally:
+        ops.set_lookup_isa("auto")
+
+
 @pytest.fixture(scope="session")
 def seed_peak(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], Path]:
     """Put this machine's ceilings into a results folder before a main job

@@ -3,7 +3,9 @@ QDQ SiLU (sigmoid, its fake_quantize, the mul, the rounding after it)
 becomes one fake_quantize with a 256-entry table, its input passed as
 bytes; results equal to the bit to the plan without the pass and to the
 float32 plan (no passes), at 1, 2 and 3 threads on odd shapes, uint8 and
-int8 grids, with and without a fake_quantize after the mul; a gate whose
+int8 grids, with and without a fake_quantize after the mul, at every build
+of the byte lookup this CPU runs, also where a pool reads the gate (its
+lookup writes float32) over more elements than one thread takes; a gate whose
 input another op reads is left alone; the table is x times the sigmoid
 rounded onto its grid; a table of the wrong size is refused naming it."""
 
@@ -15,6 +17,7 @@ import numpy as np
 import pytest
 from _support import conv_c_output, int8_weights, skip_where_signed_int8_conv_is_refused
 
+from pyparbench.executor import compile_graph
 from pyparbench.graph import GraphBuilder
 from pyparbench.graph.ir import Graph
 from pyparbench.graph.passes import executed_graph, int8_gates, optimizer
@@ -30,12 +33,14 @@ def _grid(prefix: str, scale: float, zp: float) -> dict[str, np.ndarray]:
             f"{prefix}_zero_point": np.array([zp], np.float32)}
 
 
-def _gate_graph(dtype: str, rounded_after: bool, pooled: bool = False) -> Graph:
+def _gate_graph(dtype: str, rounded_after: bool, pooled: bool = False,
+                pooled_gate: bool = False, shape: tuple[int, ...] = SHAPE) -> Graph:
     """conv 0 -> x · fq(sigmoid(x)) [-> fake_quantize] -> conv c, as a QDQ
-    EfficientNet's SiLU imports; ``pooled``: a global pool reads x too."""
+    EfficientNet's SiLU imports; ``pooled``: a global pool reads x too;
+    ``pooled_gate``: one reads the gate's output (a squeeze-excite's)."""
     rng = np.random.default_rng(5)
     b = GraphBuilder("gate")
-    x = b.input("x", SHAPE)
+    x = b.input("x", shape)
     zp = 128.0 if dtype == "uint8" else 0.0
     next_zp = 10.0 if dtype == "uint8" else -100.0
     c = b.quantized_conv2d(x, 6, 3, padding=1, x_dtype=dtype, out_dtype=dtype, name="conv_0")
@@ -55,8 +60,8 @@ def _gate_graph(dtype: str, rounded_after: bool, pooled: bool = False) -> Graph:
                       "weight_scale": rng.uniform(0.001, 0.004, 7).astype(np.float32),
                       "bias": rng.standard_normal(7).astype(np.float32) * 0.1,
                       **_grid("x", 0.03, next_zp)})
-    if pooled:
-        p = b.global_avg_pool(c, name="pool")
+    if pooled or pooled_gate:
+        p = b.global_avg_pool(c if pooled else m, name="pool")
         return b.build([y, p])
     return b.build(y)
 
@@ -67,9 +72,9 @@ def without_gates(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def _input() -> np.ndarray:
+def _input(shape: tuple[int, ...] = SHAPE) -> np.ndarray:
     # Wide enough that conv 0's output spans its grid, saturating at both ends.
-    return (np.random.default_rng(0).standard_normal(SHAPE) * 3).astype(np.float32)
+    return (np.random.default_rng(0).standard_normal(shape) * 3).astype(np.float32)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
@@ -89,6 +94,7 @@ def test_a_silu_gate_is_one_lookup_reading_bytes(dtype: str, rounded_after: bool
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
 @pytest.mark.parametrize("rounded_after", [True, False])
 def test_the_lookup_gives_the_float_chains_values_to_the_bit(dtype: str, rounded_after: bool,
+                                                             lookup_tier: str,
                                                              monkeypatch: pytest.MonkeyPatch
                                                              ) -> None:
     skip_where_signed_int8_conv_is_refused(dtype)
@@ -101,6 +107,39 @@ def test_the_lookup_gives_the_float_chains_values_to_the_bit(dtype: str, rounded
     for t in THREADS:
         np.testing.assert_array_equal(got[t], conv_c_output(g, x, Settings(intra_op=t)), str(t))
         np.testing.assert_array_equal(got[t], plain, str(t))
+
+
+# A gate output of more elements than one thread looks up (16384).
+WIDE = (2, 5, 41, 43)
+
+
+def _outputs(g: Graph, x: np.ndarray, settings: Settings) -> dict[str, np.ndarray]:
+    cg = compile_graph(g)
+    cg.set_inputs({"x": x})
+    cg.run(settings, repeats=1, warmup=0)
+    return {k: v.copy() for k, v in cg.outputs().items()}
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_a_gate_a_pool_reads_looks_up_float32_to_the_bit(dtype: str, lookup_tier: str,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    skip_where_signed_int8_conv_is_refused(dtype)
+    g = _gate_graph(dtype, True, pooled_gate=True, shape=WIDE)
+    lookups = [n for n in executed_graph(g, Settings()).nodes if "table" in n.params]
+    assert len(lookups) == 1 and lookups[0].dtype == "float32"
+    x = _input(WIDE)
+    plain = _outputs(g, x, Settings(graph_opt="none"))
+    got = {t: _outputs(g, x, Settings(intra_op=t)) for t in THREADS}
+    monkeypatch.setattr(optimizer, "int8_gates", lambda g: g)
+    for t in THREADS:
+        without = _outputs(g, x, Settings(intra_op=t))
+        for name, want in plain.items():
+            np.testing.assert_array_equal(got[t][name], without[name], f"{name}, {t}")
+        np.testing.assert_array_equal(got[t]["conv_c"], plain["conv_c"], str(t))
+        # The pool sums the map channels-last in the optimised plans (NCHW in
+        # the plain one): float32 sums in another order.
+        np.testing.assert_allclose(got[t]["pool"], plain["pool"], rtol=1e-5, err_msg=str(t))
 
 
 def test_a_gate_whose_input_another_op_reads_stays_float() -> None:

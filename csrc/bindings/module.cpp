@@ -13,6 +13,7 @@ PYBIND11_MODULE(_core, m) {
   ppb::bind::register_kernel_base(ops);
   ppb::bind::register_heavy_ops(ops);
   ppb::bind::register_quantized_ops(ops);
+  ppb::bind::register_lookup_ops(ops);
   ppb::bind::register_glue_ops(ops);
   ppb::bind::register_decoder_ops(ops);
   ppb::bind::register_embedding_ops(ops);

@@ -24,6 +24,7 @@ void register_threading(py::module_& m);
 void register_kernel_base(py::module_& m);
 void register_heavy_ops(py::module_& m);
 void register_quantized_ops(py::module_& m);
+void register_lookup_ops(py::module_& m);
 void register_glue_ops(py::module_& m);
 void register_decoder_ops(py::module_& m);
 void register_embedding_ops(py::module_& m);

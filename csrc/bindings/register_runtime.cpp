@@ -6,6 +6,7 @@
 #include "pyparbench/ops/decode_attention_kernel.hpp"
 #include "pyparbench/ops/direct_kernels.hpp"
 #include "pyparbench/ops/embedding_bag_kernel.hpp"
+#include "pyparbench/ops/lookup_kernel.hpp"
 #include "pyparbench/ops/pool_nhwc.hpp"
 #include "pyparbench/timing/peak.hpp"
 
@@ -46,6 +47,7 @@ void register_runtime(py::module_& m) {
         k["embedding_bag"] = std::string(bag_kernels().isa());
         k["decode_attention"] = std::string(decode_rows_kernels().isa());
         k["pool_nhwc"] = std::string(pool_nhwc_isa());
+        k["byte_lookup"] = std::string(lookup_kernels().isa());
         k["peak"] = peak_isas().front();
         d["kernels"] = k;
         py::dict dots;

@@ -167,7 +167,9 @@ def cpu_features() -> dict[str, Any]:
     ``sve_vector_bits`` (0: no SVE), ``tiers``
     (the x86 kernel tiers it runs, widest first, then "generic"),
     ``kernels`` (the build each per-ISA kernel family runs: direct,
-    embedding_bag, pool_nhwc, peak), ``dot_instructions`` (by precision, the
+    embedding_bag, decode_attention, pool_nhwc, byte_lookup — "avx512vbmi"
+    where the avx512 tier's lookups run AVX512_VBMI —, peak),
+    ``dot_instructions`` (by precision, the
     instructions of ``pyparbench peak``'s bf16 and int8 dot-product ceilings
     on this CPU: "tdpbf16ps", "vdpbf16ps", "bfmmla"...; empty where none) and
     ``model`` (:func:`cpu_model_name`)."""

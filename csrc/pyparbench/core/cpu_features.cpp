@@ -42,6 +42,7 @@ CpuFeatures ask() {
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
   f.avx512dq = __builtin_cpu_supports("avx512dq");
+  f.avx512vbmi = __builtin_cpu_supports("avx512vbmi");
   // CPUID leaf 7, EDX: AMX-BF16 bit 22, AMX-TILE bit 24, AMX-INT8 bit 25
   // (what the CPU has; a process asks the kernel before using the tiles).
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -88,6 +89,7 @@ std::vector<std::string> CpuFeatures::flags() const {
   const std::pair<const char*, bool> all[] = {
       {"avx2", avx2},         {"fma", fma},           {"avx512f", avx512f},
       {"avx512bw", avx512bw}, {"avx512vl", avx512vl}, {"avx512dq", avx512dq},
+      {"avx512vbmi", avx512vbmi},
       {"amx_tile", amx_tile}, {"amx_bf16", amx_bf16}, {"amx_int8", amx_int8},
       {"avx512_bf16", avx512_bf16}, {"avx512_vnni", avx512_vnni}, {"avx_vnni", avx_vnni},
       {"asimd", asimd},       {"sve", sve},           {"sve2", sve2},

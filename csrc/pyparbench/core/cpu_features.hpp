@@ -36,6 +36,7 @@ struct CpuFeatures {
   // x86-64
   bool avx2 = false, fma = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512vbmi = false;  // vpermb / vpermi2b: byte permutes across a whole register
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
   // Dot products: bf16 pairs into fp32 (vdpbf16ps), int8 quads into int32
   // (vpdpbusd; AVX-VNNI is its VEX form on 256-bit registers).

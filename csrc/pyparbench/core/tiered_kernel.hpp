@@ -2,8 +2,8 @@
 // One per-ISA kernel family's choice among its builds: the widest tier this
 // CPU runs (x86_kernel_tiers()), or the one set() forced, as the tests and
 // benchmarks force each tier on one machine. Each family (the embedding
-// bag, the streamed linear, the decode attention) declares one in its
-// header, built from its builds' entry points:
+// bag, the streamed linear, the decode attention, the byte lookup) declares
+// one in its header, built from its builds' entry points:
 //
 //   TieredKernel<BagKernel> k("embedding-bag kernel", &bag_kernel_generic,
 //                             PPB_X86_BUILD(bag_kernel_avx2),

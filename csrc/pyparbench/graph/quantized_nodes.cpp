@@ -3,11 +3,11 @@
 #include "pyparbench/core/cpu_features.hpp"
 #include "pyparbench/graph/conv_geometry.hpp"
 #include "pyparbench/math/quantized.hpp"
+#include "pyparbench/ops/byte_lookup.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
@@ -279,20 +279,14 @@ void dequantize_bytes(const uint8_t* q, float* y, const Order& o, const Grid& g,
   }
 }
 
-// What a fake_quantize with a `table` writes for each input byte: the
-// table's float32 values rounded onto the node's grid by `store`, the same
-// arithmetic as every fake_quantize's, once when the plan is made.
-struct LookupState {
-  std::vector<uint8_t> bytes;  // the output bytes, where the node writes bytes
-  std::vector<float> floats;   // else the float32 values they stand for
-};
-
 // A fake_quantize of one element-wise function of grid bytes
 // (graph/passes/int8_gates.py: a SiLU gate, x times its rounded sigmoid):
 // param `table` holds the function's float32 value for each byte of the
 // input's grid, lowest first, so the node rounds table[byte] onto its grid,
 // one lookup an element. The input takes only those 256 values, so this is
-// the rounding of the values the float ops would have made.
+// the rounding of the values the float ops would have made. The rows are
+// rounded by `store`, the same arithmetic as every fake_quantize's, once when
+// the plan is made; ops/byte_lookup.hpp looks them up.
 QuantizedNodeCall lookup_call(const NodeSpec& s, const std::vector<Tensor>& ins,
                               const Tensor& out, int threads) {
   const std::string& type = s.int8_inputs.empty() ? std::string() : s.int8_inputs[0];
@@ -307,49 +301,22 @@ QuantizedNodeCall lookup_call(const NodeSpec& s, const std::vector<Tensor>& ins,
   if (Dims(ins[0].shape).elements() != n)
     throw std::invalid_argument(node_where(s) + ": input 0 and the output differ in size");
   const Grid g = grid(s, "x", s.kind);
-  const bool bytes_out = s.int8;
-  auto lut = std::make_shared<LookupState>();
-  if (bytes_out)
-    lut->bytes.resize(256);
-  else
-    lut->floats.resize(256);
-  store(t.data, 0, 256, g,
-        bytes_out ? static_cast<void*>(lut->bytes.data()) : static_cast<void*>(lut->floats.data()),
-        bytes_out);
-  // An int8 byte b is the value b - 256 above 127: its row is b ^ 0x80.
-  const uint8_t flip = parse_quant_type(type, "input bytes") == QuantType::s8 ? 0x80 : 0;
+  const bool int8_input = parse_quant_type(type, "input bytes") == QuantType::s8;
+  auto lut = std::make_shared<LookupTable>();
+  if (s.int8) {
+    uint8_t rows[256];
+    store(t.data, 0, 256, g, rows, true);
+    *lut = byte_lookup_table(rows, int8_input);
+  } else {
+    // The grid's values: the wide tiers look up bytes and scale them.
+    float rows[256];
+    store(t.data, 0, 256, g, rows, false);
+    *lut = float_lookup_table(rows, int8_input, g.scale);
+  }
   const uint8_t* x = static_cast<const uint8_t*>(ins[0].data);
   void* y = out.data;
-  const LookupState* l = lut.get();
-  return {lut,
-          [l, x, y, n, flip, bytes_out, threads] {
-            // Local restrict pointers: a byte store may alias anything, so the
-            // table's address would otherwise be reloaded every element.
-            blockwise(n, threads, [&](int64_t i0, int64_t m) {
-              const uint8_t* __restrict in = x + i0;
-              if (bytes_out) {
-                const uint8_t* __restrict t = l->bytes.data();
-                uint8_t* __restrict q = static_cast<uint8_t*>(y) + i0;
-                // Eight bytes a load and a store: the loop is bound by
-                // memory operations, one table read a byte is left.
-                const uint64_t flip8 = flip * 0x0101010101010101ull;
-                int64_t k = 0;
-                for (; k + 8 <= m; k += 8) {
-                  uint64_t w, o = 0;
-                  std::memcpy(&w, in + k, 8);
-                  w ^= flip8;
-                  for (int b = 0; b < 64; b += 8) o |= uint64_t{t[(w >> b) & 0xff]} << b;
-                  std::memcpy(q + k, &o, 8);
-                }
-                for (; k < m; ++k) q[k] = t[in[k] ^ flip];
-              } else {
-                const float* __restrict t = l->floats.data();
-                float* __restrict v = static_cast<float*>(y) + i0;
-                for (int64_t k = 0; k < m; ++k) v[k] = t[in[k] ^ flip];
-              }
-            });
-          },
-          {}};
+  const LookupTable* l = lut.get();
+  return {lut, [l, x, y, n, threads] { run_byte_lookup(*l, x, n, y, threads); }, {}};
 }
 
 // fake_quantize: its input, or the sum of its two (a residual Add whose
