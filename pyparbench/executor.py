@@ -271,9 +271,10 @@ def _as_nchw(arr: npt.NDArray[Any], shape: Sequence[int], layout: str) -> npt.ND
 
 
 class _Variant:
-    """One optimised graph and its native plan."""
+    """One optimised graph and its native plan (``weights_in_place``: as
+    :func:`compile_graph`)."""
 
-    def __init__(self, opt: OptimizeResult) -> None:
+    def __init__(self, opt: OptimizeResult, weights_in_place: bool = False) -> None:
         self.opt = opt
         self.graph = opt.graph
         specs = []
@@ -287,7 +288,8 @@ class _Variant:
                     spec.set_param(name, arr)
             specs.append(spec)
         self.plan = _g.Plan(specs, list(self.graph.outputs),
-                            reuse_buffers="memory" in opt.applied)
+                            reuse_buffers="memory" in opt.applied,
+                            weights_in_place=weights_in_place)
         # A constant is an input of the plan filled here, once: no node
         # writes into an input's buffer, so it keeps its value for every run.
         for node in self.graph.nodes:
@@ -334,8 +336,9 @@ class CompiledGraph:
     """A graph compiled to native plans (see the module docstring): one per
     optimised graph that the settings run so far asked for."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, *, weights_in_place: bool = False) -> None:
         self.graph = graph
+        self.weights_in_place = weights_in_place
         # The native plan trusts every shape it is given: a graph put
         # together by hand is checked (node by node, as the builder would)
         # before the passes and the plan see it.
@@ -390,7 +393,7 @@ class CompiledGraph:
             same = next((u for u in self._variants.values()
                          if u.opt.applied == opt.applied and u.opt.skipped == opt.skipped
                          and u.opt.precision == opt.precision), None)
-            v = same if same is not None else _Variant(opt)
+            v = same if same is not None else _Variant(opt, self.weights_in_place)
             if same is None and self._inputs:
                 self._copy_inputs(v, self._inputs)
             if same is None:
@@ -835,9 +838,19 @@ def int8_model(name: str, batch: int | None = None, **model_kw: Any) -> Graph:
     return to_int8(folded, ranges, weight_bits=_weight_bits())
 
 
-def compile_graph(graph: Graph) -> CompiledGraph:
-    """Compile ``graph`` into a native plan (kernels are prepared per setting, on first use)."""
-    return CompiledGraph(graph)
+def compile_graph(graph: Graph, *, weights_in_place: bool = False) -> CompiledGraph:
+    """Compile ``graph`` into a native plan (kernels are prepared per setting, on first use).
+
+    ``weights_in_place``: the fp32 linear nodes on oneDNN read the graph's
+    weight arrays where they are rather than packing copies, wherever that
+    gives the same results bit for bit: always in the few-row streamed
+    product (``ops.StreamedLinear.borrow_weights``), and in oneDNN's matmul
+    where it keeps weights plain anyway (gemm:jit, on CPUs without AVX-512;
+    ``ops.Linear(weights_in_place=True)``). For plans that share one copy of
+    the weights (a generation's prompt and token steps); each step is slower
+    than on its own packed layout (by about a fifth on a 2-core AVX2 VM).
+    """
+    return CompiledGraph(graph, weights_in_place=weights_in_place)
 
 
 # The most timed runs a minimum measuring time asks for.

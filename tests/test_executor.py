@@ -371,3 +371,26 @@ def test_a_pinned_run_pins_every_team_thread_to_its_own_cpu() -> None:
     affinity = sorted(rec.affinity for rec in r.audit.team(0))
     assert affinity == sorted((c,) for c in cpus[:2]), (affinity, cpus)
     assert set(os.sched_getaffinity(0)) >= set(cpus)  # given back after the run
+
+
+@pytest.mark.parametrize("settings", [Settings(), Settings(intra_op=2),
+                                      Settings(operator="framework", intra_op=2),
+                                      Settings(library="eigen")],
+                         ids=["default", "intra-2", "framework-2", "eigen"])
+@pytest.mark.parametrize("rows", [1, 6])
+def test_weights_read_in_place_give_the_packed_bits(settings: Settings, rows: int) -> None:
+    """A plan whose linear nodes read the graph's weight arrays where they
+    are (compile_graph(weights_in_place=True)) computes the same bits as one
+    whose kernels pack copies: a decoder's rows of one token (the streamed
+    product) and of a prompt (oneDNN's matmul, or on other libraries what
+    reads them in place anyway)."""
+    g = models.build("llama-tiny", 1, prompt=rows, layers=1, hidden=64, heads=4, kv_heads=2,
+                     intermediate=96, vocab=128)
+    outs = []
+    for in_place in (False, True):
+        cg = compile_graph(g, weights_in_place=in_place)
+        assert cg._plan.weights_in_place == in_place
+        cg.set_inputs({"input_ids": np.arange(rows).reshape(1, rows) % 128})
+        cg.run(settings, repeats=1, warmup=0)
+        outs.append(next(iter(cg.outputs().values())))
+    np.testing.assert_array_equal(outs[1], outs[0])

@@ -225,6 +225,97 @@ def test_the_two_steps_hold_one_set_of_weights() -> None:
         assert token[name].params is prompt[name].params, name
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_how_the_weights_are_held_changes_no_bit(threads: int) -> None:
+    """Each way of holding the weights (the token step packing its own copy
+    or reading the prompt step's arrays in place; the prompt step always in
+    place) gives the logits of steps whose kernels each pack their own
+    copies, bit for bit, and the same greedy tokens."""
+    ids = np.array([PROMPT, [5, 9, 2, 44, 8]])
+    settings = Settings(intra_op=threads)
+    prompt_graph = llama_step(2, size="llama-tiny", new_tokens=5, context=9)
+    packed = [compile_graph(prompt_graph),
+              compile_graph(llama_step(2, size="llama-tiny", new_tokens=1, context=9))]
+    cache = KVCache(config_of(prompt_graph), 2, 9)
+    for step in packed:
+        cache.bind(step)
+    (want_first,) = _run(packed[0], {"input_ids": ids, CACHE_LENGTH: [0]}, threads)
+    (want_next,) = _run(packed[1], {"input_ids": [[1], [2]], CACHE_LENGTH: [5]}, threads)
+    tokens = []
+    for weights in ("packed", "in-place"):
+        decoder = CachedDecoder(2, size="llama-tiny", prompt=5, context=9, settings=settings,
+                                weights=weights)
+        assert decoder.prompt_step.weights_in_place
+        assert decoder.token_step.weights_in_place == (weights == "in-place")
+        np.testing.assert_array_equal(decoder.prefill(ids), want_first)
+        np.testing.assert_array_equal(decoder.decode([[1], [2]]), want_next)
+        tokens.append(decoder.greedy(ids, 4)[0])
+    np.testing.assert_array_equal(tokens[0], tokens[1])
+
+
+def test_the_token_step_packs_only_where_the_prompt_step_keeps_no_copy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the prompt step's matmul packs a copy of its own (a blocked
+    layout, on AVX-512), the packed token step reads the arrays in place
+    instead: one packed copy at most. The probe asks ops.Linear the node's
+    own question."""
+    from pyparbench import ops  # noqa: PLC0415
+    from pyparbench.frameworks.native import generation  # noqa: PLC0415
+
+    decoder = CachedDecoder(1, size="llama-tiny", prompt=5, context=9)
+    plain = ops.Linear(5, 256, 256, weights_in_place=True).weights_in_place
+    assert decoder.token_step.weights_in_place == (not plain)
+    monkeypatch.setattr(generation, "_matmuls_read_in_place", lambda step, settings: False)
+    decoder = CachedDecoder(1, size="llama-tiny", prompt=5, context=9)
+    assert decoder.prompt_step.weights_in_place and decoder.token_step.weights_in_place
+    with pytest.raises(ValueError, match="weights 'twice' is not one of packed, in-place"):
+        CachedDecoder(1, size="llama-tiny", prompt=5, context=9, weights="twice")
+
+
+# Drawn, compiled and run in a fresh process: RSS (resident pages) after
+# the imports, and after a prompt step and two token steps, in bytes.
+_RSS_SCRIPT = """
+import json, os, sys
+import numpy as np
+from pyparbench.frameworks.native.generation import CachedDecoder
+from pyparbench.settings import Settings
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+start = rss()
+d = CachedDecoder(1, size="llama-bandwidth", prompt=32, context=40, layers=3, vocab=4096,
+                  settings=Settings(), weights=sys.argv[1])
+d.prefill(np.arange(32)[None] % 4096)
+d.decode([[1]])
+d.decode([[2]])
+g = d.prompt_step.graph
+print(json.dumps({"growth": rss() - start, "weights": 4 * g.num_params,
+                  "matrices": sum(4 * n.num_params for n in g.nodes if n.op == "linear")}))
+"""
+
+
+@pytest.mark.parametrize("weights", ["packed", "in-place"])
+def test_running_both_steps_holds_the_weights_at_most_once_more(weights: str) -> None:
+    """A decoder of 167 MB of weights (151 MB of matrices), both steps run
+    in a fresh process: its RSS grows by under 1.2x the weights with the
+    weights read in place, and by under 1.2x the weights and one copy of
+    the matrices with the token step's packed copy (20 % for the rest: the
+    panels rounded to whole huge pages, the plans' buffers, oneDNN's code).
+    Each step packing its own copies, as before, grew it by 2.9x the
+    weights."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    done = subprocess.run([sys.executable, "-P", "-c", _RSS_SCRIPT, weights], check=True,
+                          capture_output=True, text=True, timeout=300)
+    got = json.loads(done.stdout)
+    assert 140e6 < got["matrices"] < got["weights"] < 180e6
+    held = got["weights"] + (got["matrices"] if weights == "packed" else 0)
+    assert got["weights"] <= got["growth"] < 1.2 * held, got
+
+
 def test_bind_state_refuses_what_it_cannot_bind() -> None:
     cg = compile_graph(llama_step(1, new_tokens=1, context=4, **SMALL))
     with pytest.raises(ValueError, match="only a float32 graph input"):
@@ -269,12 +360,17 @@ def test_generate_json_has_the_figures(capsys: pytest.CaptureFixture[str]) -> No
     assert (out["model"], out["prompt"], out["new"], out["batch"], out["framework"]) == \
         ("llama-tiny", 8, 4, 1, "native")
     assert out["settings"]["intra_op"] == 1 and len(out["settings"]["process_cpus"]) == 1
+    assert out["settings"]["weights"] == "packed"
     assert len(out["tokens"]) == 1 and len(out["tokens"][0]) == 4
     assert len(out["step_ms"]) == 3
     # The same tokens as an in-process greedy generation of the same prompt.
     decoder = CachedDecoder(1, size="llama-tiny", prompt=8, context=12)
     tokens, _, _ = decoder.greedy(prompt_ids(1, 8, 2048), 4)
     assert out["tokens"] == tokens.tolist()
+    # And with the weights read in place by both steps.
+    in_place = _generate_json(capsys, "--prompt", "8", "--new", "4", "--weights", "in-place")
+    assert in_place["settings"]["weights"] == "in-place"
+    assert in_place["tokens"] == out["tokens"]
 
 
 @pytest.mark.parametrize("args, named", [
@@ -285,6 +381,9 @@ def test_generate_json_has_the_figures(capsys: pytest.CaptureFixture[str]) -> No
     (["no-such-model"], "'no-such-model' is not a model"),
     (["mlp-512"], "'mlp-512' is not a decoder"),
     (["llama-tiny", "--framework", "llamacpp", "--batch", "2"], "batch 2"),
+    (["llama-tiny", "--weights", "twice"], "invalid choice: 'twice'"),
+    (["llama-tiny", "--framework", "torch", "--weights", "in-place"],
+     "only the native runtime's weights"),
 ])
 def test_generate_refuses_bad_arguments_by_name(args: list[str], named: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:

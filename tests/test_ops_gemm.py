@@ -219,6 +219,49 @@ def test_prepared_linear_packs_weights_once(m: int, n: int, k: int, activation: 
     assert len(t) == 3 and (np.asarray(t) > 0).all()
 
 
+@pytest.mark.parametrize("m,n,k", [(8, 24, 40), (37, 129, 65), (32, 256, 1024),
+                                   (33, 1024, 256), (3, 256, 33)])
+@pytest.mark.parametrize("activation", [None, "relu"])
+def test_linear_reading_weights_in_place_gives_the_packed_bits(
+        m: int, n: int, k: int, activation: str | None, threads: int,
+        rng: np.random.Generator) -> None:
+    """weights_in_place is granted where the matmul keeps plain weights
+    (gemm:jit: the same implementation then reads the caller's (n, k)
+    array), and there gives the packed kernel's results bit for bit; the
+    array is read where it is (a write shows), kept alive by the kernel."""
+    x, w, bias = rand(rng, m, k), rand(rng, n, k), rand(rng, n)
+    packed = ppb.ops.Linear(m, n, k, bias=True, activation=activation, threads=threads)
+    packed.set_weights(w, bias)
+    lin = ppb.ops.Linear(m, n, k, bias=True, activation=activation, threads=threads,
+                         weights_in_place=True)
+    assert not packed.weights_in_place
+    assert lin.weights_in_place == packed.implementation.startswith("gemm")
+    assert lin.implementation == packed.implementation
+    if not lin.weights_in_place:
+        pytest.skip(f"oneDNN's matmul packs weights in a blocked layout here "
+                    f"({packed.implementation})")
+    lin.set_weights(w, bias)
+    bias[:] = 0  # the bias is copied
+    want = packed.run(x)
+    np.testing.assert_array_equal(lin.run(x), want)
+    del w
+    np.testing.assert_array_equal(lin.run(x), want)
+    w2, bias2 = rand(rng, n, k), rand(rng, n)
+    lin.set_weights(w2, bias2)
+    w2[:] = 0
+    want2 = _activation(np.broadcast_to(bias2.astype(np.float64), (m, n)), activation)
+    assert_close(lin.run(x), want2, RTOL)
+
+
+def test_linear_in_place_refuses_bf16_weights(rng: np.random.Generator) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    lin = ppb.ops.Linear(8, 16, 32, weights_in_place=True)
+    if not lin.weights_in_place:
+        pytest.skip("oneDNN's matmul packs weights in a blocked layout here")
+    with pytest.raises(ValueError, match="float32 weights"):
+        lin.set_weights(rand(rng, 16, 32).astype(ml_dtypes.bfloat16))
+
+
 def test_prepared_linear_without_bias(rng: np.random.Generator) -> None:
     x, w = rand(rng, 3, 7), rand(rng, 5, 7)
     lin = ppb.ops.Linear(3, 5, 7)

@@ -63,6 +63,36 @@ def test_streamed_linear_matches_float64(m: int, n: int, k: int, bias: bool, tie
     assert_close(out, want, GEMM_RTOL)
 
 
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_borrowed_weights_give_the_packed_bits(m: int, n: int, k: int, bias: bool, tier: str,
+                                               threads: int, rng: np.random.Generator) -> None:
+    """The caller's (n, k) matrix read where it is gives the packed panels'
+    results bit for bit (the same sums in the same order), with a short last
+    panel read no further than the matrix's last row; no packed copy is
+    held, the kernel keeps the array alive and sees writes to it."""
+    x, w, b = rand(rng, m, k), rand(rng, n, k), rand(rng, n)
+    packed = ppb.ops.StreamedLinear(m, n, k, bias=bias, threads=threads)
+    packed.set_weights(w, b if bias else None)
+    # The matrix alone in its allocation, its last row at the end.
+    w_exact = np.empty((n, k), np.float32)
+    w_exact[...] = w
+    lin = ppb.ops.StreamedLinear(m, n, k, bias=bias, threads=threads)
+    lin.borrow_weights(w_exact, b if bias else None)
+    assert lin.has_weights and lin.packed_bytes == 0
+    want = packed.run(x)
+    del w_exact
+    np.testing.assert_array_equal(lin.run(x), want)
+    assert core_ops.streamed_isa() == tier
+    borrowed = rand(rng, n, k)
+    lin.borrow_weights(borrowed, b if bias else None)
+    borrowed[:] = 0
+    np.testing.assert_array_equal(lin.run(x), np.broadcast_to(b if bias else 0.0, (m, n)))
+    lin.set_weights(w, b if bias else None)  # packed again
+    assert lin.packed_bytes == packed.packed_bytes
+    np.testing.assert_array_equal(lin.run(x), want)
+
+
 def test_streamed_linear_rejects_bad_input(rng: np.random.Generator) -> None:
     with pytest.raises(ValueError, match="n must be >= 1, got 0"):
         ppb.ops.StreamedLinear(2, 0, 3)
@@ -75,6 +105,13 @@ def test_streamed_linear_rejects_bad_input(rng: np.random.Generator) -> None:
         lin.set_weights(rand(rng, 4, 3))
     with pytest.raises(ValueError, match=r"bias has shape \(5,\), expected \(4,\)"):
         lin.set_weights(rand(rng, 4, 3), rand(rng, 5))
+    with pytest.raises(ValueError, match=r"weight.*\(4, 3\)"):
+        lin.borrow_weights(rand(rng, 3, 4), rand(rng, 4))
+    with pytest.raises(ValueError, match="bias"):
+        lin.borrow_weights(rand(rng, 4, 3))
+    with pytest.raises(TypeError, match="C-contiguous"):
+        lin.borrow_weights(rand(rng, 3, 4).T, rand(rng, 4))
+    assert not lin.has_weights
     with pytest.raises(ValueError, match="bias"):
         ppb.ops.StreamedLinear(2, 4, 3).set_weights(rand(rng, 4, 3), rand(rng, 4))
     lin.set_weights(rand(rng, 4, 3), rand(rng, 4))

@@ -126,10 +126,15 @@ void register_graph(py::module_& m) {
 
   py::class_<Plan>(m, "Plan", "A compiled graph: prepared kernels, buffers, dependencies.")
       .def(py::init([](std::vector<NodeSpec> nodes, std::vector<int> outputs,
-                       bool reuse_buffers) {
-             return new Plan(std::move(nodes), std::move(outputs), reuse_buffers);
+                       bool reuse_buffers, bool weights_in_place) {
+             return new Plan(std::move(nodes), std::move(outputs), reuse_buffers,
+                             weights_in_place);
            }),
-           py::arg("nodes"), py::arg("outputs"), py::kw_only(), py::arg("reuse_buffers") = false)
+           py::arg("nodes"), py::arg("outputs"), py::kw_only(), py::arg("reuse_buffers") = false,
+           py::arg("weights_in_place") = false)
+      .def_property_readonly("weights_in_place", &Plan::weights_in_place,
+                             "Whether the linear nodes' kernels read the parameters where they "
+                             "are (the same results) rather than packing copies.")
       .def("set_input",
            [](Plan& p, int node, py::handle array) {
              const NodeSpec& s = p.nodes().at(static_cast<size_t>(node));

@@ -97,7 +97,8 @@ void conv_set_weights(Conv2dOp& c, py::handle weight, py::handle bias) {
   c.set_weights(wv, bv);
 }
 
-void linear_set_weights(Linear& l, py::handle weight, py::handle bias) {
+void linear_set_weights(py::object self, py::handle weight, py::handle bias) {
+  Linear& l = self.cast<Linear&>();
   auto bv = optional_in_view(bias, "bias");
   if (is_bf16_array(weight)) {
     auto wv = bf16_in_view(weight, "weight");
@@ -106,8 +107,12 @@ void linear_set_weights(Linear& l, py::handle weight, py::handle bias) {
     return;
   }
   auto wv = in_view(weight, "weight");
-  py::gil_scoped_release nogil;
-  l.set_weights(wv, bv);
+  {
+    py::gil_scoped_release nogil;
+    l.set_weights(wv, bv);
+  }
+  // Read where it is from now on: the kernel keeps the array alive.
+  if (l.weights_in_place()) py::detail::keep_alive_impl(self, weight);
 }
 
 py::object linear_run(Linear& l, py::handle x, py::object out) {
@@ -138,6 +143,12 @@ void streamed_set_weights(StreamedLinear& l, py::handle weight, py::handle bias)
   auto bv = optional_in_view(bias, "bias");
   py::gil_scoped_release nogil;
   l.set_weights(wv, bv);
+}
+
+void streamed_borrow_weights(StreamedLinear& l, py::handle weight, py::handle bias) {
+  auto wv = in_view(weight, "weight");
+  auto bv = optional_in_view(bias, "bias");
+  l.borrow_weights(wv, bv);
 }
 
 py::object streamed_run(StreamedLinear& l, py::handle x, py::object out) {
@@ -350,14 +361,15 @@ are float32.
 )doc")
       .def(py::init([](int64_t m, int64_t n, int64_t k, bool bias,
                        std::optional<std::string> activation, std::optional<int> threads,
-                       const std::string& precision) {
+                       const std::string& precision, bool weights_in_place) {
              LinearConfig c{m, n, k, bias, activation.value_or("")};
              c.precision = parse_precision(precision);
+             c.weights_in_place = weights_in_place;
              return new Linear(c, threads);
            }),
            py::arg("m"), py::arg("n"), py::arg("k"), py::kw_only(), py::arg("bias") = false,
            py::arg("activation") = py::none(), py::arg("threads") = py::none(),
-           py::arg("precision") = "fp32")
+           py::arg("precision") = "fp32", py::arg("weights_in_place") = false)
       .def_property_readonly("flops", &Linear::flops)
       .def_property_readonly("has_weights", &Linear::has_weights)
       .def_property_readonly("precision",
@@ -366,6 +378,11 @@ are float32.
       .def_property_readonly("implementation", &Linear::implementation,
                              "oneDNN's implementation name (impl_info_str).")
       .def_property_readonly("emulated", &Linear::emulated, kEmulatedDoc)
+      .def_property_readonly("weights_in_place", &Linear::weights_in_place,
+                             "Whether set_weights keeps (a reference to) the float32 weight "
+                             "and reads it where it is: asked for with weights_in_place=True "
+                             "and granted where oneDNN's matmul keeps weights plain anyway "
+                             "(gemm:jit), the same results bit for bit.")
       .def_property_readonly("output_shape", [](const Linear& l) {
         return py::make_tuple(l.config().m, l.config().n);
       })
@@ -374,7 +391,8 @@ are float32.
       })
       .def("set_weights", &linear_set_weights, py::arg("weight"), py::arg("bias") = py::none(),
            "Copy the weight (n, k; float32 or bfloat16) and the float32 bias into the kernel, "
-           "in oneDNN's layout and the kernel's precision.")
+           "in oneDNN's layout and the kernel's precision; where weights_in_place, keep the "
+           "float32 weight and read it where it is.")
       .def("run", &linear_run, py::arg("x"), py::arg("out") = py::none(),
            "Compute into `out` (allocated when None) and return it.")
       .def("timeit", &linear_timeit,
@@ -400,6 +418,11 @@ panels split between the threads in contiguous runs. x is (m, k).
                              [](const StreamedLinear& l) { return py::make_tuple(l.m(), l.n()); })
       .def("set_weights", &streamed_set_weights, py::arg("weight"), py::arg("bias") = py::none(),
            "Pack the float32 weight (n, k) and copy the float32 bias (n).")
+      .def("borrow_weights", &streamed_borrow_weights, py::arg("weight"),
+           py::arg("bias") = py::none(), py::keep_alive<1, 2>(),
+           "Read the float32 weight (n, k) where it is, with no copy (the same results, bit "
+           "for bit, as set_weights), and copy the float32 bias (n). The kernel keeps the "
+           "array alive; writing it changes later results.")
       .def("run", &streamed_run, py::arg("x"), py::arg("out") = py::none(),
            "Compute into `out` (allocated when None) and return it.")
       .def("timeit", &streamed_timeit, py::arg("x"), py::arg("out") = py::none(), py::kw_only(),

@@ -17,6 +17,7 @@ from pyparbench.child_process import ChildFailed
 from pyparbench.cli._common import positive_int, print_json
 from pyparbench.frameworks.generation import (
     GENERATION_FRAMEWORKS,
+    NATIVE_WEIGHTS,
     GenerationRecord,
     GenerationRequest,
 )
@@ -40,7 +41,8 @@ def _request(args: argparse.Namespace) -> GenerationRequest:
                          f"decoders: {', '.join(LLAMA_SIZES)}")
     prompt = LLAMA_SIZES[args.model].prompt if args.prompt is None else args.prompt
     return GenerationRequest(args.model, prompt, args.new, batch=args.batch,
-                             threads=args.threads, framework=args.framework)
+                             threads=args.threads, framework=args.framework,
+                             weights=args.weights)
 
 
 def _table(record: GenerationRecord) -> Table:
@@ -93,5 +95,10 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                    help="the runtime (llamacpp: a GGUF file of the same weights; torch: "
                         "transformers' LlamaForCausalLM on them; onnxruntime: that model "
                         "exported to ONNX with its cache)")
+    p.add_argument("--weights", choices=NATIVE_WEIGHTS, default=NATIVE_WEIGHTS[0],
+                   help="native: how the weights are held (packed: the token step streams its "
+                        "own packed copy of the matrices, the prompt step reads them in place, "
+                        "the weights' memory about twice; in-place: both steps read them in "
+                        "place, once, each step slower; the same tokens either way)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_cmd_generate, user_errors=(ValueError, MemoryError, ChildFailed))

@@ -34,8 +34,9 @@ import numpy.typing as npt
 
 from pyparbench.models.llama import LLAMA_SIZES, LlamaConfig
 
-__all__ = ["GENERATION_FRAMEWORKS", "GenerationRecord", "GenerationRequest", "bytes_per_token",
-           "checked_prompts", "prompt_ids", "record_from_times", "timed_steps"]
+__all__ = ["GENERATION_FRAMEWORKS", "NATIVE_WEIGHTS", "GenerationRecord", "GenerationRequest",
+           "bytes_per_token", "checked_prompts", "prompt_ids", "record_from_times",
+           "timed_steps"]
 
 # A runtime's state between steps (its last token, and what it carries on).
 State = TypeVar("State")
@@ -46,13 +47,21 @@ State = TypeVar("State")
 GENERATION_FRAMEWORKS = ("native", "llamacpp", "torch", "onnxruntime")
 Framework = Literal["native", "llamacpp", "torch", "onnxruntime"]
 
+# How the native runtime holds the weights (frameworks.native.generation):
+# "packed", the token step streams its own packed copy of the matrices and
+# the prompt step reads the weights where they are; "in-place", both steps
+# read that one copy (less memory, slower steps).
+NATIVE_WEIGHTS = ("packed", "in-place")
+
 
 @dataclass(frozen=True)
 class GenerationRequest:
     """What one child generates: ``batch`` sequences of ``prompt`` tokens
     (:func:`prompt_ids`) and ``new`` greedy tokens each, on ``threads``
     threads. ``gguf``: the llama.cpp model file (llamacpp only); ``onnx``:
-    the decoder exported with its cache (onnxruntime only)."""
+    the decoder exported with its cache (onnxruntime only); ``weights``: how
+    the native runtime holds the weights, one of :data:`NATIVE_WEIGHTS`
+    (native only)."""
 
     model: str
     prompt: int
@@ -62,6 +71,7 @@ class GenerationRequest:
     framework: str = "native"
     gguf: str | None = None
     onnx: str | None = None
+    weights: str = "packed"
 
     def __post_init__(self) -> None:
         size = LLAMA_SIZES.get(self.model)
@@ -79,6 +89,11 @@ class GenerationRequest:
         if self.framework not in GENERATION_FRAMEWORKS:
             raise ValueError(f"framework {self.framework!r} is not one of "
                              f"{', '.join(GENERATION_FRAMEWORKS)}")
+        if self.weights not in NATIVE_WEIGHTS:
+            raise ValueError(f"weights {self.weights!r} is not one of {', '.join(NATIVE_WEIGHTS)}")
+        if self.weights != NATIVE_WEIGHTS[0] and self.framework != "native":
+            raise ValueError(f"weights {self.weights!r}: only the native runtime's weights are "
+                             f"held one way or another, not {self.framework}'s")
         if self.framework == "llamacpp" and self.batch != 1:
             raise ValueError(f"batch {self.batch}: llama.cpp generates one sequence here "
                              "(batch 1)")

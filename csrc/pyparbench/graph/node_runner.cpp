@@ -100,9 +100,12 @@ Call with_bf16_info(Call call, const K& k) {
   return call;
 }
 
-// One kernel for the node on these (possibly sliced) tensors.
+// One kernel for the node on these (possibly sliced) tensors. `in_place`: a
+// linear node's kernel reads the weights where they are when it gives the
+// same results so (make_node_runner).
 Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const Tensor& out,
-                      int threads, const ExecSettings& st, const std::vector<float>& ones) {
+                      int threads, const ExecSettings& st, const std::vector<float>& ones,
+                      bool in_place) {
   switch (s.op) {
     case OpKind::conv2d: {
       const ParamArray& w = param(s, "weight");
@@ -154,7 +157,10 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
           m <= kStreamedMaxRows && fused_activation(s.relu, s.activation).empty()) {
         // A decode step's product: the weights streamed once from memory.
         auto k = std::make_unique<StreamedLinear>(m, n, k_dim, b != nullptr, threads);
-        k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
+        if (in_place)
+          k->borrow_weights(w.view(), b ? b->view() : ConstFloatView{});
+        else
+          k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
         Call call = unary_call(std::move(k), a, y);
         call.implementation = StreamedLinear::implementation();
         return call;
@@ -164,7 +170,7 @@ Call make_kernel_call(const NodeSpec& s, const std::vector<Tensor>& ins, const T
         // type: bf16 weights are converted here, once).
         auto k = std::make_unique<Linear>(
             LinearConfig{m, n, k_dim, b != nullptr, fused_activation(s.relu, s.activation),
-                         s.precision},
+                         s.precision, in_place},
             threads);
         k->set_weights(w.view(), b ? b->view() : ConstFloatView{});
         if (s.precision == Precision::fp32) return unary_call(std::move(k), a, y);
@@ -530,7 +536,7 @@ ParamArray param_rows(const ParamArray& p, int64_t r0, int64_t r1) {
 // softmax) is cut along S. Empty when the node is none of those.
 std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& ins,
                                  const Tensor& out, const ExecSettings& st,
-                                 const std::vector<float>& ones) {
+                                 const std::vector<float>& ones, bool in_place) {
   std::vector<Call> calls;
   if (out.shape.size() < 2 || out.shape[0] != 1) return calls;
   // Channels of channels-last or blocked data are not one run, and a fused residual
@@ -587,7 +593,7 @@ std::vector<Call> feature_blocks(const NodeSpec& s, const std::vector<Tensor>& i
       }
     }
     part.shape = bout.shape;
-    calls.push_back(make_kernel_call(part, bins, bout, 1, st, ones));
+    calls.push_back(make_kernel_call(part, bins, bout, 1, st, ones, in_place));
   }
   return calls;
 }
@@ -642,12 +648,12 @@ std::vector<double> NodeRunner::time_alone(int repeats, int warmup, int inner) {
 std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::vector<Tensor>& ins,
                                              const Tensor& out, const ExecSettings& settings,
                                              const std::vector<float>& ones, int threads,
-                                             bool direct) {
+                                             bool direct, bool weights_in_place) {
   if (is_alias(spec.op)) return nullptr;
   if (threads == 1 || settings.op_mode == OperatorMode::library) {
     // The library kernel first, also when a direct one runs the node: its
     // constructor checks the node (shapes, axis, eps, window).
-    Call call = make_kernel_call(spec, ins, out, threads, settings, ones);
+    Call call = make_kernel_call(spec, ins, out, threads, settings, ones, weights_in_place);
     if (threads == 1 && direct)
       if (auto d = make_direct_runner(spec, ins, out)) return d;
     return std::make_unique<LibraryRunner>(std::move(call));
@@ -655,7 +661,8 @@ std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::ve
 
   // Framework mode: intra_op blocks of the leading axis (fewer when it is
   // shorter), each single-threaded.
-  std::vector<Call> by_feature = feature_blocks(spec, ins, out, settings, ones);
+  std::vector<Call> by_feature =
+      feature_blocks(spec, ins, out, settings, ones, weights_in_place);
   if (!by_feature.empty()) return std::make_unique<SplitRunner>(std::move(by_feature));
   std::vector<bool> cut;
   const int64_t lead = out.shape.empty() ? 1 : out.shape[0];
@@ -674,7 +681,7 @@ std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::ve
       bins.push_back(blocks > 1 && cut[i] ? rows(ins[i], r0, r1, elem) : ins[i]);
     }
     const Tensor bout = blocks > 1 ? rows(out, r0, r1, element_bytes(spec)) : out;
-    calls.push_back(make_kernel_call(spec, bins, bout, 1, settings, ones));
+    calls.push_back(make_kernel_call(spec, bins, bout, 1, settings, ones, weights_in_place));
   }
   return std::make_unique<SplitRunner>(std::move(calls));
 }

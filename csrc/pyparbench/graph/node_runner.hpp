@@ -39,12 +39,15 @@ class NodeRunner {
 // Builds the runner of node `spec`, reading its inputs from `ins` and
 // writing `out`, on `threads` threads (the per-node rule's count,
 // thread_rule.hpp: 1 runs the node on the calling thread), by a direct
-// kernel when `direct` and its op has one. Returns null for ops that
-// compute nothing (input, reshape). std::invalid_argument for an op or
-// library that cannot run the node.
+// kernel when `direct` and its op has one. `weights_in_place`: an fp32
+// linear node on oneDNN reads its weight where the spec's parameter is
+// (StreamedLinear::borrow_weights; Linear's weights_in_place where its
+// matmul allows) instead of packing its own copy, the same results bit for
+// bit. Returns null for ops that compute nothing (input, reshape).
+// std::invalid_argument for an op or library that cannot run the node.
 std::unique_ptr<NodeRunner> make_node_runner(const NodeSpec& spec, const std::vector<Tensor>& ins,
                                              const Tensor& out, const ExecSettings& settings,
                                              const std::vector<float>& ones, int threads,
-                                             bool direct);
+                                             bool direct, bool weights_in_place = false);
 
 }  // namespace ppb

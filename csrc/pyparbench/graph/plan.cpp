@@ -75,8 +75,9 @@ Plan::RunnersKey Plan::runners_key(const ExecSettings& s) {
   return {s.intra_op, s.op_mode, s.library, pool, s.alone_below_ns < 0 ? -1.0 : s.alone_below_ns};
 }
 
-Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buffers)
-    : nodes_(std::move(nodes)), outputs_(std::move(outputs)) {
+Plan::Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buffers,
+           bool weights_in_place)
+    : nodes_(std::move(nodes)), outputs_(std::move(outputs)), weights_in_place_(weights_in_place) {
   const int n = static_cast<int>(nodes_.size());
   if (n == 0) throw std::invalid_argument("a plan needs at least one node");
   consumers_.resize(nodes_.size());
@@ -295,7 +296,8 @@ Plan::Prepared& Plan::prepared(const ExecSettings& settings) {
     const bool computes = !is_alias(s.op);
     p.threads[i] = choose_threads(node_work(s, shapes), settings, computes);
     p.runners[i] = make_node_runner(s, ins, {data_[i], s.shape}, settings, ones_,
-                                    std::max(p.threads[i].threads, 1), p.threads[i].direct);
+                                    std::max(p.threads[i].threads, 1), p.threads[i].direct,
+                                    weights_in_place_);
     if (computes) p.team = std::max(p.team, p.threads[i].threads);
   }
   return runners_.emplace(key, std::move(p)).first->second;

@@ -38,12 +38,19 @@ class Plan {
   // nodes in topological order (inputs refer to earlier nodes); outputs:
   // node indices. reuse_buffers: outputs whose lifetimes never overlap share
   // memory (graph/buffer_plan.hpp), and only graph inputs and outputs can be
-  // read back. std::invalid_argument for an ill-formed graph.
-  Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buffers = false);
+  // read back. weights_in_place: the linear nodes' kernels read the
+  // parameters where they are wherever that gives the same results
+  // (make_node_runner), rather than each packing a copy: plans that share one
+  // copy of the weights (a generation's prompt and token steps). The caller
+  // keeps the parameters alive and unchanged as long as the plan, as ever.
+  // std::invalid_argument for an ill-formed graph.
+  Plan(std::vector<NodeSpec> nodes, std::vector<int> outputs, bool reuse_buffers = false,
+       bool weights_in_place = false);
   ~Plan();
 
   const std::vector<NodeSpec>& nodes() const { return nodes_; }
   const std::vector<int>& outputs() const { return outputs_; }
+  bool weights_in_place() const { return weights_in_place_; }
 
   // Copies a graph input's data into its buffer (bytes must match).
   void set_input(int node, const void* data, size_t bytes);
@@ -116,6 +123,7 @@ class Plan {
   std::vector<std::vector<int>> consumers_;
   std::vector<int> dependencies_;  // distinct input nodes per node
   std::vector<float> ones_;        // a default batch-norm scale
+  bool weights_in_place_ = false;
   std::map<RunnersKey, Prepared> runners_;
   mutable std::mutex mu_;          // one run (or copy of outputs) at a time
 };

@@ -3,6 +3,7 @@
 #include "pyparbench/core/checks.hpp"
 #include "pyparbench/dnnl_compat.hpp"
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -22,6 +23,13 @@ LinearConfig checked(const LinearConfig& cfg) {
 
 constexpr memory::dim kAliasingRowBytes = 1024;
 constexpr memory::dim kRowPadFloats = 16;  // one 64-byte cache line
+
+// Whether `md` holds (k, n) fp32 weights plain, rows one after another (padded
+// or not): the layout of the gemm:jit matmul, not a blocked one.
+bool plain_weights(const memory::desc& md, int64_t k, int64_t n) {
+  return md == memory::desc({k, n}, memory::data_type::f32, memory::format_tag::ab) ||
+         md == memory::desc({k, n}, memory::data_type::f32, memory::dims{n + kRowPadFloats, 1});
+}
 
 }  // namespace
 
@@ -63,16 +71,29 @@ Linear::Linear(const LinearConfig& cfg, std::optional<int> threads)
   user_bf16_weights_md_ =
       memory::desc({cfg_.k, cfg_.n}, memory::data_type::bf16, memory::format_tag::ba);
   const memory::desc bias = cfg_.bias ? plain_md({1, cfg_.n}) : memory::desc();
-  const auto pd = compat::bf16_pd(cfg_.precision == Precision::bf16, "Linear", "matmul", [&] {
-    return constant_weights_matmul_pd(src, cfg_.k, cfg_.n, bias, dst,
-                                      post_op_attr(cfg_.activation, false), in_type);
+  const dnnl::primitive_attr attr = post_op_attr(cfg_.activation, false);
+  auto pd = compat::bf16_pd(cfg_.precision == Precision::bf16, "Linear", "matmul", [&] {
+    return constant_weights_matmul_pd(src, cfg_.k, cfg_.n, bias, dst, attr, in_type);
   });
+  if (cfg_.weights_in_place && cfg_.precision == Precision::fp32 &&
+      plain_weights(pd.weights_desc(), cfg_.k, cfg_.n)) {
+    // Only where the pick was plain: given (n, k) weights, a primitive that
+    // wants them blocked would reorder them on every run.
+    auto given = compat::matmul_pd(cpu_engine(), src, user_weights_md_, bias, dst, attr);
+    if (given.impl_info_str() == pd.impl_info_str()) {
+      pd = given;
+      in_place_ = true;
+    }
+  }
   implementation_ = pd.impl_info_str();
   prim_ = dnnl::matmul(pd);
   add_scratchpad(pd);
   add_arg(DNNL_ARG_SRC, src);
   add_arg(DNNL_ARG_DST, dst);
-  add_owned_arg(DNNL_ARG_WEIGHTS, pd.weights_desc());
+  if (in_place_)
+    add_arg(DNNL_ARG_WEIGHTS, pd.weights_desc());
+  else
+    add_owned_arg(DNNL_ARG_WEIGHTS, pd.weights_desc());
   if (cfg_.bias) add_owned_arg(DNNL_ARG_BIAS, bias);
 }
 
@@ -81,10 +102,27 @@ bool Linear::emulated() const {
 }
 
 void Linear::set_weights(ConstFloatView weight, ConstFloatView bias) {
-  load(user_weights_md_, weight.shape, weight.data, bias);
+  if (!in_place_) {
+    load(user_weights_md_, weight.shape, weight.data, bias);
+    return;
+  }
+  require_shape("weight", weight.shape, weight_shape_);
+  require_bias_presence("Linear", cfg_.bias, bias.present());
+  if (bias.present()) require_shape("bias", bias.shape, bias_shape_);
+  locked([&] {
+    bind_arg(DNNL_ARG_WEIGHTS, weight.data);
+    if (bias.present())
+      std::memcpy(args_.at(DNNL_ARG_BIAS).get_data_handle(), bias.data,
+                  sizeof(float) * static_cast<size_t>(cfg_.n));
+    has_weights_ = true;
+  });
 }
 
 void Linear::set_weights_bf16(ConstBf16View weight, ConstFloatView bias) {
+  if (in_place_)
+    throw std::invalid_argument(
+        "this Linear reads float32 weights where they are (weights_in_place): give it "
+        "float32 weights, not bfloat16");
   load(user_bf16_weights_md_, weight.shape, weight.data, bias);
 }
 

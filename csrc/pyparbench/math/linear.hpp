@@ -27,6 +27,12 @@ struct LinearConfig {
   // bf16: x and the weights are bf16 (run_bf16; set_weights converts fp32
   // weights), the products accumulate in fp32, y and the bias are fp32.
   Precision precision = Precision::fp32;
+  // Read the caller's (n, k) weights where they are, with no copy, when the
+  // matmul's own pick keeps them plain anyway (gemm:jit, on machines without
+  // AVX-512) and the same implementation takes them as given: the same sums,
+  // bit for bit, without a second copy of the weights. Elsewhere (a blocked
+  // layout picked, bf16) they are packed as usual: weights_in_place() says.
+  bool weights_in_place = false;
 };
 
 // The matmul primitive for constant (k, n) weights, in the layout it picks
@@ -52,6 +58,10 @@ class Linear : public PrimitiveKernel {
   // (dnnl_compat.hpp says how that is decided; false for fp32).
   const std::string& implementation() const { return implementation_; }
   bool emulated() const;
+  // Whether set_weights() keeps a pointer to the caller's weights rather
+  // than a copy (config().weights_in_place, where the matmul allows it): the
+  // caller then keeps them alive and unchanged as long as this kernel.
+  bool weights_in_place() const { return in_place_; }
 
   // Copies the weight (n, k) reordered, and the bias (n) when prepared with
   // one; std::invalid_argument for a wrong shape or a missing bias.
@@ -76,6 +86,7 @@ class Linear : public PrimitiveKernel {
   Shape x_shape_, out_shape_, weight_shape_, bias_shape_;
   dnnl::memory::desc user_weights_md_, user_bf16_weights_md_;
   std::string implementation_;
+  bool in_place_ = false;
   bool has_weights_ = false;
 };
 

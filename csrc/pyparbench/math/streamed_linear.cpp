@@ -80,6 +80,7 @@ int64_t StreamedLinear::panels() const {
 }
 
 int64_t StreamedLinear::packed_bytes() const {
+  if (plain_) return 0;
   return panels() * chunks_of(k_) * kStreamedPanelRows * kStreamedChunk *
          static_cast<int64_t>(sizeof(float));
 }
@@ -88,10 +89,26 @@ std::string StreamedLinear::implementation() {
   return std::string("streamed:") + streamed_kernels().isa();
 }
 
-void StreamedLinear::set_weights(ConstFloatView weight, ConstFloatView bias) {
+std::vector<float> StreamedLinear::checked_bias(ConstFloatView weight,
+                                                ConstFloatView bias) const {
   require_shape("weight", weight.shape, weight_shape_);
   require_bias_presence("StreamedLinear", bias_, bias.present());
-  if (bias.present()) require_shape("bias", bias.shape, bias_shape_);
+  if (!bias.present()) return {};
+  require_shape("bias", bias.shape, bias_shape_);
+  return std::vector<float>(bias.data, bias.data + n_);
+}
+
+void StreamedLinear::borrow_weights(ConstFloatView weight, ConstFloatView bias) {
+  std::vector<float> b = checked_bias(weight, bias);
+  locked([&] {
+    packed_.reset();
+    plain_ = weight.data;
+    bias_values_ = std::move(b);
+  });
+}
+
+void StreamedLinear::set_weights(ConstFloatView weight, ConstFloatView bias) {
+  std::vector<float> b = checked_bias(weight, bias);
   const int64_t chunks = chunks_of(k_), all = panels();
   const int64_t panel_floats = chunks * kStreamedPanelRows * kStreamedChunk;
   AlignedArray<float> packed = packed_array(all * panel_floats);
@@ -115,16 +132,15 @@ void StreamedLinear::set_weights(ConstFloatView weight, ConstFloatView bias) {
           std::fill(dst + cols, dst + kStreamedChunk, 0.0f);
         }
   }
-  std::vector<float> b = bias.present() ? std::vector<float>(bias.data, bias.data + n_)
-                                        : std::vector<float>();
   locked([&] {
     packed_ = std::move(packed);
+    plain_ = nullptr;
     bias_values_ = std::move(b);
   });
 }
 
 void StreamedLinear::bind(ConstFloatView x, FloatView out) {
-  if (!packed_)
+  if (!has_weights())
     throw std::invalid_argument(
         "StreamedLinear has no weights yet: call set_weights(weight, bias) first");
   require_shape("x", x.shape, x_shape_);
@@ -145,8 +161,14 @@ std::vector<double> StreamedLinear::timeit(ConstFloatView x, FloatView out, int 
 
 void StreamedLinear::execute() {
   const StreamedKernel kernel = streamed_kernels().get();
-  const StreamedArgs a{packed_.get(), bias_ ? bias_values_.data() : nullptr, x_.data, y_.data,
-                       m_, n_, k_};
+  const StreamedArgs a{plain_ ? plain_ : packed_.get(),
+                       bias_ ? bias_values_.data() : nullptr,
+                       x_.data,
+                       y_.data,
+                       m_,
+                       n_,
+                       k_,
+                       plain_ != nullptr};
   const int64_t all = panels();
   const int team = static_cast<int>(std::min<int64_t>(threads_, all));
   if (team == 1) {

@@ -30,9 +30,9 @@ class StreamedLinear : public Kernel {
   int64_t m() const { return m_; }
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
-  bool has_weights() const { return static_cast<bool>(packed_); }
+  bool has_weights() const { return packed_ || plain_; }
   // Bytes of packed weights (rows padded to whole panels, columns to whole
-  // chunks).
+  // chunks); 0 when the weights are read in place (borrow_weights).
   int64_t packed_bytes() const;
   // "streamed:" and the ISA of the kernel runs use ("avx512", "avx2", "generic").
   static std::string implementation();
@@ -40,6 +40,11 @@ class StreamedLinear : public Kernel {
   // Packs the weight (n, k), copies the bias (n) when prepared with one;
   // std::invalid_argument for a wrong shape or a missing / unexpected bias.
   void set_weights(ConstFloatView weight, ConstFloatView bias);
+  // Reads the weight (n, k) where it is, with no copy (the same sums, bit
+  // for bit, as packed), and copies the bias: the caller keeps the weight
+  // alive and unchanged as long as this kernel (a plan's parameters, which
+  // the prefill's matmul also reads, held once). Errors as set_weights.
+  void borrow_weights(ConstFloatView weight, ConstFloatView bias);
   // out (m, n) = x (m, k) · Wᵀ (+ bias); std::invalid_argument before
   // set_weights(), for wrong shapes, or when out overlaps x.
   void run(ConstFloatView x, FloatView out);
@@ -50,12 +55,14 @@ class StreamedLinear : public Kernel {
 
  private:
   void bind(ConstFloatView x, FloatView out);
+  std::vector<float> checked_bias(ConstFloatView weight, ConstFloatView bias) const;
   int64_t panels() const;
 
   int64_t m_, n_, k_;
   bool bias_;
   Shape x_shape_, out_shape_, weight_shape_, bias_shape_;
   AlignedArray<float> packed_;
+  const float* plain_ = nullptr;  // borrowed (n, k) weights, when not packed
   std::vector<float> bias_values_;
   ConstFloatView x_;
   FloatView y_;

@@ -9,6 +9,17 @@ aligned, to the context) and bound to both plans without a copy
 (:meth:`~pyparbench.executor.CompiledGraph.bind_state`); a step copies in
 only its token ids and the length (one int64), which its attention and
 rotary nodes read when they run, so no step copies the past or re-plans.
+
+The weights are drawn once (the token step's graph takes the prompt step's
+arrays) and held at most once more (``weights``): with ``"packed"`` the
+token step packs its matrices into the streamed product's panels (the
+layout a one-row step reads fastest) while the prompt step's products read
+the arrays where they are; with ``"in-place"`` both steps read them there,
+the weights held once (:func:`~pyparbench.executor.compile_graph`'s
+``weights_in_place``). Either way the logits are the same bits. Where the
+prompt step's matmul cannot read them in place (oneDNN picks a blocked
+layout, on AVX-512) it packs its own copy and the token step then reads the
+arrays in place: one packed copy at most.
 """
 
 from __future__ import annotations
@@ -19,9 +30,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pyparbench import ops
 from pyparbench.executor import CompiledGraph, compile_graph
 from pyparbench.graph import Graph
 from pyparbench.frameworks.generation import (
+    NATIVE_WEIGHTS,
     GenerationRecord,
     GenerationRequest,
     checked_prompts,
@@ -48,6 +61,31 @@ def _sharing_weights(graph: Graph, source: Graph) -> Graph:
             node = dataclasses.replace(node, params=twin.params)
         nodes.append(node)
     return Graph(graph.name, nodes, graph.outputs, graph.meta)
+
+
+def _matmuls_read_in_place(step: CompiledGraph, settings: Settings) -> bool:
+    """Whether every linear node of ``step`` that oneDNN's matmul runs under
+    ``settings`` (more rows than the streamed product takes) reads its
+    weights in place when asked (``ops.Linear(weights_in_place=True)``
+    granted: the matmul keeps them plain, gemm:jit). False where one packs a
+    copy of its own anyway (a blocked layout, on AVX-512), or where the
+    products run on another library or precision (each packs or reads as
+    it does)."""
+    if settings.library != "onednn" or settings.precision != "fp32":
+        return False
+    g = step.optimized(settings)
+    asked = set()
+    for node in g.nodes:
+        if node.op != "linear":
+            continue
+        x = g[node.inputs[0]].shape
+        rows, (n, k) = int(np.prod(x[:-1])), node.params.shapes["weight"]
+        activation = "relu" if node.attrs.get("relu") else node.attrs.get("activation") or None
+        if rows > ops.STREAMED_MAX_ROWS or activation is not None:  # else streamed: in place
+            asked.add((rows, n, k, "bias" in node.params, activation))
+    return all(ops.Linear(rows, n, k, bias=bias, activation=activation,
+                          threads=settings.intra_op, weights_in_place=True).weights_in_place
+               for rows, n, k, bias, activation in asked)
 
 
 class KVCache:
@@ -89,15 +127,19 @@ class KVCache:
 
 class CachedDecoder:
     """The prompt step and the token step of a built-in decoder on one
-    :class:`KVCache`, run under ``settings``."""
+    :class:`KVCache`, run under ``settings``, the weights held as
+    ``weights`` says (the module docstring; ValueError naming any other)."""
 
     def __init__(self, batch: int, *, size: str, prompt: int, context: int,
                  settings: Settings | None = None, seed: int = 0, hidden: int | None = None,
                  layers: int | None = None, heads: int | None = None,
                  kv_heads: int | None = None, intermediate: int | None = None,
-                 vocab: int | None = None) -> None:
+                 vocab: int | None = None, weights: str = "packed") -> None:
+        if weights not in NATIVE_WEIGHTS:
+            raise ValueError(f"weights {weights!r} is not one of {', '.join(NATIVE_WEIGHTS)}")
         self.settings = settings or Settings()
         self.prompt = prompt
+        self.weights = weights
 
         def step_graph(new_tokens: int) -> Graph:
             return llama_step(batch, size=size, new_tokens=new_tokens, context=context,
@@ -105,8 +147,11 @@ class CachedDecoder:
                               kv_heads=kv_heads, intermediate=intermediate, vocab=vocab)
 
         prompt_graph = step_graph(prompt)
-        self.prompt_step = compile_graph(prompt_graph)
-        self.token_step = compile_graph(_sharing_weights(step_graph(1), prompt_graph))
+        self.prompt_step = compile_graph(prompt_graph, weights_in_place=True)
+        # The token step packs only where the prompt step keeps no copy.
+        packs = weights == "packed" and _matmuls_read_in_place(self.prompt_step, self.settings)
+        self.token_step = compile_graph(_sharing_weights(step_graph(1), prompt_graph),
+                                        weights_in_place=not packs)
         self.config = config_of(self.prompt_step.graph)
         self.cache = KVCache(self.config, batch, context)
         for step in (self.prompt_step, self.token_step):
@@ -157,10 +202,11 @@ def generate(request: GenerationRequest, *, warm: bool = True) -> GenerationReco
     settings = Settings(intra_op=request.threads)
     cfg = request.config
     decoder = CachedDecoder(request.batch, size=request.model, prompt=request.prompt,
-                            context=request.prompt + request.new, settings=settings)
+                            context=request.prompt + request.new, settings=settings,
+                            weights=request.weights)
     ids = prompt_ids(request.batch, request.prompt, cfg.vocab)
     if warm:
         decoder.greedy(ids, request.new)
     tokens, ttft, steps = decoder.greedy(ids, request.new)
-    described: dict[str, Any] = {"intra_op": request.threads}
+    described: dict[str, Any] = {"intra_op": request.threads, "weights": request.weights}
     return record_from_times(request, described, tokens, ttft, steps)
