@@ -18,7 +18,12 @@ from pyparbench.cli import main
 from pyparbench.executor import compile_graph
 from pyparbench.frameworks.generation import GenerationRequest, bytes_per_token, prompt_ids
 from pyparbench.frameworks.generation_run import run_generation
-from pyparbench.frameworks.native.generation import CachedDecoder, KVCache
+from pyparbench.frameworks.native.generation import (
+    CachedDecoder,
+    KVCache,
+    resolve_weights,
+    weights_memory,
+)
 from pyparbench.models.llama import (
     CACHE_LENGTH,
     LLAMA_SIZES,
@@ -242,15 +247,40 @@ def test_how_the_weights_are_held_changes_no_bit(threads: int) -> None:
     (want_first,) = _run(packed[0], {"input_ids": ids, CACHE_LENGTH: [0]}, threads)
     (want_next,) = _run(packed[1], {"input_ids": [[1], [2]], CACHE_LENGTH: [5]}, threads)
     tokens = []
-    for weights in ("packed", "in-place"):
+    for weights in ("copies", "packed", "in-place"):
         decoder = CachedDecoder(2, size="llama-tiny", prompt=5, context=9, settings=settings,
                                 weights=weights)
-        assert decoder.prompt_step.weights_in_place
+        assert decoder.weights == weights
+        assert decoder.prompt_step.weights_in_place == (weights != "copies")
         assert decoder.token_step.weights_in_place == (weights == "in-place")
         np.testing.assert_array_equal(decoder.prefill(ids), want_first)
         np.testing.assert_array_equal(decoder.decode([[1], [2]]), want_next)
         tokens.append(decoder.greedy(ids, 4)[0])
     np.testing.assert_array_equal(tokens[0], tokens[1])
+    np.testing.assert_array_equal(tokens[0], tokens[2])
+
+
+def test_auto_holds_the_weights_the_fastest_way_the_memory_allows() -> None:
+    """"auto" takes "copies" where their bytes and a tenth fit the memory
+    available, else "packed", else "in-place"; the bytes count every
+    matrix (lm_head's too), the embedding table and the cache."""
+    cfg = LLAMA_SIZES["llama-3.2-1b"].config
+    # The step's own graph (its weights made only when read: none here).
+    g = llama_step(1, size="llama-3.2-1b", new_tokens=1, context=160)
+    need = weights_memory(g, 1, 160)
+    matrices = sum(4 * n.num_params for n in g.nodes if n.op == "linear")
+    cache = 4 * 2 * cfg.layers * cfg.kv_heads * cfg.head_dim * 160
+    assert need["in-place"] == 4 * g.num_params + cache
+    assert need["packed"] - need["in-place"] == need["copies"] - need["packed"] == matrices
+    # 6.0 GB of weights, 5.0 GB of them the products' matrices (lm_head's 1.05 GB too).
+    assert 5.9e9 < need["in-place"] < 6.1e9 and 4.9e9 < matrices < 5.0e9
+    for room, want in ((int(1.1 * need["copies"]) + 1, "copies"),
+                       (int(1.1 * need["copies"]) - 1, "packed"),
+                       (int(1.1 * need["packed"]) - 1, "in-place"), (1, "in-place")):
+        assert resolve_weights("auto", g, 1, 160, available=room) == want, room
+    assert resolve_weights("packed", g, 1, 160, available=1) == "packed"
+    with pytest.raises(ValueError, match="weights 'twice' is not one of auto, copies"):
+        resolve_weights("twice", g, 1, 160)
 
 
 def test_the_token_step_packs_only_where_the_prompt_step_keeps_no_copy(
@@ -262,13 +292,13 @@ def test_the_token_step_packs_only_where_the_prompt_step_keeps_no_copy(
     from pyparbench import ops  # noqa: PLC0415
     from pyparbench.frameworks.native import generation  # noqa: PLC0415
 
-    decoder = CachedDecoder(1, size="llama-tiny", prompt=5, context=9)
+    decoder = CachedDecoder(1, size="llama-tiny", prompt=5, context=9, weights="packed")
     plain = ops.Linear(5, 256, 256, weights_in_place=True).weights_in_place
     assert decoder.token_step.weights_in_place == (not plain)
     monkeypatch.setattr(generation, "_matmuls_read_in_place", lambda step, settings: False)
-    decoder = CachedDecoder(1, size="llama-tiny", prompt=5, context=9)
+    decoder = CachedDecoder(1, size="llama-tiny", prompt=5, context=9, weights="packed")
     assert decoder.prompt_step.weights_in_place and decoder.token_step.weights_in_place
-    with pytest.raises(ValueError, match="weights 'twice' is not one of packed, in-place"):
+    with pytest.raises(ValueError, match="weights 'twice' is not one of auto, copies, packed"):
         CachedDecoder(1, size="llama-tiny", prompt=5, context=9, weights="twice")
 
 
@@ -360,7 +390,7 @@ def test_generate_json_has_the_figures(capsys: pytest.CaptureFixture[str]) -> No
     assert (out["model"], out["prompt"], out["new"], out["batch"], out["framework"]) == \
         ("llama-tiny", 8, 4, 1, "native")
     assert out["settings"]["intra_op"] == 1 and len(out["settings"]["process_cpus"]) == 1
-    assert out["settings"]["weights"] == "packed"
+    assert out["settings"]["weights"] == "copies"  # "auto": llama-tiny fits every way
     assert len(out["tokens"]) == 1 and len(out["tokens"][0]) == 4
     assert len(out["step_ms"]) == 3
     # The same tokens as an in-process greedy generation of the same prompt.

@@ -95,10 +95,11 @@ def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                    help="the runtime (llamacpp: a GGUF file of the same weights; torch: "
                         "transformers' LlamaForCausalLM on them; onnxruntime: that model "
                         "exported to ONNX with its cache)")
-    p.add_argument("--weights", choices=NATIVE_WEIGHTS, default=NATIVE_WEIGHTS[0],
-                   help="native: how the weights are held (packed: the token step streams its "
-                        "own packed copy of the matrices, the prompt step reads them in place, "
-                        "the weights' memory about twice; in-place: both steps read them in "
-                        "place, once, each step slower; the same tokens either way)")
+    p.add_argument("--weights", choices=NATIVE_WEIGHTS, default="auto",
+                   help="native: how the weights are held (copies: each step packs its own "
+                        "copy, the fastest steps, about three times the weights' memory; "
+                        "packed: only the token step does, about twice; in-place: both steps "
+                        "read the one copy, slower; auto (default): the fastest that fits the "
+                        "memory available; the same tokens every way)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_cmd_generate, user_errors=(ValueError, MemoryError, ChildFailed))

@@ -47,11 +47,13 @@ State = TypeVar("State")
 GENERATION_FRAMEWORKS = ("native", "llamacpp", "torch", "onnxruntime")
 Framework = Literal["native", "llamacpp", "torch", "onnxruntime"]
 
-# How the native runtime holds the weights (frameworks.native.generation):
-# "packed", the token step streams its own packed copy of the matrices and
-# the prompt step reads the weights where they are; "in-place", both steps
-# read that one copy (less memory, slower steps).
-NATIVE_WEIGHTS = ("packed", "in-place")
+# How the native runtime holds the weights (frameworks.native.generation),
+# fastest first: "copies", each step packs its own copy of the matrices (the
+# fastest steps, the weights' memory about three times); "packed", the token
+# step streams its own packed copy and the prompt step reads the weights
+# where they are (about twice); "in-place", both steps read that one copy
+# (once; slower steps); "auto", the fastest whose memory this machine has.
+NATIVE_WEIGHTS = ("auto", "copies", "packed", "in-place")
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class GenerationRequest:
     framework: str = "native"
     gguf: str | None = None
     onnx: str | None = None
-    weights: str = "packed"
+    weights: str = "auto"
 
     def __post_init__(self) -> None:
         size = LLAMA_SIZES.get(self.model)
@@ -91,7 +93,7 @@ class GenerationRequest:
                              f"{', '.join(GENERATION_FRAMEWORKS)}")
         if self.weights not in NATIVE_WEIGHTS:
             raise ValueError(f"weights {self.weights!r} is not one of {', '.join(NATIVE_WEIGHTS)}")
-        if self.weights != NATIVE_WEIGHTS[0] and self.framework != "native":
+        if self.weights != "auto" and self.framework != "native":
             raise ValueError(f"weights {self.weights!r}: only the native runtime's weights are "
                              f"held one way or another, not {self.framework}'s")
         if self.framework == "llamacpp" and self.batch != 1:

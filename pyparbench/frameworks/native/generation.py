@@ -11,15 +11,18 @@ only its token ids and the length (one int64), which its attention and
 rotary nodes read when they run, so no step copies the past or re-plans.
 
 The weights are drawn once (the token step's graph takes the prompt step's
-arrays) and held at most once more (``weights``): with ``"packed"`` the
-token step packs its matrices into the streamed product's panels (the
-layout a one-row step reads fastest) while the prompt step's products read
-the arrays where they are; with ``"in-place"`` both steps read them there,
-the weights held once (:func:`~pyparbench.executor.compile_graph`'s
-``weights_in_place``). Either way the logits are the same bits. Where the
-prompt step's matmul cannot read them in place (oneDNN picks a blocked
-layout, on AVX-512) it packs its own copy and the token step then reads the
-arrays in place: one packed copy at most.
+arrays) and held as ``weights`` says: with ``"copies"`` each step packs its
+own copy of the matrices (oneDNN's layout for the prompt's products, the
+streamed product's panels for the one-row token step: the fastest steps);
+with ``"packed"`` only the token step packs, the prompt step's products
+reading the arrays where they are; with ``"in-place"`` both steps read them
+there, the weights held once (:func:`~pyparbench.executor.compile_graph`'s
+``weights_in_place``); ``"auto"`` takes the fastest of these whose memory
+(:func:`weights_memory`) the machine has available. Either way the logits
+are the same bits. Where the prompt step's matmul cannot read them in place
+(oneDNN picks a blocked layout, on AVX-512) it packs its own copy and, under
+``"packed"``, the token step then reads the arrays in place: one packed copy
+at most.
 """
 
 from __future__ import annotations
@@ -42,11 +45,11 @@ from pyparbench.frameworks.generation import (
     record_from_times,
     timed_steps,
 )
-from pyparbench.memory import aligned_empty
+from pyparbench.memory import aligned_empty, available_bytes
 from pyparbench.models.llama import CACHE_LENGTH, LlamaConfig, cache_names, config_of, llama_step
 from pyparbench.settings import Settings
 
-__all__ = ["CachedDecoder", "KVCache", "generate"]
+__all__ = ["CachedDecoder", "KVCache", "generate", "resolve_weights", "weights_memory"]
 
 
 def _sharing_weights(graph: Graph, source: Graph) -> Graph:
@@ -86,6 +89,33 @@ def _matmuls_read_in_place(step: CompiledGraph, settings: Settings) -> bool:
     return all(ops.Linear(rows, n, k, bias=bias, activation=activation,
                           threads=settings.intra_op, weights_in_place=True).weights_in_place
                for rows, n, k, bias, activation in asked)
+
+
+def weights_memory(step: Graph, batch: int, context: int) -> dict[str, int]:
+    """Bytes a native generation with prompt or token step ``step`` holds
+    under each way of holding the weights but "auto": its parameters (every
+    matrix, the embedding table, norms and rotary tables), the copies of the
+    matrices that way packs, and the cache."""
+    cfg = config_of(step)
+    matrices = sum(4 * n.num_params for n in step.nodes if n.op == "linear")
+    held = 4 * step.num_params + 4 * 2 * cfg.layers * batch * cfg.kv_heads * cfg.head_dim * context
+    return {"copies": held + 2 * matrices, "packed": held + matrices, "in-place": held}
+
+
+def resolve_weights(weights: str, step: Graph, batch: int, context: int,
+                    available: int | None = None) -> str:
+    """``weights`` itself, or for "auto" the fastest way whose memory
+    (:func:`weights_memory`), with a tenth to spare, fits ``available``
+    (MemAvailable by default; "copies" where it is unknown), else
+    "in-place". ValueError naming any other."""
+    if weights not in NATIVE_WEIGHTS:
+        raise ValueError(f"weights {weights!r} is not one of {', '.join(NATIVE_WEIGHTS)}")
+    if weights != "auto":
+        return weights
+    room = available_bytes() if available is None else available
+    need = weights_memory(step, batch, context)
+    return next((w for w in ("copies", "packed") if room is None or 1.1 * need[w] <= room),
+                "in-place")
 
 
 class KVCache:
@@ -134,25 +164,28 @@ class CachedDecoder:
                  settings: Settings | None = None, seed: int = 0, hidden: int | None = None,
                  layers: int | None = None, heads: int | None = None,
                  kv_heads: int | None = None, intermediate: int | None = None,
-                 vocab: int | None = None, weights: str = "packed") -> None:
+                 vocab: int | None = None, weights: str = "auto") -> None:
         if weights not in NATIVE_WEIGHTS:
             raise ValueError(f"weights {weights!r} is not one of {', '.join(NATIVE_WEIGHTS)}")
         self.settings = settings or Settings()
         self.prompt = prompt
-        self.weights = weights
 
         def step_graph(new_tokens: int) -> Graph:
             return llama_step(batch, size=size, new_tokens=new_tokens, context=context,
                               seed=seed, hidden=hidden, layers=layers, heads=heads,
                               kv_heads=kv_heads, intermediate=intermediate, vocab=vocab)
 
-        prompt_graph = step_graph(prompt)
-        self.prompt_step = compile_graph(prompt_graph, weights_in_place=True)
-        # The token step packs only where the prompt step keeps no copy.
-        packs = weights == "packed" and _matmuls_read_in_place(self.prompt_step, self.settings)
+        prompt_graph = step_graph(prompt)  # its weights are made when first read
+        self.config = config_of(prompt_graph)
+        # The way the weights are held: "copies", "packed" or "in-place".
+        self.weights = resolve_weights(weights, prompt_graph, batch, context)
+        copies = self.weights == "copies"
+        self.prompt_step = compile_graph(prompt_graph, weights_in_place=not copies)
+        # Under "packed" the token step packs only where the prompt step keeps no copy.
+        packs = copies or (self.weights == "packed"
+                           and _matmuls_read_in_place(self.prompt_step, self.settings))
         self.token_step = compile_graph(_sharing_weights(step_graph(1), prompt_graph),
                                         weights_in_place=not packs)
-        self.config = config_of(self.prompt_step.graph)
         self.cache = KVCache(self.config, batch, context)
         for step in (self.prompt_step, self.token_step):
             self.cache.bind(step)
@@ -208,5 +241,5 @@ def generate(request: GenerationRequest, *, warm: bool = True) -> GenerationReco
     if warm:
         decoder.greedy(ids, request.new)
     tokens, ttft, steps = decoder.greedy(ids, request.new)
-    described: dict[str, Any] = {"intra_op": request.threads, "weights": request.weights}
+    described: dict[str, Any] = {"intra_op": request.threads, "weights": decoder.weights}
     return record_from_times(request, described, tokens, ttft, steps)
