@@ -401,6 +401,9 @@ def test_generate_json_has_the_figures(capsys: pytest.CaptureFixture[str]) -> No
     in_place = _generate_json(capsys, "--prompt", "8", "--new", "4", "--weights", "in-place")
     assert in_place["settings"]["weights"] == "in-place"
     assert in_place["tokens"] == out["tokens"]
+    # The table names the way taken.
+    assert main(["generate", "llama-tiny", "--prompt", "8", "--new", "4"]) == 0
+    assert "weights: copies (--weights auto)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args, named", [

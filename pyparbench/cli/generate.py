@@ -68,6 +68,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     console = Console()
     console.print(_table(record))
     console.print(f"tokens: {record.tokens}")
+    held = record.settings.get("weights")
+    if held:  # native: how its steps held the weights
+        console.print(f"weights: {held} (--weights {args.weights})")
     console.print("TTFT: the prompt's step and the first token; TPOT: median time per "
                   "output token after it; GB/s: bytes per token / TPOT")
     return 0
